@@ -1,0 +1,57 @@
+"""The one source of "now" for library code.
+
+A host binds a clock to the event loop it runs on; `now_ms()` reads the clock bound to
+the running loop, or the wall clock when none is bound. Timers are set on the loop
+itself (`asyncio.sleep`, `loop.call_later`): a virtual clock makes the loop's own time
+virtual, so those follow it too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from typing import Protocol
+
+
+class Clock(Protocol):
+    """Anything that tells the current time in integer milliseconds since the epoch."""
+
+    def now_ms(self) -> int: ...
+
+
+class WallClock:
+    """The real time of this machine."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+WALL_CLOCK = WallClock()
+
+_bound: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Clock] = weakref.WeakKeyDictionary()
+
+
+def bind_clock(loop: asyncio.AbstractEventLoop, clock: Clock) -> None:
+    """Make `clock` the time source of code running on `loop`."""
+    _bound[loop] = clock
+
+
+def unbind_clock(loop: asyncio.AbstractEventLoop, clock: Clock) -> None:
+    """Forget `clock` for `loop` if it is still the one bound there."""
+    if _bound.get(loop) is clock:
+        del _bound[loop]
+
+
+def current_clock() -> Clock:
+    """The clock bound to the running loop, else the wall clock."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return WALL_CLOCK
+    return _bound.get(loop, WALL_CLOCK)
+
+
+def now_ms() -> int:
+    """The current time in ms of the clock of the runtime the caller runs in."""
+    return current_clock().now_ms()

@@ -1,0 +1,126 @@
+"""The Durable Object state the engine and capabilities are allowed to use.
+
+This is the one seam between capabilities and hosts: the embedded runtime
+(`durability.runtime`) and, later, the Cloudflare adapter both satisfy these
+protocols, so a capability never touches sqlite3, files or the loop's clock.
+
+Storage contract (method by method):
+
+- `sql.exec(query, *bindings)` is synchronous and returns a cursor whose rows are
+  already read. Bindings are `None`, `int` (within +/-(2**53 - 1)), `float`, `str`,
+  `bytes`; `bool` is bound as 0/1. `BEGIN`, `COMMIT`, `ROLLBACK`, `SAVEPOINT` and
+  `RELEASE` raise: use the transaction methods.
+- Writes made between two awaits are atomic with each other (they belong to one
+  implicit transaction that the host commits at the end of the turn).
+- `transaction_sync(fn)` runs `fn()` atomically: on an exception every write it made
+  is rolled back and the exception propagates unchanged. Calls may nest.
+- `await transaction(fn)` runs `await fn(txn)` atomically, with the alarm and KV
+  methods on `txn`. `fn` may await only `txn`'s own methods: anything that really
+  suspends raises and rolls back, because other work of the object would otherwise
+  interleave with an open transaction.
+- One alarm per object: `get_alarm()` is `None` when unset; `set_alarm` replaces it;
+  `delete_alarm` is idempotent. While `alarm()` runs, `get_alarm()` is `None` unless
+  it was set during the run.
+- KV values are JSON values; `list` returns keys in ascending order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from ._types import JsonValue, SqlValue, TimeInput
+
+T = TypeVar("T")
+
+Row = dict[str, Any]
+
+
+class SqlCursor(Protocol):
+    """Rows of one statement, iterated as dicts keyed by column name."""
+
+    @property
+    def column_names(self) -> list[str]: ...
+
+    @property
+    def rows_read(self) -> int: ...
+
+    @property
+    def rows_written(self) -> int: ...
+
+    def __iter__(self) -> Iterator[Row]: ...
+
+    def to_list(self) -> list[Row]: ...
+
+    def one(self) -> Row: ...
+
+    def raw(self) -> Iterator[tuple[Any, ...]]: ...
+
+
+class SqlStorage(Protocol):
+    """Synchronous SQL over the object's own database."""
+
+    def exec(self, query: str, *bindings: SqlValue | bool) -> SqlCursor: ...
+
+
+class AlarmStorage(Protocol):
+    """The object's single alarm."""
+
+    async def get_alarm(self) -> int | None: ...
+
+    async def set_alarm(self, scheduled_time: TimeInput) -> None: ...
+
+    async def delete_alarm(self) -> None: ...
+
+
+class KeyValueStorage(Protocol):
+    """The object's key-value pairs (JSON values)."""
+
+    async def get(self, key: str) -> JsonValue: ...
+
+    async def put(self, key: str, value: JsonValue) -> None: ...
+
+    async def delete(self, key: str) -> bool: ...
+
+    async def list(
+        self, prefix: str | None = None, limit: int | None = None
+    ) -> dict[str, JsonValue]: ...
+
+
+class Transaction(AlarmStorage, KeyValueStorage, Protocol):
+    """What `Storage.transaction` hands to its callback."""
+
+
+class Storage(AlarmStorage, KeyValueStorage, Protocol):
+    """`ctx.storage`: SQL, transactions, the alarm and KV."""
+
+    @property
+    def sql(self) -> SqlStorage: ...
+
+    def transaction_sync(self, fn: Callable[[], T]) -> T: ...
+
+    async def transaction(self, fn: Callable[[Transaction], Awaitable[T]]) -> T: ...
+
+    async def delete_all(self) -> None: ...
+
+
+@runtime_checkable
+class ObjectIdLike(Protocol):
+    """An object id: `str(id)` is stable; `name` is the name it came from, if any."""
+
+    @property
+    def name(self) -> str | None: ...
+
+
+class Context(Protocol):
+    """`ctx`: what a Durable Object instance is handed by its host."""
+
+    @property
+    def id(self) -> ObjectIdLike: ...
+
+    @property
+    def storage(self) -> Storage: ...
+
+    def wait_until(self, awaitable: Awaitable[Any]) -> None: ...
+
+    async def block_concurrency_while(self, fn: Callable[[], Awaitable[T]]) -> T: ...

@@ -1,0 +1,187 @@
+"""Every exception durability raises, and how thrown values are reduced for storage.
+
+The tree (catch at the level you need)::
+
+    DurabilityError
+    ├── NonRetryableError                  raise from a handler to fail at once
+    ├── DurableAttemptTimeoutError         an operation attempt ran out of time
+    ├── DurableAlarmTimeoutError           a named-alarm attempt ran out of time
+    ├── DurableRetryPolicyError            a retry policy produced an unusable delay
+    ├── DurableResultSerializationError    a handler returned a non-JSON value
+    ├── DurableAttemptsExhaustedError      a row was already at its attempt limit
+    ├── DuplicateDurableCallError          an id belongs to another operation
+    ├── LogAppendError                     a definite log input rejection
+    ├── LogTruncatedError                  an offset is no longer retained
+    ├── LogLeaseError                      a lease batch is not held
+    ├── FanoutEnqueueError                 a definite fanout input rejection
+    ├── FanoutSettlementError              a delivery was already settled or is stale
+    ├── FanoutTimeoutError                 a fanout delivery ran out of time
+    └── RoutingError                       an invalid shard or routing target
+
+Stored errors are reduced to `SerializedError(name, message)` by `serialize_error`,
+which never raises. A `__cause__` is never stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class SerializedError:
+    """An error as it is persisted: its class name and message."""
+
+    name: str
+    message: str
+
+
+class DurabilityError(Exception):
+    """Base class of every durability error."""
+
+
+class NonRetryableError(DurabilityError):
+    """Raise from a handler to fail the call at once, without further attempts."""
+
+
+class DurableAttemptTimeoutError(DurabilityError):
+    """An operation attempt exceeded its `attempt_timeout_ms`; retried by policy."""
+
+    def __init__(self, operation: str, timeout_ms: int) -> None:
+        super().__init__(f'Durable operation "{operation}" timed out after {timeout_ms}ms')
+        self.operation = operation
+        self.timeout_ms = timeout_ms
+
+
+class DurableAlarmTimeoutError(DurabilityError):
+    """A named-alarm attempt exceeded its timeout; terminal unless `retry_timeouts`."""
+
+    def __init__(self, name: str, timeout_ms: int) -> None:
+        super().__init__(f'Durable alarm "{name}" timed out after {timeout_ms}ms')
+        self.alarm_name = name
+        self.timeout_ms = timeout_ms
+
+
+class DurableRetryPolicyError(DurabilityError):
+    """A retry policy raised or returned a delay that is not a usable time."""
+
+    def __init__(self, entity: str) -> None:
+        super().__init__(
+            f"Retry policy for {entity} must produce a non-negative safe-integer timestamp"
+        )
+        self.entity = entity
+
+
+class DurableResultSerializationError(DurabilityError):
+    """A handler returned a value that is not JSON; terminal, the handler is not rerun."""
+
+    def __init__(self, operation: str) -> None:
+        super().__init__(f'Result for durable operation "{operation}" is not JSON-serializable')
+        self.operation = operation
+
+
+class DurableAttemptsExhaustedError(DurabilityError):
+    """A pending row was already at its attempt limit when it was claimed."""
+
+    def __init__(self, entity: str, name: str, max_attempts: int) -> None:
+        super().__init__(f'Durable {entity} "{name}" exhausted its {max_attempts} attempts')
+        self.entity = entity
+        self.entity_name = name
+        self.max_attempts = max_attempts
+
+
+class DuplicateDurableCallError(DurabilityError):
+    """An id is already used by another operation; ids belong to one operation forever."""
+
+    def __init__(self, id: str, existing_operation: str, requested_operation: str) -> None:
+        super().__init__(
+            f'Durable call "{id}" already belongs to operation "{existing_operation}", '
+            f'not "{requested_operation}"'
+        )
+        self.id = id
+        self.existing_operation = existing_operation
+        self.requested_operation = requested_operation
+
+
+class LogAppendError(DurabilityError):
+    """A definite log input rejection (bad batch, offset or consumer name)."""
+
+
+class LogTruncatedError(DurabilityError):
+    """The requested offset was trimmed (or its cold segment is gone)."""
+
+    def __init__(self, requested_offset: int, oldest_offset: int) -> None:
+        super().__init__(
+            f"Log offset {requested_offset} was trimmed; "
+            f"the oldest retained offset is {oldest_offset}"
+        )
+        self.requested_offset = requested_offset
+        self.oldest_offset = oldest_offset
+
+
+class LogLeaseError(DurabilityError):
+    """An ack or nack named a batch that is unknown, fenced or already settled."""
+
+    def __init__(self, batch_id: str) -> None:
+        super().__init__(f'Log lease "{batch_id}" is not held')
+        self.batch_id = batch_id
+
+
+class FanoutEnqueueError(DurabilityError):
+    """A definite fanout input rejection; returned in `EnqueueResult`, never raised."""
+
+
+class FanoutSettlementError(DurabilityError):
+    """A delivery was settled twice, or changed underneath its settlement."""
+
+    def __init__(self, id: str, outcome: str | None = None) -> None:
+        if outcome is None:
+            message = f'Fanout delivery "{id}" is stale'
+        else:
+            message = f'Fanout delivery "{id}" was already settled as "{outcome}"'
+        super().__init__(message)
+        self.id = id
+        self.outcome = outcome
+
+
+class FanoutTimeoutError(DurabilityError):
+    """A fanout target batch or dead-letter write exceeded its deadline."""
+
+    def __init__(self, timeout_ms: int) -> None:
+        super().__init__(f"Fanout delivery timed out after {timeout_ms}ms")
+        self.timeout_ms = timeout_ms
+
+
+class RoutingError(DurabilityError):
+    """An invalid shard, an unresolvable namespace or an unknown routing method."""
+
+
+def serialize_error(value: object) -> SerializedError:
+    """Reduce any thrown value to `SerializedError`; never raises."""
+    if value is None:
+        return SerializedError("Error", "null")
+    if not isinstance(value, BaseException):
+        try:
+            return SerializedError("Error", str(value))
+        except Exception:
+            return SerializedError("Error", "Unknown thrown value")
+    try:
+        name = type(value).__name__ or "Error"
+    except Exception:
+        name = "Error"
+    try:
+        message = str(value)
+    except Exception:
+        message = ""
+    return SerializedError(name, message or "Unknown thrown value")
+
+
+def is_non_retryable(error: object) -> bool:
+    """True for our `NonRetryableError` and for any class of that name (by class or name)."""
+    if isinstance(error, NonRetryableError):
+        return True
+    try:
+        return any(cls.__name__ == "NonRetryableError" for cls in type(error).__mro__) or (
+            getattr(error, "name", None) == "NonRetryableError"
+        )
+    except Exception:
+        return False

@@ -1,0 +1,45 @@
+"""Option and argument checks shared by every capability (messages name the option)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ._types import MAX_SAFE_INTEGER
+
+
+def check_int(name: str, value: object) -> int:
+    """`value` as an int; `TypeError` for bools, floats and anything else."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    return value
+
+
+def check_positive_int(name: str, value: object) -> int:
+    """A positive int, else `ValueError` "<name> must be a positive integer"."""
+    number = check_int(name, value)
+    if number < 1 or number > MAX_SAFE_INTEGER:
+        raise ValueError(f"{name} must be a positive integer")
+    return number
+
+
+def check_non_negative_int(name: str, value: object) -> int:
+    """A safe int >= 0, else `ValueError` "<name> must be a non-negative safe integer"."""
+    number = check_int(name, value)
+    if number < 0 or number > MAX_SAFE_INTEGER:
+        raise ValueError(f"{name} must be a non-negative safe integer")
+    return number
+
+
+def to_epoch_ms(name: str, value: object) -> int:
+    """Milliseconds since the epoch from an int or an aware `datetime`."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"{name} must be an aware datetime (naive datetimes are ambiguous)")
+        return check_non_negative_int(name, round(value.timestamp() * 1000))
+    return check_non_negative_int(name, value)
+
+
+def check_callable(name: str, value: object) -> None:
+    """`TypeError` "<name> must be callable" unless `value` is callable."""
+    if not callable(value):
+        raise TypeError(f"{name} must be callable, got {type(value).__name__}")
