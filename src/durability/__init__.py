@@ -21,8 +21,9 @@ from ._errors import (
     RoutingError,
     SerializedError,
 )
+from ._migrations import LATEST, MigrationResult
 
-__all__ = [
+__all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports.py
     "DuplicateDurableCallError",
     "DurabilityError",
     "DurableAlarmTimeoutError",
@@ -33,9 +34,11 @@ __all__ = [
     "FanoutEnqueueError",
     "FanoutSettlementError",
     "FanoutTimeoutError",
+    "LATEST",
     "LogAppendError",
     "LogLeaseError",
     "LogTruncatedError",
+    "MigrationResult",
     "NonRetryableError",
     "RoutingError",
     "SerializedError",

@@ -1,0 +1,437 @@
+"""Schema migrations: up, down, exact versions, stored downs, legacy history, atomicity."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+
+from durability import LATEST, MigrationResult
+from durability._migrations import (
+    FANOUT_MIGRATIONS,
+    LOG_LEASE_MIGRATIONS,
+    LOG_MIGRATIONS,
+    NAMED_ALARM_MIGRATIONS,
+    OPERATION_MIGRATIONS,
+    Migration,
+    is_schema_current,
+    migrate,
+)
+from durability.testing import VirtualClock
+
+T = TypeVar("T")
+
+BUILTIN = {
+    "operations": OPERATION_MIGRATIONS,
+    "namedAlarms": NAMED_ALARM_MIGRATIONS,
+    "fanout": FANOUT_MIGRATIONS,
+    "log": LOG_MIGRATIONS,
+    "logLeases": LOG_LEASE_MIGRATIONS,
+}
+CALLS_0004 = "durability_0004_calls_generation_and_created_at"
+ALARMS_0004 = "durability_0004_alarms_generation_and_created_at"
+START_MS = 1_700_000_000_123
+
+
+class _Cursor:
+    def __init__(self, cursor: sqlite3.Cursor) -> None:
+        names = [d[0] for d in cursor.description or ()]
+        self._rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self._rows)
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return list(self._rows)
+
+    def one(self) -> dict[str, Any]:
+        assert len(self._rows) == 1
+        return self._rows[0]
+
+
+class _Sql:
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    def exec(self, query: str, *bindings: Any) -> _Cursor:
+        return _Cursor(self._connection.execute(query, bindings))
+
+
+class _Storage:
+    """The storage protocol's SQL half over an in-memory sqlite3 database."""
+
+    def __init__(self) -> None:
+        self._connection = sqlite3.connect(":memory:", isolation_level=None)
+        self.sql = _Sql(self._connection)
+        self._depth = 0
+
+    def transaction_sync(self, fn: Callable[[], T]) -> T:
+        self._depth += 1
+        name = f"t{self._depth}"
+        self._connection.execute(f"SAVEPOINT {name}")
+        try:
+            result = fn()
+        except BaseException:
+            self._connection.execute(f"ROLLBACK TO {name}")
+            self._connection.execute(f"RELEASE {name}")
+            raise
+        finally:
+            self._depth -= 1
+        self._connection.execute(f"RELEASE {name}")
+        return result
+
+
+def _steps(capability: str, steps: list[dict[str, Any]] | None) -> tuple[Migration, ...]:
+    if steps is None:
+        return BUILTIN[capability]
+    return tuple(Migration(s["name"], tuple(s["up"]), tuple(s["down"])) for s in steps)
+
+
+class MigrationLab:
+    """What the test object does with its storage: migrate, check, inspect."""
+
+    def __init__(self, storage: Any) -> None:
+        self.storage = storage
+
+    async def migrate(
+        self,
+        capability: str,
+        target: str | None = "@latest",
+        steps: list[dict[str, Any]] | None = None,
+    ) -> dict[str, list[str]]:
+        resolved = LATEST if target == "@latest" else target
+        result = migrate(self.storage, capability, _steps(capability, steps), resolved)
+        assert isinstance(result, MigrationResult)
+        return {"applied": list(result.applied), "rolled_back": list(result.rolled_back)}
+
+    async def current(self, capability: str, steps: list[dict[str, Any]] | None = None) -> bool:
+        return is_schema_current(self.storage.sql, capability, _steps(capability, steps))
+
+    async def query(self, query: str, *bindings: Any) -> list[dict[str, Any]]:
+        return list(self.storage.sql.exec(query, *bindings))
+
+    async def schema(self) -> list[str]:
+        rows = self.storage.sql.exec(
+            "SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name"
+        )
+        return [f"{row['type']}:{row['name']}" for row in rows]
+
+
+@pytest.fixture
+async def lab() -> AsyncIterator[MigrationLab]:
+    async with VirtualClock(start_ms=START_MS):
+        yield MigrationLab(_Storage())
+
+
+def _dicts(migrations: tuple[Migration, ...]) -> list[dict[str, Any]]:
+    return [{"name": m.name, "up": list(m.up), "down": list(m.down)} for m in migrations]
+
+
+def _names(migrations: tuple[Migration, ...]) -> list[str]:
+    return [m.name for m in migrations]
+
+
+async def _history(lab: MigrationLab) -> list[dict[str, Any]]:
+    return await lab.query("SELECT name, capability, down FROM durability_migrations ORDER BY id")
+
+
+async def test_latest_applies_every_capability_in_order(lab: MigrationLab) -> None:
+    """Migrating each capability to latest applies its list in order and records it."""
+    for capability, migrations in BUILTIN.items():
+        assert not await lab.current(capability)
+        result = await lab.migrate(capability)
+        assert result == {"applied": _names(migrations), "rolled_back": []}
+        assert await lab.current(capability)
+    history = await _history(lab)
+    expected = [(m.name, c) for c, ms in BUILTIN.items() for m in ms]
+    assert [(row["name"], row["capability"]) for row in history] == expected
+    for row in history:
+        assert isinstance(json.loads(row["down"]), list)
+    schema = await lab.schema()
+    for table in (
+        "durability_calls",
+        "durability_alarms",
+        "durability_fanout_messages",
+        "durability_fanout_deliveries",
+        "durability_fanout_seq",
+        "durability_log_records",
+        "durability_log_cursors",
+        "durability_log_segments",
+        "durability_log_seq",
+        "durability_log_leases",
+        "durability_log_allocations",
+    ):
+        assert f"table:{table}" in schema
+    for index in (
+        "durability_calls_pending_idx",
+        "durability_calls_created_idx",
+        "durability_alarms_pending_idx",
+        "durability_alarms_created_idx",
+    ):
+        assert f"index:{index}" in schema
+
+
+async def test_rerun_is_a_no_op(lab: MigrationLab) -> None:
+    """A second migrate to latest changes nothing and reports nothing."""
+    await lab.migrate("operations")
+    before = await _history(lab)
+    assert await lab.migrate("operations") == {"applied": [], "rolled_back": []}
+    assert await _history(lab) == before
+
+
+async def test_seeded_rows_exist_after_create(lab: MigrationLab) -> None:
+    """The fanout and log sequences start at zero."""
+    await lab.migrate("fanout")
+    await lab.migrate("log")
+    assert await lab.query("SELECT id, next_seq FROM durability_fanout_seq") == [
+        {"id": 1, "next_seq": 0}
+    ]
+    assert await lab.query("SELECT * FROM durability_log_seq") == [
+        {"id": 1, "next_offset": 0, "total_bytes": 0}
+    ]
+
+
+async def test_revert_all_drops_tables_and_history(lab: MigrationLab) -> None:
+    """Target None reverts every migration, newest first, and drops the empty history."""
+    await lab.migrate("operations")
+    await lab.query(
+        "INSERT INTO durability_calls (id, operation, payload, status, next_attempt_at, "
+        "generation_id, created_at) VALUES ('a', 'op', '{}', 'pending', 0, 'g', 0)"
+    )
+    result = await lab.migrate("operations", None)
+    assert result == {"applied": [], "rolled_back": _names(OPERATION_MIGRATIONS)[::-1]}
+    assert await lab.schema() == []
+    assert not await lab.current("operations")
+
+
+async def test_revert_one_capability_keeps_the_others(lab: MigrationLab) -> None:
+    """Reverting one capability leaves the shared history of the others in place."""
+    await lab.migrate("operations")
+    await lab.migrate("log")
+    await lab.migrate("log", None)
+    assert await lab.current("operations")
+    assert [row["capability"] for row in await _history(lab)] == ["operations"] * 3
+    assert "table:durability_log_records" not in await lab.schema()
+
+
+async def test_exact_version_down_and_back_up(lab: MigrationLab) -> None:
+    """Migrating to a named version reverts what follows it; latest re-applies it."""
+    names = _names(OPERATION_MIGRATIONS)
+    await lab.migrate("operations")
+    down = await lab.migrate("operations", names[0])
+    assert down == {"applied": [], "rolled_back": [names[2], names[1]]}
+    schema = await lab.schema()
+    assert "table:durability_calls" in schema
+    assert not any(entry.startswith("index:durability_calls") for entry in schema)
+    columns = [row["name"] for row in await lab.query("PRAGMA table_info(durability_calls)")]
+    assert "generation_id" not in columns and "created_at" not in columns
+    up = await lab.migrate("operations", names[1])
+    assert up == {"applied": [names[1]], "rolled_back": []}
+    assert "index:durability_calls_pending_idx" in await lab.schema()
+    assert await lab.migrate("operations") == {"applied": [names[2]], "rolled_back": []}
+    assert await lab.current("operations")
+
+
+async def test_unknown_target_is_rejected_before_any_write(lab: MigrationLab) -> None:
+    """An unknown target name raises ValueError and creates nothing."""
+    with pytest.raises(ValueError, match='Unknown durability migration target "nope"'):
+        await lab.migrate("operations", "nope")
+    assert await lab.schema() == []
+
+
+async def test_bad_arguments_raise_type_and_value_errors(lab: MigrationLab) -> None:
+    """Wrong argument types raise TypeError; an empty capability raises ValueError."""
+    with pytest.raises(ValueError, match="capability"):
+        migrate(lab.storage, "", OPERATION_MIGRATIONS)
+    with pytest.raises(TypeError, match="target"):
+        migrate(lab.storage, "operations", OPERATION_MIGRATIONS, 3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unique"):
+        migrate(lab.storage, "x", OPERATION_MIGRATIONS[:1] * 2)
+    with pytest.raises(TypeError, match="up"):
+        Migration("m", ["CREATE TABLE t (a)"], ())  # type: ignore[arg-type]
+    assert await lab.schema() == []
+    assert repr(LATEST) == "LATEST"
+
+
+async def test_stale_stored_downs_are_refreshed(lab: MigrationLab) -> None:
+    """A stored down that differs from the code's is rewritten without running anything."""
+    await lab.migrate("namedAlarms")
+    await lab.query("UPDATE durability_migrations SET down = '[\"SELECT 1\"]'")
+    assert not await lab.current("namedAlarms")
+    assert await lab.migrate("namedAlarms") == {"applied": [], "rolled_back": []}
+    assert await lab.current("namedAlarms")
+    stored = [json.loads(row["down"]) for row in await _history(lab)]
+    assert stored == [list(m.down) for m in NAMED_ALARM_MIGRATIONS]
+
+
+def _future(name: str, table: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "up": [f"CREATE TABLE {table} (a INTEGER)"],
+        "down": [f"DROP TABLE {table}"],
+    }
+
+
+async def test_two_future_migrations_are_reverted_with_stored_downs(lab: MigrationLab) -> None:
+    """Up to two unknown newer migrations are reverted, newest first, by their stored downs."""
+    newer = [*_dicts(OPERATION_MIGRATIONS), _future("f1", "future_one"), _future("f2", "f2_t")]
+    await lab.migrate("operations", steps=newer)
+    assert not await lab.current("operations")
+    result = await lab.migrate("operations")
+    assert result == {"applied": [], "rolled_back": ["f2", "f1"]}
+    schema = await lab.schema()
+    assert "table:future_one" not in schema and "table:f2_t" not in schema
+    assert await lab.current("operations")
+
+
+async def test_future_revert_then_known_revert_are_reported_in_order(lab: MigrationLab) -> None:
+    """Future migrations come first in rolled_back, then known ones, newest first."""
+    newer = [*_dicts(OPERATION_MIGRATIONS), _future("f1", "future_one")]
+    await lab.migrate("operations", steps=newer)
+    result = await lab.migrate("operations", None)
+    assert result["rolled_back"] == ["f1", *_names(OPERATION_MIGRATIONS)[::-1]]
+    assert await lab.schema() == []
+
+
+async def test_more_than_two_future_migrations_are_refused(lab: MigrationLab) -> None:
+    """Three unknown migrations make migrate refuse and leave everything as it was."""
+    futures = [_future(f"f{i}", f"future_{i}") for i in range(3)]
+    await lab.migrate("operations", steps=[*_dicts(OPERATION_MIGRATIONS), *futures])
+    before = (await lab.schema(), await _history(lab))
+    with pytest.raises(RuntimeError, match=r"3 migrations ahead .* more than 2"):
+        await lab.migrate("operations")
+    assert (await lab.schema(), await _history(lab)) == before
+
+
+async def test_future_migration_without_stored_down_is_an_error(lab: MigrationLab) -> None:
+    """A future migration whose down was never stored cannot be reverted."""
+    await lab.migrate("operations", steps=[*_dicts(OPERATION_MIGRATIONS), _future("f1", "f1_t")])
+    await lab.query("UPDATE durability_migrations SET down = NULL WHERE name = 'f1'")
+    with pytest.raises(RuntimeError, match='Migration "f1" has no stored down script'):
+        await lab.migrate("operations")
+    assert "table:f1_t" in await lab.schema()
+
+
+async def test_failure_midway_leaves_schema_untouched(lab: MigrationLab) -> None:
+    """A failing statement rolls back every statement and history row of the call."""
+    broken = [
+        _future("m1", "first_table"),
+        {"name": "m2", "up": ["CREATE TABLE second_table (a)", "NOT SQL"], "down": ["SELECT 1"]},
+    ]
+    with pytest.raises(sqlite3.OperationalError):
+        await lab.migrate("custom", steps=broken)
+    assert await lab.schema() == []
+    await lab.migrate("operations")
+    before = (await lab.schema(), await _history(lab))
+    failing_down = [*_dicts(OPERATION_MIGRATIONS)]
+    failing_down[1] = {**failing_down[1], "down": ["DROP INDEX no_such_index"]}
+    with pytest.raises(sqlite3.OperationalError):
+        await lab.migrate("operations", None, steps=failing_down)
+    assert (await lab.schema(), await _history(lab)) == before
+
+
+async def test_rebuild_preserves_calls_and_stamps_legacy_generations(lab: MigrationLab) -> None:
+    """0004 keeps every call, with generation 'legacy:<id>' and created_at = migration time."""
+    names = _names(OPERATION_MIGRATIONS)
+    await lab.migrate("operations", names[1])
+    for key, status in (("a", "pending"), ("b", "completed")):
+        await lab.query(
+            "INSERT INTO durability_calls (id, operation, payload, status, result, attempt, "
+            "next_attempt_at, completed_at) VALUES (?, 'charge', '{}', ?, 'r', 2, 10, 20)",
+            key,
+            status,
+        )
+    assert await lab.migrate("operations") == {"applied": [names[2]], "rolled_back": []}
+    rows = await lab.query(
+        "SELECT id, status, result, attempt, next_attempt_at, completed_at, generation_id, "
+        "created_at FROM durability_calls ORDER BY id"
+    )
+    assert rows == [
+        {
+            "id": key,
+            "status": status,
+            "result": "r",
+            "attempt": 2,
+            "next_attempt_at": 10,
+            "completed_at": 20,
+            "generation_id": f"legacy:{key}",
+            "created_at": START_MS,
+        }
+        for key, status in (("a", "pending"), ("b", "completed"))
+    ]
+    await lab.migrate("operations", names[1])
+    assert [row["id"] for row in await lab.query("SELECT id FROM durability_calls")] == ["a", "b"]
+
+
+async def test_rebuild_preserves_named_alarms(lab: MigrationLab) -> None:
+    """The alarms 0004 rebuild keeps every occurrence and adds created_at; its down drops it."""
+    await lab.migrate("namedAlarms", "durability_0003_create_alarms")
+    await lab.query(
+        "INSERT INTO durability_alarms (name, generation_id, status, scheduled_at, "
+        "next_attempt_at, attempt) VALUES ('renew', 'g1', 'pending', 5, 6, 1)"
+    )
+    await lab.migrate("namedAlarms")
+    rows = await lab.query(
+        "SELECT name, generation_id, next_attempt_at, created_at FROM durability_alarms"
+    )
+    assert rows == [
+        {"name": "renew", "generation_id": "g1", "next_attempt_at": 6, "created_at": START_MS}
+    ]
+    await lab.migrate("namedAlarms", "durability_0003_create_alarms")
+    columns = [row["name"] for row in await lab.query("PRAGMA table_info(durability_alarms)")]
+    assert "created_at" not in columns
+    assert len(await lab.query("SELECT * FROM durability_alarms")) == 1
+
+
+async def _make_v2_database(lab: MigrationLab) -> None:
+    """A database as the v2 library left it: both tables at 0004, one combined history row."""
+    for capability in ("operations", "namedAlarms"):
+        await lab.migrate(capability)
+    await lab.query("DROP TABLE durability_migrations")
+    await lab.query(
+        "CREATE TABLE durability_migrations (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+        "name TEXT NOT NULL UNIQUE, applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP)"
+    )
+    for name in (
+        "durability_0001_create_calls",
+        "durability_0002_pending_index",
+        "durability_0003_create_alarms",
+        "durability_0004_generation_and_created_at",
+    ):
+        await lab.query("INSERT INTO durability_migrations (name) VALUES (?)", name)
+    await lab.query(
+        "INSERT INTO durability_calls (id, operation, payload, status, next_attempt_at, "
+        "generation_id, created_at) VALUES ('keep', 'op', '{}', 'pending', 0, 'g', 7)"
+    )
+
+
+async def test_v2_history_is_translated_without_running_schema(lab: MigrationLab) -> None:
+    """The v2 combined row is split per capability, kept, and nothing is re-applied."""
+    await _make_v2_database(lab)
+    schema = await lab.schema()
+    assert await lab.migrate("operations") == {"applied": [], "rolled_back": []}
+    assert await lab.migrate("namedAlarms") == {"applied": [], "rolled_back": []}
+    assert await lab.schema() == schema
+    history = {row["name"]: row["capability"] for row in await _history(lab)}
+    assert history == {
+        "durability_0001_create_calls": "operations",
+        "durability_0002_pending_index": "operations",
+        "durability_0003_create_alarms": "namedAlarms",
+        "durability_0004_generation_and_created_at": None,
+        CALLS_0004: "operations",
+        ALARMS_0004: "namedAlarms",
+    }
+    assert await lab.current("operations") and await lab.current("namedAlarms")
+    assert await lab.query("SELECT id, created_at FROM durability_calls") == [
+        {"id": "keep", "created_at": 7}
+    ]
+
+
+async def test_v2_history_is_not_current_until_migrated(lab: MigrationLab) -> None:
+    """A v2 history table (no capability column) is never reported current."""
+    await _make_v2_database(lab)
+    assert not await lab.current("operations")
+    assert await lab.current("custom", steps=[])
