@@ -1,0 +1,199 @@
+"""Lifecycle events, the hook emitter, and structured failure reports.
+
+Lifecycle events are best-effort telemetry, not a journal: they may be duplicated or
+lost across crashes, and a hook that raises is logged and never changes state.
+Failure reports are single structured records on the ``"durability"`` logger whose
+``event`` attribute is a stable name such as ``durability.alarm.failed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from ._errors import SerializedError, serialize_error
+from ._types import JsonValue
+
+logger = logging.getLogger("durability")
+
+EntityKind: TypeAlias = Literal["operation", "named_alarm"]
+SettledOutcome: TypeAlias = Literal["completed", "retry_scheduled", "failed"]
+
+
+def report_failure(event: str, details: Mapping[str, Any], error: object) -> None:
+    """Log one structured error record for `event`; never raises."""
+    try:
+        serialized = serialize_error(error)
+        exc_info = error if isinstance(error, BaseException) else None
+        logger.error(
+            "%s %s: %s: %s",
+            event,
+            dict(details),
+            serialized.name,
+            serialized.message,
+            exc_info=exc_info,
+            extra={
+                "event": event,
+                "details": dict(details),
+                "error": {"name": serialized.name, "message": serialized.message},
+            },
+        )
+    except Exception:  # a broken log handler must not break the engine
+        return
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RegisteredEvent:
+    """A new operation record was inserted (not emitted for duplicate registrations)."""
+
+    type: Literal["registered"] = field(default="registered", init=False)
+    entity_kind: Literal["operation"] = field(default="operation", init=False)
+    operation: str
+    id: str
+    generation: str
+    timestamp: int
+    attempt: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScheduledEvent:
+    """A named alarm occurrence was scheduled (every call, replacements included)."""
+
+    type: Literal["scheduled"] = field(default="scheduled", init=False)
+    entity_kind: Literal["named_alarm"] = field(default="named_alarm", init=False)
+    alarm: str
+    id: str
+    generation: str
+    timestamp: int
+    scheduled_time: int
+    attempt: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AttemptStartedEvent:
+    """An attempt was claimed and its handler is about to run.
+
+    `operation` is set for operations and `alarm` for named alarms.
+    """
+
+    type: Literal["attempt_started"] = field(default="attempt_started", init=False)
+    entity_kind: EntityKind
+    operation: str | None = None
+    alarm: str | None = None
+    id: str
+    generation: str
+    timestamp: int
+    attempt: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AttemptSettledEvent:
+    """An attempt's outcome was persisted.
+
+    `error` is set unless the outcome is ``completed``; `next_attempt_at` only for
+    ``retry_scheduled``; `result` only for ``completed`` when results are opted in.
+    """
+
+    type: Literal["attempt_settled"] = field(default="attempt_settled", init=False)
+    entity_kind: EntityKind
+    operation: str | None = None
+    alarm: str | None = None
+    id: str
+    generation: str
+    timestamp: int
+    attempt: int
+    outcome: SettledOutcome
+    duration_ms: int
+    error: SerializedError | None = None
+    next_attempt_at: int | None = None
+    result: JsonValue = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TerminalEvent:
+    """A record at its attempt limit was failed without calling its handler."""
+
+    type: Literal["terminal"] = field(default="terminal", init=False)
+    entity_kind: EntityKind
+    operation: str | None = None
+    alarm: str | None = None
+    id: str
+    generation: str
+    timestamp: int
+    attempt: int
+    reason: Literal["attempts_exhausted"] = "attempts_exhausted"
+    error: SerializedError
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PurgedEvent:
+    """`purge_before(before)` deleted `count` records (emitted even when `count` is 0)."""
+
+    type: Literal["purged"] = field(default="purged", init=False)
+    entity_kind: EntityKind
+    timestamp: int
+    before: int
+    count: int
+
+
+LifecycleEvent: TypeAlias = (
+    RegisteredEvent
+    | ScheduledEvent
+    | AttemptStartedEvent
+    | AttemptSettledEvent
+    | TerminalEvent
+    | PurgedEvent
+)
+"""Every lifecycle event of operations and named alarms."""
+
+LifecycleHook: TypeAlias = Callable[[Any], Any]
+"""`on_lifecycle_event(event)`: sync or async; its result and failures never matter."""
+
+Emit: TypeAlias = Callable[[Any], None]
+
+
+def create_emitter(
+    hook: LifecycleHook | None,
+    wait_until: Callable[[Awaitable[Any]], None],
+) -> Emit:
+    """Wrap `hook` so that calling it never raises and an async hook runs in the background."""
+    if hook is None:
+        return _ignore
+
+    def emit(event: Any) -> None:
+        details = _hook_details(event)
+        try:
+            outcome = hook(event)
+        except Exception as error:
+            report_failure("durability.lifecycle_hook.failed", details, error)
+            return
+        if not inspect.isawaitable(outcome):
+            return
+        wait_until(_reported(outcome, details))
+
+    return emit
+
+
+def _ignore(event: Any) -> None:
+    """The emitter used when there is no hook."""
+
+
+async def _reported(outcome: Awaitable[Any], details: Mapping[str, Any]) -> None:
+    try:
+        await outcome
+    except asyncio.CancelledError:
+        raise
+    except Exception as error:
+        report_failure("durability.lifecycle_hook.failed", details, error)
+
+
+def _hook_details(event: Any) -> dict[str, Any]:
+    return {
+        "entity_kind": getattr(event, "entity_kind", None),
+        "lifecycle_type": getattr(event, "type", None),
+        "entity_id": getattr(event, "id", None) or "durability",
+    }

@@ -1,0 +1,154 @@
+"""Retry policies, per-method options, and how a handler's effective policy is resolved.
+
+A policy is a pure function `delay(attempt) -> ms` plus `max_attempts`: the engine asks
+it for the delay after attempt `attempt` failed. Everything is validated once, when a
+helper is constructed; an unusable delay at run time is a terminal
+`DurableRetryPolicyError` rather than a crash.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from ._validate import check_callable, check_positive_int
+
+DEFAULT_ATTEMPT_TIMEOUT_MS = 300_000
+DEFAULT_MAX_ATTEMPTS = 5
+
+DelayFunction = Callable[[int], float]
+"""`delay(attempt) -> ms`: how long to wait after the 1-based `attempt` failed."""
+
+
+def exponential(attempt: int, initial_delay_ms: int = 1000, max_delay_ms: int = 300_000) -> int:
+    """`min(initial_delay_ms * 2 ** (attempt - 1), max_delay_ms)`."""
+    exponent = max(attempt - 1, 0)
+    if exponent >= 64:
+        return max_delay_ms
+    return int(min(initial_delay_ms * 2**exponent, max_delay_ms))
+
+
+def jitter(delay_ms: float) -> float:
+    """Equal jitter: a uniformly random delay in `[delay_ms / 2, delay_ms)`."""
+    half = delay_ms / 2
+    return half + random.random() * half
+
+
+def default_delay(attempt: int) -> float:
+    """The default backoff: equal-jittered exponential, 1 s doubling, capped at 300 s."""
+    return jitter(exponential(attempt))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RetryPolicy:
+    """How many attempts a record gets and how long to wait between them.
+
+    `max_attempts` (default 5) counts every attempt, the first included, and attempts
+    interrupted by eviction. `delay` (default `None`, meaning `default_delay`:
+    equal-jittered exponential, 1 s doubling, capped at 300 s) maps the attempt that
+    just failed to a delay in ms; a raise or a value that is not a finite non-negative
+    number fails the record with `DurableRetryPolicyError`.
+    """
+
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    delay: DelayFunction | None = None
+
+    def __post_init__(self) -> None:
+        check_positive_int("max_attempts", self.max_attempts)
+        if self.delay is not None:
+            check_callable("delay", self.delay)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MethodOptions:
+    """Per-operation overrides; `None` inherits the helper's value.
+
+    `attempt_timeout_ms` (default: the helper's) bounds each attempt; `retries`
+    (default: the helper's) replaces the helper's whole `RetryPolicy` for this method.
+    """
+
+    attempt_timeout_ms: int | None = None
+    retries: RetryPolicy | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AlarmMethodOptions:
+    """Per-named-alarm overrides; `None` inherits the helper's value.
+
+    `retry_timeouts` (default False): a timed-out occurrence is failed terminally,
+    because its side effect may have happened; set it for idempotent handlers.
+    """
+
+    attempt_timeout_ms: int | None = None
+    retries: RetryPolicy | None = None
+    retry_timeouts: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptPolicy:
+    """The effective policy of one handler name, resolved at construction."""
+
+    attempt_timeout_ms: int
+    max_attempts: int
+    delay: DelayFunction
+    retry_timeouts: bool = False
+
+
+Options = TypeVar("Options", MethodOptions, AlarmMethodOptions)
+
+
+def check_retry_policy(name: str, value: object) -> RetryPolicy:
+    """`value` as a `RetryPolicy`, else `TypeError` naming the option."""
+    if not isinstance(value, RetryPolicy):
+        raise TypeError(f"{name} must be a RetryPolicy, got {type(value).__name__}")
+    return value
+
+
+def resolve_policies(
+    *,
+    names: list[str],
+    attempt_timeout_ms: object,
+    retries: object,
+    methods: Mapping[str, Options] | None,
+    options_type: type[Options],
+) -> dict[str, AttemptPolicy]:
+    """Validate the helper-level and per-method options; return each name's policy.
+
+    Entries of `methods` for names without a handler are validated and otherwise ignored.
+    """
+    timeout = check_positive_int("attempt_timeout_ms", attempt_timeout_ms)
+    policy = check_retry_policy("retries", retries)
+    if methods is None:
+        methods = {}
+    if not isinstance(methods, Mapping):
+        raise TypeError(f"methods must be a mapping, got {type(methods).__name__}")
+    overrides: dict[str, AttemptPolicy] = {}
+    for method, options in methods.items():
+        prefix = f"methods.{method}"
+        if not isinstance(options, options_type):
+            raise TypeError(
+                f"{prefix} must be a {options_type.__name__}, got {type(options).__name__}"
+            )
+        method_timeout = timeout
+        if options.attempt_timeout_ms is not None:
+            method_timeout = check_positive_int(
+                f"{prefix}.attempt_timeout_ms", options.attempt_timeout_ms
+            )
+        method_policy = policy
+        if options.retries is not None:
+            method_policy = check_retry_policy(f"{prefix}.retries", options.retries)
+        retry_timeouts = False
+        if isinstance(options, AlarmMethodOptions):
+            if not isinstance(options.retry_timeouts, bool):
+                raise TypeError(f"{prefix}.retry_timeouts must be a bool")
+            retry_timeouts = options.retry_timeouts
+        overrides[method] = AttemptPolicy(
+            method_timeout,
+            method_policy.max_attempts,
+            method_policy.delay or default_delay,
+            retry_timeouts,
+        )
+    default = AttemptPolicy(timeout, policy.max_attempts, policy.delay or default_delay)
+    return {name: overrides.get(name, default) for name in names}

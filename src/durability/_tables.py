@@ -1,0 +1,121 @@
+"""Compare-and-set SQL shared by every table that runs attempts.
+
+Every write after a record's creation names its key, its generation, ``status =
+'pending'`` and the attempt it expects, and uses ``RETURNING`` to learn whether it won.
+A stale execution (timed out, purged, replaced) therefore loses silently and can never
+touch a newer record. Table and column names are fixed identifiers owned by the
+capabilities; every value is a bound parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._context import SqlStorage
+from ._errors import SerializedError
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    """A record table: its name and primary-key column (both fixed identifiers)."""
+
+    name: str
+    key: str
+
+
+def claim_attempt(
+    sql: SqlStorage, table: TableSpec, key: str, generation: str, max_attempts: int
+) -> int | None:
+    """Durably count one more attempt; `None` when the row is gone, replaced or at its limit."""
+    rows = sql.exec(
+        f"UPDATE {table.name} SET attempt = attempt + 1 "
+        f"WHERE {table.key} = ? AND generation_id = ? AND status = 'pending' AND attempt < ? "
+        "RETURNING attempt",
+        key,
+        generation,
+        max_attempts,
+    ).to_list()
+    return int(rows[0]["attempt"]) if rows else None
+
+
+def exhaust_attempts(
+    sql: SqlStorage,
+    table: TableSpec,
+    key: str,
+    generation: str,
+    max_attempts: int,
+    error: SerializedError,
+) -> int | None:
+    """Fail a pending row already at its limit; its stored attempt, or `None` if not owned."""
+    rows = sql.exec(
+        f"UPDATE {table.name} SET status = 'failed', last_error = ?, last_error_name = ? "
+        f"WHERE {table.key} = ? AND generation_id = ? AND status = 'pending' AND attempt >= ? "
+        "RETURNING attempt",
+        error.message,
+        error.name,
+        key,
+        generation,
+        max_attempts,
+    ).to_list()
+    return int(rows[0]["attempt"]) if rows else None
+
+
+def settle_failure(
+    sql: SqlStorage,
+    table: TableSpec,
+    key: str,
+    generation: str,
+    attempt: int,
+    *,
+    terminal: bool,
+    next_attempt_at: int,
+    error: SerializedError,
+) -> bool:
+    """Record a failed attempt (failed, or pending again at `next_attempt_at`); True if owned."""
+    rows = sql.exec(
+        f"UPDATE {table.name} SET status = ?, next_attempt_at = ?, last_error = ?, "
+        "last_error_name = ? "
+        f"WHERE {table.key} = ? AND generation_id = ? AND status = 'pending' AND attempt = ? "
+        f"RETURNING {table.key}",
+        "failed" if terminal else "pending",
+        next_attempt_at,
+        error.message,
+        error.name,
+        key,
+        generation,
+        attempt,
+    ).to_list()
+    return bool(rows)
+
+
+def pending_head(sql: SqlStorage, table: TableSpec, limit: int) -> list[tuple[str, int]]:
+    """The `limit` earliest pending rows as `(key, next_attempt_at)`, running ones included."""
+    cursor = sql.exec(
+        f"SELECT {table.key} AS pk, next_attempt_at FROM {table.name} "
+        "WHERE status = 'pending' ORDER BY next_attempt_at ASC LIMIT ?",
+        limit,
+    )
+    return [(str(row["pk"]), int(row["next_attempt_at"])) for row in cursor]
+
+
+def due_keys(sql: SqlStorage, table: TableSpec, now: int, limit: int) -> list[str]:
+    """Keys of at most `limit` pending rows due at `now`, earliest first."""
+    cursor = sql.exec(
+        f"SELECT {table.key} AS pk FROM {table.name} "
+        "WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at ASC LIMIT ?",
+        now,
+        limit,
+    )
+    return [str(row["pk"]) for row in cursor]
+
+
+def purge_created_before(sql: SqlStorage, table: TableSpec, before: int) -> int:
+    """Delete every row created strictly before `before`; the number deleted."""
+    count = int(
+        sql.exec(f"SELECT COUNT(*) AS count FROM {table.name} WHERE created_at < ?", before).one()[
+            "count"
+        ]
+    )
+    if count:
+        sql.exec(f"DELETE FROM {table.name} WHERE created_at < ?", before)
+    return count
