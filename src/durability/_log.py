@@ -1,0 +1,313 @@
+"""`DurabilityLog`: a retained, offset-addressed log inside one durable object.
+
+Records get dense offsets from 0 and stay until `trim()` deletes them or flushes them
+to cold storage, where they remain readable. Consumers pull and own their cursors;
+optional leases let several workers of one consumer share the work. The live instance
+holds only configuration: everything else, lease expiry included, is stored, so
+eviction loses nothing. The log never sets the object's alarm and registers no due
+work; schedule `trim()` yourself (a named alarm is the usual way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from typing import Any, Generic
+
+from ._clock import now_ms
+from ._context import Context
+from ._errors import LogAppendError, serialize_error
+from ._load import EnqueueResult, LoadSnapshot, RoutingLoad
+from ._log_leases import LogLeases
+from ._log_reader import LogReader
+from ._log_store import LogStore, NewRecord, SegmentRow
+from ._log_types import (
+    Body,
+    LeaseRow,
+    LogAppendInput,
+    LogBounds,
+    LogColdStorage,
+    LogLease,
+    LogLeaseOptions,
+    LogPage,
+    LogRecord,
+    LogRetention,
+    LogSegment,
+)
+from ._migrations import LATEST, LOG_LEASE_MIGRATIONS, LOG_MIGRATIONS, MigrationResult, migrate
+from ._scheduler import DurabilityScheduler, attach
+from ._serialization import serialize
+from ._types import MAX_SAFE_INTEGER
+from ._validate import check_positive_int
+
+
+def _utf8_length(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+def _offset(value: object, message: str) -> int:
+    """`value` as an offset, else `LogAppendError(message)` (raised before any I/O)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SAFE_INTEGER:
+        raise LogAppendError(message)
+    return value
+
+
+def _consumer(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise LogAppendError("Consumer must be a non-empty string")
+    return value
+
+
+class DurabilityLog(Generic[Body]):
+    """A retained log in one durable object: append, read, commit cursors, trim, lease.
+
+    Build it in the object's `__init__` (with `scheduler=` or `context=`) so every new
+    instance finds its tables. `max_batch_size` caps appends, pages, lease ranges and
+    each trim pass. Without `retention`, `trim()` removes nothing; without `cold`,
+    trimmed records are deleted; without `leases`, the lease methods raise.
+    """
+
+    def __init__(
+        self,
+        *,
+        scheduler: DurabilityScheduler | None = None,
+        context: Context | None = None,
+        max_batch_size: int = 100,
+        retention: LogRetention | None = None,
+        cold: LogColdStorage | None = None,
+        leases: LogLeaseOptions | None = None,
+        routing: RoutingLoad | None = None,
+    ) -> None:
+        self._max_batch_size = check_positive_int("max_batch_size", max_batch_size)
+        if retention is not None and not isinstance(retention, LogRetention):
+            raise TypeError(f"retention must be a LogRetention, got {type(retention).__name__}")
+        if cold is not None and not (
+            callable(getattr(cold, "write", None)) and callable(getattr(cold, "read", None))
+        ):
+            raise TypeError("cold must have write(segment) and read(locator) methods")
+        if leases is not None and not isinstance(leases, LogLeaseOptions):
+            raise TypeError(f"leases must be a LogLeaseOptions, got {type(leases).__name__}")
+        if routing is not None and not isinstance(routing, RoutingLoad):
+            raise TypeError(f"routing must be a RoutingLoad, got {type(routing).__name__}")
+        engine = attach(scheduler=scheduler, context=context, kind="log", options={})
+        engine.migrate_schema("log", LOG_MIGRATIONS)
+        if leases is not None:
+            engine.migrate_schema("logLeases", LOG_LEASE_MIGRATIONS)
+        self._storage = engine.storage
+        self._retention = retention
+        self._cold = cold
+        self._routing = routing if routing is not None else RoutingLoad()
+        self._store = LogStore(engine.storage)
+        self._reader = LogReader(self._store, cold)
+        self._trim_lock = asyncio.Lock()
+        self._leases = (
+            None
+            if leases is None
+            else LogLeases(engine.storage, self._store, self._reader, leases, max_batch_size)
+        )
+
+    @classmethod
+    def migrate(cls, context: Context, target: Any = LATEST) -> MigrationResult:
+        """Move only the `log` schema to `target` (`LATEST`, `None` for none, or a name)."""
+        return migrate(context.storage, "log", LOG_MIGRATIONS, target)
+
+    @property
+    def max_batch_size(self) -> int:
+        """The cap on append batches, pages, lease ranges and trim passes."""
+        return self._max_batch_size
+
+    async def append(
+        self, records: LogAppendInput[Body] | Sequence[LogAppendInput[Body]]
+    ) -> EnqueueResult[list[int]]:
+        """Append one record or a batch atomically; the offsets come back in input order.
+
+        A record whose deduplication key is still hot is not stored again: it gets the
+        original offset (duplicates within the batch share one). Definite rejections
+        come back as `success=False` and write nothing; a non-JSON body raises
+        `TypeError`; a storage failure raises.
+        """
+        finish = self._routing.begin("inbound")
+        try:
+            batch = self._batch(records)
+            rejection = self._rejection(batch)
+            if rejection is not None:
+                return EnqueueResult(False, None, serialize_error(rejection), await self.load())
+            prepared = []
+            for index, item in enumerate(batch):
+                payload = serialize(item.body, f"records[{index}].body")
+                key = item.deduplication_key
+                prepared.append(
+                    NewRecord(
+                        key=str(uuid.uuid4()) if key is None else key,
+                        payload=payload,
+                        bytes=_utf8_length(payload),
+                        user_key=key is not None,
+                    )
+                )
+            offsets = self._store.append(prepared, now_ms())
+            return EnqueueResult(True, offsets, None, await self.load())
+        finally:
+            finish()
+
+    @staticmethod
+    def _batch(records: object) -> list[LogAppendInput[Body]]:
+        batch = [records] if isinstance(records, LogAppendInput) else records
+        if not isinstance(batch, (list, tuple)):
+            raise TypeError(
+                f"records must be a LogAppendInput or a list of them, got {type(records).__name__}"
+            )
+        for index, item in enumerate(batch):
+            if not isinstance(item, LogAppendInput):
+                raise TypeError(
+                    f"records[{index}] must be a LogAppendInput, got {type(item).__name__}"
+                )
+            key = item.deduplication_key
+            if key is not None and not isinstance(key, str):
+                raise TypeError(
+                    f"records[{index}].deduplication_key must be a string, got {type(key).__name__}"
+                )
+        return list(batch)
+
+    def _rejection(self, batch: list[LogAppendInput[Body]]) -> LogAppendError | None:
+        if not batch:
+            return LogAppendError("Append requires at least one record")
+        if len(batch) > self._max_batch_size:
+            return LogAppendError(
+                f"Append of {len(batch)} records exceeds maxBatchSize {self._max_batch_size}"
+            )
+        if any(item.deduplication_key == "" for item in batch):
+            return LogAppendError("Append deduplication keys must be non-empty")
+        return None
+
+    async def read(self, from_offset: int, limit: int | None = None) -> LogPage[Body]:
+        """Up to `limit` records from `from_offset`; reading never acknowledges anything.
+
+        Below the hot window the page comes from one cold segment and never spans into
+        the next one. Raises `LogTruncatedError` below the oldest readable offset or
+        when a flushed segment is gone.
+        """
+        size = self._max_batch_size if limit is None else check_positive_int("limit", limit)
+        start = _offset(from_offset, "Read offset must be a non-negative integer")
+        bounds = self._store.bounds()
+        records = await self._reader.page(start, min(size, self._max_batch_size), bounds)
+        next_offset = records[-1].offset + 1 if records else max(start, bounds.next_offset)
+        return LogPage(records, next_offset, max(0, bounds.next_offset - next_offset))
+
+    async def bounds(self) -> LogBounds:
+        """The oldest readable offset, the lowest hot offset and the next offset."""
+        bounds = self._store.bounds()
+        return LogBounds(bounds.oldest_offset, bounds.hot_offset, bounds.next_offset)
+
+    async def cursor(self, consumer: str) -> int | None:
+        """The committed cursor of `consumer`; `None` until it first commits."""
+        return self._store.cursor(_consumer_name(consumer))
+
+    async def commit(self, consumer: str, offset: int) -> None:
+        """Advance `consumer`'s cursor to `offset`; an equal or lower offset is ignored."""
+        value = _offset(offset, "Commit offset must be a non-negative integer")
+        self._store.commit(_consumer_name(consumer), value, now_ms())
+
+    async def cursors(self) -> dict[str, int]:
+        """Every committed cursor, ordered by consumer name."""
+        return self._store.cursors()
+
+    async def load(self) -> LoadSnapshot:
+        """Load telemetry; the backlog counts from the furthest-behind committed cursor."""
+        return self._routing.snapshot(self._store.backlog())
+
+    async def trim(self) -> int:
+        """Apply retention oldest first; return how many records left the object.
+
+        With cold storage each run of records is written and indexed before it is
+        deleted, so a failed write keeps them hot. Cursors and leases are ignored:
+        a consumer slower than retention gets `LogTruncatedError`.
+        """
+        retention = self._retention
+        if retention is None:
+            return 0
+        async with self._trim_lock:
+            removed = 0
+            while True:
+                rows = self._store.read_hot(0, self._max_batch_size)
+                if not rows:
+                    return removed
+                hot_count, total_bytes = self._store.hot_stats()
+                excess = 0 if retention.max_records is None else hot_count - retention.max_records
+                over_bytes = 0 if retention.max_bytes is None else total_bytes - retention.max_bytes
+                cutoff = None if retention.max_age_ms is None else now_ms() - retention.max_age_ms
+                prefix = []
+                for index, row in enumerate(rows):
+                    expired = cutoff is not None and row.appended_at < cutoff
+                    if not (index < excess or over_bytes > 0 or expired):
+                        break
+                    over_bytes -= row.bytes
+                    prefix.append(row)
+                if not prefix:
+                    return removed
+                first, last = prefix[0].offset, prefix[-1].offset
+                if self._cold is None:
+                    deleted = self._store.delete_oldest(len(prefix), last + 1)
+                else:
+                    segment: LogSegment[Any] = LogSegment(
+                        first,
+                        last,
+                        [LogRecord(r.offset, r.key, r.body(), r.appended_at) for r in prefix],
+                    )
+                    locator = await self._cold.write(segment)
+                    if not isinstance(locator, str) or not locator:
+                        raise TypeError("Cold storage must return a non-empty locator")
+                    deleted = self._store.flush(
+                        SegmentRow(first, last, locator),
+                        sum(row.bytes for row in prefix),
+                        len(prefix),
+                        now_ms(),
+                    )
+                removed += deleted
+                if deleted < len(prefix):
+                    return removed
+
+    async def forget_cold_before(self, offset: int) -> int:
+        """Forget flushed segments that end below `offset`; reads there then truncate."""
+        value = _offset(offset, "Offset must be a non-negative integer")
+        return self._store.forget_segments_before(value)
+
+    def _require_leases(self) -> LogLeases:
+        if self._leases is None:
+            raise TypeError("Leases require the leases option")
+        return self._leases
+
+    async def lease(self, consumer: str, limit: int | None = None) -> LogLease[Body] | None:
+        """Hold a range of `consumer`'s records; `None` means nothing is available now.
+
+        A range awaiting redelivery (nacked or expired) comes first, under a fresh
+        batch id that fences its previous holder. If retention trimmed part of that
+        range, this raises `LogTruncatedError` once and the next call carries on.
+        """
+        leases = self._require_leases()
+        size = self._max_batch_size if limit is None else check_positive_int("limit", limit)
+        return await leases.lease(_consumer(consumer), min(size, self._max_batch_size))
+
+    async def ack(self, consumer: str, batch_id: str) -> None:
+        """Settle a held range as processed; `LogLeaseError` if it is not held."""
+        await self._require_leases().ack(_consumer(consumer), _batch_id(batch_id))
+
+    async def nack(self, consumer: str, batch_id: str) -> None:
+        """Give a held range back for redelivery; `LogLeaseError` if it is not held."""
+        await self._require_leases().nack(_consumer(consumer), _batch_id(batch_id))
+
+    async def leases(self, consumer: str) -> list[LeaseRow]:
+        """The stored lease ranges of `consumer`, ordered by first offset (for operators)."""
+        return self._require_leases().rows(_consumer_name(consumer))
+
+
+def _consumer_name(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"consumer must be a string, got {type(value).__name__}")
+    return value
+
+
+def _batch_id(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"batch_id must be a string, got {type(value).__name__}")
+    return value

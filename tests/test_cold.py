@@ -1,0 +1,112 @@
+"""FileColdStorage: one atomic, never-overwritten JSON file per segment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from durability import LogRecord, LogSegment
+from durability.cold import FileColdStorage
+
+
+def _segment(first: int, last: int, body: str = "x") -> LogSegment[str]:
+    return LogSegment(
+        first,
+        last,
+        [
+            LogRecord(offset, f"k{offset}", f"{body}{offset}", 1_000 + offset)
+            for offset in range(first, last + 1)
+        ],
+    )
+
+
+async def test_write_then_read_round_trips(tmp_path: Path) -> None:
+    """A written segment reads back as the same records."""
+    store = FileColdStorage(tmp_path / "segments")
+    segment = _segment(0, 2)
+    locator = await store.write(segment)
+    assert await store.read(locator) == segment.records
+
+
+async def test_file_is_named_by_first_offset_with_upstream_keys(tmp_path: Path) -> None:
+    """The file is named by its zero-padded first offset and keeps camelCase keys."""
+    store = FileColdStorage(tmp_path)
+    locator = await store.write(_segment(5, 6))
+    assert locator == "00000000000000000005.json"
+    data = json.loads((tmp_path / locator).read_text())
+    assert data["firstOffset"] == 5
+    assert data["lastOffset"] == 6
+    assert data["records"][0] == {
+        "offset": 5,
+        "deduplicationKey": "k5",
+        "body": "x5",
+        "appendedAt": 1005,
+    }
+
+
+async def test_existing_segment_is_never_overwritten(tmp_path: Path) -> None:
+    """A repeated write keeps the existing file and returns its locator."""
+    store = FileColdStorage(tmp_path)
+    first = await store.write(_segment(0, 1, "original"))
+    again = await store.write(_segment(0, 1, "changed"))
+    assert again == first
+    records = await store.read(first)
+    assert records is not None
+    assert [r.body for r in records] == ["original0", "original1"]
+
+
+async def test_longer_segment_over_a_shorter_orphan_gets_its_own_file(tmp_path: Path) -> None:
+    """A segment longer than an orphan with the same first offset is kept whole elsewhere."""
+    store = FileColdStorage(tmp_path)
+    short = await store.write(_segment(0, 1))
+    longer = await store.write(_segment(0, 3))
+    assert longer != short
+    records = await store.read(longer)
+    assert records is not None
+    assert [r.offset for r in records] == [0, 1, 2, 3]
+    assert await store.write(_segment(0, 3)) == longer
+
+
+async def test_missing_segment_reads_none(tmp_path: Path) -> None:
+    """Reading a segment whose file is gone returns None."""
+    store = FileColdStorage(tmp_path)
+    locator = await store.write(_segment(0, 0))
+    (tmp_path / locator).unlink()
+    assert await store.read(locator) is None
+
+
+async def test_no_temporary_files_are_left(tmp_path: Path) -> None:
+    """Only the segment files remain after writes, repeated ones included."""
+    store = FileColdStorage(tmp_path)
+    await store.write(_segment(0, 0))
+    await store.write(_segment(0, 0))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["00000000000000000000.json"]
+
+
+async def test_bad_locator_and_segment_are_rejected(tmp_path: Path) -> None:
+    """A locator that is not a plain file name, or a non-segment, raises."""
+    store = FileColdStorage(tmp_path)
+    with pytest.raises(ValueError, match="locator"):
+        await store.read("../etc/passwd")
+    with pytest.raises(TypeError, match="locator"):
+        await store.read(7)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="segment"):
+        await store.write({"firstOffset": 0})  # type: ignore[arg-type]
+
+
+async def test_malformed_segment_file_raises(tmp_path: Path) -> None:
+    """A segment file without records is reported, not read as empty."""
+    store = FileColdStorage(tmp_path)
+    (tmp_path / "00000000000000000000.json").write_text('{"firstOffset": 0}')
+    with pytest.raises(ValueError, match="malformed"):
+        await store.read("00000000000000000000.json")
+
+
+async def test_non_json_body_is_rejected(tmp_path: Path) -> None:
+    """A record body that is not JSON is refused before any file is written."""
+    store = FileColdStorage(tmp_path)
+    with pytest.raises(TypeError):
+        await store.write(LogSegment(0, 0, [LogRecord(0, "k", {1, 2}, 0)]))
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,133 @@
+"""RoutingLoad: in-flight counts, one minute of one-second buckets, snapshots."""
+
+from __future__ import annotations
+
+import pytest
+
+from durability import EnqueueResult, LoadSnapshot, RoutingLoad, SerializedError
+from durability.routing import InboundLoad, OutboundLoad
+from durability.testing import VirtualClock
+
+START = 1_700_000_000_000
+
+
+async def test_empty_snapshot_has_no_average() -> None:
+    """Without samples the average is None, never 0, and the window is 60 s."""
+    async with VirtualClock(START):
+        snapshot = RoutingLoad().snapshot(0)
+    assert snapshot == LoadSnapshot(
+        observed_at=START,
+        window_ms=60_000,
+        inbound=InboundLoad(in_flight=0, completed=0, average_processing_ms=None),
+        outbound=OutboundLoad(
+            in_flight=0, completed=0, average_processing_ms=None, pending_deliveries=0
+        ),
+    )
+
+
+async def test_begin_counts_in_flight_and_finish_records_duration() -> None:
+    """begin() counts a request in flight; its finisher completes it with its duration."""
+    async with VirtualClock(START) as clock:
+        load = RoutingLoad()
+        finish = load.begin("inbound")
+        assert load.snapshot().inbound.in_flight == 1
+        await clock.advance(250)
+        finish()
+        snapshot = load.snapshot(7)
+    assert snapshot.inbound == InboundLoad(0, 1, 250.0)
+    assert snapshot.outbound == OutboundLoad(0, 0, None, 7)
+
+
+async def test_finisher_is_idempotent() -> None:
+    """Calling a finisher twice completes the request once."""
+    async with VirtualClock(START):
+        load = RoutingLoad()
+        finish = load.begin("outbound")
+        finish()
+        finish()
+        snapshot = load.snapshot()
+    assert snapshot.outbound.in_flight == 0
+    assert snapshot.outbound.completed == 1
+
+
+async def test_average_over_several_completions() -> None:
+    """The average is the summed duration over the window's completions."""
+    async with VirtualClock(START) as clock:
+        load = RoutingLoad()
+        first = load.begin("inbound")
+        second = load.begin("inbound")
+        await clock.advance(100)
+        first()
+        await clock.advance(200)
+        second()
+        snapshot = load.snapshot()
+    assert snapshot.inbound.completed == 2
+    assert snapshot.inbound.average_processing_ms == 200.0
+
+
+async def test_completions_leave_the_window_after_sixty_seconds() -> None:
+    """A completion counts for 60 one-second buckets, then drops out."""
+    async with VirtualClock(START) as clock:
+        load = RoutingLoad()
+        load.begin("inbound")()
+        await clock.advance(59_000)
+        assert load.snapshot().inbound.completed == 1
+        await clock.advance(1_000)
+        snapshot = load.snapshot()
+    assert snapshot.inbound.completed == 0
+    assert snapshot.inbound.average_processing_ms is None
+
+
+async def test_reused_bucket_is_reset() -> None:
+    """A slot holding an older second is reset before a new completion is counted."""
+    async with VirtualClock(START) as clock:
+        load = RoutingLoad()
+        load.begin("inbound")()
+        await clock.advance(60_000)
+        load.begin("inbound")()
+        snapshot = load.snapshot()
+    assert snapshot.inbound.completed == 1
+
+
+async def test_in_flight_survives_the_window() -> None:
+    """A long request stays in flight past 60 s."""
+    async with VirtualClock(START) as clock:
+        load = RoutingLoad()
+        finish = load.begin("outbound")
+        await clock.advance(120_000)
+        assert load.snapshot().outbound.in_flight == 1
+        finish()
+        snapshot = load.snapshot()
+    assert snapshot.outbound == OutboundLoad(0, 1, 120_000.0, 0)
+
+
+async def test_directions_are_independent() -> None:
+    """Inbound and outbound are counted separately."""
+    async with VirtualClock(START):
+        load = RoutingLoad()
+        load.begin("outbound")
+        snapshot = load.snapshot()
+    assert snapshot.inbound.in_flight == 0
+    assert snapshot.outbound.in_flight == 1
+
+
+def test_bad_direction_and_pending_are_rejected() -> None:
+    """An unknown direction or a negative backlog raises, naming the argument."""
+    load = RoutingLoad()
+    with pytest.raises(ValueError, match="direction"):
+        load.begin("sideways")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="pending_deliveries"):
+        load.snapshot(-1)
+    with pytest.raises(TypeError, match="pending_deliveries"):
+        load.snapshot(1.5)  # type: ignore[arg-type]
+
+
+def test_enqueue_result_is_frozen() -> None:
+    """EnqueueResult is an immutable value carrying an error as SerializedError."""
+    snapshot = RoutingLoad().snapshot()
+    result: EnqueueResult[list[int]] = EnqueueResult(
+        False, None, SerializedError("LogAppendError", "no"), snapshot
+    )
+    with pytest.raises(AttributeError):
+        result.success = True  # type: ignore[misc]
+    assert result.error == SerializedError("LogAppendError", "no")
