@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._alarms import DurabilityAlarms, DurableAlarmInfo
 from ._clock import now_ms
 from ._errors import (
     DuplicateDurableCallError,
@@ -21,6 +22,15 @@ from ._errors import (
     RoutingError,
     SerializedError,
 )
+from ._lifecycle import (
+    AttemptSettledEvent,
+    AttemptStartedEvent,
+    LifecycleEvent,
+    PurgedEvent,
+    RegisteredEvent,
+    ScheduledEvent,
+    TerminalEvent,
+)
 from ._load import EnqueueResult, LoadSnapshot, RoutingLoad
 from ._log import DurabilityLog
 from ._log_types import (
@@ -37,14 +47,28 @@ from ._log_types import (
     LogSegment,
 )
 from ._migrations import LATEST, MigrationResult
+from ._operations import Durability, DurableCall, OperationResult
+from ._policy import AlarmMethodOptions, MethodOptions, RetryPolicy, exponential, jitter
+from ._scheduler import AlarmRetryInfo, DurabilityScheduler
+from ._signal import AbortSignal
 
 __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports.py
+    "AbortSignal",
+    "AlarmMethodOptions",
+    "AlarmRetryInfo",
+    "AttemptSettledEvent",
+    "AttemptStartedEvent",
     "DuplicateDurableCallError",
+    "Durability",
+    "DurabilityAlarms",
     "DurabilityError",
     "DurabilityLog",
+    "DurabilityScheduler",
+    "DurableAlarmInfo",
     "DurableAlarmTimeoutError",
     "DurableAttemptTimeoutError",
     "DurableAttemptsExhaustedError",
+    "DurableCall",
     "DurableResultSerializationError",
     "DurableRetryPolicyError",
     "EnqueueResult",
@@ -53,6 +77,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "FanoutTimeoutError",
     "LATEST",
     "LeaseRow",
+    "LifecycleEvent",
     "LoadSnapshot",
     "LogAppendError",
     "LogAppendInput",
@@ -67,10 +92,19 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "LogSegment",
     "LogTruncatedError",
     "MAX_LOG_BYTES",
+    "MethodOptions",
     "MigrationResult",
     "NonRetryableError",
+    "OperationResult",
+    "PurgedEvent",
+    "RegisteredEvent",
+    "RetryPolicy",
     "RoutingError",
     "RoutingLoad",
+    "ScheduledEvent",
     "SerializedError",
+    "TerminalEvent",
+    "exponential",
+    "jitter",
     "now_ms",
 ]

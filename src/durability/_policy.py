@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ._validate import check_callable, check_positive_int
 
@@ -106,17 +106,36 @@ def check_retry_policy(name: str, value: object) -> RetryPolicy:
     return value
 
 
+def check_handlers(handlers: object, owner: type) -> dict[str, Callable[..., Any]]:
+    """Validate a handler mapping: non-empty str names, callables, none a public attribute
+    of the `owner` class (those names are reserved by it)."""
+    if not isinstance(handlers, Mapping):
+        raise TypeError(f"handlers must be a mapping, got {type(handlers).__name__}")
+    reserved = {name for name in dir(owner) if not name.startswith("_")}
+    checked: dict[str, Callable[..., Any]] = {}
+    for name, handler in handlers.items():
+        if not isinstance(name, str):
+            raise TypeError(f"handler names must be strings, got {type(name).__name__}")
+        if not name:
+            raise ValueError("handler names must be non-empty")
+        if name in reserved:
+            raise ValueError(f'"{name}" is reserved by {owner.__name__}')
+        check_callable(f"handlers.{name}", handler)
+        checked[name] = handler
+    return checked
+
+
 def resolve_policies(
     *,
-    names: list[str],
     attempt_timeout_ms: object,
     retries: object,
     methods: Mapping[str, Options] | None,
     options_type: type[Options],
-) -> dict[str, AttemptPolicy]:
-    """Validate the helper-level and per-method options; return each name's policy.
+) -> tuple[AttemptPolicy, dict[str, AttemptPolicy]]:
+    """Validate the helper-level and per-method options.
 
-    Entries of `methods` for names without a handler are validated and otherwise ignored.
+    Returns the helper's default policy and the policy of every name in `methods`
+    (entries for names without a handler are validated and otherwise unused).
     """
     timeout = check_positive_int("attempt_timeout_ms", attempt_timeout_ms)
     policy = check_retry_policy("retries", retries)
@@ -151,4 +170,4 @@ def resolve_policies(
             retry_timeouts,
         )
     default = AttemptPolicy(timeout, policy.max_attempts, policy.delay or default_delay)
-    return {name: overrides.get(name, default) for name in names}
+    return default, overrides

@@ -537,6 +537,11 @@ class DurabilityScheduler:
         await self._engine.alarm(info)
 
 
+def given_options(**options: Any) -> dict[str, Any]:
+    """The scheduler options a helper was actually given (the ones not `None`)."""
+    return {name: value for name, value in options.items() if value is not None}
+
+
 def attach(
     *,
     scheduler: DurabilityScheduler | None,

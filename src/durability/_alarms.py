@@ -1,0 +1,288 @@
+"""`DurabilityAlarms`: named logical alarms sharing the object's one physical alarm.
+
+`await alarms.<name>(scheduled_time)` persists the occurrence (replacing any previous one
+of that name, whatever its state) and returns. Each occurrence has a generation; its
+`idempotency_key` is stable across its retries and new for every schedule, so a handler
+that passes it to an idempotent receiver cannot double an effect. A success deletes only
+the occurrence that ran; a failure keeps the row until it is rescheduled or purged.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._clock import now_ms
+from ._context import Context, Row, SqlStorage
+from ._errors import (
+    DurableAlarmTimeoutError,
+    DurableAttemptsExhaustedError,
+    NonRetryableError,
+)
+from ._execution import ExecutionSpec, start_execution
+from ._lifecycle import PurgedEvent, ScheduledEvent
+from ._migrations import LATEST, NAMED_ALARM_MIGRATIONS, MigrationResult, migrate
+from ._policy import (
+    AlarmMethodOptions,
+    AttemptPolicy,
+    RetryPolicy,
+    check_handlers,
+    resolve_policies,
+)
+from ._scheduler import (
+    ActiveExecution,
+    AlarmInvocationInfo,
+    AlarmRetryInfo,
+    DurabilityScheduler,
+    Participant,
+    attach,
+    given_options,
+)
+from ._signal import AbortSignal
+from ._tables import TableSpec, due_keys
+from ._types import TimeInput
+from ._validate import to_epoch_ms
+
+ALARMS = TableSpec("durability_alarms", "name")
+CAPABILITY = "namedAlarms"
+DUE_BATCH = 100
+IDEMPOTENCY_PREFIX = "durability-alarm:v1:"
+DEFAULT_RETRIES = RetryPolicy()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DurableAlarmInfo:
+    """What a named-alarm handler receives.
+
+    `idempotency_key` is stable across the retries of one occurrence and new for every
+    schedule; `platform` is the host's alarm invocation info for passes driven by the
+    physical alarm (`None` when the in-memory timer started the pass).
+    """
+
+    name: str
+    scheduled_time: int
+    attempt: int
+    is_retry: bool
+    retry_count: int
+    idempotency_key: str
+    signal: AbortSignal
+    platform: AlarmInvocationInfo | None
+
+
+class DurabilityAlarms:
+    """Named alarms: `await alarms.<handler>(scheduled_time)` schedules (or replaces) one.
+
+    Construct it in the object's `__init__` with `scheduler=` (shared) or `context=`
+    (a private scheduler, which then accepts the scheduler options).
+    """
+
+    def __init__(
+        self,
+        *,
+        handlers: Mapping[str, Callable[[DurableAlarmInfo], Any]],
+        scheduler: DurabilityScheduler | None = None,
+        context: Context | None = None,
+        attempt_timeout_ms: int = 300_000,
+        retries: RetryPolicy = DEFAULT_RETRIES,
+        methods: Mapping[str, AlarmMethodOptions] | None = None,
+        on_lifecycle_event: Callable[[Any], Any] | None = None,
+        alarm_concurrency: int | None = None,
+        alarm_min_delay_ms: int | None = None,
+        alarm_handoff_ms: int | None = None,
+        live_timers: bool | None = None,
+        on_alarm_retry: Callable[[AlarmRetryInfo], Any] | None = None,
+    ) -> None:
+        self._handlers = check_handlers(handlers, DurabilityAlarms)
+        self._default_policy, self._policies = resolve_policies(
+            attempt_timeout_ms=attempt_timeout_ms,
+            retries=retries,
+            methods=methods,
+            options_type=AlarmMethodOptions,
+        )
+        self._engine = attach(
+            scheduler=scheduler,
+            context=context,
+            kind="DurabilityAlarms",
+            options=given_options(
+                alarm_concurrency=alarm_concurrency,
+                alarm_min_delay_ms=alarm_min_delay_ms,
+                alarm_handoff_ms=alarm_handoff_ms,
+                live_timers=live_timers,
+                on_alarm_retry=on_alarm_retry,
+            ),
+        )
+        self._emit = self._engine.emitter(on_lifecycle_event)
+        self._active: dict[str, ActiveExecution] = {}
+        self._named: dict[str, NamedAlarm] = {}
+        self._engine.migrate_schema(CAPABILITY, NAMED_ALARM_MIGRATIONS)
+        self._engine.register(Participant(ALARMS, self._run_due))
+
+    # -- public surface -----------------------------------------------------------------
+
+    def named(self, name: str) -> NamedAlarm:
+        """The alarm object of handler `name` (the one attribute access returns)."""
+        found = self._named.get(name)
+        if found is None:
+            if name not in self._handlers:
+                raise ValueError(f'No named alarm handler registered for "{name}"')
+            found = self._named[name] = NamedAlarm(self, name)
+        return found
+
+    def __getattr__(self, name: str) -> NamedAlarm:
+        if name.startswith("_") or name not in self.__dict__.get("_handlers", {}):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return self.named(name)
+
+    async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
+        """Run due work of every helper on this helper's scheduler (the object's alarm)."""
+        await self._engine.alarm(info)
+
+    async def purge_before(self, before: TimeInput) -> int:
+        """Delete every occurrence created strictly before `before` (any status); the count."""
+        cutoff = to_epoch_ms("before", before)
+        count = await self._engine.purge(ALARMS, cutoff, self._active, "Durable alarm was purged")
+        self._emit(
+            PurgedEvent(entity_kind="named_alarm", timestamp=now_ms(), before=cutoff, count=count)
+        )
+        return count
+
+    @classmethod
+    def migrate(cls, context: Context, target: Any = LATEST) -> MigrationResult:
+        """Move the named-alarm schema to `target` (`LATEST`, a migration name, or `None`)."""
+        return migrate(context.storage, CAPABILITY, NAMED_ALARM_MIGRATIONS, target)
+
+    # -- internals ----------------------------------------------------------------------
+
+    async def _schedule(self, name: str, scheduled_time: object) -> None:
+        at = to_epoch_ms("scheduled_time", scheduled_time)
+        now = now_ms()
+        generation = uuid.uuid4().hex
+
+        def write(sql: SqlStorage) -> None:
+            sql.exec(
+                "INSERT INTO durability_alarms (name, generation_id, status, scheduled_at, "
+                "next_attempt_at, attempt, last_error, last_error_name, created_at) "
+                "VALUES (?, ?, 'pending', ?, ?, 0, NULL, NULL, ?) "
+                "ON CONFLICT(name) DO UPDATE SET generation_id = excluded.generation_id, "
+                "status = 'pending', scheduled_at = excluded.scheduled_at, "
+                "next_attempt_at = excluded.next_attempt_at, attempt = 0, last_error = NULL, "
+                "last_error_name = NULL, created_at = excluded.created_at",
+                name,
+                generation,
+                at,
+                at,
+                now,
+            )
+
+        await self._engine.transaction(write)
+        self._emit(
+            ScheduledEvent(
+                alarm=name, id=name, generation=generation, timestamp=now, scheduled_time=at
+            )
+        )
+
+    async def _run_due(self, now: int, info: AlarmInvocationInfo | None) -> None:
+        errors: list[Exception] = []
+
+        async def run(name: str) -> None:
+            try:
+                await self._execute(name, info)
+            except Exception as error:
+                errors.append(error)
+
+        await self._engine.run_concurrent(due_keys(self._engine.sql, ALARMS, now, DUE_BATCH), run)
+        if errors:
+            # An infrastructure failure fails the pass, which arms the fallback alarm.
+            raise errors[0]
+
+    async def _execute(self, name: str, info: AlarmInvocationInfo | None) -> None:
+        running = self._active.get(name)
+        if running is not None:
+            # One handler per name at a time: a replacement runs in a later pass.
+            if not self._engine.live_timers:
+                await running.settled.wait()
+            return
+        rows = self._engine.sql.exec(
+            "SELECT status, scheduled_at, next_attempt_at, generation_id, created_at "
+            "FROM durability_alarms WHERE name = ?",
+            name,
+        ).to_list()
+        if not rows or rows[0]["status"] != "pending" or rows[0]["next_attempt_at"] > now_ms():
+            return
+        await start_execution(self._engine, self._spec(name, rows[0], info))
+
+    def _spec(self, name: str, row: Row, info: AlarmInvocationInfo | None) -> ExecutionSpec:
+        generation = str(row["generation_id"])
+        scheduled_time = int(row["scheduled_at"])
+        policy = self._policies.get(name, self._default_policy)
+
+        def invoke(attempt: int, signal: AbortSignal) -> Any:
+            handler = self._handlers.get(name)
+            if handler is None:
+                raise NonRetryableError(f'No named alarm handler registered for "{name}"')
+            return handler(
+                DurableAlarmInfo(
+                    name=name,
+                    scheduled_time=scheduled_time,
+                    attempt=attempt,
+                    is_retry=attempt > 1,
+                    retry_count=attempt - 1,
+                    idempotency_key=IDEMPOTENCY_PREFIX + generation,
+                    signal=signal,
+                    platform=info,
+                )
+            )
+
+        def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
+            deleted = sql.exec(
+                "DELETE FROM durability_alarms WHERE name = ? AND generation_id = ? "
+                "AND status = 'pending' AND attempt = ? RETURNING name",
+                name,
+                generation,
+                attempt,
+            ).to_list()
+            return now_ms() if deleted else None
+
+        return ExecutionSpec(
+            table=ALARMS,
+            key=name,
+            generation=generation,
+            created_at=int(row["created_at"]),
+            label=f'named alarm "{name}"',
+            entity_kind="named_alarm",
+            name=name,
+            active=self._active,
+            policy=policy,
+            emit=self._emit,
+            exhausted_error=lambda: DurableAttemptsExhaustedError(
+                "named alarm", name, policy.max_attempts
+            ),
+            timeout_error=lambda: DurableAlarmTimeoutError(name, policy.attempt_timeout_ms),
+            invoke=invoke,
+            complete=complete,
+            is_terminal=lambda error: _is_terminal_timeout(error, policy),
+        )
+
+
+def _is_terminal_timeout(error: BaseException, policy: AttemptPolicy) -> bool:
+    """A timed-out occurrence may have had its effect: terminal unless `retry_timeouts`."""
+    return isinstance(error, DurableAlarmTimeoutError) and not policy.retry_timeouts
+
+
+class NamedAlarm:
+    """One named alarm of a `DurabilityAlarms`: call it with a time to schedule it."""
+
+    __slots__ = ("_owner", "name")
+
+    def __init__(self, owner: DurabilityAlarms, name: str) -> None:
+        self._owner = owner
+        self.name = name
+
+    async def __call__(self, scheduled_time: TimeInput) -> None:
+        """Schedule the occurrence at `scheduled_time` (ms or aware datetime), replacing any."""
+        await self._owner._schedule(self.name, scheduled_time)
+
+    def __repr__(self) -> str:
+        return f"NamedAlarm({self.name!r})"

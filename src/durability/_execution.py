@@ -1,0 +1,289 @@
+"""One attempt of a record, from claim to persisted outcome (operations and named alarms).
+
+The order is what makes it crash-safe: the key is marked active before waiting for a
+permit, the attempt is counted durably before the handler runs (so interrupted attempts
+count), and every later write is a generation-fenced compare-and-set (so a stale
+execution loses silently). A timed-out handler is aborted and cancelled, but its permit
+and key lock are held until its task really ends, so a retry in this instance can never
+overlap it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ._clock import now_ms
+from ._context import SqlStorage
+from ._errors import DurableRetryPolicyError, is_non_retryable, serialize_error
+from ._lifecycle import (
+    AttemptSettledEvent,
+    AttemptStartedEvent,
+    Emit,
+    EntityKind,
+    TerminalEvent,
+)
+from ._policy import AttemptPolicy
+from ._scheduler import ActiveExecution, Engine, Release
+from ._signal import AbortSignal, abort
+from ._tables import TableSpec, claim_attempt, exhaust_attempts, settle_failure
+from ._types import MAX_SAFE_INTEGER, JsonValue
+
+
+@dataclass(eq=False, kw_only=True, slots=True)
+class ExecutionSpec:
+    """Everything that differs between an operation attempt and a named-alarm attempt.
+
+    `invoke(attempt, signal)` calls the handler (its result may be awaitable);
+    `complete(sql, result, attempt)` persists a success and returns its timestamp, or
+    `None` when a newer generation won, and may raise to turn the success into a
+    failure; `is_terminal(error)` adds a kind-specific terminal rule.
+    """
+
+    table: TableSpec
+    key: str
+    generation: str
+    created_at: int
+    label: str
+    entity_kind: EntityKind
+    name: str
+    active: dict[str, ActiveExecution]
+    policy: AttemptPolicy
+    emit: Emit
+    exhausted_error: Callable[[], BaseException]
+    timeout_error: Callable[[], BaseException]
+    invoke: Callable[[int, AbortSignal], Any]
+    complete: Callable[[SqlStorage, Any, int], int | None]
+    is_terminal: Callable[[BaseException], bool]
+    include_result: bool = False
+
+    def entity(self) -> dict[str, Any]:
+        """The entity fields every lifecycle event of this record carries."""
+        fields: dict[str, Any] = {
+            "entity_kind": self.entity_kind,
+            "id": self.key,
+            "generation": self.generation,
+        }
+        fields["operation" if self.entity_kind == "operation" else "alarm"] = self.name
+        return fields
+
+
+@dataclass(frozen=True, slots=True)
+class RetryDecision:
+    """What a failed attempt becomes: the error to store, terminal or not, and when next."""
+
+    error: BaseException
+    terminal: bool
+    timestamp: int
+    next_attempt_at: int
+
+
+def decide_retry(spec: ExecutionSpec, attempt: int, error: BaseException) -> RetryDecision:
+    """Apply the retry rules in order: non-retryable, attempt limit, kind rule, policy delay."""
+    if is_non_retryable(error) or attempt >= spec.policy.max_attempts or spec.is_terminal(error):
+        timestamp = now_ms()
+        return RetryDecision(error, True, timestamp, timestamp)
+    try:
+        raw = spec.policy.delay(attempt)
+        if (
+            isinstance(raw, bool)
+            or not isinstance(raw, (int, float))
+            or not math.isfinite(raw)
+            or raw < 0
+        ):
+            raise DurableRetryPolicyError(spec.label)
+        delay = math.floor(raw + 0.5)
+        timestamp = now_ms()
+        if delay > MAX_SAFE_INTEGER or timestamp + delay > MAX_SAFE_INTEGER:
+            raise DurableRetryPolicyError(spec.label)
+        return RetryDecision(error, False, timestamp, timestamp + delay)
+    except Exception as policy_error:
+        if isinstance(policy_error, DurableRetryPolicyError):
+            terminal_error = policy_error
+        else:
+            terminal_error = DurableRetryPolicyError(spec.label)
+            terminal_error.__cause__ = policy_error
+        timestamp = now_ms()
+        return RetryDecision(terminal_error, True, timestamp, timestamp)
+
+
+class _Gate:
+    """Releases the permit and the key lock once the outcome is persisted AND the handler ended."""
+
+    def __init__(
+        self, engine: Engine, spec: ExecutionSpec, entry: ActiveExecution, permit: Release | None
+    ) -> None:
+        self.engine = engine
+        self.spec = spec
+        self.entry = entry
+        self.permit = permit
+        self.handler: asyncio.Task[Any] | None = None
+        self.persisted = False
+        self.released = False
+
+    def handler_done(self, task: asyncio.Task[Any]) -> None:
+        if not task.cancelled():
+            task.exception()
+        self.release_if_settled()
+
+    def execution_done(self, task: asyncio.Task[None]) -> None:
+        self.persisted = True
+        self.release_if_settled()
+
+    def release_if_settled(self) -> None:
+        if self.released or not self.persisted:
+            return
+        if self.handler is not None and not self.handler.done():
+            return
+        self.released = True
+        if self.permit is not None:
+            self.permit()
+        spec = self.spec
+        self.entry.settled.set()
+        if spec.active.get(spec.key) is self.entry:
+            del spec.active[spec.key]
+            self.engine.release_active(spec.table.name, spec.key)
+        if self.engine.live_timers:
+            # The key is eligible for the timer again: re-arm it for work it skipped.
+            self.engine.run_in_background(
+                self.engine.schedule_next_alarm(),
+                "durability.scheduler.refresh_failed",
+                {"table": spec.table.name, "key": spec.key},
+            )
+
+
+def start_execution(
+    engine: Engine, spec: ExecutionSpec, permit: Release | None = None
+) -> asyncio.Task[None]:
+    """Mark the key active now, then claim and run one attempt in the background.
+
+    The task ends when the outcome is persisted (not when a timed-out handler ends) and
+    raises only for storage failures. `permit`, if given, is owned by the execution.
+    """
+    entry = ActiveExecution(spec.generation, spec.created_at)
+    spec.active[spec.key] = entry
+    engine.track_active(spec.table.name, spec.key)
+    gate = _Gate(engine, spec, entry, permit)
+    task = engine.spawn(_execute(engine, spec, entry, gate))
+    task.add_done_callback(gate.execution_done)
+    return task
+
+
+async def _execute(
+    engine: Engine, spec: ExecutionSpec, entry: ActiveExecution, gate: _Gate
+) -> None:
+    if gate.permit is None:
+        gate.permit = await engine.acquire_permit()
+    attempt = claim_attempt(
+        engine.sql, spec.table, spec.key, spec.generation, spec.policy.max_attempts
+    )
+    if attempt is None:
+        await _fail_exhausted(engine, spec)
+        return
+    started_at = now_ms()
+    spec.emit(AttemptStartedEvent(**spec.entity(), timestamp=started_at, attempt=attempt))
+    signal = AbortSignal()
+    entry.signal = signal
+    handler = engine.spawn(_invoke(spec, attempt, signal))
+    gate.handler = handler
+    handler.add_done_callback(gate.handler_done)
+    try:
+        done, _ = await asyncio.wait({handler}, timeout=spec.policy.attempt_timeout_ms / 1000)
+    except asyncio.CancelledError:
+        handler.cancel()
+        raise
+    if handler not in done:
+        timeout_error = spec.timeout_error()
+        abort(signal, timeout_error)
+        handler.cancel()
+        await _settle_failure(engine, spec, attempt, started_at, timeout_error)
+        return
+    if handler.cancelled():
+        await _settle_failure(engine, spec, attempt, started_at, asyncio.CancelledError())
+        return
+    failure = handler.exception()
+    if failure is not None:
+        await _settle_failure(engine, spec, attempt, started_at, failure)
+        return
+    result = handler.result()
+    try:
+        completed_at = engine.transaction_sync(lambda sql: spec.complete(sql, result, attempt))
+    except Exception as error:
+        await _settle_failure(engine, spec, attempt, started_at, error)
+        return
+    if completed_at is None:
+        return
+    engine.notify(
+        spec.table.name,
+        spec.key,
+        {"generation_id": spec.generation, "created_at": spec.created_at},
+    )
+    included: JsonValue = result if spec.include_result else None
+    spec.emit(
+        AttemptSettledEvent(
+            **spec.entity(),
+            timestamp=completed_at,
+            attempt=attempt,
+            outcome="completed",
+            duration_ms=max(0, completed_at - started_at),
+            result=included,
+        )
+    )
+
+
+async def _invoke(spec: ExecutionSpec, attempt: int, signal: AbortSignal) -> Any:
+    outcome = spec.invoke(attempt, signal)
+    if inspect.isawaitable(outcome):
+        return await outcome
+    return outcome
+
+
+async def _fail_exhausted(engine: Engine, spec: ExecutionSpec) -> None:
+    exhausted = serialize_error(spec.exhausted_error())
+    attempt = await engine.transaction(
+        lambda sql: exhaust_attempts(
+            sql, spec.table, spec.key, spec.generation, spec.policy.max_attempts, exhausted
+        )
+    )
+    if attempt is None:
+        return
+    engine.notify(spec.table.name, spec.key)
+    spec.emit(TerminalEvent(**spec.entity(), timestamp=now_ms(), attempt=attempt, error=exhausted))
+
+
+async def _settle_failure(
+    engine: Engine, spec: ExecutionSpec, attempt: int, started_at: int, error: BaseException
+) -> None:
+    decision = decide_retry(spec, attempt, error)
+    stored = serialize_error(decision.error)
+    owned = await engine.transaction(
+        lambda sql: settle_failure(
+            sql,
+            spec.table,
+            spec.key,
+            spec.generation,
+            attempt,
+            terminal=decision.terminal,
+            next_attempt_at=decision.next_attempt_at,
+            error=stored,
+        )
+    )
+    if not owned:
+        return
+    if decision.terminal:
+        engine.notify(spec.table.name, spec.key)
+    spec.emit(
+        AttemptSettledEvent(
+            **spec.entity(),
+            timestamp=decision.timestamp,
+            attempt=attempt,
+            outcome="failed" if decision.terminal else "retry_scheduled",
+            duration_ms=max(0, decision.timestamp - started_at),
+            error=stored,
+            next_attempt_at=None if decision.terminal else decision.next_attempt_at,
+        )
+    )

@@ -1,0 +1,437 @@
+"""`Durability`: durable operations registered by id and run at least once.
+
+Registering writes the record and arms the alarm in one transaction and returns only
+then; the handler runs later (at once if a permit is free). An id belongs to one
+operation forever (until purged): registering it again is a silent no-op, and using it
+for another operation raises `DuplicateDurableCallError`. Completion records are kept so
+ids stay deduplicated; `purge_before` is the only way to drop them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ._clock import now_ms
+from ._context import Context, Row, SqlStorage
+from ._errors import (
+    DuplicateDurableCallError,
+    DurableAttemptsExhaustedError,
+    DurableAttemptTimeoutError,
+    DurableResultSerializationError,
+    NonRetryableError,
+    SerializedError,
+)
+from ._execution import ExecutionSpec, start_execution
+from ._lifecycle import PurgedEvent, RegisteredEvent, report_failure
+from ._migrations import LATEST, OPERATION_MIGRATIONS, MigrationResult, migrate
+from ._policy import (
+    MethodOptions,
+    RetryPolicy,
+    check_handlers,
+    resolve_policies,
+)
+from ._scheduler import (
+    ActiveExecution,
+    AlarmInvocationInfo,
+    AlarmRetryInfo,
+    DurabilityScheduler,
+    Participant,
+    Release,
+    attach,
+    given_options,
+)
+from ._serialization import deserialize, serialize
+from ._signal import AbortSignal
+from ._tables import TableSpec, due_keys
+from ._types import JsonValue, TimeInput
+from ._validate import check_non_negative_int, to_epoch_ms
+
+CALLS = TableSpec("durability_calls", "id")
+CAPABILITY = "operations"
+DUE_BATCH = 100
+DEFAULT_RETRIES = RetryPolicy()
+
+Status = Literal["not_found", "pending", "completed", "failed"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DurableCall:
+    """What an operation handler receives: the call's id, payload and attempt (1-based).
+
+    `signal` is aborted when the attempt times out or the record is purged.
+    """
+
+    id: str
+    operation: str
+    payload: JsonValue
+    attempt: int
+    signal: AbortSignal
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OperationResult:
+    """The stored state of one call.
+
+    ``pending`` has `attempt`, `next_attempt_at` and `last_error` (the last failure's
+    message, `None` before any); ``completed`` has `result` and `attempt`; ``failed``
+    has `attempt` and `error`; ``not_found`` has nothing else.
+    """
+
+    status: Status
+    result: JsonValue = None
+    attempt: int | None = None
+    next_attempt_at: int | None = None
+    last_error: str | None = None
+    error: SerializedError | None = None
+
+
+class Durability:
+    """Durable operations: `await durability.<handler>(id=..., payload=...)` registers one.
+
+    Construct it in the object's `__init__` with `scheduler=` (shared) or `context=`
+    (a private scheduler, which then accepts the scheduler options), and delegate the
+    object's `alarm()` to the scheduler (or to this helper when it is alone).
+    """
+
+    def __init__(
+        self,
+        *,
+        handlers: Mapping[str, Callable[[DurableCall], Any]],
+        scheduler: DurabilityScheduler | None = None,
+        context: Context | None = None,
+        attempt_timeout_ms: int = 300_000,
+        retries: RetryPolicy = DEFAULT_RETRIES,
+        methods: Mapping[str, MethodOptions] | None = None,
+        on_lifecycle_event: Callable[[Any], Any] | None = None,
+        include_result_in_events: bool = False,
+        alarm_concurrency: int | None = None,
+        alarm_min_delay_ms: int | None = None,
+        alarm_handoff_ms: int | None = None,
+        live_timers: bool | None = None,
+        on_alarm_retry: Callable[[AlarmRetryInfo], Any] | None = None,
+    ) -> None:
+        self._handlers = check_handlers(handlers, Durability)
+        self._default_policy, self._policies = resolve_policies(
+            attempt_timeout_ms=attempt_timeout_ms,
+            retries=retries,
+            methods=methods,
+            options_type=MethodOptions,
+        )
+        if not isinstance(include_result_in_events, bool):
+            raise TypeError("include_result_in_events must be a bool")
+        self._include_result = include_result_in_events
+        self._engine = attach(
+            scheduler=scheduler,
+            context=context,
+            kind="Durability",
+            options=given_options(
+                alarm_concurrency=alarm_concurrency,
+                alarm_min_delay_ms=alarm_min_delay_ms,
+                alarm_handoff_ms=alarm_handoff_ms,
+                live_timers=live_timers,
+                on_alarm_retry=on_alarm_retry,
+            ),
+        )
+        self._emit = self._engine.emitter(on_lifecycle_event)
+        self._active: dict[str, ActiveExecution] = {}
+        self._operations: dict[str, DurableOperation] = {}
+        self._engine.migrate_schema(CAPABILITY, OPERATION_MIGRATIONS)
+        self._engine.register(Participant(CALLS, self._run_due))
+
+    # -- public surface -----------------------------------------------------------------
+
+    def operation(self, name: str) -> DurableOperation:
+        """The operation object of handler `name` (the one attribute access returns)."""
+        found = self._operations.get(name)
+        if found is None:
+            if name not in self._handlers:
+                raise ValueError(f'No handler registered for operation "{name}"')
+            found = self._operations[name] = DurableOperation(self, name)
+        return found
+
+    def __getattr__(self, name: str) -> DurableOperation:
+        if name.startswith("_") or name not in self.__dict__.get("_handlers", {}):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return self.operation(name)
+
+    async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
+        """Run due work of every helper on this helper's scheduler (the object's alarm)."""
+        await self._engine.alarm(info)
+
+    async def purge_before(self, before: TimeInput) -> int:
+        """Delete every call created strictly before `before` (any status); the count.
+
+        Running handlers of purged calls are aborted best-effort; their ids are reusable
+        at once and late settlements of the old calls are ignored.
+        """
+        cutoff = to_epoch_ms("before", before)
+        count = await self._engine.purge(
+            CALLS, cutoff, self._active, "Durable operation was purged"
+        )
+        self._emit(
+            PurgedEvent(entity_kind="operation", timestamp=now_ms(), before=cutoff, count=count)
+        )
+        return count
+
+    @classmethod
+    def migrate(cls, context: Context, target: Any = LATEST) -> MigrationResult:
+        """Move the operations schema to `target` (`LATEST`, a migration name, or `None`)."""
+        return migrate(context.storage, CAPABILITY, OPERATION_MIGRATIONS, target)
+
+    # -- internals used by DurableOperation ---------------------------------------------
+
+    async def _register(self, operation: str, id: object, payload: object) -> None:
+        key = _check_id(id)
+        text = serialize(payload, "payload")
+        now = now_ms()
+        generation = uuid.uuid4().hex
+
+        def write(sql: SqlStorage) -> bool:
+            inserted = sql.exec(
+                "INSERT INTO durability_calls (id, operation, payload, status, result, attempt, "
+                "next_attempt_at, last_error, last_error_name, completed_at, generation_id, "
+                "created_at) VALUES (?, ?, ?, 'pending', NULL, 0, ?, NULL, NULL, NULL, ?, ?) "
+                "ON CONFLICT(id) DO NOTHING RETURNING id",
+                key,
+                operation,
+                text,
+                now,
+                generation,
+                now,
+            ).to_list()
+            stored = sql.exec("SELECT operation FROM durability_calls WHERE id = ?", key).to_list()
+            if not stored:
+                raise RuntimeError(f'Durable call "{key}" was not persisted')
+            if stored[0]["operation"] != operation:
+                raise DuplicateDurableCallError(key, str(stored[0]["operation"]), operation)
+            return bool(inserted)
+
+        if not await self._engine.transaction(write):
+            return
+        self._emit(
+            RegisteredEvent(operation=operation, id=key, generation=generation, timestamp=now)
+        )
+        permit = self._engine.try_acquire_permit()
+        if permit is None:
+            return  # the reconciled alarm or the early timer picks the row up
+        self._engine.run_in_background(
+            self._run_eagerly(key, permit),
+            "durability.background_execution.failed",
+            {"operation": operation, "id": key},
+        )
+
+    async def _run_eagerly(self, key: str, permit: Release) -> None:
+        await self._execute(key, permit)
+        await self._engine.schedule_next_alarm()
+
+    def _read(self, operation: str, id: object) -> Row | None:
+        key = _check_id(id)
+        rows = self._engine.sql.exec(
+            "SELECT operation, status, result, attempt, next_attempt_at, last_error, "
+            "last_error_name, generation_id FROM durability_calls WHERE id = ?",
+            key,
+        ).to_list()
+        if not rows:
+            return None
+        row = rows[0]
+        if row["operation"] != operation:
+            raise DuplicateDurableCallError(key, str(row["operation"]), operation)
+        return row
+
+    def _result(self, operation: str, id: object) -> tuple[OperationResult, Row | None]:
+        row = self._read(operation, id)
+        if row is None:
+            return OperationResult(status="not_found"), None
+        status = row["status"]
+        if status == "pending":
+            result = OperationResult(
+                status="pending",
+                attempt=row["attempt"],
+                next_attempt_at=row["next_attempt_at"],
+                last_error=row["last_error"],
+            )
+        elif status == "failed":
+            error = SerializedError(
+                row["last_error_name"] or "Error", row["last_error"] or "Durable operation failed"
+            )
+            result = OperationResult(status="failed", attempt=row["attempt"], error=error)
+        else:
+            if row["result"] is None:
+                raise RuntimeError(f'Completed durable call "{id}" has no result')
+            result = OperationResult(
+                status="completed", result=deserialize(row["result"]), attempt=row["attempt"]
+            )
+        return result, row
+
+    async def _wait(self, operation: str, id: object, timeout_ms: object) -> OperationResult:
+        timeout = check_non_negative_int("timeout_ms", timeout_ms)
+        current, row = self._result(operation, id)
+        if row is None or current.status != "pending" or timeout == 0:
+            return current
+        woken = asyncio.Event()
+        unsubscribe = self._engine.watch(CALLS.name, str(id), lambda _row: woken.set())
+        try:
+            # The watcher is registered before this await, so no settlement can slip by.
+            try:
+                async with asyncio.timeout(timeout / 1000):
+                    await woken.wait()
+            except TimeoutError:
+                pass
+        finally:
+            unsubscribe()
+        return self._result(operation, id)[0]
+
+    # -- execution ----------------------------------------------------------------------
+
+    async def _run_due(self, now: int, info: AlarmInvocationInfo | None) -> None:
+        skip_running = self._engine.live_timers
+
+        async def run(key: str) -> None:
+            try:
+                await self._execute(key, skip_running=skip_running)
+            except Exception as error:  # already persisted or reported; the pass goes on
+                report_failure("durability.background_execution.failed", {"id": key}, error)
+
+        await self._engine.run_concurrent(due_keys(self._engine.sql, CALLS, now, DUE_BATCH), run)
+
+    async def _execute(
+        self, key: str, permit: Release | None = None, *, skip_running: bool = False
+    ) -> None:
+        rows = self._engine.sql.exec(
+            "SELECT operation, payload, status, next_attempt_at, generation_id, created_at "
+            "FROM durability_calls WHERE id = ?",
+            key,
+        ).to_list()
+        row = rows[0] if rows else None
+        if row is None or row["status"] != "pending" or row["next_attempt_at"] > now_ms():
+            if permit is not None:
+                permit()
+            return
+        running = self._active.get(key)
+        if running is not None and running.generation == row["generation_id"]:
+            if permit is not None:
+                permit()
+            if not skip_running:
+                await running.settled.wait()
+            return
+        await start_execution(self._engine, self._spec(key, row), permit)
+
+    def _spec(self, key: str, row: Row) -> ExecutionSpec:
+        operation = str(row["operation"])
+        payload_text = str(row["payload"])
+        policy = self._policies.get(operation, self._default_policy)
+
+        def invoke(attempt: int, signal: AbortSignal) -> Any:
+            handler = self._handlers.get(operation)
+            if handler is None:
+                raise NonRetryableError(f'No handler registered for operation "{operation}"')
+            call = DurableCall(
+                id=key,
+                operation=operation,
+                payload=deserialize(payload_text),
+                attempt=attempt,
+                signal=signal,
+            )
+            return handler(call)
+
+        def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
+            try:
+                text = serialize(result, "result")
+            except TypeError as error:
+                raise DurableResultSerializationError(operation) from error
+            completed_at = now_ms()
+            won = sql.exec(
+                "UPDATE durability_calls SET status = 'completed', result = ?, completed_at = ? "
+                "WHERE id = ? AND generation_id = ? AND status = 'pending' AND attempt = ? "
+                "RETURNING id",
+                text,
+                completed_at,
+                key,
+                row["generation_id"],
+                attempt,
+            ).to_list()
+            return completed_at if won else None
+
+        return ExecutionSpec(
+            table=CALLS,
+            key=key,
+            generation=str(row["generation_id"]),
+            created_at=int(row["created_at"]),
+            label=f'operation "{operation}"',
+            entity_kind="operation",
+            name=operation,
+            active=self._active,
+            policy=policy,
+            emit=self._emit,
+            exhausted_error=lambda: DurableAttemptsExhaustedError(
+                "operation", operation, policy.max_attempts
+            ),
+            timeout_error=lambda: DurableAttemptTimeoutError(operation, policy.attempt_timeout_ms),
+            invoke=invoke,
+            complete=complete,
+            is_terminal=lambda error: isinstance(error, DurableResultSerializationError),
+            include_result=self._include_result,
+        )
+
+
+def _check_id(id: object) -> str:
+    if not isinstance(id, str):
+        raise TypeError(f"id must be a string, got {type(id).__name__}")
+    if not id:
+        raise ValueError("id must be a non-empty string")
+    return id
+
+
+class DurableOperation:
+    """One operation of a `Durability`: call it to register, or read and wait on ids."""
+
+    __slots__ = ("_owner", "name")
+
+    def __init__(self, owner: Durability, name: str) -> None:
+        self._owner = owner
+        self.name = name
+
+    async def __call__(self, id: str, payload: JsonValue = None) -> None:
+        """Register call `id` with `payload`; returns once it is durable, never waits for it."""
+        await self._owner._register(self.name, id, payload)
+
+    async def get_result(self, id: str) -> OperationResult:
+        """The stored state of call `id` (`DuplicateDurableCallError` if it is another's)."""
+        return self._owner._result(self.name, id)[0]
+
+    def job(self, id: str) -> DurableJob:
+        """A handle on call `id` to read or wait for its outcome."""
+        return DurableJob(self._owner, self.name, _check_id(id))
+
+    def __repr__(self) -> str:
+        return f"DurableOperation({self.name!r})"
+
+
+class DurableJob:
+    """A handle on one call: `get_result()` now, or `wait(timeout_ms=...)` for settlement."""
+
+    __slots__ = ("_owner", "id", "operation")
+
+    def __init__(self, owner: Durability, operation: str, id: str) -> None:
+        self._owner = owner
+        self.operation = operation
+        self.id = id
+
+    async def get_result(self) -> OperationResult:
+        """The stored state of this call."""
+        return self._owner._result(self.operation, self.id)[0]
+
+    async def wait(self, timeout_ms: int = 30_000) -> OperationResult:
+        """Wait until the call completes, fails or is purged, or `timeout_ms` elapses.
+
+        Woken by settlement, not polling; returns the latest state, which is still
+        ``pending`` on timeout. In memory only: a wait does not survive eviction.
+        """
+        return await self._owner._wait(self.operation, self.id, timeout_ms)
+
+    def __repr__(self) -> str:
+        return f"DurableJob({self.operation!r}, {self.id!r})"
