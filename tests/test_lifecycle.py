@@ -1,0 +1,149 @@
+"""Lifecycle events, the hook emitter and structured failure reports (spec/core.md §8.3, §9)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Awaitable
+from typing import Any
+
+import pytest
+
+from durability import (
+    AttemptSettledEvent,
+    AttemptStartedEvent,
+    PurgedEvent,
+    RegisteredEvent,
+    ScheduledEvent,
+    SerializedError,
+    TerminalEvent,
+)
+from durability._lifecycle import create_emitter, report_failure
+
+EVENT = RegisteredEvent(operation="charge", id="inv-1", generation="g1", timestamp=5)
+
+
+def _records(caplog: pytest.LogCaptureFixture, event: str) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if getattr(r, "event", None) == event]
+
+
+def test_events_carry_fixed_type_and_kind() -> None:
+    """Each event class fixes its `type` (and `entity_kind` where only one applies)."""
+    assert (EVENT.type, EVENT.entity_kind, EVENT.attempt) == ("registered", "operation", 0)
+    scheduled = ScheduledEvent(
+        alarm="renew", id="renew", generation="g", timestamp=1, scheduled_time=9
+    )
+    assert (scheduled.type, scheduled.entity_kind) == ("scheduled", "named_alarm")
+    started = AttemptStartedEvent(
+        entity_kind="named_alarm", alarm="renew", id="renew", generation="g", timestamp=1, attempt=2
+    )
+    assert (started.type, started.operation) == ("attempt_started", None)
+    settled = AttemptSettledEvent(
+        entity_kind="operation",
+        operation="charge",
+        id="a",
+        generation="g",
+        timestamp=1,
+        attempt=1,
+        outcome="retry_scheduled",
+        duration_ms=0,
+        error=SerializedError("Error", "x"),
+        next_attempt_at=2,
+    )
+    assert settled.type == "attempt_settled"
+    terminal = TerminalEvent(
+        entity_kind="operation",
+        operation="charge",
+        id="a",
+        generation="g",
+        timestamp=1,
+        attempt=5,
+        error=SerializedError("E", "m"),
+    )
+    assert (terminal.type, terminal.reason) == ("terminal", "attempts_exhausted")
+    purged = PurgedEvent(entity_kind="named_alarm", timestamp=1, before=2, count=3)
+    assert purged.type == "purged"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        EVENT.id = "other"  # type: ignore[misc]
+
+
+def test_emitter_without_hook_is_a_no_op() -> None:
+    """No hook: emitting does nothing and hands nothing to wait_until."""
+    handed: list[Awaitable[Any]] = []
+    create_emitter(None, handed.append)(EVENT)
+    assert handed == []
+
+
+def test_sync_hook_receives_the_event() -> None:
+    """A plain function hook is called synchronously with the event."""
+    seen: list[Any] = []
+    create_emitter(seen.append, lambda awaitable: None)(EVENT)
+    assert seen == [EVENT]
+
+
+def test_raising_hook_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    """A hook that raises is reported as durability.lifecycle_hook.failed with the entity."""
+
+    def hook(event: Any) -> None:
+        raise RuntimeError("hook broke")
+
+    with caplog.at_level(logging.ERROR, logger="durability"):
+        create_emitter(hook, lambda awaitable: None)(EVENT)
+    [record] = _records(caplog, "durability.lifecycle_hook.failed")
+    assert record.details == {  # type: ignore[attr-defined]
+        "entity_kind": "operation",
+        "lifecycle_type": "registered",
+        "entity_id": "inv-1",
+    }
+    assert record.error == {"name": "RuntimeError", "message": "hook broke"}  # type: ignore[attr-defined]
+
+
+async def test_async_hook_failure_is_logged_in_background(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An async hook runs via wait_until; its failure is reported, never raised."""
+    handed: list[Awaitable[Any]] = []
+
+    async def hook(event: Any) -> None:
+        await asyncio.sleep(0)
+        raise ValueError("late")
+
+    with caplog.at_level(logging.ERROR, logger="durability"):
+        create_emitter(hook, handed.append)(EVENT)
+        assert len(handed) == 1
+        await handed[0]
+    [record] = _records(caplog, "durability.lifecycle_hook.failed")
+    assert record.error == {"name": "ValueError", "message": "late"}  # type: ignore[attr-defined]
+
+
+def test_purged_event_without_id_reports_durability(caplog: pytest.LogCaptureFixture) -> None:
+    """A failing hook on an id-less event names the entity "durability"."""
+
+    def hook(event: Any) -> None:
+        raise RuntimeError("x")
+
+    with caplog.at_level(logging.ERROR, logger="durability"):
+        create_emitter(hook, lambda awaitable: None)(
+            PurgedEvent(entity_kind="operation", timestamp=1, before=1, count=0)
+        )
+    [record] = _records(caplog, "durability.lifecycle_hook.failed")
+    assert record.details["entity_id"] == "durability"  # type: ignore[attr-defined]
+
+
+def test_report_failure_never_raises(caplog: pytest.LogCaptureFixture) -> None:
+    """report_failure logs one structured record even for a value whose str() raises."""
+
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    with caplog.at_level(logging.ERROR, logger="durability"):
+        report_failure("durability.alarm.failed", {"retry_in_ms": 1000}, Unprintable())
+        report_failure("durability.alarm.failed", {"retry_in_ms": 1000}, None)
+    records = _records(caplog, "durability.alarm.failed")
+    assert [r.error for r in records] == [  # type: ignore[attr-defined]
+        {"name": "Unprintable", "message": "Unknown thrown value"},
+        {"name": "Error", "message": "null"},
+    ]
+    assert all(r.details == {"retry_in_ms": 1000} for r in records)  # type: ignore[attr-defined]
