@@ -1,0 +1,213 @@
+"""Alarm delivery: one timer per armed object, single-flight `alarm()` calls, retries.
+
+The object's own alarm row is authoritative; the runtime keeps, per object, the wake
+time of its last committed row (or the catalog's lower bound before the object was
+opened) and one loop timer for it. When the timer fires the row is read again:
+
+- a due user alarm runs with `retry_count=0` (it replaces any pending retry);
+- else a due retry runs with its stored attempt number.
+
+Before `alarm()` runs, the user alarm is cleared and the next retry is stored as a
+fallback, so a crash during `alarm()` retries it after restart (at least once). After
+the call: on success the retry is cleared; on failure it is re-stored with backoff from
+now (2 s, 4 s, ... up to 6 retries, then dropped) unless `set_alarm` was called during
+the run, which replaces it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
+
+from ._catalog import Catalog, Key
+from ._database import Database
+from ._errors import ObjectEvictedError
+from ._instance import Instance
+from ._object import AlarmInvocationInfo, DurableObject
+from ._storage import (
+    MAX_ALARM_RETRIES,
+    AlarmRow,
+    read_alarm,
+    retry_delay_ms,
+    write_alarm,
+)
+
+logger = logging.getLogger("durability.runtime")
+
+
+class AlarmHost(Protocol):
+    """What the driver needs from the runtime."""
+
+    def now_ms(self) -> int: ...
+
+    def instance_for_alarm(self, key: Key, name: str | None) -> Instance | None: ...
+
+    def run(
+        self, instance: Instance, invoke: Callable[[DurableObject], object]
+    ) -> Coroutine[Any, Any, object]: ...
+
+
+class AlarmDriver:
+    """Keeps one timer per armed object and delivers its alarm when it comes due."""
+
+    def __init__(self, host: AlarmHost, catalog: Catalog) -> None:
+        self._host = host
+        self._catalog = catalog
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: dict[Key, int] = {}
+        self._names: dict[Key, str | None] = {}
+        self._timers: dict[Key, asyncio.TimerHandle] = {}
+        self._running: dict[Key, asyncio.Task[None]] = {}
+        self._committing: dict[Key, int | None] = {}
+        self._closed = False
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Arm a timer for every catalog entry (overdue ones fire right away)."""
+        self._loop = loop
+        for key, name, wake_ms in self._catalog.entries():
+            self._names[key] = name
+            self._wake[key] = wake_ms
+            self._arm(key)
+
+    def name_of(self, key: Key) -> str | None:
+        """The name recorded for an object that has had an alarm, if any."""
+        return self._names.get(key)
+
+    def watch(self, key: Key, name: str | None, database: Database) -> None:
+        """Follow the alarm changes `database` commits."""
+        if name is not None:
+            self._names[key] = name
+        database.before_commit = lambda db: self._before_commit(key, db)
+        database.after_commit = lambda db: self._after_commit(key)
+
+    def close(self) -> list[asyncio.Task[None]]:
+        """Stop every timer and delivery; the deliveries to await are returned."""
+        self._closed = True
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        tasks = list(self._running.values())
+        for task in tasks:
+            task.cancel()
+        return tasks
+
+    def _before_commit(self, key: Key, database: Database) -> None:
+        row = read_alarm(database)
+        wake_ms = row.wake_ms if row is not None else None
+        self._committing[key] = wake_ms
+        if wake_ms is not None:
+            self._catalog.lower(key, self._names.get(key), wake_ms)
+
+    def _after_commit(self, key: Key) -> None:
+        wake_ms = self._committing.pop(key, None)
+        self._catalog.settle(key, self._names.get(key), wake_ms)
+        if wake_ms is None:
+            self._wake.pop(key, None)
+        else:
+            self._wake[key] = wake_ms
+        if key not in self._running:
+            self._arm(key)
+
+    def _arm(self, key: Key) -> None:
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        wake_ms = self._wake.get(key)
+        if wake_ms is None or self._closed or self._loop is None:
+            return
+        delay = max(0, wake_ms - self._host.now_ms()) / 1000
+        self._timers[key] = self._loop.call_later(delay, self._fire, key)
+
+    def _fire(self, key: Key) -> None:
+        self._timers.pop(key, None)
+        if key in self._running or self._closed or self._loop is None:
+            return
+        self._running[key] = self._loop.create_task(self._deliver(key))
+
+    async def _deliver(self, key: Key) -> None:
+        try:
+            await self._deliver_due(key)
+        except ObjectEvictedError:
+            pass
+        except Exception:
+            # Keep the loop from spinning on a broken object; a restart retries it.
+            logger.exception("alarm delivery to %s:%s failed", *key)
+            self._wake.pop(key, None)
+        finally:
+            del self._running[key]
+            self._arm(key)
+
+    async def _deliver_due(self, key: Key) -> None:
+        instance = self._host.instance_for_alarm(key, self._names.get(key))
+        if instance is None:
+            self._wake.pop(key, None)
+            return
+        database = instance.database
+        now = self._host.now_ms()
+        row = read_alarm(database)
+        if row is None or row.wake_ms is None:
+            self._wake.pop(key, None)
+            self._catalog.settle(key, self._names.get(key), None)
+            return
+        if row.scheduled_ms is not None:
+            if row.scheduled_ms > now:
+                if row.retry_ms is not None:
+                    await write_alarm(database, AlarmRow(row.scheduled_ms))
+                self._wake[key] = row.scheduled_ms
+                return
+            attempt = 0
+        else:
+            assert row.retry_ms is not None
+            if row.retry_ms > now:
+                self._wake[key] = row.retry_ms
+                return
+            attempt = row.retry_attempt
+        write_alarm(database, self._retry_row(attempt, now))
+        info = AlarmInvocationInfo(retry_count=attempt, is_retry=attempt > 0)
+        failed = False
+        try:
+            await self._host.run(instance, lambda obj: _call_alarm(obj, info))
+        except ObjectEvictedError:
+            if instance.gone:
+                return
+            failed = True
+        except Exception as error:
+            logger.warning("alarm() of %s:%s raised %r", *key, error)
+            failed = True
+        if instance.gone:
+            return
+        after = read_alarm(database)
+        scheduled_ms = after.scheduled_ms if after is not None else None
+        if not failed or scheduled_ms is not None:
+            await write_alarm(database, AlarmRow(scheduled_ms))
+        else:
+            await write_alarm(database, self._retry_row(attempt, self._host.now_ms()))
+
+    @staticmethod
+    def _retry_row(attempt: int, now: int) -> AlarmRow | None:
+        """The retry after call number `attempt` fails, or `None` once retries run out."""
+        if attempt >= MAX_ALARM_RETRIES:
+            return None
+        return AlarmRow(None, now + retry_delay_ms(attempt + 1), attempt + 1)
+
+
+def _call_alarm(obj: DurableObject, info: AlarmInvocationInfo) -> object:
+    handler = getattr(obj, "alarm", None)
+    if handler is None:
+        return None
+    if _takes_argument(handler):
+        return handler(info)
+    return handler()
+
+
+def _takes_argument(handler: Callable[..., object]) -> bool:
+    try:
+        parameters = inspect.signature(handler).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters
+    )

@@ -1,0 +1,208 @@
+"""One object's SQLite database: its connection and the transaction of the current turn.
+
+Every storage call of a turn joins one `BEGIN IMMEDIATE` transaction; its `COMMIT` is
+scheduled with `loop.call_soon`, so it runs once the turn (and every other turn already
+queued) has finished, and all their writes share one commit and one fsync. Callers
+wait on the commit future before releasing a result: the output gate. The commit runs
+on the loop itself, never in a thread, so virtual time stays deterministic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ._sql import Cursor
+
+_PRIVATE_TABLES = (
+    "CREATE TABLE IF NOT EXISTS _durability_kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+    " WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS _durability_alarm ("
+    " id INTEGER PRIMARY KEY CHECK (id = 1),"
+    " scheduled_ms INTEGER,"
+    " retry_ms INTEGER,"
+    " retry_attempt INTEGER NOT NULL DEFAULT 0)",
+)
+
+CommitHook = Callable[["Database"], None]
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    # A commit nobody waited for may still fail; mark its error as seen.
+    if not future.cancelled():
+        future.exception()
+
+
+class DatabaseClosedError(RuntimeError):
+    """The database was closed (its object was evicted or the runtime closed)."""
+
+
+class Database:
+    """The SQLite connection of one object and its per-turn implicit transaction."""
+
+    def __init__(
+        self, connection: sqlite3.Connection, loop: asyncio.AbstractEventLoop, file: Path | None
+    ) -> None:
+        self.file = file
+        self.commits = 0
+        self.alarm_changed = False
+        self.before_commit: CommitHook | None = None
+        self.after_commit: CommitHook | None = None
+        self.commit_failed: CommitHook | None = None
+        self._connection: sqlite3.Connection | None = connection
+        self._loop = loop
+        self._pending: asyncio.Future[None] | None = None
+        self._savepoints = 0
+
+    @classmethod
+    def open(cls, loop: asyncio.AbstractEventLoop, file: Path | None) -> Database:
+        """Open (creating if needed) an object's database; `None` keeps it in memory."""
+        if file is None:
+            connection = sqlite3.connect(":memory:", isolation_level=None)
+        else:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            connection = sqlite3.connect(file, isolation_level=None)
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=FULL")
+        database = cls(connection, loop, file)
+        database.create_private_tables()
+        return database
+
+    @property
+    def closed(self) -> bool:
+        return self._connection is None
+
+    @property
+    def in_transaction(self) -> bool:
+        """True while writes of a turn wait for their commit."""
+        return self._pending is not None
+
+    def create_private_tables(self) -> None:
+        """The runtime's own tables (KV pairs, the alarm), in this transaction if any."""
+        for statement in _PRIVATE_TABLES:
+            self._conn().execute(statement)
+
+    def join(self) -> asyncio.Future[None]:
+        """The commit future of the current turn's transaction, opening it if needed."""
+        if self._pending is None:
+            self._conn().execute("BEGIN IMMEDIATE")
+            pending: asyncio.Future[None] = self._loop.create_future()
+            pending.add_done_callback(_retrieve)
+            self._pending = pending
+            self._loop.call_soon(self._commit_turn, pending)
+        return self._pending
+
+    def run(self, statements: list[str], bindings: tuple[object, ...]) -> Cursor:
+        """Execute statements in the open transaction; the cursor holds the last one's rows."""
+        connection = self._conn()
+        before = connection.total_changes
+        columns: list[str] = []
+        rows: list[tuple[Any, ...]] = []
+        try:
+            for statement in statements:
+                cursor = connection.execute(statement, bindings)
+                rows = cursor.fetchall()
+                description = cursor.description
+                columns = [column[0] for column in description] if description else []
+        except sqlite3.Error as error:
+            self._check_still_open(error)
+            raise
+        return Cursor(columns, rows, connection.total_changes - before)
+
+    def query(self, statement: str, *bindings: object) -> list[tuple[Any, ...]]:
+        """Rows of one of the runtime's own statements."""
+        try:
+            return self._conn().execute(statement, bindings).fetchall()
+        except sqlite3.Error as error:
+            self._check_still_open(error)
+            raise
+
+    def execute(self, statement: str, *bindings: object) -> int:
+        """Run one of the runtime's own writes; the number of rows it changed."""
+        try:
+            return self._conn().execute(statement, bindings).rowcount
+        except sqlite3.Error as error:
+            self._check_still_open(error)
+            raise
+
+    def savepoint(self) -> str:
+        """Open a nested savepoint inside the turn's transaction."""
+        self.join()
+        name = f"_durability_sp{self._savepoints}"
+        self._conn().execute(f"SAVEPOINT {name}")
+        self._savepoints += 1
+        return name
+
+    def release(self, name: str) -> None:
+        """Keep the writes made since `savepoint()` returned `name`."""
+        self._savepoints -= 1
+        self._conn().execute(f"RELEASE {name}")
+
+    def rollback_to(self, name: str) -> None:
+        """Undo the writes made since `savepoint()` returned `name`."""
+        self._savepoints -= 1
+        connection = self._conn()
+        if connection.in_transaction:
+            connection.execute(f"ROLLBACK TO {name}")
+            connection.execute(f"RELEASE {name}")
+
+    def commit(self) -> None:
+        """Commit the turn's transaction now (fsync); fails its future if that fails."""
+        pending = self._pending
+        if pending is None:
+            return
+        try:
+            if self.alarm_changed and self.before_commit is not None:
+                self.before_commit(self)
+            self._conn().execute("COMMIT")
+        except Exception as error:
+            self.rollback(error)
+            if self.commit_failed is not None:
+                self.commit_failed(self)
+            return
+        self._pending = None
+        self._savepoints = 0
+        self.commits += 1
+        changed, self.alarm_changed = self.alarm_changed, False
+        if changed and self.after_commit is not None:
+            self.after_commit(self)
+        pending.set_result(None)
+
+    def rollback(self, error: BaseException) -> None:
+        """Drop the turn's uncommitted writes; every call that joined them gets `error`."""
+        pending = self._pending
+        self._pending = None
+        self._savepoints = 0
+        self.alarm_changed = False
+        connection = self._connection
+        if connection is not None and connection.in_transaction:
+            connection.execute("ROLLBACK")
+        if pending is not None and not pending.done():
+            pending.set_exception(error)
+
+    def close(self) -> None:
+        """Commit what is pending and close the connection."""
+        self.commit()
+        if self._pending is not None:
+            self.rollback(DatabaseClosedError("the database was closed before its commit"))
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def _commit_turn(self, pending: asyncio.Future[None]) -> None:
+        if self._pending is pending:
+            self.commit()
+
+    def _check_still_open(self, error: sqlite3.Error) -> None:
+        # Some errors (e.g. "INSERT OR ROLLBACK") end the whole transaction in SQLite.
+        connection = self._connection
+        if self._pending is not None and connection is not None and not connection.in_transaction:
+            self.rollback(error)
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._connection is None:
+            raise DatabaseClosedError("the object's database is closed")
+        return self._connection

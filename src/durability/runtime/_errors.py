@@ -1,0 +1,18 @@
+"""Errors raised by the embedded runtime itself (not by the objects it hosts)."""
+
+from __future__ import annotations
+
+from .._errors import DurabilityError
+
+
+class ObjectEvictedError(DurabilityError):
+    """The object instance was evicted or crashed: its `ctx` is fenced, its calls cut off.
+
+    Raised by any storage call made through an evicted instance's `ctx` (so a zombie
+    handler cannot write after a new instance took over), and to the caller of a call
+    that the eviction interrupted.
+    """
+
+
+class PathInUseError(DurabilityError):
+    """Another `Runtime` (in this process or another) already holds the storage path."""

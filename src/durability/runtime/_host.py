@@ -1,0 +1,295 @@
+"""`Runtime`: hosts Durable Objects on this machine, in memory or one SQLite file each.
+
+It owns the live instances (built on first call or alarm, dropped by `evict`, `crash`
+or idleness), routes stub calls to them through their input and output gates, keeps
+the per-path lock and the alarm catalog, and drives alarm delivery on the runtime's
+clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from .._clock import WALL_CLOCK, Clock, bind_clock, unbind_clock
+from .._serialization import copy_json
+from .._types import JsonValue
+from .._validate import check_positive_int
+from ._alarms import AlarmDriver
+from ._catalog import Catalog, Key, PathLock
+from ._database import Database
+from ._errors import ObjectEvictedError
+from ._ids import ObjectId
+from ._instance import Instance
+from ._object import DurableObject
+from ._stub import Env, ObjectNamespace, ObjectStub
+
+DEFAULT_IDLE_EVICT_MS = 60_000
+"""An instance with no call, alarm or background work for this long is evicted."""
+
+
+class Runtime:
+    """An embedded host for Durable Objects (see API.md, "Hosts").
+
+    `path=None` keeps every object in memory; a path keeps one SQLite file per object
+    under `<path>/<NAMESPACE>/<id>.sqlite3`, the alarm catalog in
+    `<path>/_catalog.sqlite3`, and a lock so only one Runtime uses the path at a time.
+    `idle_evict_ms` (default 60 s of the runtime's clock; `None` disables) evicts
+    instances that have been idle that long (hibernation).
+    """
+
+    def __init__(
+        self,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        bindings: Mapping[str, object] | None = None,
+        clock: Clock | None = None,
+        idle_evict_ms: int | None = DEFAULT_IDLE_EVICT_MS,
+    ) -> None:
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a str or path-like, got {type(path).__name__}")
+        if clock is not None and not callable(getattr(clock, "now_ms", None)):
+            raise TypeError("clock must have a now_ms() method")
+        if idle_evict_ms is not None:
+            check_positive_int("idle_evict_ms", idle_evict_ms)
+        self._path = Path(path) if path is not None else None
+        self._clock: Clock = clock if clock is not None else WALL_CLOCK
+        self._idle_evict_ms = idle_evict_ms
+        self._namespaces: dict[str, ObjectNamespace] = {}
+        self._env = Env(self._bind(bindings if bindings is not None else {}))
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._state = "new"
+        self._instances: dict[Key, Instance] = {}
+        self._memory: dict[Key, Database] = {}
+        self._lock = PathLock(self._path) if self._path is not None else None
+        self._catalog = Catalog(self._path / "_catalog.sqlite3" if self._path else None)
+        self._alarms = AlarmDriver(self, self._catalog)
+
+    def _bind(self, bindings: Mapping[str, object]) -> dict[str, object]:
+        if not isinstance(bindings, Mapping):
+            raise TypeError(f"bindings must be a mapping, got {type(bindings).__name__}")
+        values: dict[str, object] = {}
+        for name, value in bindings.items():
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ValueError(f"binding names must be identifiers, got {name!r}")
+            if isinstance(value, type) and issubclass(value, DurableObject):
+                namespace = ObjectNamespace(self, name, value)
+                self._namespaces[name] = namespace
+                values[name] = namespace
+            else:
+                values[name] = value
+        return values
+
+    @property
+    def env(self) -> Env:
+        """The bindings: `rt.env.NAME` (a namespace for `DurableObject` classes)."""
+        return self._env
+
+    def namespace(self, name: str) -> ObjectNamespace:
+        """The namespace bound under `name`."""
+        try:
+            return self._namespaces[name]
+        except KeyError:
+            raise KeyError(f"no DurableObject class is bound as {name!r}") from None
+
+    def now_ms(self) -> int:
+        """The runtime clock's current time."""
+        return self._clock.now_ms()
+
+    async def __aenter__(self) -> Runtime:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Take the path, attach the clock, and arm every alarm found in the catalog."""
+        if self._state != "new":
+            raise RuntimeError("a Runtime can be started once; create a new one")
+        loop = asyncio.get_running_loop()
+        if self._lock is not None:
+            self._lock.acquire()
+        try:
+            self._catalog.open(loop)
+        except BaseException:
+            if self._lock is not None:
+                self._lock.release()
+            raise
+        attach = getattr(self._clock, "attach", None)
+        if callable(attach):
+            attach(loop)
+        bind_clock(loop, self._clock)
+        self._loop = loop
+        self._state = "running"
+        self._alarms.start(loop)
+
+    async def close(self) -> None:
+        """Commit what is pending, stop every instance and timer, release the path."""
+        if self._state != "running" or self._loop is None:
+            return
+        self._state = "closing"
+        pending: list[asyncio.Future[Any]] = list(self._alarms.close())
+        for instance in list(self._instances.values()):
+            pending.extend(self._discard(instance, crash=False))
+        self._instances.clear()
+        current = asyncio.current_task()
+        waiting = [task for task in pending if task is not current]
+        if waiting:
+            await asyncio.gather(*waiting, return_exceptions=True)
+        for database in self._memory.values():
+            database.close()
+        self._memory.clear()
+        self._catalog.close()
+        if self._lock is not None:
+            self._lock.release()
+        loop = self._loop
+        detach = getattr(self._clock, "detach", None)
+        if callable(detach):
+            detach(loop)
+        unbind_clock(loop, self._clock)
+        self._state = "closed"
+
+    async def evict(self, target: ObjectStub | ObjectId) -> None:
+        """Drop the live instance: cancel its work, fence its ctx; data and alarm stay."""
+        await self._drop(_key_of(target), crash=False)
+
+    async def crash(self, target: ObjectStub | ObjectId) -> None:
+        """Like `evict`, and writes not yet committed are lost, as in a killed process."""
+        await self._drop(_key_of(target), crash=True)
+
+    async def call(
+        self,
+        object_id: ObjectId,
+        method: str,
+        args: list[JsonValue],
+        kwargs: dict[str, JsonValue],
+    ) -> JsonValue:
+        """Deliver `method(*args, **kwargs)` to the object and copy out its result."""
+        instance = self._instance(object_id)
+        result = await self.run(instance, lambda obj: getattr(obj, method)(*args, **kwargs))
+        return copy_json(result, "result")
+
+    async def run(self, instance: Instance, invoke: Callable[[DurableObject], object]) -> object:
+        """Deliver `invoke` to `instance` as one call; eviction surfaces as an error."""
+        task = instance.spawn(instance.deliver(invoke))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.cancelled() and instance.gone:
+                raise ObjectEvictedError(
+                    f"object {instance.id.namespace}:{instance.id} was evicted during the call"
+                ) from None
+            raise
+
+    def instance_for_alarm(self, key: Key, name: str | None) -> Instance | None:
+        """The live instance for an alarm (built if needed); `None` if its class is unbound."""
+        if key[0] not in self._namespaces or self._state != "running":
+            return None
+        return self._instance(ObjectId(key[0], key[1], name))
+
+    def _instance(self, object_id: ObjectId) -> Instance:
+        key = (object_id.namespace, str(object_id))
+        instance = self._instances.get(key)
+        if instance is not None:
+            return instance
+        if self._state != "running" or self._loop is None:
+            raise RuntimeError(
+                "the Runtime is not running: use `async with Runtime(...) as rt:` "
+                "(or `await rt.start()`), and make calls before it closes"
+            )
+        namespace = self._namespaces[object_id.namespace]
+        database = self._database(key)
+        name = object_id.name if object_id.name is not None else self._alarms.name_of(key)
+        if name != object_id.name:
+            object_id = ObjectId(key[0], key[1], name)
+        self._alarms.watch(key, name, database)
+        database.commit_failed = lambda db: self._commit_failed(key, db)
+        instance = Instance(
+            object_id, namespace.object_class, self._env, database, self._schedule_idle
+        )
+        self._instances[key] = instance
+        self._schedule_idle(instance)
+        return instance
+
+    def _database(self, key: Key) -> Database:
+        assert self._loop is not None
+        if self._path is None:
+            database = self._memory.get(key)
+            if database is None:
+                database = self._memory[key] = Database.open(self._loop, None)
+            return database
+        return Database.open(self._loop, self._path / key[0] / f"{key[1]}.sqlite3")
+
+    def _schedule_idle(self, instance: Instance) -> None:
+        if self._idle_evict_ms is None or self._loop is None or self._state != "running":
+            return
+        if instance.idle_timer is not None:
+            instance.idle_timer.cancel()
+        instance.idle_timer = self._loop.call_later(
+            self._idle_evict_ms / 1000, self._evict_idle, instance
+        )
+
+    def _evict_idle(self, instance: Instance) -> None:
+        instance.idle_timer = None
+        key = (instance.id.namespace, str(instance.id))
+        if self._instances.get(key) is instance and not instance.tasks:
+            del self._instances[key]
+            self._discard(instance, crash=False)
+
+    def _commit_failed(self, key: Key, database: Database) -> None:
+        # The instance's memory may disagree with storage now: rebuild it on next use.
+        instance = self._instances.get(key)
+        if instance is not None and instance.database is database:
+            del self._instances[key]
+            self._discard(instance, crash=True)
+
+    async def _drop(self, key: Key, *, crash: bool) -> None:
+        instance = self._instances.pop(key, None)
+        if instance is None:
+            return
+        pending = self._discard(instance, crash=crash)
+        current = asyncio.current_task()
+        waiting = [task for task in pending if task is not current]
+        if waiting:
+            await asyncio.gather(*waiting, return_exceptions=True)
+
+    def _discard(self, instance: Instance, *, crash: bool) -> list[asyncio.Future[Any]]:
+        """Fence the instance, settle or drop its pending writes, cancel its work."""
+        instance.fence()
+        if instance.idle_timer is not None:
+            instance.idle_timer.cancel()
+            instance.idle_timer = None
+        database = instance.database
+        if crash:
+            database.rollback(
+                ObjectEvictedError(
+                    f"object {instance.id.namespace}:{instance.id} crashed before these "
+                    "writes were committed"
+                )
+            )
+        else:
+            database.commit()
+        pending = list(instance.tasks)
+        for task in pending:
+            task.cancel()
+        if database.file is not None:
+            database.close()
+        return pending
+
+
+def _key_of(target: ObjectStub | ObjectId) -> Key:
+    if isinstance(target, ObjectStub):
+        target = target.id
+    if not isinstance(target, ObjectId):
+        raise TypeError(f"expected an ObjectStub or ObjectId, got {type(target).__name__}")
+    return (target.namespace, str(target))

@@ -1,0 +1,129 @@
+"""One live instance of an object: the user object, its ctx, storage and tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+from ._database import Database
+from ._errors import ObjectEvictedError
+from ._ids import ObjectId
+from ._object import DurableObject, ObjectContext
+from ._storage import ObjectStorage, begin_call
+
+T = TypeVar("T")
+
+logger = logging.getLogger("durability.runtime")
+
+
+class Instance:
+    """A live object: built on first use, dropped by eviction (its tasks cancelled)."""
+
+    def __init__(
+        self,
+        object_id: ObjectId,
+        cls: type[DurableObject],
+        env: Any,
+        database: Database,
+        on_idle: Callable[[Instance], None],
+    ) -> None:
+        self.id = object_id
+        self.database = database
+        self.storage = ObjectStorage(database, f"object {object_id.namespace}:{object_id}")
+        self.ctx = ObjectContext(self)
+        self.tasks: set[asyncio.Future[Any]] = set()
+        self.gone = False
+        self._cls = cls
+        self._env = env
+        self._object: DurableObject | None = None
+        self._blocks = 0
+        self._unblocked = asyncio.Event()
+        self._unblocked.set()
+        self._on_idle = on_idle
+        self.idle_timer: asyncio.TimerHandle | None = None
+
+    def user_object(self) -> DurableObject:
+        """The user's instance, constructed on first use as `Class(ctx, env)`."""
+        if self._object is None:
+            self._object = self._cls(self.ctx, self._env)
+        return self._object
+
+    def spawn(self, coroutine: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Run work that belongs to this instance (eviction cancels it)."""
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._track(task)
+        return task
+
+    def keep(self, awaitable: Awaitable[Any]) -> None:
+        """`ctx.wait_until`: track background work; its failure is logged, not raised."""
+        if not inspect.isawaitable(awaitable):
+            raise TypeError(
+                f"wait_until needs a coroutine or future, got {type(awaitable).__name__}"
+            )
+        if self.gone:
+            raise ObjectEvictedError(
+                f"object {self.id.namespace}:{self.id} was evicted: wait_until is refused"
+            )
+        future = asyncio.ensure_future(awaitable)
+        future.add_done_callback(_log_failure)
+        self._track(future)
+
+    async def deliver(self, invoke: Callable[[DurableObject], object]) -> object:
+        """Deliver one call or alarm: wait for the input gate, run it, pass the output gate.
+
+        The result (or exception) is released only once every write the call joined is
+        committed; a failed commit replaces it with the commit's error.
+        """
+        while self._blocks:
+            await self._unblocked.wait()
+        record = begin_call()
+        try:
+            result = invoke(self.user_object())
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception:
+            await record.settle()
+            raise
+        await record.settle()
+        return result
+
+    async def block_while(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Hold back every other delivery while `await fn()` runs."""
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+        self._blocks += 1
+        self._unblocked.clear()
+        try:
+            return await fn()
+        finally:
+            self._blocks -= 1
+            if not self._blocks:
+                self._unblocked.set()
+
+    def fence(self) -> None:
+        """Mark the instance gone: its storage refuses every operation from now on."""
+        self.gone = True
+        self.storage.fence()
+
+    def _track(self, future: asyncio.Future[Any]) -> None:
+        if self.idle_timer is not None:
+            self.idle_timer.cancel()
+            self.idle_timer = None
+        self.tasks.add(future)
+        future.add_done_callback(self._finished)
+
+    def _finished(self, future: asyncio.Future[Any]) -> None:
+        self.tasks.discard(future)
+        if not self.tasks and not self.gone:
+            self._on_idle(self)
+
+
+def _log_failure(future: asyncio.Future[Any]) -> None:
+    if future.cancelled():
+        return
+    error = future.exception()
+    if error is not None:
+        logger.error("ctx.wait_until work failed", exc_info=error)

@@ -1,0 +1,141 @@
+"""SQL text and values as the Workers SQL API accepts them, and its cursor.
+
+`sql.exec` takes one or more statements; transaction control statements are refused
+(the host owns the transaction); bindings are checked as the Workers runtime checks
+them (integers must fit in +/-(2**53 - 1), booleans become 0/1).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from .._types import MAX_SAFE_INTEGER
+
+Row = dict[str, Any]
+
+_FIRST_KEYWORD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$))*([A-Za-z]+)", re.DOTALL)
+_TRANSACTION_KEYWORDS = frozenset({"BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"})
+
+
+def first_keyword(statement: str) -> str | None:
+    """The first SQL keyword of `statement` (upper case), skipping comments."""
+    match = _FIRST_KEYWORD.match(statement)
+    return match.group(1).upper() if match else None
+
+
+def split_statements(query: str) -> list[str]:
+    """The statements of `query`, split where SQLite sees a complete statement."""
+    if ";" not in query:
+        return [query] if first_keyword(query) else []
+    statements: list[str] = []
+    start = 0
+    position = query.find(";")
+    while position != -1:
+        candidate = query[start : position + 1]
+        if sqlite3.complete_statement(candidate):
+            if first_keyword(candidate):
+                statements.append(candidate)
+            start = position + 1
+        position = query.find(";", position + 1)
+    rest = query[start:]
+    if first_keyword(rest):
+        statements.append(rest)
+    return statements
+
+
+def check_statement(statement: str) -> None:
+    """Refuse transaction control: the host commits each turn's writes itself."""
+    keyword = first_keyword(statement)
+    if keyword in _TRANSACTION_KEYWORDS:
+        raise ValueError(
+            f"{keyword} is not allowed in sql.exec: writes are committed by the runtime; "
+            "use ctx.storage.transaction_sync(fn) or await ctx.storage.transaction(fn) "
+            "for an atomic group of writes"
+        )
+
+
+def check_bindings(bindings: Sequence[object]) -> tuple[object, ...]:
+    """Bindings as SQLite gets them; `TypeError` for values the Workers API refuses."""
+    checked: list[object] = []
+    for index, value in enumerate(bindings):
+        if isinstance(value, bool):
+            checked.append(int(value))
+        elif isinstance(value, int):
+            if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+                raise TypeError(
+                    f"binding {index} is an integer outside +/-(2**53 - 1), which the "
+                    "Workers SQL API cannot bind exactly; store it as TEXT"
+                )
+            checked.append(value)
+        elif value is None or isinstance(value, (float, str, bytes)):
+            checked.append(value)
+        else:
+            raise TypeError(
+                f"binding {index} must be None, bool, int, float, str or bytes, "
+                f"got {type(value).__name__}"
+            )
+    return tuple(checked)
+
+
+class Cursor:
+    """The rows of one `sql.exec`, already read; consumed as they are iterated.
+
+    `rows_read` counts the rows returned (SQLite does not report rows scanned);
+    `rows_written` counts rows inserted, updated or deleted.
+    """
+
+    __slots__ = ("_columns", "_position", "_rows", "_rows_read", "_rows_written")
+
+    def __init__(self, columns: list[str], rows: list[tuple[Any, ...]], rows_written: int) -> None:
+        self._columns = columns
+        self._rows = rows
+        self._position = 0
+        self._rows_read = len(rows)
+        self._rows_written = rows_written
+
+    @property
+    def column_names(self) -> list[str]:
+        """The result column names, in order."""
+        return list(self._columns)
+
+    @property
+    def rows_read(self) -> int:
+        """Rows returned by the statement."""
+        return self._rows_read
+
+    @property
+    def rows_written(self) -> int:
+        """Rows inserted, updated or deleted by the statement."""
+        return self._rows_written
+
+    def __iter__(self) -> Iterator[Row]:
+        return self
+
+    def __next__(self) -> Row:
+        if self._position >= len(self._rows):
+            raise StopIteration
+        row = self._rows[self._position]
+        self._position += 1
+        return dict(zip(self._columns, row, strict=True))
+
+    def to_list(self) -> list[Row]:
+        """Every remaining row as a dict."""
+        return list(self)
+
+    def one(self) -> Row:
+        """The only remaining row; `ValueError` unless there is exactly one."""
+        remaining = len(self._rows) - self._position
+        if remaining != 1:
+            got = "no results" if remaining == 0 else f"{remaining} results"
+            raise ValueError(f"Expected exactly one result from SQL query, but got {got}.")
+        return next(self)
+
+    def raw(self) -> Iterator[tuple[Any, ...]]:
+        """The remaining rows as tuples, in column order."""
+        while self._position < len(self._rows):
+            row = self._rows[self._position]
+            self._position += 1
+            yield row

@@ -1,0 +1,337 @@
+"""`ctx.storage` of the embedded runtime: SQL, transactions, the alarm and KV pairs.
+
+Satisfies `durability._context.Storage` (see its docstring for the contract). Every
+operation joins the object's per-turn transaction and records its commit in the
+current call, so the call's result waits for it (the output gate). A storage whose
+instance was evicted is fenced: every operation raises `ObjectEvictedError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Generator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from .._context import Transaction
+from .._serialization import check_json_value, to_json_text
+from .._types import JsonValue, SqlValue, TimeInput
+from .._validate import check_callable, check_positive_int, to_epoch_ms
+from ._database import Database
+from ._errors import ObjectEvictedError
+from ._sql import Cursor, check_bindings, check_statement, split_statements
+
+T = TypeVar("T")
+
+MAX_ALARM_RETRIES = 6
+"""Retries after a raising `alarm()` (7 calls in all), as on Cloudflare."""
+
+FIRST_RETRY_DELAY_MS = 2_000
+"""The first retry waits 2 s; each further one waits twice as long."""
+
+
+class CallRecord:
+    """The commits one delivered call joined; its result waits for every one."""
+
+    __slots__ = ("_commits",)
+
+    def __init__(self) -> None:
+        self._commits: list[asyncio.Future[None]] = []
+
+    def add(self, commit: asyncio.Future[None]) -> None:
+        if not self._commits or self._commits[-1] is not commit:
+            self._commits.append(commit)
+
+    async def settle(self) -> None:
+        """Wait until every joined commit is durable; raise the error of a failed one."""
+        for commit in self._commits:
+            await commit
+
+
+_current_call: ContextVar[CallRecord | None] = ContextVar("durability_call", default=None)
+
+
+def begin_call() -> CallRecord:
+    """Start recording, in the running task's context, the commits a call joins."""
+    record = CallRecord()
+    _current_call.set(record)
+    return record
+
+
+@dataclass(frozen=True, slots=True)
+class AlarmRow:
+    """The persisted alarm: the user's alarm, and the runtime's pending retry."""
+
+    scheduled_ms: int | None
+    retry_ms: int | None = None
+    retry_attempt: int = 0
+
+    @property
+    def wake_ms(self) -> int | None:
+        """When the runtime must look at this object next."""
+        times = [t for t in (self.scheduled_ms, self.retry_ms) if t is not None]
+        return min(times) if times else None
+
+
+def read_alarm(database: Database) -> AlarmRow | None:
+    """The stored alarm row (`None` when nothing is armed)."""
+    rows = database.query(
+        "SELECT scheduled_ms, retry_ms, retry_attempt FROM _durability_alarm WHERE id = 1"
+    )
+    if not rows:
+        return None
+    scheduled_ms, retry_ms, retry_attempt = rows[0]
+    return AlarmRow(scheduled_ms, retry_ms, retry_attempt)
+
+
+def write_alarm(database: Database, row: AlarmRow | None) -> asyncio.Future[None]:
+    """Store `row` (deleting it when it arms nothing) in the turn's transaction."""
+    commit = database.join()
+    if row is None or row.wake_ms is None:
+        database.execute("DELETE FROM _durability_alarm WHERE id = 1")
+    else:
+        database.execute(
+            "INSERT INTO _durability_alarm (id, scheduled_ms, retry_ms, retry_attempt)"
+            " VALUES (1, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET scheduled_ms ="
+            " excluded.scheduled_ms, retry_ms = excluded.retry_ms,"
+            " retry_attempt = excluded.retry_attempt",
+            row.scheduled_ms,
+            row.retry_ms,
+            row.retry_attempt,
+        )
+    database.alarm_changed = True
+    return commit
+
+
+def retry_delay_ms(attempt: int) -> int:
+    """The backoff before retry number `attempt` (1-based): 2 s, 4 s, 8 s, ..."""
+    return FIRST_RETRY_DELAY_MS << (attempt - 1)
+
+
+def _check_key(key: object) -> str:
+    if not isinstance(key, str):
+        raise TypeError(f"key must be a string, got {type(key).__name__}")
+    return key
+
+
+def _drive(awaitable: object) -> Any:
+    """Run an awaitable to completion without yielding to the loop, or refuse."""
+    if not inspect.isawaitable(awaitable):
+        return awaitable
+    steps: Generator[Any, None, Any] = awaitable.__await__()
+    try:
+        steps.send(None)
+    except StopIteration as finished:
+        return finished.value
+    close = getattr(steps, "close", None)
+    if close is not None:
+        close()
+    raise RuntimeError(
+        "storage.transaction(fn): fn awaited something other than the transaction's own "
+        "methods, which would let other work of the object interleave with the open "
+        "transaction; it was rolled back. Await only txn.get/put/delete/list and the "
+        "txn alarm methods inside a transaction"
+    )
+
+
+class SqlStorage:
+    """`ctx.storage.sql`: synchronous SQL over the object's own database."""
+
+    __slots__ = ("_storage",)
+
+    def __init__(self, storage: ObjectStorage) -> None:
+        self._storage = storage
+
+    def exec(self, query: str, *bindings: SqlValue | bool) -> Cursor:
+        """Run `query` (one or more statements) now; the cursor holds the last one's rows."""
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, got {type(query).__name__}")
+        checked = check_bindings(bindings)
+        statements = split_statements(query)
+        if not statements:
+            raise ValueError("query must contain a SQL statement")
+        for statement in statements:
+            check_statement(statement)
+        if len(statements) > 1 and checked:
+            raise ValueError("bindings are only allowed when the query is a single statement")
+        database = self._storage.enter()
+        return database.run(statements, checked)
+
+
+class ObjectStorage:
+    """`ctx.storage`: the object's SQL database, transactions, its alarm and KV pairs."""
+
+    def __init__(self, database: Database, owner: str) -> None:
+        self._database = database
+        self._owner = owner
+        self._fenced = False
+        self._sql = SqlStorage(self)
+
+    @property
+    def sql(self) -> SqlStorage:
+        """Synchronous SQL (`sql.exec`)."""
+        return self._sql
+
+    def fence(self) -> None:
+        """Refuse every later operation: the instance that owns this storage is gone."""
+        self._fenced = True
+
+    def enter(self) -> Database:
+        """The database, with the turn's transaction open and joined by the current call."""
+        if self._fenced:
+            raise ObjectEvictedError(
+                f"{self._owner} was evicted: this ctx is fenced and can no longer use "
+                "storage (the next call builds a new instance with its own ctx)"
+            )
+        commit = self._database.join()
+        record = _current_call.get()
+        if record is not None:
+            record.add(commit)
+        return self._database
+
+    def transaction_sync(self, fn: Callable[[], T]) -> T:
+        """Run `fn()` atomically: on an exception its writes are undone and it propagates."""
+        check_callable("fn", fn)
+        database = self.enter()
+        savepoint = database.savepoint()
+        try:
+            result = fn()
+            if inspect.isawaitable(result):
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+                raise TypeError(
+                    "transaction_sync(fn): fn returned an awaitable; pass a plain function "
+                    "or use `await storage.transaction(fn)`"
+                )
+        except BaseException:
+            database.rollback_to(savepoint)
+            raise
+        database.release(savepoint)
+        return result
+
+    async def transaction(self, fn: Callable[[Transaction], Awaitable[T]]) -> T:
+        """Run `await fn(txn)` atomically, without letting other work interleave."""
+        check_callable("fn", fn)
+        database = self.enter()
+        savepoint = database.savepoint()
+        try:
+            result: T = _drive(fn(_Transaction(self)))
+        except BaseException:
+            database.rollback_to(savepoint)
+            raise
+        database.release(savepoint)
+        return result
+
+    async def get_alarm(self) -> int | None:
+        """The armed alarm time in ms since the epoch, or `None`."""
+        row = read_alarm(self.enter())
+        return row.scheduled_ms if row is not None else None
+
+    async def set_alarm(self, scheduled_time: TimeInput) -> None:
+        """Arm the object's one alarm (replacing any other, and any pending retry)."""
+        scheduled_ms = to_epoch_ms("scheduled_time", scheduled_time)
+        database = self.enter()
+        row = read_alarm(database)
+        if row is None:
+            write_alarm(database, AlarmRow(scheduled_ms))
+        else:
+            write_alarm(database, AlarmRow(scheduled_ms, row.retry_ms, row.retry_attempt))
+
+    async def delete_alarm(self) -> None:
+        """Disarm the alarm; a no-op when none is armed."""
+        database = self.enter()
+        row = read_alarm(database)
+        if row is not None and row.scheduled_ms is not None:
+            write_alarm(database, AlarmRow(None, row.retry_ms, row.retry_attempt))
+
+    async def get(self, key: str) -> JsonValue:
+        """The value stored under `key`, or `None`."""
+        _check_key(key)
+        rows = self.enter().query("SELECT value FROM _durability_kv WHERE key = ?", key)
+        if not rows:
+            return None
+        value: JsonValue = json.loads(rows[0][0])
+        return value
+
+    async def put(self, key: str, value: JsonValue) -> None:
+        """Store a JSON value under `key`."""
+        _check_key(key)
+        text = to_json_text(check_json_value(value, "value"))
+        self.enter().execute(
+            "INSERT INTO _durability_kv (key, value) VALUES (?, ?)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            key,
+            text,
+        )
+
+    async def delete(self, key: str) -> bool:
+        """Remove `key`; True if it existed."""
+        _check_key(key)
+        return self.enter().execute("DELETE FROM _durability_kv WHERE key = ?", key) > 0
+
+    async def list(
+        self, prefix: str | None = None, limit: int | None = None
+    ) -> dict[str, JsonValue]:
+        """Pairs in ascending key order, optionally only keys starting with `prefix`."""
+        if prefix is not None and not isinstance(prefix, str):
+            raise TypeError(f"prefix must be a string, got {type(prefix).__name__}")
+        count = -1 if limit is None else check_positive_int("limit", limit)
+        start = prefix or ""
+        rows = self.enter().query(
+            "SELECT key, value FROM _durability_kv WHERE key >= ? AND substr(key, 1, ?) = ?"
+            " ORDER BY key LIMIT ?",
+            start,
+            len(start),
+            start,
+            count,
+        )
+        return {key: json.loads(text) for key, text in rows}
+
+    async def delete_all(self) -> None:
+        """Drop every table, key and the alarm: the object is as new."""
+        database = self.enter()
+        schema = database.query(
+            "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'view')"
+            " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY type = 'table'"
+        )
+        for kind, name in schema:
+            quoted = '"' + name.replace('"', '""') + '"'
+            database.execute(f"DROP {kind.upper()} IF EXISTS {quoted}")
+        database.create_private_tables()
+        database.alarm_changed = True
+
+
+class _Transaction:
+    """What `storage.transaction` hands its callback: the alarm and KV methods."""
+
+    __slots__ = ("_storage",)
+
+    def __init__(self, storage: ObjectStorage) -> None:
+        self._storage = storage
+
+    async def get_alarm(self) -> int | None:
+        return await self._storage.get_alarm()
+
+    async def set_alarm(self, scheduled_time: TimeInput) -> None:
+        await self._storage.set_alarm(scheduled_time)
+
+    async def delete_alarm(self) -> None:
+        await self._storage.delete_alarm()
+
+    async def get(self, key: str) -> JsonValue:
+        return await self._storage.get(key)
+
+    async def put(self, key: str, value: JsonValue) -> None:
+        await self._storage.put(key, value)
+
+    async def delete(self, key: str) -> bool:
+        return await self._storage.delete(key)
+
+    async def list(
+        self, prefix: str | None = None, limit: int | None = None
+    ) -> dict[str, JsonValue]:
+        return await self._storage.list(prefix, limit)

@@ -1,0 +1,132 @@
+"""Namespaces, stubs and `env`: how code reaches objects and other bindings."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+from .._serialization import copy_json
+from .._types import JsonValue
+from ._ids import ObjectId, id_from_name, id_from_string, new_unique_id
+from ._object import DurableObject
+
+if TYPE_CHECKING:
+    from ._host import Runtime
+
+
+class ObjectNamespace:
+    """The objects of one `DurableObject` class bound under one name."""
+
+    __slots__ = ("_cls", "_name", "_runtime")
+
+    def __init__(self, runtime: Runtime, name: str, cls: type[DurableObject]) -> None:
+        self._runtime = runtime
+        self._name = name
+        self._cls = cls
+
+    @property
+    def name(self) -> str:
+        """The binding name."""
+        return self._name
+
+    @property
+    def object_class(self) -> type[DurableObject]:
+        """The class whose instances this namespace hosts."""
+        return self._cls
+
+    def id_from_name(self, name: str) -> ObjectId:
+        """The id `name` always maps to."""
+        return id_from_name(self._name, name)
+
+    def new_unique_id(self) -> ObjectId:
+        """A fresh random id."""
+        return new_unique_id(self._name)
+
+    def id_from_string(self, text: str) -> ObjectId:
+        """The id whose `str()` is `text` (64 hex)."""
+        return id_from_string(self._name, text)
+
+    def get(self, object_id: ObjectId) -> ObjectStub:
+        """A stub for the object with `object_id`."""
+        if not isinstance(object_id, ObjectId):
+            raise TypeError(f"id must be an ObjectId, got {type(object_id).__name__}")
+        if object_id.namespace != self._name:
+            raise ValueError(f"id belongs to namespace {object_id.namespace!r}, not {self._name!r}")
+        return ObjectStub(self, object_id)
+
+    def get_by_name(self, name: str) -> ObjectStub:
+        """A stub for the object named `name`."""
+        return self.get(self.id_from_name(name))
+
+    def __repr__(self) -> str:
+        return f"ObjectNamespace({self._name!r}, {self._cls.__name__})"
+
+
+class ObjectStub:
+    """A handle on one object: `await stub.method(*args, **kwargs)` calls it.
+
+    Arguments and results are copied as JSON values; only public methods of the class
+    can be called; calls are delivered in the order they are made.
+    """
+
+    __slots__ = ("_id", "_namespace")
+
+    def __init__(self, namespace: ObjectNamespace, object_id: ObjectId) -> None:
+        self._namespace = namespace
+        self._id = object_id
+
+    @property
+    def id(self) -> ObjectId:
+        """The id of the object this stub calls."""
+        return self._id
+
+    def __getattr__(self, method: str) -> Callable[..., Awaitable[JsonValue]]:
+        cls = self._namespace.object_class
+        if method.startswith("_"):
+            raise AttributeError(f"{method!r} is private: stubs call only public methods")
+        if not inspect.isroutine(getattr(cls, method, None)):
+            raise AttributeError(f"{cls.__name__} has no public method {method!r}")
+        runtime = self._namespace._runtime
+        object_id = self._id
+
+        def call(*args: Any, **kwargs: Any) -> Awaitable[JsonValue]:
+            copied_args = cast(list[JsonValue], copy_json(list(args), "arguments"))
+            copied_kwargs = cast(dict[str, JsonValue], copy_json(kwargs, "keyword arguments"))
+            return runtime.call(object_id, method, copied_args, copied_kwargs)
+
+        call.__name__ = method
+        return call
+
+    def __repr__(self) -> str:
+        return f"ObjectStub({self._id!r})"
+
+
+class Env:
+    """The bindings: `env.NAME` or `env["NAME"]` (a namespace, or the value as given)."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, object]) -> None:
+        self._values = dict(values)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(f"env has no binding {name!r}") from None
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise KeyError(f"env has no binding {name!r}") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __repr__(self) -> str:
+        return f"Env({sorted(self._values)})"

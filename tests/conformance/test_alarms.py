@@ -1,0 +1,216 @@
+"""Alarm delivery on the virtual clock: timing, retries, single flight, replacement."""
+
+from __future__ import annotations
+
+import asyncio
+
+from durability import now_ms
+from durability.runtime import AlarmInvocationInfo, DurableObject
+from durability.testing import VirtualClock
+
+from .conftest import RuntimeFactory
+
+
+class Script:
+    """What the test wants `alarm()` to do, and what it saw."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int, bool, int | None]] = []
+        self.fail_times = 0
+        self.rearm_in_ms: int | None = None
+        self.hold: asyncio.Event | None = None
+        self.running = 0
+        self.max_running = 0
+
+
+class Alarmed(DurableObject):
+    async def arm(self, at_ms: int) -> None:
+        await self.ctx.storage.set_alarm(at_ms)
+
+    async def alarm_time(self) -> int | None:
+        return await self.ctx.storage.get_alarm()
+
+    async def alarm(self, info: AlarmInvocationInfo) -> None:
+        script: Script = self.env.SCRIPT
+        script.running += 1
+        script.max_running = max(script.max_running, script.running)
+        try:
+            seen = await self.ctx.storage.get_alarm()
+            script.calls.append((now_ms(), info.retry_count, info.is_retry, seen))
+            if script.rearm_in_ms is not None:
+                await self.ctx.storage.set_alarm(now_ms() + script.rearm_in_ms)
+            if script.hold is not None:
+                await script.hold.wait()
+            if script.fail_times > 0:
+                script.fail_times -= 1
+                raise RuntimeError("alarm failed on purpose")
+        finally:
+            script.running -= 1
+
+
+class NoArgument(DurableObject):
+    async def arm(self, at_ms: int) -> None:
+        await self.ctx.storage.set_alarm(at_ms)
+
+    async def alarm(self) -> None:
+        self.env.SCRIPT.calls.append((now_ms(), 0, False, None))
+
+
+async def test_alarm_fires_at_its_time(make_runtime: RuntimeFactory, clock: VirtualClock) -> None:
+    """alarm() runs when the clock reaches the alarm time, not before, and only once."""
+    script = Script()
+    async with make_runtime({"A": Alarmed, "SCRIPT": script}) as rt:
+        stub = rt.env.A.get_by_name("a")
+        start = clock.now_ms()
+        await stub.arm(start + 10_000)
+        await clock.advance(9_999)
+        assert script.calls == []
+        await clock.advance(1)
+        assert script.calls == [(start + 10_000, 0, False, None)]
+        assert await stub.alarm_time() is None
+        await clock.advance(600_000)
+        assert len(script.calls) == 1
+
+
+async def test_set_alarm_replaces_and_past_time_fires_now(
+    make_runtime: RuntimeFactory, clock: VirtualClock
+) -> None:
+    """A second set_alarm replaces the first; a time in the past fires at once."""
+    script = Script()
+    async with make_runtime({"A": Alarmed, "SCRIPT": script}) as rt:
+        stub = rt.env.A.get_by_name("a")
+        start = clock.now_ms()
+        await stub.arm(start + 5_000)
+        await stub.arm(start + 8_000)
+        await clock.advance(7_000)
+        assert script.calls == []
+        await clock.advance(1_000)
+        assert [c[0] for c in script.calls] == [start + 8_000]
+        await stub.arm(start - 1)
+        await clock.run_until_idle()
+        assert [c[0] for c in script.calls] == [start + 8_000, start + 8_000]
+
+
+async def test_retry_schedule_and_drop_after_seven_calls(
+    make_runtime: RuntimeFactory, clock: VirtualClock
+) -> None:
+    """A raising alarm() is retried after 2, 4, 8, 16, 32, 64 s, then dropped."""
+    script = Script()
+    script.fail_times = 100
+    async with make_runtime({"A": Alarmed, "SCRIPT": script}) as rt:
+        stub = rt.env.A.get_by_name("a")
+        start = clock.now_ms()
+        await stub.arm(start)
+        await clock.advance(3_600_000)
+        times = [c[0] - start for c in script.calls]
+        assert times == [0, 2_000, 6_000, 14_000, 30_000, 62_000, 126_000]
+        assert [(c[1], c[2]) for c in script.calls] == [(0, False)] + [
+            (n, True) for n in range(1, 7)
+        ]
+        assert await stub.alarm_time() is None
+
+
+async def test_retry_stops_after_a_success(
+    make_runtime: RuntimeFactory, clock: VirtualClock
+) -> None:
+    """After a retry succeeds nothing else fires."""
+    script = Script()
+    script.fail_times = 2
+    async with make_runtime({"A": Alarmed, "SCRIPT": script}) as rt:
+        await rt.env.A.get_by_name("a").arm(clock.now_ms())
+        await clock.advance(3_600_000)
+        assert [c[1] for c in script.calls] == [0, 1, 2]
+
+
+async def test_set_alarm_during_a_failing_alarm_replaces_the_retry(
+    make_runtime: RuntimeFactory, clock: VirtualClock
+) -> None:
+    """An alarm set inside a raising alarm() stands, and no retry is made."""
+    script = Script()
+    script.fail_times = 1
+    script.rearm_in_ms = 60_000
+    async with make_runtime({"A": Alarmed, "SCRIPT": script}) as rt:
+        stub = rt.env.A.get_by_name("a")
+        start = clock.now_ms()
+        await stub.arm(start)
+        await clock.run_until_idle()
+        assert await stub.alarm_time() == start + 60_000
+        script.rearm_in_ms = None
+        await clock.advance(3_600_000)
+        assert [(c[0] - start, c[1]) for c in script.calls] == [(0, 0), (60_000, 0)]
+
+
+async def test_alarms_are_single_flight(make_runtime: RuntimeFactory, clock: VirtualClock) -> None:
+    """An alarm that comes due while alarm() runs waits for it to finish."""
+    script = Script()
+    script.hold = hold = asyncio.Event()
+    script.rearm_in_ms = 0
+    async with make_runtime({"A": Alarmed, "SCRIPT": script}) as rt:
+        await rt.env.A.get_by_name("a").arm(clock.now_ms())
+        await clock.advance(1_000)
+        assert len(script.calls) == 1 and script.running == 1
+        script.rearm_in_ms = None
+        script.hold = None
+        hold.set()
+        await clock.advance(1_000)
+        assert len(script.calls) == 2
+        assert script.max_running == 1
+
+
+async def test_get_alarm_during_alarm_is_none(
+    make_runtime: RuntimeFactory, clock: VirtualClock
+) -> None:
+    """Inside alarm(), get_alarm() is None unless set_alarm was called during the run."""
+    script = Script()
+    async with make_runtime({"A": Alarmed, "SCRIPT": script}) as rt:
+        await rt.env.A.get_by_name("a").arm(clock.now_ms() + 1)
+        await clock.advance(1)
+        assert script.calls[0][3] is None
+
+
+async def test_alarm_without_parameter(make_runtime: RuntimeFactory, clock: VirtualClock) -> None:
+    """An `alarm(self)` with no parameter is called without the info argument."""
+    script = Script()
+    async with make_runtime({"N": NoArgument, "SCRIPT": script}) as rt:
+        await rt.env.N.get_by_name("a").arm(clock.now_ms() + 5)
+        await clock.advance(5)
+        assert len(script.calls) == 1
+
+
+async def test_each_object_has_its_own_alarm(
+    make_runtime: RuntimeFactory, clock: VirtualClock
+) -> None:
+    """Alarms of different objects fire independently, each at its own time."""
+    script = Script()
+    async with make_runtime({"A": Alarmed, "SCRIPT": script}) as rt:
+        start = clock.now_ms()
+        for index in range(5):
+            await rt.env.A.get_by_name(f"o{index}").arm(start + 1_000 * (5 - index))
+        await clock.advance(10_000)
+        assert [c[0] - start for c in script.calls] == [1_000, 2_000, 3_000, 4_000, 5_000]
+
+
+async def test_now_ms_inside_objects_follows_the_clock(
+    make_runtime: RuntimeFactory, clock: VirtualClock
+) -> None:
+    """durability.now_ms() inside an object reads the runtime's virtual clock."""
+
+    class Timer(DurableObject):
+        async def now(self) -> int:
+            return now_ms()
+
+    async with make_runtime({"T": Timer}) as rt:
+        await clock.advance(12_345)
+        assert await rt.env.T.get_by_name("t").now() == clock.now_ms()
+
+
+async def test_alarm_info_is_frozen() -> None:
+    """AlarmInvocationInfo is an immutable value."""
+    info = AlarmInvocationInfo(retry_count=1, is_retry=True)
+    try:
+        info.retry_count = 2  # type: ignore[misc]
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError("AlarmInvocationInfo must be frozen")
+    assert info == AlarmInvocationInfo(1, True)

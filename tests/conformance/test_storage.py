@@ -1,0 +1,267 @@
+"""ctx.storage: the SQL cursor, refused statements and values, transactions, KV."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from durability.runtime import DurableObject
+
+from .conftest import RuntimeFactory
+
+Probe = Callable[[Any], Awaitable[Any]]
+
+
+class Lab(DurableObject):
+    """Runs the probe function the test put in `env.PROBES` under the given name."""
+
+    async def probe(self, name: str) -> Any:
+        return await self.env.PROBES[name](self.ctx.storage)
+
+
+async def run_probes(make_runtime: RuntimeFactory, **probes: Probe) -> dict[str, Any]:
+    async with make_runtime({"LAB": Lab, "PROBES": probes}) as rt:
+        stub = rt.env.LAB.get_by_name("lab")
+        return {name: await stub.probe(name) for name in probes}
+
+
+async def test_cursor_api(make_runtime: RuntimeFactory) -> None:
+    """Rows iterate as dicts; to_list, one, raw, column names and counters work."""
+
+    async def probe(storage: Any) -> Any:
+        sql = storage.sql
+        sql.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, label TEXT, blob BLOB)")
+        inserted = sql.exec(
+            "INSERT INTO t (label, blob) VALUES (?, ?), (?, ?)", "a", b"\x00", "b", None
+        )
+        rows = sql.exec("SELECT id, label FROM t ORDER BY id")
+        names = rows.column_names
+        as_list = rows.to_list()
+        one = sql.exec("SELECT label FROM t WHERE id = ?", 2).one()
+        raw = list(sql.exec("SELECT id, label FROM t ORDER BY id").raw())
+        blob = sql.exec("SELECT blob FROM t WHERE id = 1").one()["blob"]
+        with pytest.raises(ValueError, match="exactly one"):
+            sql.exec("SELECT * FROM t").one()
+        with pytest.raises(ValueError, match="no results"):
+            sql.exec("SELECT * FROM t WHERE id = 9").one()
+        return {
+            "written": inserted.rows_written,
+            "names": names,
+            "list": as_list,
+            "read": rows.rows_read,
+            "one": one,
+            "raw": [list(r) for r in raw],
+            "blob_ok": blob == b"\x00",
+        }
+
+    result = (await run_probes(make_runtime, p=probe))["p"]
+    assert result == {
+        "written": 2,
+        "names": ["id", "label"],
+        "list": [{"id": 1, "label": "a"}, {"id": 2, "label": "b"}],
+        "read": 2,
+        "one": {"label": "b"},
+        "raw": [[1, "a"], [2, "b"]],
+        "blob_ok": True,
+    }
+
+
+async def test_transaction_statements_are_refused(make_runtime: RuntimeFactory) -> None:
+    """BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE and END raise a clear ValueError."""
+
+    async def probe(storage: Any) -> Any:
+        refused = []
+        for statement in (
+            "BEGIN",
+            "  begin immediate",
+            "COMMIT",
+            "END",
+            "ROLLBACK",
+            "SAVEPOINT x",
+            "RELEASE x",
+            "/* c */ -- d\n BEGIN",
+            "SELECT 1; BEGIN",
+        ):
+            with pytest.raises(ValueError, match="transaction_sync"):
+                storage.sql.exec(statement)
+            refused.append(statement)
+        return len(refused)
+
+    assert (await run_probes(make_runtime, p=probe))["p"] == 9
+
+
+async def test_binding_rules(make_runtime: RuntimeFactory) -> None:
+    """Ints beyond 2**53-1 are a TypeError at bind, bools are 0/1, odd types are refused."""
+
+    async def probe(storage: Any) -> Any:
+        sql = storage.sql
+        sql.exec("CREATE TABLE v (x)")
+        for big in (2**53, -(2**53), 2**63):
+            with pytest.raises(TypeError, match="2\\*\\*53"):
+                sql.exec("INSERT INTO v VALUES (?)", big)
+        for odd in ([1], {"a": 1}, bytearray(b"x"), object()):
+            with pytest.raises(TypeError, match="binding 0"):
+                sql.exec("INSERT INTO v VALUES (?)", odd)
+        sql.exec("INSERT INTO v VALUES (?), (?), (?)", True, False, 2**53 - 1)
+        return [row["x"] for row in sql.exec("SELECT x FROM v ORDER BY rowid")]
+
+    assert (await run_probes(make_runtime, p=probe))["p"] == [1, 0, 2**53 - 1]
+
+
+async def test_multiple_statements_return_the_last(make_runtime: RuntimeFactory) -> None:
+    """Several statements in one exec all run; the cursor holds the last one's rows."""
+
+    async def probe(storage: Any) -> Any:
+        cursor = storage.sql.exec(
+            "CREATE TABLE m (x TEXT); INSERT INTO m VALUES ('a;b'); SELECT x FROM m;"
+        )
+        with pytest.raises(ValueError, match="single statement"):
+            storage.sql.exec("SELECT ?; SELECT ?", 1, 2)
+        with pytest.raises(ValueError, match="SQL statement"):
+            storage.sql.exec("  -- nothing\n")
+        return cursor.to_list()
+
+    assert (await run_probes(make_runtime, p=probe))["p"] == [{"x": "a;b"}]
+
+
+async def test_transaction_sync_rolls_back_and_nests(make_runtime: RuntimeFactory) -> None:
+    """transaction_sync undoes its writes on an exception (which propagates) and nests."""
+
+    async def probe(storage: Any) -> Any:
+        sql = storage.sql
+        sql.exec("CREATE TABLE t (x INTEGER)")
+
+        def inner() -> None:
+            sql.exec("INSERT INTO t VALUES (2)")
+            raise KeyError("inner")
+
+        def outer() -> int:
+            sql.exec("INSERT INTO t VALUES (1)")
+            with pytest.raises(KeyError):
+                storage.transaction_sync(inner)
+            return 10
+
+        assert storage.transaction_sync(outer) == 10
+
+        def failing() -> None:
+            sql.exec("INSERT INTO t VALUES (3)")
+            raise LookupError("outer")
+
+        with pytest.raises(LookupError, match="outer"):
+            storage.transaction_sync(failing)
+        with pytest.raises(TypeError):
+            storage.transaction_sync(42)
+        return [row["x"] for row in sql.exec("SELECT x FROM t")]
+
+    assert (await run_probes(make_runtime, p=probe))["p"] == [1]
+
+
+async def test_async_transaction(make_runtime: RuntimeFactory) -> None:
+    """transaction() commits txn writes, rolls back on error and refuses real suspension."""
+
+    async def probe(storage: Any) -> Any:
+        async def good(txn: Any) -> str:
+            await txn.put("a", 1)
+            await txn.set_alarm(5_000_000_000_000)
+            return str(await txn.get("a"))
+
+        async def bad(txn: Any) -> None:
+            await txn.put("b", 2)
+            await txn.delete_alarm()
+            raise ValueError("nope")
+
+        async def suspends(txn: Any) -> None:
+            import asyncio
+
+            await txn.put("c", 3)
+            await asyncio.sleep(0)
+
+        assert await storage.transaction(good) == "1"
+        with pytest.raises(ValueError, match="nope"):
+            await storage.transaction(bad)
+        with pytest.raises(RuntimeError, match="rolled back"):
+            await storage.transaction(suspends)
+        return [await storage.list(), await storage.get_alarm()]
+
+    assert (await run_probes(make_runtime, p=probe))["p"] == [{"a": 1}, 5_000_000_000_000]
+
+
+async def test_kv_api(make_runtime: RuntimeFactory) -> None:
+    """get/put/delete/list with prefix and limit; JSON values; bad input is refused."""
+
+    async def probe(storage: Any) -> Any:
+        assert await storage.get("missing") is None
+        for key, value in [("b/2", [1, {"x": None}]), ("a", "v"), ("b/1", 1.5), ("c", True)]:
+            await storage.put(key, value)
+        await storage.put("a", {"replaced": 1})
+        with pytest.raises(TypeError):
+            await storage.put("bad", {1, 2})
+        with pytest.raises(TypeError):
+            await storage.put(3, "x")
+        with pytest.raises(ValueError):
+            await storage.list(limit=0)
+        deleted = [await storage.delete("c"), await storage.delete("c")]
+        return {
+            "all": await storage.list(),
+            "prefix": await storage.list(prefix="b/"),
+            "limit": await storage.list(limit=2),
+            "both": await storage.list(prefix="b/", limit=1),
+            "get": await storage.get("b/2"),
+            "deleted": deleted,
+            "bad_absent": await storage.get("bad"),
+        }
+
+    result = (await run_probes(make_runtime, p=probe))["p"]
+    assert list(result["all"]) == ["a", "b/1", "b/2"]
+    assert result["all"]["a"] == {"replaced": 1}
+    assert result["prefix"] == {"b/1": 1.5, "b/2": [1, {"x": None}]}
+    assert list(result["limit"]) == ["a", "b/1"]
+    assert result["both"] == {"b/1": 1.5}
+    assert result["get"] == [1, {"x": None}]
+    assert result["deleted"] == [True, False]
+    assert result["bad_absent"] is None
+
+
+async def test_delete_all_leaves_the_object_as_new(make_runtime: RuntimeFactory) -> None:
+    """delete_all drops every table, key and the alarm, and the storage stays usable."""
+
+    async def fill(storage: Any) -> Any:
+        storage.sql.exec("CREATE TABLE t (x)")
+        storage.sql.exec("CREATE VIEW w AS SELECT x FROM t")
+        await storage.put("k", 1)
+        await storage.set_alarm(5_000_000_000_000)
+        await storage.delete_all()
+        tables = storage.sql.exec(
+            "SELECT name FROM sqlite_master WHERE name NOT LIKE '\\_durability%' ESCAPE '\\'"
+        ).to_list()
+        await storage.put("after", 2)
+        return [tables, await storage.list(), await storage.get_alarm()]
+
+    assert (await run_probes(make_runtime, p=fill))["p"] == [[], {"after": 2}, None]
+
+
+async def test_alarm_api(make_runtime: RuntimeFactory) -> None:
+    """get/set/delete alarm: one alarm, replaced by set, datetimes accepted, bad input refused."""
+    from datetime import UTC, datetime
+
+    async def probe(storage: Any) -> Any:
+        seen = [await storage.get_alarm()]
+        await storage.set_alarm(5_000_000_000_000)
+        await storage.set_alarm(datetime(2200, 1, 1, tzinfo=UTC))
+        seen.append(await storage.get_alarm())
+        with pytest.raises(ValueError, match="aware"):
+            await storage.set_alarm(datetime(2200, 1, 1))
+        with pytest.raises(TypeError):
+            await storage.set_alarm("soon")
+        with pytest.raises(ValueError):
+            await storage.set_alarm(-1)
+        seen.append(await storage.get_alarm())
+        await storage.delete_alarm()
+        await storage.delete_alarm()
+        seen.append(await storage.get_alarm())
+        return seen
+
+    expected = round(datetime(2200, 1, 1, tzinfo=UTC).timestamp() * 1000)
+    assert (await run_probes(make_runtime, p=probe))["p"] == [None, expected, expected, None]
