@@ -1,0 +1,99 @@
+"""The `durability` command.
+
+`durability serve MODULE` serves a worker module (its `bindings` and
+`async def fetch(request, env)`) over HTTP with a file-backed runtime. Run without a
+command, it prints help.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import sys
+import traceback
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+EXIT_USAGE = 2
+"""Exit code for a command that cannot start: bad arguments, a bad worker module."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `durability` command line; returns the process exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    if args.command == "serve":
+        return _serve(args)
+    parser.error(f"unknown command {args.command!r}")
+    return EXIT_USAGE
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="durability",
+        description="Durable, crash-safe building blocks for per-entity actors.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    serve = commands.add_parser(
+        "serve",
+        help="serve a worker module over HTTP with a file-backed runtime",
+        description=(
+            "Serve a worker module (DurableObject classes, a `bindings` dict and "
+            "`async def fetch(request, env)`) over HTTP. Ctrl-C stops it cleanly."
+        ),
+    )
+    serve.add_argument("module", metavar="MODULE", help="a .py file or a dotted module name")
+    serve.add_argument(
+        "--path",
+        default=".durability",
+        help="directory of the objects' SQLite files (default: .durability)",
+    )
+    serve.add_argument("--port", type=int, default=8787, help="TCP port (default: 8787)")
+    serve.add_argument("--host", default="127.0.0.1", help="interface (default: 127.0.0.1)")
+    return parser
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+    except ImportError:
+        return _fail("needs uvicorn: pip install 'durability[serve]'")
+    from .runtime import Runtime
+    from .runtime.server import WorkerApp, WorkerModuleError, load_worker
+
+    if not 0 <= args.port <= 65_535:
+        return _fail("--port must be between 0 and 65535")
+    try:
+        worker = load_worker(args.module)
+    except WorkerModuleError as error:
+        return _fail(str(error))
+    except Exception:
+        traceback.print_exc()
+        return _fail(f"importing {args.module} failed (traceback above)")
+    try:
+        runtime = Runtime(path=args.path, bindings=worker.bindings)
+    except (TypeError, ValueError) as error:
+        return _fail(f"{args.module}: {error}")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)-9s %(message)s")
+    logging.getLogger("durability.serve").info(
+        "Serving %s (bindings: %s), data in %s",
+        args.module,
+        ", ".join(worker.bindings) or "none",
+        args.path,
+    )
+    app = WorkerApp(worker, runtime)
+    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, lifespan="on"))
+    # uvicorn re-raises the SIGINT it handled once its graceful shutdown is over.
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    return 0 if server.started and app.closed else 1
+
+
+def _fail(message: str) -> int:
+    print(f"durability serve: {message}", file=sys.stderr)
+    return EXIT_USAGE

@@ -1,0 +1,207 @@
+"""The ASGI app behind `durability serve`: a worker module's `fetch` over HTTP.
+
+A worker module defines its `DurableObject` classes, a `bindings` dict and
+`async def fetch(request, env)`, as a Python Worker does on Cloudflare. `WorkerApp`
+turns each HTTP request into a `Request`, calls `fetch(request, runtime.env)` and sends
+back the `Response`; its ASGI lifespan starts and closes the runtime, so a server
+shutdown (Ctrl-C) closes every object and releases the path's lock.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import logging
+import sys
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import Runtime
+from ._http import Request, Response
+
+__all__ = ["WorkerApp", "WorkerModule", "WorkerModuleError", "load_worker"]
+
+logger = logging.getLogger("durability.serve")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class WorkerModuleError(Exception):
+    """A worker module cannot be imported or lacks `fetch`/`bindings`."""
+
+
+@dataclass(frozen=True)
+class WorkerModule:
+    """What `durability serve` needs from a worker module."""
+
+    name: str
+    fetch: Callable[[Request, Any], Any]
+    bindings: dict[str, Any]
+
+
+def load_worker(target: str) -> WorkerModule:
+    """Import a worker module by file path (`examples/counter.py`) or dotted name.
+
+    Raises `WorkerModuleError` naming what is missing: the module, its
+    `async def fetch(request, env)`, or its `bindings` dict.
+    """
+    module = _import(target)
+    fetch = getattr(module, "fetch", None)
+    if fetch is None or not callable(fetch):
+        raise WorkerModuleError(f"{target} does not define `async def fetch(request, env)`")
+    bindings = getattr(module, "bindings", None)
+    if not isinstance(bindings, dict) or not all(isinstance(k, str) for k in bindings):
+        raise WorkerModuleError(
+            f"{target} does not define `bindings`, a dict of binding names to "
+            "DurableObject classes or values"
+        )
+    return WorkerModule(name=module.__name__, fetch=fetch, bindings=bindings)
+
+
+def _import(target: str) -> Any:
+    path = Path(target)
+    if target.endswith(".py") or path.is_file():
+        if not path.is_file():
+            raise WorkerModuleError(f"worker module file not found: {target}")
+        resolved = path.resolve()
+        name = resolved.stem if resolved.stem not in sys.modules else f"_worker_{resolved.stem}"
+        spec = importlib.util.spec_from_file_location(name, resolved)
+        if spec is None or spec.loader is None:
+            raise WorkerModuleError(f"cannot import {target} as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        sys.path.insert(0, str(resolved.parent))
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        return module
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    try:
+        return importlib.import_module(target)
+    except ModuleNotFoundError as error:
+        if error.name is not None and target.startswith(error.name):
+            raise WorkerModuleError(f"no worker module named {target!r}") from None
+        raise
+
+
+class WorkerApp:
+    """ASGI app serving `worker.fetch` against `runtime`.
+
+    The lifespan protocol starts the runtime at server start and closes it at shutdown.
+    Driven without a lifespan (e.g. by httpx's `ASGITransport` in tests), the caller
+    starts and closes the runtime itself.
+    """
+
+    def __init__(self, worker: WorkerModule, runtime: Runtime) -> None:
+        self.worker = worker
+        self.runtime = runtime
+        self.closed = False
+        """True once the lifespan shutdown closed the runtime cleanly."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self._http(scope, receive, send)
+        else:
+            raise RuntimeError(f"unsupported ASGI scope type {scope['type']!r}")
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.runtime.start()
+                except Exception as error:
+                    logger.exception("runtime failed to start")
+                    await send({"type": "lifespan.startup.failed", "message": str(error)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                try:
+                    await self.runtime.close()
+                except Exception as error:
+                    logger.exception("runtime failed to close")
+                    await send({"type": "lifespan.shutdown.failed", "message": str(error)})
+                    return
+                self.closed = True
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await _read_body(receive)
+        if body is None:
+            return
+        request = Request(
+            _url(scope),
+            method=scope["method"],
+            headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
+            body=body,
+        )
+        response = await self._respond(request)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": response.status,
+                "headers": [
+                    (k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": response.body})
+
+    async def _respond(self, request: Request) -> Response:
+        try:
+            result = self.worker.fetch(request, self.runtime.env)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as error:
+            logger.exception("fetch raised on %s %s", request.method, request.url)
+            return Response(f"Internal Server Error: {type(error).__name__}\n", status=500)
+        if not isinstance(result, Response):
+            logger.error(
+                "fetch must return a durability.runtime.Response, got %s for %s %s",
+                type(result).__name__,
+                request.method,
+                request.url,
+            )
+            return Response("Internal Server Error: fetch did not return a Response\n", 500)
+        return result
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    """The whole request body, or None if the client went away first."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _url(scope: Scope) -> str:
+    """The absolute URL of the request, as a Workers `request.url` reads."""
+    headers = dict(scope["headers"])
+    host_header = headers.get(b"host")
+    if host_header is not None:
+        host = host_header.decode("latin-1")
+    elif scope.get("server"):
+        server_host, server_port = scope["server"]
+        host = f"{server_host}:{server_port}"
+    else:
+        host = "localhost"
+    path = scope.get("raw_path") or scope["path"].encode("utf-8")
+    query = scope.get("query_string", b"")
+    url = f"{scope.get('scheme', 'http')}://{host}{path.decode('latin-1')}"
+    return f"{url}?{query.decode('latin-1')}" if query else url
