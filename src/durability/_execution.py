@@ -121,13 +121,11 @@ class _Gate:
         self.spec = spec
         self.entry = entry
         self.permit = permit
-        self.handler: asyncio.Task[Any] | None = None
+        self.handler: asyncio.Task[_Outcome] | None = None
         self.persisted = False
         self.released = False
 
-    def handler_done(self, task: asyncio.Task[Any]) -> None:
-        if not task.cancelled():
-            task.exception()
+    def handler_done(self, task: asyncio.Task[_Outcome]) -> None:
         self.release_if_settled()
 
     def execution_done(self, task: asyncio.Task[None]) -> None:
@@ -205,11 +203,11 @@ async def _execute(
     if handler.cancelled():
         await _settle_failure(engine, spec, attempt, started_at, asyncio.CancelledError())
         return
-    failure = handler.exception()
-    if failure is not None:
-        await _settle_failure(engine, spec, attempt, started_at, failure)
+    outcome = handler.result()
+    if outcome.error is not None:
+        await _settle_failure(engine, spec, attempt, started_at, outcome.error)
         return
-    result = handler.result()
+    result = outcome.value
     try:
         completed_at = engine.transaction_sync(lambda sql: spec.complete(sql, result, attempt))
     except Exception as error:
@@ -235,11 +233,22 @@ async def _execute(
     )
 
 
-async def _invoke(spec: ExecutionSpec, attempt: int, signal: AbortSignal) -> Any:
-    outcome = spec.invoke(attempt, signal)
-    if inspect.isawaitable(outcome):
-        return await outcome
-    return outcome
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """How a handler call ended; a raise is captured so the host never logs it as lost."""
+
+    value: Any = None
+    error: Exception | None = None
+
+
+async def _invoke(spec: ExecutionSpec, attempt: int, signal: AbortSignal) -> _Outcome:
+    try:
+        value = spec.invoke(attempt, signal)
+        if inspect.isawaitable(value):
+            value = await value
+    except Exception as error:
+        return _Outcome(error=error)
+    return _Outcome(value)
 
 
 async def _fail_exhausted(engine: Engine, spec: ExecutionSpec) -> None:

@@ -21,7 +21,7 @@ from typing import Any, Protocol, TypeVar
 from ._clock import now_ms
 from ._context import Context, Row, SqlStorage, Storage, Transaction
 from ._errors import DurabilityError, SerializedError, serialize_error
-from ._lifecycle import Emit, create_emitter, report_failure
+from ._lifecycle import Emit, create_emitter, logger, report_failure
 from ._migrations import Migration, is_schema_current, migrate
 from ._signal import AbortSignal, abort
 from ._tables import TableSpec, pending_head, purge_created_before
@@ -175,10 +175,22 @@ class Engine:
     # -- background work ----------------------------------------------------------------
 
     def spawn(self, awaitable: Awaitable[T]) -> asyncio.Task[T]:
-        """Run `awaitable` as a task this engine keeps a reference to until it ends."""
+        """Run `awaitable` as a task of this object's instance.
+
+        The task is handed to `context.wait_until` (when the host has it), so the host
+        counts it as live work and cancels it on eviction; if the host refuses it (the
+        instance is gone) the task is cancelled and the refusal raised.
+        """
         task: asyncio.Task[T] = asyncio.ensure_future(awaitable)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        hook = getattr(self.context, "wait_until", None)
+        if hook is not None:
+            try:
+                hook(task)
+            except BaseException:
+                task.cancel()
+                raise
         return task
 
     def wait_until(
@@ -187,17 +199,9 @@ class Engine:
         event: str = "durability.background_execution.failed",
         details: Mapping[str, Any] | None = None,
     ) -> None:
-        """Hand running work to `context.wait_until` when the host has one.
-
-        A coroutine is started as a task first, so it runs even without `wait_until`;
-        a raising `wait_until` is reported as `event`.
-        """
-        task = awaitable if isinstance(awaitable, asyncio.Future) else self.spawn(awaitable)
-        hook = getattr(self.context, "wait_until", None)
-        if hook is None:
-            return
+        """Keep `awaitable` running as instance work; a refusing host is reported as `event`."""
         try:
-            hook(task)
+            self.spawn(awaitable)
         except Exception as error:
             report_failure(event, details or {}, error)
 
@@ -212,7 +216,7 @@ class Engine:
             except Exception as error:
                 report_failure(event, details, error)
 
-        self.wait_until(self.spawn(guarded()), event, details)
+        self.wait_until(guarded(), event, details)
 
     def emitter(self, hook: Callable[[Any], Any] | None) -> Emit:
         """Wrap a lifecycle hook: never raises, async hooks go to `wait_until`."""
@@ -316,11 +320,19 @@ class Engine:
         if self._early is None or self._early[0] != timestamp:
             return
         self._early = None
-        self.run_in_background(
-            self.alarm(None),
-            "durability.background_execution.failed",
-            {"scheduled_time": timestamp},
-        )
+        try:
+            self.spawn(self._early_pass(timestamp))
+        except Exception:
+            # The host refused new work: the instance is gone and the alarm takes over.
+            logger.debug("early alarm at %s dropped: the instance is gone", timestamp)
+
+    async def _early_pass(self, timestamp: int) -> None:
+        try:
+            await self.alarm(None)
+        except Exception as error:
+            report_failure(
+                "durability.background_execution.failed", {"scheduled_time": timestamp}, error
+            )
 
     # -- alarm passes -------------------------------------------------------------------
 
@@ -345,7 +357,9 @@ class Engine:
 
     async def _run_alarm(self, info: AlarmInvocationInfo | None) -> None:
         started_at = now_ms()
-        work = asyncio.gather(*(p.run_due(started_at, info) for p in self._participants))
+        work = asyncio.gather(
+            *(self.spawn(p.run_due(started_at, info)) for p in self._participants)
+        )
         work.add_done_callback(_consume_exception)
         remaining = self.alarm_handoff_ms - (now_ms() - started_at)
         done, _ = await asyncio.wait({work}, timeout=max(remaining, 0) / 1000)

@@ -1,0 +1,719 @@
+"""Durable operations on the real runtime under a virtual clock (spec/core.md §4, §5)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durability import (
+    AttemptSettledEvent,
+    AttemptStartedEvent,
+    DuplicateDurableCallError,
+    Durability,
+    DurabilityScheduler,
+    DurableAttemptTimeoutError,
+    DurableCall,
+    MethodOptions,
+    NonRetryableError,
+    PurgedEvent,
+    RegisteredEvent,
+    RetryPolicy,
+    TerminalEvent,
+    now_ms,
+)
+from durability.runtime import DurableObject, ObjectStub, Runtime
+from durability.testing import VirtualClock
+
+T0 = 1_700_000_000_000
+Behaviour = Callable[[DurableCall], Awaitable[Any]]
+
+
+class Probe:
+    """The test's side of the object: handler behaviours in, observations out."""
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+        self.scheduler_options: dict[str, Any] = {}
+        self.behaviour: dict[str, Behaviour] = {}
+        self.calls: list[tuple[str, int, int]] = []
+        self.signals: list[Any] = []
+        self.events: list[Any] = []
+        self.gates: dict[str, asyncio.Event] = {}
+        self.running: dict[str, int] = {}
+        self.max_running = 0
+        self.max_per_key = 0
+
+    def gate(self, name: str) -> asyncio.Event:
+        return self.gates.setdefault(name, asyncio.Event())
+
+
+class Ops(DurableObject):
+    """An object with two operations whose handlers do what the probe says."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self.probe: Probe = env["PROBE"]
+        self.scheduler = DurabilityScheduler(context=ctx, **self.probe.scheduler_options)
+        self.durability = Durability(
+            scheduler=self.scheduler,
+            handlers={"charge": self._handle, "refund": self._handle, "plain": self._plain},
+            on_lifecycle_event=self.probe.events.append,
+            **self.probe.options,
+        )
+
+    async def _handle(self, call: DurableCall) -> Any:
+        probe = self.probe
+        probe.calls.append((call.id, call.attempt, self._now()))
+        probe.signals.append(call.signal)
+        probe.running[call.id] = probe.running.get(call.id, 0) + 1
+        probe.max_running = max(probe.max_running, sum(probe.running.values()))
+        probe.max_per_key = max(probe.max_per_key, probe.running[call.id])
+        try:
+            behaviour = probe.behaviour.get(call.id)
+            if behaviour is None:
+                return {"id": call.id, "payload": call.payload}
+            return await behaviour(call)
+        finally:
+            probe.running[call.id] -= 1
+
+    def _plain(self, call: DurableCall) -> None:
+        self.probe.calls.append((call.id, call.attempt, self._now()))
+
+    def _now(self) -> int:
+        return _clock_now()
+
+    async def register(self, op: str, id: str, payload: Any = None) -> None:
+        await self.durability.operation(op)(id=id, payload=payload)
+
+    async def result(self, op: str, id: str) -> dict[str, Any]:
+        return dataclasses.asdict(await self.durability.operation(op).get_result(id))
+
+    async def wait(self, op: str, id: str, timeout_ms: int) -> dict[str, Any]:
+        job = self.durability.operation(op).job(id)
+        return dataclasses.asdict(await job.wait(timeout_ms=timeout_ms))
+
+    async def purge(self, before: int) -> int:
+        return await self.durability.purge_before(before)
+
+    async def attempts_stored(self, id: str) -> int:
+        row = self.ctx.storage.sql.exec("SELECT attempt FROM durability_calls WHERE id = ?", id)
+        return int(row.one()["attempt"])
+
+    async def alarm_at(self) -> int | None:
+        return await self.ctx.storage.get_alarm()
+
+    async def names(self) -> list[Any]:
+        same = self.durability.charge is self.durability.operation("charge")
+        outcomes: list[Any] = [same]
+        for lookup in (lambda: self.durability.operation("nope"), lambda: self.durability.nope):
+            try:
+                lookup()
+            except (ValueError, AttributeError) as error:
+                outcomes.append(type(error).__name__)
+        return outcomes
+
+    async def alarm(self, info: Any = None) -> None:
+        await self.scheduler.alarm(info)
+
+
+def _clock_now() -> int:
+    return now_ms()
+
+
+@dataclasses.dataclass
+class Lab:
+    clock: VirtualClock
+    rt: Runtime
+    obj: ObjectStub
+    probe: Probe
+
+
+@asynccontextmanager
+async def lab(probe: Probe, path: Path | None = None) -> AsyncIterator[Lab]:
+    clock = VirtualClock(T0)
+    async with Runtime(bindings={"OPS": Ops, "PROBE": probe}, clock=clock, path=path) as rt:
+        yield Lab(clock, rt, rt.env.OPS.get_by_name("a"), probe)
+
+
+def failing(times: int, error: Callable[[], Exception] = lambda: RuntimeError("boom")) -> Behaviour:
+    async def behave(call: DurableCall) -> Any:
+        if call.attempt <= times:
+            raise error()
+        return {"attempt": call.attempt}
+
+    return behave
+
+
+def parked(probe: Probe, name: str) -> Behaviour:
+    async def behave(call: DurableCall) -> Any:
+        await probe.gate(name).wait()
+        return {"released": call.attempt}
+
+    return behave
+
+
+async def test_registered_call_runs_at_once_and_completes() -> None:
+    """A registration with a free permit runs the handler eagerly; the result is stored."""
+    probe = Probe()
+    async with lab(probe) as t:
+        await t.obj.register("charge", "inv-1", {"amount": 5})
+        await t.clock.run_until_idle()
+        assert probe.calls == [("inv-1", 1, T0)]
+        assert await t.obj.result("charge", "inv-1") == {
+            "status": "completed",
+            "result": {"id": "inv-1", "payload": {"amount": 5}},
+            "attempt": 1,
+            "next_attempt_at": None,
+            "last_error": None,
+            "error": None,
+        }
+        assert await t.obj.alarm_at() is None
+
+
+async def test_sync_handler_returning_none_completes_with_null() -> None:
+    """A plain function handler runs inline; returning None stores JSON null."""
+    probe = Probe()
+    async with lab(probe) as t:
+        await t.obj.register("plain", "p")
+        await t.clock.run_until_idle()
+        result = await t.obj.result("plain", "p")
+        assert (result["status"], result["result"], result["attempt"]) == ("completed", None, 1)
+
+
+async def test_failed_attempts_retry_after_the_policy_delay() -> None:
+    """Failures are retried at now + delay(attempt) until an attempt succeeds."""
+    probe = Probe(retries=RetryPolicy(delay=lambda attempt: 1000 * attempt))
+    probe.behaviour["a"] = failing(2)
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a")
+        await t.clock.run_until_idle()
+        assert await t.obj.result("charge", "a") == {
+            "status": "pending",
+            "result": None,
+            "attempt": 1,
+            "next_attempt_at": T0 + 1000,
+            "last_error": "boom",
+            "error": None,
+        }
+        await t.clock.advance(3000)
+        assert probe.calls == [("a", 1, T0), ("a", 2, T0 + 1000), ("a", 3, T0 + 3000)]
+        result = await t.obj.result("charge", "a")
+        assert (result["status"], result["result"]) == ("completed", {"attempt": 3})
+
+
+async def test_every_attempt_failing_ends_failed_at_max_attempts() -> None:
+    """After max_attempts failures the call is failed with the last error."""
+    probe = Probe(retries=RetryPolicy(max_attempts=3, delay=lambda attempt: 10))
+    probe.behaviour["a"] = failing(99, lambda: ValueError("nope"))
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a")
+        await t.clock.advance(1000)
+        assert [attempt for _, attempt, _ in probe.calls] == [1, 2, 3]
+        assert await t.obj.result("charge", "a") == {
+            "status": "failed",
+            "result": None,
+            "attempt": 3,
+            "next_attempt_at": None,
+            "last_error": None,
+            "error": {"name": "ValueError", "message": "nope"},
+        }
+
+
+ForeignNonRetryable = type("NonRetryableError", (Exception,), {})
+"""Another library's error of the same name (matched by name, not by class)."""
+
+
+@pytest.mark.parametrize("cls", [NonRetryableError, ForeignNonRetryable])
+async def test_non_retryable_errors_fail_at_once(cls: type[Exception]) -> None:
+    """NonRetryableError, ours or any class of that name, fails without retries."""
+    probe = Probe()
+    probe.behaviour["a"] = failing(99, lambda: cls("stop"))
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a")
+        await t.clock.advance(60_000)
+        assert len(probe.calls) == 1
+        result = await t.obj.result("charge", "a")
+        assert (result["status"], result["error"]) == (
+            "failed",
+            {"name": "NonRetryableError", "message": "stop"},
+        )
+
+
+def _raise(attempt: int) -> int:
+    raise RuntimeError("policy bug")
+
+
+@pytest.mark.parametrize(
+    "delay",
+    [
+        lambda a: -1,
+        lambda a: float("nan"),
+        lambda a: float("inf"),
+        lambda a: "1",
+        _raise,
+        lambda a: 2**60,
+    ],
+)
+async def test_broken_retry_policy_is_a_terminal_policy_error(delay: Any) -> None:
+    """A delay that raises or is not a finite safe non-negative number fails the call."""
+    probe = Probe(retries=RetryPolicy(delay=delay))
+    probe.behaviour["a"] = failing(99)
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a")
+        await t.clock.advance(60_000)
+        assert len(probe.calls) == 1
+        result = await t.obj.result("charge", "a")
+        assert result["status"] == "failed"
+        assert result["error"] == {
+            "name": "DurableRetryPolicyError",
+            "message": 'Retry policy for operation "charge" must produce a non-negative '
+            "safe-integer timestamp",
+        }
+
+
+async def test_non_json_result_is_terminal_and_not_rerun() -> None:
+    """A result that is not JSON fails the call with DurableResultSerializationError."""
+    probe = Probe()
+
+    async def returns_set(call: DurableCall) -> Any:
+        return {1, 2}
+
+    probe.behaviour["a"] = returns_set
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a")
+        await t.clock.advance(60_000)
+        assert len(probe.calls) == 1
+        result = await t.obj.result("charge", "a")
+        assert result["error"] == {
+            "name": "DurableResultSerializationError",
+            "message": 'Result for durable operation "charge" is not JSON-serializable',
+        }
+
+
+async def test_attempt_timeout_aborts_signal_cancels_task_and_retries() -> None:
+    """On timeout the signal is aborted, the task cancelled, and the call retried."""
+    probe = Probe(
+        methods={"charge": MethodOptions(attempt_timeout_ms=2000)},
+        retries=RetryPolicy(delay=lambda attempt: 500),
+    )
+    seen: list[str] = []
+
+    async def slow_first(call: DurableCall) -> Any:
+        if call.attempt == 1:
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                seen.append("cancelled")
+                raise
+        return "done"
+
+    probe.behaviour["a"] = slow_first
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a")
+        await t.clock.advance(2000)
+        assert seen == ["cancelled"]
+        signal = probe.signals[0]
+        assert signal.aborted
+        assert isinstance(signal.reason, DurableAttemptTimeoutError)
+        assert str(signal.reason) == 'Durable operation "charge" timed out after 2000ms'
+        pending = await t.obj.result("charge", "a")
+        assert (pending["status"], pending["next_attempt_at"]) == ("pending", T0 + 2500)
+        await t.clock.advance(500)
+        assert (await t.obj.result("charge", "a"))["result"] == "done"
+        assert [call[2] for call in probe.calls] == [T0, T0 + 2500]
+
+
+async def test_handler_ignoring_cancellation_keeps_permit_and_key_lock() -> None:
+    """A timed-out handler that keeps running holds its permit and key until it ends."""
+    probe = Probe(attempt_timeout_ms=1000, retries=RetryPolicy(delay=lambda attempt: 0))
+    probe.scheduler_options = {"alarm_concurrency": 1}
+    ended: list[int] = []
+
+    async def stubborn(call: DurableCall) -> Any:
+        if call.attempt == 1:
+            deadline = _clock_now() + 10_000
+            while _clock_now() < deadline:
+                try:
+                    await asyncio.sleep((deadline - _clock_now()) / 1000)
+                except asyncio.CancelledError:
+                    continue
+            ended.append(_clock_now())
+        return call.attempt
+
+    probe.behaviour["a"] = stubborn
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a")
+        await t.clock.advance(3000)
+        await t.obj.register("charge", "b")
+        await t.clock.advance(3000)
+        assert [call[0] for call in probe.calls] == ["a"]
+        await t.clock.advance(4000)
+        await t.clock.run_until_idle()
+        assert ended == [T0 + 10_000]
+        # The permit freed at T+10s goes to "b", which queued for it first; the retry of
+        # "a" was attached to the running attempt and starts in a later pass.
+        assert [(c[0], c[1]) for c in probe.calls] == [("a", 1), ("b", 1), ("a", 2)]
+        assert all(at >= T0 + 10_000 for _, _, at in probe.calls[1:])
+        assert probe.max_running == 1
+        assert (await t.obj.result("charge", "a"))["result"] == 2
+
+
+async def test_registration_is_durable_when_it_returns(tmp_path: Path) -> None:
+    """A crash right after the registration returned keeps the call, which then runs."""
+    probe = Probe()
+    probe.behaviour["a"] = parked(probe, "a")
+    async with lab(probe, tmp_path) as t:
+        await t.obj.register("charge", "a", {"n": 1})
+        await t.rt.crash(t.obj)
+        probe.gate("a").set()
+        assert (await t.obj.result("charge", "a"))["status"] == "pending"
+        await t.clock.advance(15_000)
+        result = await t.obj.result("charge", "a")
+        assert result["status"] == "completed"
+
+
+async def test_duplicate_registration_is_a_silent_no_op() -> None:
+    """The same id again stores nothing new, whatever the payload; the handler runs once."""
+    probe = Probe()
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a", {"n": 1})
+        await t.obj.register("charge", "a", {"n": 2})
+        await t.clock.run_until_idle()
+        await t.obj.register("charge", "a", {"n": 3})
+        await t.clock.advance(60_000)
+        assert len(probe.calls) == 1
+        assert (await t.obj.result("charge", "a"))["result"] == {"id": "a", "payload": {"n": 1}}
+        assert sum(isinstance(e, RegisteredEvent) for e in probe.events) == 1
+
+
+async def test_id_of_another_operation_raises_duplicate_call_error() -> None:
+    """Registering or reading an id under another operation raises, and writes nothing."""
+    probe = Probe()
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a")
+        with pytest.raises(
+            DuplicateDurableCallError, match='already belongs to operation "charge"'
+        ):
+            await t.obj.register("refund", "a")
+        with pytest.raises(DuplicateDurableCallError):
+            await t.obj.result("refund", "a")
+        with pytest.raises(DuplicateDurableCallError):
+            await t.obj.wait("refund", "a", 10)
+        await t.clock.run_until_idle()
+        assert len(probe.calls) == 1
+
+
+async def test_bad_payload_and_id_are_rejected_before_writing() -> None:
+    """A non-JSON payload or a bad id raises at the call and stores nothing."""
+    probe = Probe()
+    async with lab(probe) as t:
+        with pytest.raises(ValueError, match="id must be a non-empty string"):
+            await t.obj.register("charge", "")
+        assert (await t.obj.result("charge", "x"))["status"] == "not_found"
+        assert await t.obj.alarm_at() is None
+
+
+async def test_attempt_is_counted_before_the_handler_runs() -> None:
+    """The stored attempt already equals call.attempt inside the handler."""
+    probe = Probe()
+    stored: list[tuple[int, int]] = []
+
+    async def check(call: DurableCall) -> Any:
+        stored.append((call.attempt, await t.obj.attempts_stored("a")))
+        if call.attempt == 1:
+            raise RuntimeError("again")
+        return None
+
+    probe.behaviour["a"] = check
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a")
+        await t.clock.advance(5_000)
+        assert stored == [(1, 1), (2, 2)]
+
+
+async def test_interrupted_attempt_counts_and_exhausts_without_handler() -> None:
+    """max_attempts=1 and an eviction mid-run: the call fails exhausted, handler not rerun."""
+    probe = Probe(retries=RetryPolicy(max_attempts=1))
+    probe.behaviour["a"] = parked(probe, "never")
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a")
+        await t.clock.run_until_idle()
+        await t.rt.evict(t.obj)
+        await t.clock.advance(15_000)
+        assert len(probe.calls) == 1
+        result = await t.obj.result("charge", "a")
+        assert (result["status"], result["attempt"]) == ("failed", 1)
+        assert result["error"] == {
+            "name": "DurableAttemptsExhaustedError",
+            "message": 'Durable operation "charge" exhausted its 1 attempts',
+        }
+        [terminal] = [e for e in probe.events if isinstance(e, TerminalEvent)]
+        assert (terminal.attempt, terminal.reason, terminal.id) == (1, "attempts_exhausted", "a")
+
+
+async def test_evicted_attempt_reruns_with_next_attempt_from_the_alarm() -> None:
+    """After eviction the alarm rebuilds the work: the interrupted call runs as attempt 2."""
+    probe = Probe()
+
+    async def parked_once(call: DurableCall) -> Any:
+        if call.attempt == 1:
+            await probe.gate("never").wait()
+        return call.attempt
+
+    probe.behaviour["a"] = parked_once
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a")
+        await t.clock.run_until_idle()
+        assert await t.obj.alarm_at() == T0 + 15_000
+        await t.rt.evict(t.obj)
+        await t.clock.advance(14_999)
+        assert len(probe.calls) == 1
+        await t.clock.advance(1)
+        assert probe.calls[1] == ("a", 2, T0 + 15_000)
+        assert (await t.obj.result("charge", "a"))["result"] == 2
+
+
+async def test_job_wait_is_woken_by_settlement_without_time_passing() -> None:
+    """wait() returns when the call completes, with no clock movement (no polling)."""
+    probe = Probe()
+    probe.behaviour["a"] = parked(probe, "a")
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a")
+        waiter = asyncio.ensure_future(t.obj.wait("charge", "a", 60_000))
+        await t.clock.advance(5_000)
+        assert not waiter.done()
+        probe.gate("a").set()
+        await t.clock.run_until_idle()
+        assert waiter.done()
+        assert (await waiter)["result"] == {"released": 1}
+        assert t.clock.now_ms() == T0 + 5_000
+
+
+async def test_job_wait_times_out_with_the_latest_state() -> None:
+    """A wait that times out returns the still-pending state."""
+    probe = Probe()
+    probe.behaviour["a"] = parked(probe, "a")
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a")
+        waiter = asyncio.ensure_future(t.obj.wait("charge", "a", 1_000))
+        await t.clock.advance(999)
+        assert not waiter.done()
+        await t.clock.advance(1)
+        result = await waiter
+        assert (result["status"], result["attempt"]) == ("pending", 1)
+
+
+async def test_job_wait_is_not_woken_by_a_scheduled_retry() -> None:
+    """A failed attempt that schedules a retry does not end the wait; the success does."""
+    probe = Probe(retries=RetryPolicy(delay=lambda attempt: 10_000))
+    probe.behaviour["a"] = failing(1)
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a")
+        waiter = asyncio.ensure_future(t.obj.wait("charge", "a", 60_000))
+        await t.clock.advance(9_999)
+        assert not waiter.done()
+        await t.clock.advance(1)
+        await t.clock.run_until_idle()
+        assert (await waiter)["status"] == "completed"
+        assert t.clock.now_ms() == T0 + 10_000
+
+
+async def test_job_wait_returns_at_once_when_settled_missing_or_zero() -> None:
+    """wait() does not block for settled or unknown ids or timeout 0; bad timeouts raise."""
+    probe = Probe()
+    probe.behaviour["p"] = parked(probe, "p")
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a")
+        await t.obj.register("charge", "p")
+        await t.clock.run_until_idle()
+        assert (await t.obj.wait("charge", "a", 60_000))["status"] == "completed"
+        assert (await t.obj.wait("charge", "zz", 60_000))["status"] == "not_found"
+        assert (await t.obj.wait("charge", "p", 0))["status"] == "pending"
+        with pytest.raises(ValueError, match="timeout_ms must be a non-negative safe integer"):
+            await t.obj.wait("charge", "p", -1)
+
+
+async def test_purge_is_strict_counts_and_frees_ids() -> None:
+    """purge_before deletes calls created strictly before the cutoff and returns the count."""
+    probe = Probe()
+    async with lab(probe) as t:
+        await t.obj.register("charge", "old")
+        await t.clock.advance(1_000)
+        await t.obj.register("charge", "edge")
+        await t.clock.run_until_idle()
+        assert await t.obj.purge(T0 + 1_000) == 1
+        assert (await t.obj.result("charge", "old"))["status"] == "not_found"
+        assert (await t.obj.result("charge", "edge"))["status"] == "completed"
+        await t.obj.register("charge", "old", {"again": True})
+        await t.clock.run_until_idle()
+        assert (await t.obj.result("charge", "old"))["result"]["payload"] == {"again": True}
+        purged = [e for e in probe.events if isinstance(e, PurgedEvent)]
+        assert [(e.before, e.count) for e in purged] == [(T0 + 1_000, 1)]
+        with pytest.raises(ValueError, match="before must be a non-negative safe integer"):
+            await t.obj.purge(-1)
+
+
+async def test_purge_aborts_running_handler_and_ignores_its_late_result() -> None:
+    """A purged running call gets its signal aborted; its late success cannot touch a new call."""
+    probe = Probe()
+    probe.behaviour["a"] = parked(probe, "a")
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a", {"v": 1})
+        await t.clock.run_until_idle()
+        waiter = asyncio.ensure_future(t.obj.wait("charge", "a", 60_000))
+        await t.clock.run_until_idle()
+        await t.clock.advance(1)
+        assert await t.obj.purge(T0 + 1) == 1
+        await t.clock.run_until_idle()
+        assert (await waiter)["status"] == "not_found"
+        signal = probe.signals[0]
+        assert signal.aborted and str(signal.reason) == "Durable operation was purged"
+        await t.obj.register("charge", "a", {"v": 2})
+        await t.clock.run_until_idle()
+        assert len(probe.calls) == 2
+        probe.gate("a").set()
+        await t.clock.run_until_idle()
+        result = await t.obj.result("charge", "a")
+        assert (result["status"], result["attempt"]) == ("completed", 1)
+        settled = [e for e in probe.events if isinstance(e, AttemptSettledEvent)]
+        assert len(settled) == 1
+
+
+async def test_lifecycle_events_follow_the_attempts() -> None:
+    """registered, attempt_started, attempt_settled (retry, then completed) in order."""
+    probe = Probe(retries=RetryPolicy(delay=lambda attempt: 1000))
+    probe.behaviour["a"] = failing(1)
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a")
+        await t.clock.advance(1000)
+        kinds = [(type(e).__name__, getattr(e, "outcome", None)) for e in probe.events]
+        assert kinds == [
+            ("RegisteredEvent", None),
+            ("AttemptStartedEvent", None),
+            ("AttemptSettledEvent", "retry_scheduled"),
+            ("AttemptStartedEvent", None),
+            ("AttemptSettledEvent", "completed"),
+        ]
+        generation = probe.events[0].generation
+        assert all(e.generation == generation and e.id == "a" for e in probe.events)
+        assert all(e.operation == "charge" for e in probe.events)
+        retry = probe.events[2]
+        assert (retry.next_attempt_at, retry.error.message, retry.attempt) == (T0 + 1000, "boom", 1)
+        done = probe.events[4]
+        assert (done.attempt, done.duration_ms, done.result) == (2, 0, None)
+        assert isinstance(probe.events[3], AttemptStartedEvent)
+
+
+async def test_completed_event_carries_result_when_opted_in() -> None:
+    """include_result_in_events=True puts the handler's result on the completed event."""
+    probe = Probe(include_result_in_events=True)
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a", 7)
+        await t.clock.run_until_idle()
+        [done] = [e for e in probe.events if isinstance(e, AttemptSettledEvent)]
+        assert done.result == {"id": "a", "payload": 7}
+
+
+async def test_failing_hook_is_logged_and_changes_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    """A hook that raises on every event is reported; the call still completes."""
+    probe = Probe()
+    probe.events = _Exploding()  # type: ignore[assignment]
+    async with lab(probe) as t:
+        with caplog.at_level(logging.ERROR, logger="durability"):
+            await t.obj.register("charge", "a")
+            await t.clock.run_until_idle()
+        assert (await t.obj.result("charge", "a"))["status"] == "completed"
+    failures = [
+        r for r in caplog.records if getattr(r, "event", "") == "durability.lifecycle_hook.failed"
+    ]
+    assert [r.details["lifecycle_type"] for r in failures] == [  # type: ignore[attr-defined]
+        "registered",
+        "attempt_started",
+        "attempt_settled",
+    ]
+
+
+class _Exploding(list[Any]):
+    def append(self, item: Any) -> None:
+        raise RuntimeError("hook down")
+
+
+async def test_constructor_rejects_bad_options_before_writing() -> None:
+    """Bad options raise ValueError/TypeError naming the option."""
+
+    class Bad(DurableObject):
+        async def build(self, case: str) -> str:
+            options: dict[str, Any] = {
+                "timeout": {"attempt_timeout_ms": 0},
+                "reserved": {"handlers": {"alarm": print}},
+                "method": {"methods": {"x": MethodOptions(attempt_timeout_ms=-1)}},
+                "both": {"scheduler": DurabilityScheduler(context=self.ctx), "context": self.ctx},
+                "neither": {"context": None},
+                "shared_option": {
+                    "scheduler": DurabilityScheduler(context=self.ctx),
+                    "alarm_concurrency": 3,
+                },
+                "private_option": {"context": self.ctx, "alarm_min_delay_ms": 999},
+            }[case]
+            options.setdefault("handlers", {"x": print})
+            if "scheduler" not in options:
+                options.setdefault("context", self.ctx)
+            try:
+                Durability(**options)
+            except (TypeError, ValueError) as error:
+                tables = self.ctx.storage.sql.exec(
+                    "SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'durability_calls'"
+                ).one()["n"]
+                return f"{type(error).__name__}: {error} (tables={tables})"
+            return "built"
+
+    async with Runtime(bindings={"BAD": Bad}, clock=VirtualClock(T0)) as rt:
+        obj = rt.env.BAD.get_by_name("x")
+        assert await obj.build("timeout") == (
+            "ValueError: attempt_timeout_ms must be a positive integer (tables=0)"
+        )
+        assert await obj.build("reserved") == (
+            'ValueError: "alarm" is reserved by Durability (tables=0)'
+        )
+        assert await obj.build("method") == (
+            "ValueError: methods.x.attempt_timeout_ms must be a positive integer (tables=0)"
+        )
+        assert (await obj.build("both")).startswith("ValueError: pass either scheduler= or")
+        assert (await obj.build("neither")).startswith("TypeError: either scheduler= or context=")
+        assert (await obj.build("shared_option")).startswith(
+            "ValueError: alarm_concurrency can only be given with context="
+        )
+        assert await obj.build("private_option") == (
+            "ValueError: alarm_min_delay_ms must be between 1000 and 15000 (tables=0)"
+        )
+
+
+async def test_second_durability_on_one_scheduler_is_rejected() -> None:
+    """One Durability per scheduler: a second raises ValueError 'already attached'."""
+
+    class Twice(DurableObject):
+        async def build(self) -> str:
+            scheduler = DurabilityScheduler(context=self.ctx)
+            Durability(scheduler=scheduler, handlers={"x": print})
+            try:
+                Durability(scheduler=scheduler, handlers={"y": print})
+            except ValueError as error:
+                return str(error)
+            return "built"
+
+    async with Runtime(bindings={"TWICE": Twice}, clock=VirtualClock(T0)) as rt:
+        message = await rt.env.TWICE.get_by_name("x").build()
+        assert message == "A Durability helper is already attached to this scheduler"
+
+
+async def test_operation_objects_are_shared_and_names_checked() -> None:
+    """Attribute access and operation(name) give one object; unknown names raise."""
+    async with lab(Probe()) as t:
+        assert await t.obj.names() == [True, "ValueError", "AttributeError"]
