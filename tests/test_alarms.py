@@ -1,0 +1,351 @@
+"""Named alarms on the real runtime under a virtual clock (spec/core.md §6)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from durability import (
+    AlarmMethodOptions,
+    AttemptSettledEvent,
+    DurabilityAlarms,
+    DurableAlarmInfo,
+    NonRetryableError,
+    PurgedEvent,
+    RetryPolicy,
+    ScheduledEvent,
+    now_ms,
+)
+from durability.runtime import AlarmInvocationInfo, DurableObject, ObjectStub, Runtime
+from durability.testing import VirtualClock
+
+T0 = 1_700_000_000_000
+Behaviour = Callable[[DurableAlarmInfo], Awaitable[Any]]
+NAMES = ("renew", "strict", "lenient", "tick")
+
+
+class Probe:
+    """The test's side of the object: handler behaviours in, observations out."""
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+        self.behaviour: dict[str, Behaviour] = {}
+        self.runs: list[DurableAlarmInfo] = []
+        self.started_at: list[int] = []
+        self.events: list[Any] = []
+        self.gates: dict[str, asyncio.Event] = {}
+        self.running: dict[str, int] = {}
+        self.max_per_name = 0
+
+    def gate(self, name: str) -> asyncio.Event:
+        return self.gates.setdefault(name, asyncio.Event())
+
+
+class Timers(DurableObject):
+    """An object whose named alarms (on a private scheduler) do what the probe says."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self.probe: Probe = env["PROBE"]
+        self.alarms = DurabilityAlarms(
+            context=ctx,
+            handlers={name: self._handle for name in NAMES},
+            on_lifecycle_event=self.probe.events.append,
+            **self.probe.options,
+        )
+
+    async def _handle(self, info: DurableAlarmInfo) -> None:
+        probe = self.probe
+        probe.runs.append(info)
+        probe.started_at.append(now_ms())
+        probe.running[info.name] = probe.running.get(info.name, 0) + 1
+        probe.max_per_name = max(probe.max_per_name, probe.running[info.name])
+        try:
+            behaviour = probe.behaviour.get(info.name)
+            if behaviour is not None:
+                await behaviour(info)
+        finally:
+            probe.running[info.name] -= 1
+
+    async def schedule(self, name: str, at: int) -> None:
+        await self.alarms.named(name)(at)
+
+    async def schedule_at_datetime(self, name: str, iso: str) -> None:
+        await self.alarms.named(name)(datetime.fromisoformat(iso))
+
+    async def rows(self) -> list[dict[str, Any]]:
+        return self.ctx.storage.sql.exec(
+            "SELECT name, status, attempt, next_attempt_at, last_error_name, last_error "
+            "FROM durability_alarms ORDER BY name"
+        ).to_list()
+
+    async def purge(self, before: int) -> int:
+        return await self.alarms.purge_before(before)
+
+    async def alarm_at(self) -> int | None:
+        return await self.ctx.storage.get_alarm()
+
+    async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
+        await self.alarms.alarm(info)
+
+
+@dataclasses.dataclass
+class Lab:
+    clock: VirtualClock
+    rt: Runtime
+    obj: ObjectStub
+    probe: Probe
+
+
+@asynccontextmanager
+async def lab(probe: Probe) -> AsyncIterator[Lab]:
+    clock = VirtualClock(T0)
+    async with Runtime(bindings={"TIMERS": Timers, "PROBE": probe}, clock=clock) as rt:
+        yield Lab(clock, rt, rt.env.TIMERS.get_by_name("a"), probe)
+
+
+def parked(probe: Probe, gate: str, attempts: tuple[int, ...] = (1,)) -> Behaviour:
+    async def behave(info: DurableAlarmInfo) -> None:
+        if info.attempt in attempts:
+            await probe.gate(gate).wait()
+
+    return behave
+
+
+async def test_far_alarm_runs_at_its_time_from_the_physical_alarm() -> None:
+    """An occurrence beyond the min delay arms the alarm at its exact time and runs there."""
+    probe = Probe()
+    async with lab(probe) as t:
+        await t.obj.schedule("renew", T0 + 3_600_000)
+        assert await t.obj.alarm_at() == T0 + 3_600_000
+        await t.clock.advance(3_599_999)
+        assert probe.runs == []
+        await t.clock.advance(1)
+        [info] = probe.runs
+        assert probe.started_at == [T0 + 3_600_000]
+        assert (info.name, info.scheduled_time, info.attempt) == ("renew", T0 + 3_600_000, 1)
+        assert (info.is_retry, info.retry_count) == (False, 0)
+        assert info.idempotency_key.startswith("durability-alarm:v1:")
+        assert info.platform == AlarmInvocationInfo(retry_count=0, is_retry=False)
+        assert await t.obj.rows() == []
+        assert await t.obj.alarm_at() is None
+
+
+async def test_near_alarm_runs_on_time_from_the_early_timer() -> None:
+    """An occurrence due before the min delay starts at its exact time, without platform info."""
+    probe = Probe()
+    async with lab(probe) as t:
+        await t.obj.schedule("renew", T0 + 3_000)
+        assert await t.obj.alarm_at() == T0 + 15_000
+        await t.clock.advance(3_000)
+        assert probe.started_at == [T0 + 3_000]
+        assert probe.runs[0].platform is None
+
+
+async def test_near_alarm_runs_after_eviction_at_most_min_delay_late() -> None:
+    """Evicted before its timer fired, a near-term occurrence runs when the alarm fires."""
+    probe = Probe()
+    async with lab(probe) as t:
+        await t.obj.schedule("renew", T0 + 3_000)
+        await t.rt.evict(t.obj)
+        await t.clock.advance(14_999)
+        assert probe.runs == []
+        await t.clock.advance(1)
+        assert probe.started_at == [T0 + 15_000]
+
+
+async def test_scheduling_again_replaces_the_pending_occurrence() -> None:
+    """Only the replacement runs, once, at its own time."""
+    probe = Probe()
+    async with lab(probe) as t:
+        await t.obj.schedule("renew", T0 + 60_000)
+        await t.obj.schedule("renew", T0 + 120_000)
+        await t.clock.advance(600_000)
+        assert probe.started_at == [T0 + 120_000]
+        scheduled = [e for e in probe.events if isinstance(e, ScheduledEvent)]
+        assert [e.scheduled_time for e in scheduled] == [T0 + 60_000, T0 + 120_000]
+        assert scheduled[0].generation != scheduled[1].generation
+        assert probe.runs[0].idempotency_key.endswith(scheduled[1].generation)
+        assert all((e.alarm, e.id, e.attempt) == ("renew", "renew", 0) for e in scheduled)
+
+
+async def test_idempotency_key_is_stable_across_retries_and_new_per_schedule() -> None:
+    """Retries of one occurrence share its key; the next schedule gets a new one."""
+    probe = Probe(retries=RetryPolicy(delay=lambda attempt: 1_000))
+
+    async def fail_first(info: DurableAlarmInfo) -> None:
+        if info.attempt == 1:
+            raise RuntimeError("payments down")
+
+    probe.behaviour["renew"] = fail_first
+    async with lab(probe) as t:
+        await t.obj.schedule("renew", T0)
+        await t.clock.advance(1_000)
+        first, retry = probe.runs
+        assert (retry.attempt, retry.is_retry, retry.retry_count) == (2, True, 1)
+        assert first.idempotency_key == retry.idempotency_key
+        await t.obj.schedule("renew", T0 + 2_000)
+        await t.clock.advance(1_000)
+        assert probe.runs[2].idempotency_key != first.idempotency_key
+        assert probe.runs[2].attempt == 1
+
+
+async def test_timeouts_are_terminal_unless_retry_timeouts() -> None:
+    """A timed-out occurrence fails at once; with retry_timeouts it is retried."""
+    probe = Probe(
+        attempt_timeout_ms=1_000,
+        retries=RetryPolicy(delay=lambda attempt: 500),
+        methods={"lenient": AlarmMethodOptions(retry_timeouts=True)},
+    )
+    probe.behaviour["strict"] = parked(probe, "never")
+    probe.behaviour["lenient"] = parked(probe, "never")
+    async with lab(probe) as t:
+        await t.obj.schedule("strict", T0)
+        await t.obj.schedule("lenient", T0)
+        await t.clock.advance(60_000)
+        assert [(i.name, i.attempt) for i in probe.runs] == [
+            ("strict", 1),
+            ("lenient", 1),
+            ("lenient", 2),
+        ]
+        assert await t.obj.rows() == [
+            {
+                "name": "strict",
+                "status": "failed",
+                "attempt": 1,
+                "next_attempt_at": T0 + 1_000,
+                "last_error_name": "DurableAlarmTimeoutError",
+                "last_error": 'Durable alarm "strict" timed out after 1000ms',
+            }
+        ]
+        assert probe.runs[0].signal.aborted
+
+
+async def test_success_deletes_only_the_occurrence_that_ran() -> None:
+    """A handler that schedules its next occurrence keeps recurring."""
+    probe = Probe()
+    alarms_ref: list[Any] = []
+
+    async def recur(info: DurableAlarmInfo) -> None:
+        await alarms_ref[0](info.scheduled_time + 1_000)
+
+    probe.behaviour["tick"] = recur
+    async with lab(probe) as t:
+        await t.obj.schedule("tick", T0)
+        alarms_ref.append(lambda at: t.obj.schedule("tick", at))
+        await t.clock.advance(4_000)
+        assert probe.started_at == [T0, T0 + 1_000, T0 + 2_000, T0 + 3_000, T0 + 4_000]
+        [row] = await t.obj.rows()
+        assert (row["status"], row["next_attempt_at"]) == ("pending", T0 + 5_000)
+
+
+async def test_replacement_while_running_waits_for_the_old_handler() -> None:
+    """One name runs once at a time; the old success cannot delete the replacement."""
+    probe = Probe()
+    probe.behaviour["renew"] = parked(probe, "old")
+    async with lab(probe) as t:
+        await t.obj.schedule("renew", T0)
+        await t.clock.run_until_idle()
+        await t.obj.schedule("renew", T0 + 1_000)
+        await t.clock.advance(5_000)
+        assert len(probe.runs) == 1
+        probe.gate("old").set()
+        await t.clock.run_until_idle()
+        assert len(probe.runs) == 2
+        assert probe.runs[0].idempotency_key != probe.runs[1].idempotency_key
+        assert probe.max_per_name == 1
+        assert await t.obj.rows() == []
+
+
+async def test_failed_occurrence_stays_until_rescheduled() -> None:
+    """A terminal failure keeps the row as failed; scheduling again runs a new occurrence."""
+    probe = Probe()
+
+    async def refuse_first(info: DurableAlarmInfo) -> None:
+        if len(probe.runs) == 1:
+            raise NonRetryableError("card expired")
+
+    probe.behaviour["renew"] = refuse_first
+    async with lab(probe) as t:
+        await t.obj.schedule("renew", T0)
+        await t.clock.advance(60_000)
+        [row] = await t.obj.rows()
+        assert (row["status"], row["last_error"]) == ("failed", "card expired")
+        assert await t.obj.alarm_at() is None
+        await t.obj.schedule("renew", T0 + 61_000)
+        await t.clock.advance(1_000)
+        assert len(probe.runs) == 2
+        assert await t.obj.rows() == []
+
+
+async def test_interrupted_occurrence_exhausts_without_running_again() -> None:
+    """max_attempts=1 and an eviction mid-run: failed with the exhausted error."""
+    probe = Probe(retries=RetryPolicy(max_attempts=1))
+    probe.behaviour["renew"] = parked(probe, "never")
+    async with lab(probe) as t:
+        await t.obj.schedule("renew", T0)
+        await t.clock.run_until_idle()
+        await t.rt.evict(t.obj)
+        await t.clock.advance(15_000)
+        assert len(probe.runs) == 1
+        [row] = await t.obj.rows()
+        assert (row["status"], row["last_error"]) == (
+            "failed",
+            'Durable named alarm "renew" exhausted its 1 attempts',
+        )
+
+
+async def test_purge_deletes_counts_and_aborts_running() -> None:
+    """purge_before removes occurrences created before the cutoff and aborts their signal."""
+    probe = Probe()
+    probe.behaviour["renew"] = parked(probe, "never")
+    async with lab(probe) as t:
+        await t.obj.schedule("renew", T0)
+        await t.obj.schedule("tick", T0 + 3_600_000)
+        await t.clock.run_until_idle()
+        await t.clock.advance(10)
+        await t.obj.schedule("strict", T0 + 3_600_000)
+        assert await t.obj.purge(T0 + 10) == 2
+        assert [row["name"] for row in await t.obj.rows()] == ["strict"]
+        signal = probe.runs[0].signal
+        assert signal.aborted and str(signal.reason) == "Durable alarm was purged"
+        [purged] = [e for e in probe.events if isinstance(e, PurgedEvent)]
+        assert (purged.entity_kind, purged.before, purged.count) == ("named_alarm", T0 + 10, 2)
+
+
+async def test_schedule_accepts_aware_datetimes_and_rejects_bad_times() -> None:
+    """Times are ms or aware datetimes; naive datetimes and negatives raise ValueError."""
+    probe = Probe()
+    async with lab(probe) as t:
+        at = datetime.fromtimestamp((T0 + 60_000) / 1000, tz=UTC)
+        await t.obj.schedule_at_datetime("renew", at.isoformat())
+        assert (await t.obj.rows())[0]["next_attempt_at"] == T0 + 60_000
+        with pytest.raises(ValueError, match="aware datetime"):
+            await t.obj.schedule_at_datetime("renew", "2030-01-01T00:00:00")
+        with pytest.raises(ValueError, match="scheduled_time must be a non-negative"):
+            await t.obj.schedule("renew", -5)
+        assert (await t.obj.rows())[0]["next_attempt_at"] == T0 + 60_000
+
+
+async def test_lifecycle_events_name_the_alarm() -> None:
+    """Attempt events of named alarms carry entity_kind named_alarm and the name."""
+    probe = Probe()
+    async with lab(probe) as t:
+        await t.obj.schedule("renew", T0)
+        await t.clock.run_until_idle()
+        kinds = [type(e).__name__ for e in probe.events]
+        assert kinds == ["ScheduledEvent", "AttemptStartedEvent", "AttemptSettledEvent"]
+        settled = probe.events[2]
+        assert isinstance(settled, AttemptSettledEvent)
+        assert (settled.entity_kind, settled.alarm, settled.operation, settled.outcome) == (
+            "named_alarm",
+            "renew",
+            None,
+            "completed",
+        )
