@@ -315,3 +315,14 @@ async def test_timer_for_a_millisecond_fires_at_that_millisecond() -> None:
 
 def _append_now(out: list[int], clock: VirtualClock) -> None:
     out.append(clock.now_ms())
+
+
+async def test_detach_during_advance_ends_it() -> None:
+    """A detach from work run by an advance ends that advance at its target time."""
+    loop = asyncio.get_running_loop()
+    clock = VirtualClock()
+    clock.attach(loop)
+    loop.call_later(1, clock.detach, loop)
+    await clock.advance(DAY_MS)
+    assert clock.now_ms() == START + DAY_MS
+    assert durability.now_ms() != START + DAY_MS

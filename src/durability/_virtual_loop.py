@@ -76,8 +76,11 @@ class LoopPatch:
         _shift_timers(loop, self._time_source() - real_now)
 
     def restore(self) -> None:
-        """Give the loop back its own time and methods."""
+        """Give the loop back its own time and methods; a drive in progress ends here."""
         loop = self.loop
+        drive = self._drive
+        if drive is not None and not drive.done.done():
+            drive.done.set_result(None)
         virtual_now = loop.time()
         selector: Any = getattr(loop, "_selector")  # noqa: B009
         for name, value in self._saved.items():

@@ -115,6 +115,7 @@ class VirtualClock:
             self._seconds = max(self._seconds, target)
             return
         await self._drive(patch, target)
+        self._seconds = max(self._seconds, target)
 
     async def run_until_idle(self) -> None:
         """Run everything that is ready (and timers due now) without moving time."""
