@@ -137,6 +137,7 @@ async def test_fetch_sees_the_request_and_env(tmp_path: Path) -> None:
         async with httpx.AsyncClient(transport=transport, base_url="http://h:9") as client:
             response = await client.post("/p/q?x=1", json={"k": 1}, headers={"X-A": "b"})
     assert (response.status_code, response.json()) == (201, {"k": 1})
+    assert response.headers["content-length"] == str(len(response.content))
     assert seen == {"url": "http://h:9/p/q?x=1", "method": "POST", "agent": "b", "service": "fake"}
 
 

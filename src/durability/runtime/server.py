@@ -75,7 +75,8 @@ def _import(target: str) -> Any:
         if spec is None or spec.loader is None:
             raise WorkerModuleError(f"cannot import {target} as a Python module")
         module = importlib.util.module_from_spec(spec)
-        sys.path.insert(0, str(resolved.parent))
+        if str(resolved.parent) not in sys.path:
+            sys.path.insert(0, str(resolved.parent))
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
@@ -148,15 +149,10 @@ class WorkerApp:
             body=body,
         )
         response = await self._respond(request)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": response.status,
-                "headers": [
-                    (k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()
-                ],
-            }
-        )
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()]
+        if "content-length" not in response.headers:
+            headers.append((b"content-length", str(len(response.body)).encode("latin-1")))
+        await send({"type": "http.response.start", "status": response.status, "headers": headers})
         await send({"type": "http.response.body", "body": response.body})
 
     async def _respond(self, request: Request) -> Response:
