@@ -1,0 +1,396 @@
+"""The scheduler engine: one alarm, reconcile, timers, permits, passes (spec/core.md §3)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from durability import (
+    AlarmRetryInfo,
+    Durability,
+    DurabilityAlarms,
+    DurabilityScheduler,
+    DurableAlarmInfo,
+    DurableCall,
+    SerializedError,
+    now_ms,
+)
+from durability._scheduler import Participant, attach
+from durability._tables import TableSpec
+from durability.runtime import AlarmInvocationInfo, DurableObject, ObjectStub, Runtime
+from durability.testing import VirtualClock
+
+T0 = 1_700_000_000_000
+
+
+class Probe:
+    """The test's side of the object: options and behaviours in, observations out."""
+
+    def __init__(self, **scheduler_options: Any) -> None:
+        self.scheduler_options = scheduler_options
+        self.alarm_names: tuple[str, ...] = ("slow", "quick", "renew")
+        self.alarm_sleep_ms: dict[str, int] = {}
+        self.gate = asyncio.Event()
+        self.started: list[tuple[str, int]] = []
+        self.platforms: list[AlarmInvocationInfo | None] = []
+        self.running = 0
+        self.max_running = 0
+        self.failing_at: int | None = None
+        self.failing_passes: list[AlarmInvocationInfo | None] = []
+        self.break_set_alarm = False
+        self.retries: list[AlarmRetryInfo] = []
+
+
+class _Storage:
+    """The object's storage with a `set_alarm` the test can break."""
+
+    def __init__(self, storage: Any, probe: Probe) -> None:
+        self._storage = storage
+        self._probe = probe
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._storage, name)
+
+    async def set_alarm(self, scheduled_time: int) -> None:
+        if self._probe.break_set_alarm:
+            raise OSError("alarm storage unavailable")
+        await self._storage.set_alarm(scheduled_time)
+
+
+class Sched(DurableObject):
+    """An object with a shared scheduler, operations and named alarms."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        probe: Probe = env["PROBE"]
+        self.probe = probe
+        context = SimpleNamespace(
+            id=ctx.id, storage=_Storage(ctx.storage, probe), wait_until=ctx.wait_until
+        )
+        self.scheduler = DurabilityScheduler(
+            context=context, on_alarm_retry=probe.retries.append, **probe.scheduler_options
+        )
+        self.durability = Durability(scheduler=self.scheduler, handlers={"work": self._work})
+        self.alarms = DurabilityAlarms(
+            scheduler=self.scheduler,
+            handlers={name: self._alarm for name in probe.alarm_names},
+        )
+        if probe.failing_at is not None:
+            engine = self.scheduler._engine
+            engine.register(
+                Participant(
+                    TableSpec("failing", "id"),
+                    run_due=self._failing_pass,
+                    next_pending_at=lambda sql: probe.failing_at,
+                )
+            )
+
+    async def _failing_pass(self, now: int, info: AlarmInvocationInfo | None) -> None:
+        self.probe.failing_passes.append(info)
+        raise RuntimeError("disk full")
+
+    async def _work(self, call: DurableCall) -> None:
+        await self._track(f"op:{call.id}", self.probe.gate.wait())
+
+    async def _alarm(self, info: DurableAlarmInfo) -> None:
+        self.probe.platforms.append(info.platform)
+        sleep_ms = self.probe.alarm_sleep_ms.get(info.name, 0)
+        await self._track(info.name, asyncio.sleep(sleep_ms / 1000))
+
+    async def _track(self, label: str, work: Any) -> None:
+        probe = self.probe
+        probe.started.append((label, now_ms()))
+        probe.running += 1
+        probe.max_running = max(probe.max_running, probe.running)
+        try:
+            await work
+        finally:
+            probe.running -= 1
+
+    async def register(self, id: str) -> None:
+        await self.durability.work(id=id)
+
+    async def schedule(self, name: str, at: int) -> None:
+        await self.alarms.named(name)(at)
+
+    async def arm(self) -> None:
+        await self.scheduler._engine.schedule_next_alarm()
+
+    async def alarm_at(self) -> int | None:
+        return await self.ctx.storage.get_alarm()
+
+    async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
+        await self.scheduler.alarm(info)
+
+
+@dataclasses.dataclass
+class Lab:
+    clock: VirtualClock
+    rt: Runtime
+    obj: ObjectStub
+    probe: Probe
+
+
+@asynccontextmanager
+async def lab(probe: Probe) -> AsyncIterator[Lab]:
+    clock = VirtualClock(T0)
+    async with Runtime(bindings={"SCHED": Sched, "PROBE": probe}, clock=clock) as rt:
+        yield Lab(clock, rt, rt.env.SCHED.get_by_name("a"), probe)
+
+
+FAKE_CONTEXT: Any = SimpleNamespace(storage=SimpleNamespace(sql=None))
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"alarm_concurrency": 0}, ValueError, "alarm_concurrency must be a positive integer"),
+        ({"alarm_concurrency": "2"}, TypeError, "alarm_concurrency must be an integer"),
+        ({"alarm_min_delay_ms": 999}, ValueError, "alarm_min_delay_ms must be between 1000 and"),
+        ({"alarm_min_delay_ms": 15_001}, ValueError, "must be between 1000 and 15000"),
+        ({"alarm_handoff_ms": 0}, ValueError, "alarm_handoff_ms must be a positive integer"),
+        ({"live_timers": "yes"}, TypeError, "live_timers must be a bool"),
+        ({"on_alarm_retry": 5}, TypeError, "on_alarm_retry must be callable"),
+    ],
+)
+def test_scheduler_options_are_validated(
+    options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    """Bad scheduler options raise at construction with the option's name."""
+    with pytest.raises(error, match=message):
+        DurabilityScheduler(context=FAKE_CONTEXT, **options)
+
+
+def test_context_needs_storage() -> None:
+    """A context without storage is rejected."""
+    with pytest.raises(TypeError, match="context must have a storage"):
+        DurabilityScheduler(context=SimpleNamespace())
+
+
+def test_attach_needs_exactly_one_of_scheduler_and_context() -> None:
+    """attach() takes a scheduler or a context (with options), never both or neither."""
+    scheduler = DurabilityScheduler(context=FAKE_CONTEXT)
+    with pytest.raises(ValueError, match="either scheduler= or context=, not both"):
+        attach(scheduler=scheduler, context=FAKE_CONTEXT, kind="k", options={})
+    with pytest.raises(TypeError, match="either scheduler= or context= is required"):
+        attach(scheduler=None, context=None, kind="k", options={})
+    with pytest.raises(TypeError, match="unknown scheduler option storage_backend"):
+        attach(scheduler=None, context=FAKE_CONTEXT, kind="k", options={"storage_backend": "kv"})
+    with pytest.raises(TypeError, match="scheduler must be a DurabilityScheduler"):
+        attach(scheduler=object(), context=None, kind="k", options={})
+    private = attach(
+        scheduler=None,
+        context=FAKE_CONTEXT,
+        kind="k",
+        options={"alarm_concurrency": 3},
+    )
+    assert private.alarm_concurrency == 3
+
+
+def test_one_helper_per_kind_on_a_scheduler() -> None:
+    """A kind can attach once per scheduler; other kinds share the same engine."""
+    scheduler = DurabilityScheduler(context=FAKE_CONTEXT)
+    engine = attach(scheduler=scheduler, context=None, kind="Durability", options={})
+    assert attach(scheduler=scheduler, context=None, kind="DurabilityLog", options={}) is engine
+    with pytest.raises(ValueError, match="A Durability helper is already attached"):
+        attach(scheduler=scheduler, context=None, kind="Durability", options={})
+
+
+async def test_alarm_target_is_the_later_of_earliest_and_min_delay() -> None:
+    """The alarm is max(earliest pending, now + alarm_min_delay_ms)."""
+    probe = Probe(alarm_min_delay_ms=5_000)
+    async with lab(probe) as t:
+        await t.obj.schedule("renew", T0 + 1_000)
+        assert await t.obj.alarm_at() == T0 + 5_000
+        await t.obj.schedule("renew", T0 + 60_000)
+        assert await t.obj.alarm_at() == T0 + 60_000
+
+
+async def test_alarm_inside_the_window_is_left_alone() -> None:
+    """An alarm in [earliest, target] is not pushed later; one before earliest is moved."""
+    probe = Probe()
+    async with lab(probe) as t:
+        await t.obj.schedule("slow", T0 + 60_000)
+        await t.clock.advance(50_000)
+        await t.obj.schedule("quick", T0 + 100_000)
+        assert await t.obj.alarm_at() == T0 + 60_000
+        await t.obj.schedule("slow", T0 + 200_000)
+        assert await t.obj.alarm_at() == T0 + 100_000
+
+
+async def test_no_pending_work_deletes_the_alarm() -> None:
+    """When the last pending row is gone, reconciliation deletes the alarm."""
+    probe = Probe()
+    async with lab(probe) as t:
+        await t.obj.schedule("renew", T0 + 60_000)
+        assert await t.obj.alarm_at() == T0 + 60_000
+        await t.clock.advance(60_000)
+        assert len(probe.started) == 1
+        assert await t.obj.alarm_at() is None
+
+
+@pytest.mark.parametrize(("live_timers", "quick_at"), [(True, T0 + 30_000), (False, T0 + 200_000)])
+async def test_live_timers_run_due_work_beside_a_long_handler(
+    live_timers: bool, quick_at: int
+) -> None:
+    """With live timers a pass skips running keys, so work due later starts on time."""
+    probe = Probe(live_timers=live_timers)
+    probe.alarm_sleep_ms["slow"] = 200_000
+    async with lab(probe) as t:
+        await t.obj.schedule("slow", T0)
+        await t.obj.schedule("quick", T0 + 30_000)
+        await t.clock.advance(300_000)
+        assert probe.started == [("slow", T0), ("quick", quick_at)]
+
+
+async def test_permits_are_fifo_and_eager_start_needs_a_free_permit() -> None:
+    """With 2 permits, registrations beyond 2 (and due alarms) wait for a permit."""
+    probe = Probe(alarm_concurrency=2)
+    async with lab(probe) as t:
+        for id in "abcde":
+            await t.obj.register(id)
+        await t.clock.run_until_idle()
+        assert [label for label, _ in probe.started] == ["op:a", "op:b"]
+        await t.obj.schedule("renew", T0)
+        await t.clock.advance(1_000)
+        assert probe.running == 2 and len(probe.started) == 2
+        probe.gate.set()
+        await t.clock.run_until_idle()
+        labels = [label for label, _ in probe.started]
+        assert labels[:2] == ["op:a", "op:b"]
+        assert sorted(labels[2:]) == ["op:c", "op:d", "op:e", "renew"]
+        assert probe.max_running == 2
+
+
+async def test_permit_pool_is_fifo_and_releases_are_idempotent() -> None:
+    """Waiters get permits in arrival order; a second release is a no-op."""
+    engine = attach(
+        scheduler=None, context=FAKE_CONTEXT, kind="k", options={"alarm_concurrency": 1}
+    )
+    first = engine.try_acquire_permit()
+    assert first is not None
+    assert engine.try_acquire_permit() is None
+    order: list[str] = []
+
+    async def take(name: str) -> None:
+        release = await engine.acquire_permit()
+        order.append(name)
+        release()
+        release()
+
+    cancelled = asyncio.ensure_future(take("cancelled"))
+    waiters = [asyncio.ensure_future(take(name)) for name in ("w1", "w2", "w3")]
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    await asyncio.sleep(0)
+    first()
+    first()
+    await asyncio.gather(*waiters)
+    assert order == ["w1", "w2", "w3"]
+    again = engine.try_acquire_permit()
+    assert again is not None
+    assert engine.try_acquire_permit() is None
+
+
+async def test_a_pass_takes_100_due_rows_per_helper() -> None:
+    """150 due alarms: the physical alarm's pass runs 100, the timer's pass the other 50."""
+    probe = Probe(alarm_concurrency=200)
+    probe.alarm_names = tuple(f"n{index}" for index in range(150))
+    async with lab(probe) as t:
+        for name in probe.alarm_names:
+            await t.obj.schedule(name, T0 + 60_000)
+        await t.clock.advance(60_000)
+        assert len(probe.platforms) == 150
+        assert sum(platform is not None for platform in probe.platforms) == 100
+        assert all(platform is None for platform in probe.platforms[100:])
+
+
+async def test_long_pass_hands_off_and_the_next_pass_attaches() -> None:
+    """After alarm_handoff_ms the pass re-arms and returns; later passes attach, not rerun."""
+    probe = Probe(alarm_handoff_ms=60_000)
+    probe.alarm_sleep_ms["slow"] = 300_000
+    async with lab(probe) as t:
+        await t.obj.schedule("slow", T0 + 20_000)
+        await t.clock.advance(20_000 + 60_000 + 1)
+        assert await t.obj.alarm_at() == T0 + 95_000
+        await t.clock.advance(300_000)
+        assert probe.started == [("slow", T0 + 20_000)]
+        assert await t.obj.alarm_at() is None
+
+
+async def test_failing_pass_arms_its_own_retry_and_returns(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A raising pass sets the alarm at now + min delay, logs, calls on_alarm_retry."""
+    probe = Probe()
+    probe.failing_at = T0 + 20_000
+    async with lab(probe) as t:
+        with caplog.at_level(logging.ERROR, logger="durability"):
+            await t.obj.arm()
+            assert await t.obj.alarm_at() == T0 + 20_000
+            await t.clock.advance(20_000)
+            assert await t.obj.alarm_at() == T0 + 35_000
+            await t.clock.advance(15_000 * 9)
+        assert len(probe.failing_passes) == 10
+        assert all(info is not None and not info.is_retry for info in probe.failing_passes)
+        assert len(probe.retries) == 10
+        retry = probe.retries[0]
+        assert retry.error == SerializedError("RuntimeError", "disk full")
+        assert (retry.retry_in_ms, retry.retry_count, retry.is_retry) == (15_000, 0, False)
+        assert retry.object_id == str(t.obj.id)
+        failures = [
+            r for r in caplog.records if getattr(r, "event", "") == "durability.alarm.failed"
+        ]
+        assert len(failures) == 10
+        assert failures[0].details == {"retry_in_ms": 15_000}  # type: ignore[attr-defined]
+
+
+async def test_failed_fallback_reaches_the_hosts_retries() -> None:
+    """When even the fallback set_alarm fails, the error propagates and the host retries."""
+    probe = Probe()
+    probe.failing_at = T0 + 20_000
+    async with lab(probe) as t:
+        await t.obj.arm()
+        probe.break_set_alarm = True
+        await t.clock.advance(20_000 + 2_000 + 4_000)
+        infos = probe.failing_passes
+        assert [(info.retry_count, info.is_retry) for info in infos] == [  # type: ignore[union-attr]
+            (0, False),
+            (1, True),
+            (2, True),
+        ]
+        assert probe.retries == []
+
+
+async def test_retry_hook_failure_is_only_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """on_alarm_retry raising is reported as retry_hook_failed; scheduling is unchanged."""
+    probe = Probe()
+    probe.failing_at = T0 + 20_000
+
+    def broken(info: AlarmRetryInfo) -> None:
+        raise RuntimeError("pager down")
+
+    probe.retries = _Raising(broken)  # type: ignore[assignment]
+    async with lab(probe) as t:
+        with caplog.at_level(logging.ERROR, logger="durability"):
+            await t.obj.arm()
+            await t.clock.advance(20_000)
+        assert await t.obj.alarm_at() == T0 + 35_000
+    events = [getattr(r, "event", "") for r in caplog.records]
+    assert events.count("durability.alarm.retry_hook_failed") == 1
+
+
+class _Raising(list[Any]):
+    def __init__(self, hook: Any) -> None:
+        super().__init__()
+        self._hook = hook
+
+    def append(self, item: Any) -> None:
+        self._hook(item)
