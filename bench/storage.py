@@ -1,6 +1,6 @@
 """Acknowledged writes per second: one file-backed object vs raw sqlite3.
 
-    python bench/storage.py [--callers 200] [--writes 25] [--raw-writes 2000]
+    python bench/storage.py [--callers 200] [--writes 50] [--raw-writes 2000] [--rounds 3]
 
 Both sides write to a real file in WAL mode with synchronous=FULL, in the same run on
 the same machine. Raw sqlite3 commits once per write (an fsync each). The runtime
@@ -15,6 +15,8 @@ import argparse
 import asyncio
 import platform
 import sqlite3
+import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -80,18 +82,28 @@ async def bench_runtime(directory: Path, callers: int, writes: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--callers", type=int, default=200, help="concurrent callers")
-    parser.add_argument("--writes", type=int, default=25, help="writes per caller")
+    parser.add_argument("--writes", type=int, default=50, help="writes per caller")
     parser.add_argument("--raw-writes", type=int, default=2_000, help="raw sqlite3 writes")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds; the median is shown")
+    parser.add_argument(
+        "--dir", type=Path, default=Path.cwd(), help="where the databases go (a real disk)"
+    )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="durability-bench-", dir=Path.cwd()) as tmp:
-        directory = Path(tmp)
-        raw_seconds = bench_raw(directory, args.raw_writes)
-        runtime_seconds = asyncio.run(bench_runtime(directory, args.callers, args.writes))
+    raw_times: list[float] = []
+    runtime_times: list[float] = []
+    for round_number in range(args.rounds):
+        with tempfile.TemporaryDirectory(prefix="durability-bench-", dir=args.dir) as tmp:
+            directory = Path(tmp)
+            raw_times.append(bench_raw(directory, args.raw_writes))
+            runtime_times.append(asyncio.run(bench_runtime(directory, args.callers, args.writes)))
+        print(f"round {round_number + 1}/{args.rounds} done", file=sys.stderr)
+    raw_seconds = statistics.median(raw_times)
+    runtime_seconds = statistics.median(runtime_times)
     raw_rate = args.raw_writes / raw_seconds
     runtime_writes = args.callers * args.writes
     runtime_rate = runtime_writes / runtime_seconds
     versions = f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}"
-    print(f"{versions}, WAL, synchronous=FULL, {platform.machine()}")
+    print(f"{versions}, WAL, synchronous=FULL, {platform.machine()}, median of {args.rounds}")
     print()
     print("| writer | acknowledged writes | seconds | writes/s | vs raw |")
     print("|---|---:|---:|---:|---:|")
