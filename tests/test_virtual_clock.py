@@ -10,6 +10,7 @@ import pytest
 
 import durability
 from durability import _virtual_loop
+from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
 from durability.testing import VirtualClock
 
 START = 1_700_000_000_000
@@ -326,3 +327,30 @@ async def test_detach_during_advance_ends_it() -> None:
     await clock.advance(DAY_MS)
     assert clock.now_ms() == START + DAY_MS
     assert durability.now_ms() != START + DAY_MS
+
+
+class _HourlyTicker(DurableObject):
+    """Re-arms its alarm every hour and records when each one fired."""
+
+    async def start(self) -> None:
+        self.ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS fired (at_ms INTEGER)")
+        await self.ctx.storage.set_alarm(durability.now_ms() + 3_600_000)
+
+    async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
+        self.ctx.storage.sql.exec("INSERT INTO fired (at_ms) VALUES (?)", durability.now_ms())
+        await self.ctx.storage.set_alarm(durability.now_ms() + 3_600_000)
+
+    async def fired(self) -> list[int]:
+        rows = self.ctx.storage.sql.exec("SELECT at_ms FROM fired ORDER BY at_ms")
+        return [row["at_ms"] for row in rows]
+
+
+async def test_thirty_days_of_runtime_alarms() -> None:
+    """Through a Runtime, 30 days of hourly alarms each fire once, exactly on time."""
+    clock = VirtualClock()
+    async with Runtime(bindings={"TICKERS": _HourlyTicker}, clock=clock) as runtime:
+        ticker = runtime.env.TICKERS.get_by_name("t")
+        await ticker.start()
+        await clock.advance(30 * DAY_MS)
+        fired = await ticker.fired()
+    assert fired == [START + hour * 3_600_000 for hour in range(1, 30 * 24 + 1)]
