@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,9 +21,8 @@ from durability._migrations import (
     is_schema_current,
     migrate,
 )
+from durability.runtime import DurableObject, ObjectStub, Runtime
 from durability.testing import VirtualClock
-
-T = TypeVar("T")
 
 BUILTIN = {
     "operations": OPERATION_MIGRATIONS,
@@ -36,65 +36,14 @@ ALARMS_0004 = "durability_0004_alarms_generation_and_created_at"
 START_MS = 1_700_000_000_123
 
 
-class _Cursor:
-    def __init__(self, cursor: sqlite3.Cursor) -> None:
-        names = [d[0] for d in cursor.description or ()]
-        self._rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        return iter(self._rows)
-
-    def to_list(self) -> list[dict[str, Any]]:
-        return list(self._rows)
-
-    def one(self) -> dict[str, Any]:
-        assert len(self._rows) == 1
-        return self._rows[0]
-
-
-class _Sql:
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        self._connection = connection
-
-    def exec(self, query: str, *bindings: Any) -> _Cursor:
-        return _Cursor(self._connection.execute(query, bindings))
-
-
-class _Storage:
-    """The storage protocol's SQL half over an in-memory sqlite3 database."""
-
-    def __init__(self) -> None:
-        self._connection = sqlite3.connect(":memory:", isolation_level=None)
-        self.sql = _Sql(self._connection)
-        self._depth = 0
-
-    def transaction_sync(self, fn: Callable[[], T]) -> T:
-        self._depth += 1
-        name = f"t{self._depth}"
-        self._connection.execute(f"SAVEPOINT {name}")
-        try:
-            result = fn()
-        except BaseException:
-            self._connection.execute(f"ROLLBACK TO {name}")
-            self._connection.execute(f"RELEASE {name}")
-            raise
-        finally:
-            self._depth -= 1
-        self._connection.execute(f"RELEASE {name}")
-        return result
-
-
 def _steps(capability: str, steps: list[dict[str, Any]] | None) -> tuple[Migration, ...]:
     if steps is None:
         return BUILTIN[capability]
     return tuple(Migration(s["name"], tuple(s["up"]), tuple(s["down"])) for s in steps)
 
 
-class MigrationLab:
-    """What the test object does with its storage: migrate, check, inspect."""
-
-    def __init__(self, storage: Any) -> None:
-        self.storage = storage
+class MigrationLab(DurableObject):
+    """A test object whose methods migrate, check and inspect its own storage."""
 
     async def migrate(
         self,
@@ -103,27 +52,37 @@ class MigrationLab:
         steps: list[dict[str, Any]] | None = None,
     ) -> dict[str, list[str]]:
         resolved = LATEST if target == "@latest" else target
-        result = migrate(self.storage, capability, _steps(capability, steps), resolved)
+        result = migrate(self.ctx.storage, capability, _steps(capability, steps), resolved)
         assert isinstance(result, MigrationResult)
         return {"applied": list(result.applied), "rolled_back": list(result.rolled_back)}
 
     async def current(self, capability: str, steps: list[dict[str, Any]] | None = None) -> bool:
-        return is_schema_current(self.storage.sql, capability, _steps(capability, steps))
+        return is_schema_current(self.ctx.storage.sql, capability, _steps(capability, steps))
 
     async def query(self, query: str, *bindings: Any) -> list[dict[str, Any]]:
-        return list(self.storage.sql.exec(query, *bindings))
+        """Run one statement against the object's database and return its rows."""
+        return self.ctx.storage.sql.exec(query, *bindings).to_list()
 
     async def schema(self) -> list[str]:
-        rows = self.storage.sql.exec(
-            "SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name"
+        """The object's own tables and indexes (not SQLite's, not the runtime's)."""
+        rows = self.ctx.storage.sql.exec(
+            "SELECT type, name FROM sqlite_master "
+            "WHERE name NOT LIKE 'sqlite^_%' ESCAPE '^' AND name NOT LIKE '^_%' ESCAPE '^' "
+            "ORDER BY name"
         )
         return [f"{row['type']}:{row['name']}" for row in rows]
 
+    async def call_migrate(self, capability: str, target: Any) -> None:
+        """Call `migrate` with raw arguments, to check its argument validation."""
+        resolved = LATEST if target == "@latest" else target
+        migrate(self.ctx.storage, capability, OPERATION_MIGRATIONS, resolved)
+
 
 @pytest.fixture
-async def lab() -> AsyncIterator[MigrationLab]:
-    async with VirtualClock(start_ms=START_MS):
-        yield MigrationLab(_Storage())
+async def lab(tmp_path: Path) -> AsyncIterator[ObjectStub]:
+    clock = VirtualClock(start_ms=START_MS)
+    async with Runtime(path=str(tmp_path), bindings={"LAB": MigrationLab}, clock=clock) as rt:
+        yield rt.env.LAB.get_by_name("lab")
 
 
 def _dicts(migrations: tuple[Migration, ...]) -> list[dict[str, Any]]:
@@ -134,11 +93,11 @@ def _names(migrations: tuple[Migration, ...]) -> list[str]:
     return [m.name for m in migrations]
 
 
-async def _history(lab: MigrationLab) -> list[dict[str, Any]]:
+async def _history(lab: ObjectStub) -> list[dict[str, Any]]:
     return await lab.query("SELECT name, capability, down FROM durability_migrations ORDER BY id")
 
 
-async def test_latest_applies_every_capability_in_order(lab: MigrationLab) -> None:
+async def test_latest_applies_every_capability_in_order(lab: ObjectStub) -> None:
     """Migrating each capability to latest applies its list in order and records it."""
     for capability, migrations in BUILTIN.items():
         assert not await lab.current(capability)
@@ -174,7 +133,7 @@ async def test_latest_applies_every_capability_in_order(lab: MigrationLab) -> No
         assert f"index:{index}" in schema
 
 
-async def test_rerun_is_a_no_op(lab: MigrationLab) -> None:
+async def test_rerun_is_a_no_op(lab: ObjectStub) -> None:
     """A second migrate to latest changes nothing and reports nothing."""
     await lab.migrate("operations")
     before = await _history(lab)
@@ -182,7 +141,7 @@ async def test_rerun_is_a_no_op(lab: MigrationLab) -> None:
     assert await _history(lab) == before
 
 
-async def test_seeded_rows_exist_after_create(lab: MigrationLab) -> None:
+async def test_seeded_rows_exist_after_create(lab: ObjectStub) -> None:
     """The fanout and log sequences start at zero."""
     await lab.migrate("fanout")
     await lab.migrate("log")
@@ -194,7 +153,7 @@ async def test_seeded_rows_exist_after_create(lab: MigrationLab) -> None:
     ]
 
 
-async def test_revert_all_drops_tables_and_history(lab: MigrationLab) -> None:
+async def test_revert_all_drops_tables_and_history(lab: ObjectStub) -> None:
     """Target None reverts every migration, newest first, and drops the empty history."""
     await lab.migrate("operations")
     await lab.query(
@@ -207,7 +166,7 @@ async def test_revert_all_drops_tables_and_history(lab: MigrationLab) -> None:
     assert not await lab.current("operations")
 
 
-async def test_revert_one_capability_keeps_the_others(lab: MigrationLab) -> None:
+async def test_revert_one_capability_keeps_the_others(lab: ObjectStub) -> None:
     """Reverting one capability leaves the shared history of the others in place."""
     await lab.migrate("operations")
     await lab.migrate("log")
@@ -217,7 +176,7 @@ async def test_revert_one_capability_keeps_the_others(lab: MigrationLab) -> None
     assert "table:durability_log_records" not in await lab.schema()
 
 
-async def test_exact_version_down_and_back_up(lab: MigrationLab) -> None:
+async def test_exact_version_down_and_back_up(lab: ObjectStub) -> None:
     """Migrating to a named version reverts what follows it; latest re-applies it."""
     names = _names(OPERATION_MIGRATIONS)
     await lab.migrate("operations")
@@ -235,28 +194,28 @@ async def test_exact_version_down_and_back_up(lab: MigrationLab) -> None:
     assert await lab.current("operations")
 
 
-async def test_unknown_target_is_rejected_before_any_write(lab: MigrationLab) -> None:
+async def test_unknown_target_is_rejected_before_any_write(lab: ObjectStub) -> None:
     """An unknown target name raises ValueError and creates nothing."""
     with pytest.raises(ValueError, match='Unknown durability migration target "nope"'):
         await lab.migrate("operations", "nope")
     assert await lab.schema() == []
 
 
-async def test_bad_arguments_raise_type_and_value_errors(lab: MigrationLab) -> None:
+async def test_bad_arguments_raise_type_and_value_errors(lab: ObjectStub) -> None:
     """Wrong argument types raise TypeError; an empty capability raises ValueError."""
     with pytest.raises(ValueError, match="capability"):
-        migrate(lab.storage, "", OPERATION_MIGRATIONS)
+        await lab.call_migrate("", "@latest")
     with pytest.raises(TypeError, match="target"):
-        migrate(lab.storage, "operations", OPERATION_MIGRATIONS, 3)  # type: ignore[arg-type]
+        await lab.call_migrate("operations", 3)
     with pytest.raises(ValueError, match="unique"):
-        migrate(lab.storage, "x", OPERATION_MIGRATIONS[:1] * 2)
+        await lab.migrate("x", steps=_dicts(OPERATION_MIGRATIONS[:1]) * 2)
     with pytest.raises(TypeError, match="up"):
         Migration("m", ["CREATE TABLE t (a)"], ())  # type: ignore[arg-type]
     assert await lab.schema() == []
     assert repr(LATEST) == "LATEST"
 
 
-async def test_stale_stored_downs_are_refreshed(lab: MigrationLab) -> None:
+async def test_stale_stored_downs_are_refreshed(lab: ObjectStub) -> None:
     """A stored down that differs from the code's is rewritten without running anything."""
     await lab.migrate("namedAlarms")
     await lab.query("UPDATE durability_migrations SET down = '[\"SELECT 1\"]'")
@@ -275,7 +234,7 @@ def _future(name: str, table: str) -> dict[str, Any]:
     }
 
 
-async def test_two_future_migrations_are_reverted_with_stored_downs(lab: MigrationLab) -> None:
+async def test_two_future_migrations_are_reverted_with_stored_downs(lab: ObjectStub) -> None:
     """Up to two unknown newer migrations are reverted, newest first, by their stored downs."""
     newer = [*_dicts(OPERATION_MIGRATIONS), _future("f1", "future_one"), _future("f2", "f2_t")]
     await lab.migrate("operations", steps=newer)
@@ -287,7 +246,7 @@ async def test_two_future_migrations_are_reverted_with_stored_downs(lab: Migrati
     assert await lab.current("operations")
 
 
-async def test_future_revert_then_known_revert_are_reported_in_order(lab: MigrationLab) -> None:
+async def test_future_revert_then_known_revert_are_reported_in_order(lab: ObjectStub) -> None:
     """Future migrations come first in rolled_back, then known ones, newest first."""
     newer = [*_dicts(OPERATION_MIGRATIONS), _future("f1", "future_one")]
     await lab.migrate("operations", steps=newer)
@@ -296,7 +255,7 @@ async def test_future_revert_then_known_revert_are_reported_in_order(lab: Migrat
     assert await lab.schema() == []
 
 
-async def test_more_than_two_future_migrations_are_refused(lab: MigrationLab) -> None:
+async def test_more_than_two_future_migrations_are_refused(lab: ObjectStub) -> None:
     """Three unknown migrations make migrate refuse and leave everything as it was."""
     futures = [_future(f"f{i}", f"future_{i}") for i in range(3)]
     await lab.migrate("operations", steps=[*_dicts(OPERATION_MIGRATIONS), *futures])
@@ -306,7 +265,7 @@ async def test_more_than_two_future_migrations_are_refused(lab: MigrationLab) ->
     assert (await lab.schema(), await _history(lab)) == before
 
 
-async def test_future_migration_without_stored_down_is_an_error(lab: MigrationLab) -> None:
+async def test_future_migration_without_stored_down_is_an_error(lab: ObjectStub) -> None:
     """A future migration whose down was never stored cannot be reverted."""
     await lab.migrate("operations", steps=[*_dicts(OPERATION_MIGRATIONS), _future("f1", "f1_t")])
     await lab.query("UPDATE durability_migrations SET down = NULL WHERE name = 'f1'")
@@ -315,7 +274,7 @@ async def test_future_migration_without_stored_down_is_an_error(lab: MigrationLa
     assert "table:f1_t" in await lab.schema()
 
 
-async def test_failure_midway_leaves_schema_untouched(lab: MigrationLab) -> None:
+async def test_failure_midway_leaves_schema_untouched(lab: ObjectStub) -> None:
     """A failing statement rolls back every statement and history row of the call."""
     broken = [
         _future("m1", "first_table"),
@@ -333,7 +292,7 @@ async def test_failure_midway_leaves_schema_untouched(lab: MigrationLab) -> None
     assert (await lab.schema(), await _history(lab)) == before
 
 
-async def test_rebuild_preserves_calls_and_stamps_legacy_generations(lab: MigrationLab) -> None:
+async def test_rebuild_preserves_calls_and_stamps_legacy_generations(lab: ObjectStub) -> None:
     """0004 keeps every call, with generation 'legacy:<id>' and created_at = migration time."""
     names = _names(OPERATION_MIGRATIONS)
     await lab.migrate("operations", names[1])
@@ -366,7 +325,7 @@ async def test_rebuild_preserves_calls_and_stamps_legacy_generations(lab: Migrat
     assert [row["id"] for row in await lab.query("SELECT id FROM durability_calls")] == ["a", "b"]
 
 
-async def test_rebuild_preserves_named_alarms(lab: MigrationLab) -> None:
+async def test_rebuild_preserves_named_alarms(lab: ObjectStub) -> None:
     """The alarms 0004 rebuild keeps every occurrence and adds created_at; its down drops it."""
     await lab.migrate("namedAlarms", "durability_0003_create_alarms")
     await lab.query(
@@ -386,7 +345,7 @@ async def test_rebuild_preserves_named_alarms(lab: MigrationLab) -> None:
     assert len(await lab.query("SELECT * FROM durability_alarms")) == 1
 
 
-async def _make_v2_database(lab: MigrationLab) -> None:
+async def _make_v2_database(lab: ObjectStub) -> None:
     """A database as the v2 library left it: both tables at 0004, one combined history row."""
     for capability in ("operations", "namedAlarms"):
         await lab.migrate(capability)
@@ -408,7 +367,7 @@ async def _make_v2_database(lab: MigrationLab) -> None:
     )
 
 
-async def test_v2_history_is_translated_without_running_schema(lab: MigrationLab) -> None:
+async def test_v2_history_is_translated_without_running_schema(lab: ObjectStub) -> None:
     """The v2 combined row is split per capability, kept, and nothing is re-applied."""
     await _make_v2_database(lab)
     schema = await lab.schema()
@@ -430,7 +389,7 @@ async def test_v2_history_is_translated_without_running_schema(lab: MigrationLab
     ]
 
 
-async def test_v2_history_is_not_current_until_migrated(lab: MigrationLab) -> None:
+async def test_v2_history_is_not_current_until_migrated(lab: ObjectStub) -> None:
     """A v2 history table (no capability column) is never reported current."""
     await _make_v2_database(lab)
     assert not await lab.current("operations")
