@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 MAX_SETTLE_ROUNDS = 100_000
-"""Loop iterations one settle may take before it is declared a busy loop."""
+"""Loop iterations in a row without going idle before an advance calls it a busy loop."""
 
 _MISSING = object()
 
@@ -118,12 +118,10 @@ class LoopPatch:
             return scheduled[0].when()
         return min((h.when() for h in scheduled if not h.cancelled()), default=None)
 
-    def is_idle(self, next_timer: float | None) -> bool:
-        """Nothing ready, no timer due at the current time, no thread work pending."""
-        if self._ready or self.pending_executor:
-            return False
+    def is_due(self, when: float | None) -> bool:
+        """Whether a timer at loop time `when` runs in the loop's next iteration."""
         resolution: float = getattr(self.loop, "_clock_resolution")  # noqa: B009
-        return next_timer is None or next_timer >= self._time_source() + resolution
+        return when is not None and when < self._time_source() + resolution
 
     def drive(self, target: float | None, move: Callable[[float], None]) -> asyncio.Future[None]:
         """Run the loop until idle, stepping time through due timers up to `target`.
@@ -144,19 +142,18 @@ class LoopPatch:
         return done
 
     def _step(self, drive: _Drive) -> bool:
-        """Move `drive` on if the loop is idle; True when the loop must not block."""
-        if drive.done.done():
-            return False
-        if self._ready:
-            drive.busy_rounds += 1
-            if drive.busy_rounds > MAX_SETTLE_ROUNDS:
-                drive.done.set_exception(RuntimeError(_BUSY_MESSAGE))
-            return False
-        if self.pending_executor:
+        """Move `drive` on if the loop is idle; True when the loop must not block.
+
+        Idle means nothing ready, no timer due now and no thread work pending; then
+        time moves to the next timer (up to the target), or the drive is over.
+        """
+        if drive.done.done() or self.pending_executor:
             return False
         when = self.next_timer()
-        if not self.is_idle(when):
+        if self._ready or self.is_due(when):
             drive.busy_rounds += 1
+            if drive.busy_rounds > MAX_SETTLE_ROUNDS:
+                drive.done.set_exception(RuntimeError(_busy_message()))
             return False
         drive.busy_rounds = 0
         target = drive.target
@@ -185,10 +182,12 @@ class _Drive:
         self.busy_rounds = 0
 
 
-_BUSY_MESSAGE = (
-    f"the event loop was still busy after {MAX_SETTLE_ROUNDS} rounds without moving time: "
-    "a task probably keeps rescheduling itself (e.g. a loop around asyncio.sleep(0))"
-)
+def _busy_message() -> str:
+    return (
+        f"the event loop was still busy after {MAX_SETTLE_ROUNDS} iterations without "
+        "becoming idle: a task probably keeps rescheduling itself (e.g. a loop around "
+        "asyncio.sleep(0))"
+    )
 
 
 def _check_patchable(loop: asyncio.AbstractEventLoop) -> asyncio.BaseEventLoop:
