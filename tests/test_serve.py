@@ -234,12 +234,16 @@ def test_load_worker_names_what_is_missing(tmp_path: Path, source: str, message:
         load_worker(str(module))
 
 
-def test_load_worker_missing_module() -> None:
-    """A missing file or module name is a WorkerModuleError, not a traceback."""
+def test_load_worker_missing_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A missing worker is a WorkerModuleError; a worker's own missing import propagates."""
     with pytest.raises(WorkerModuleError, match="not found"):
         load_worker("no/such/worker.py")
     with pytest.raises(WorkerModuleError, match="no worker module"):
         load_worker("no_such_worker_module_anywhere")
+    (tmp_path / "needs_dep.py").write_text("import no_such_dependency_module\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModuleNotFoundError, match="no_such_dependency_module"):
+        load_worker("needs_dep")
 
 
 def _free_port() -> int:

@@ -89,7 +89,8 @@ def _import(target: str) -> Any:
     try:
         return importlib.import_module(target)
     except ModuleNotFoundError as error:
-        if error.name is not None and target.startswith(error.name):
+        missing = error.name or ""
+        if target == missing or target.startswith(f"{missing}."):
             raise WorkerModuleError(f"no worker module named {target!r}") from None
         raise
 
