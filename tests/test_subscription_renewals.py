@@ -1,0 +1,163 @@
+"""The subscription renewals example under a year of virtual time, crashes and failures."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durability.runtime import Request, Runtime
+from durability.runtime.server import WorkerModule, load_worker
+from durability.testing import VirtualClock
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "subscription_renewals.py"
+DAY_MS = 24 * 60 * 60 * 1000
+HOUR_MS = 60 * 60 * 1000
+
+
+@dataclass
+class Shop:
+    """The example served by a file-backed runtime on a virtual clock."""
+
+    worker: WorkerModule
+    rt: Runtime
+    clock: VirtualClock
+    payments: Any
+    period: int
+
+    async def post(self, path: str) -> tuple[int, str]:
+        response = await self.worker.fetch(
+            Request(f"http://shop{path}", method="POST"), self.rt.env
+        )
+        return response.status, response.body.decode()
+
+    async def get(self, path: str) -> tuple[int, str]:
+        response = await self.worker.fetch(Request(f"http://shop{path}"), self.rt.env)
+        return response.status, response.body.decode()
+
+    async def state(self, customer: str) -> Any:
+        status, body = await self.get(f"/{customer}")
+        assert status == 200
+        return json.loads(body)
+
+    def stub(self, customer: str) -> Any:
+        return self.rt.env.SUBSCRIPTIONS.get_by_name(customer)
+
+
+@pytest.fixture
+async def shop(tmp_path: Path) -> AsyncIterator[Shop]:
+    worker = load_worker(str(EXAMPLE))
+    module = sys.modules[worker.name]
+    payments = module.PaymentsService(failure_rate=0.25, max_latency_ms=5_000, seed=2024)
+    bindings = {**worker.bindings, "PAYMENTS": payments}
+    clock = VirtualClock()
+    async with Runtime(path=str(tmp_path), bindings=bindings, clock=clock) as rt:
+        yield Shop(worker, rt, clock, payments, module.RENEWAL_PERIOD_MS)
+
+
+async def test_http_surface(shop: Shop) -> None:
+    """subscribe answers 201 with the first renewal, GET shows state, cancel clears it."""
+    period = shop.period
+    status, body = await shop.post("/alice/subscribe")
+    assert status == 201
+    assert json.loads(body) == {
+        "subscribed": "alice",
+        "next_renewal_at": shop.clock.now_ms() + period,
+    }
+    assert await shop.state("alice") == {
+        "customer_id": "alice",
+        "next_renewal_at": shop.clock.now_ms() + period,
+    }
+    assert await shop.post("/alice/cancel") == (200, "cancelled")
+    assert await shop.state("alice") == {"customer_id": None, "next_renewal_at": None}
+    assert (await shop.post("/alice/refund"))[0] == 404
+    assert (await shop.post("/"))[0] == 404
+    assert (await shop.get("/alice/subscribe"))[0] == 404
+
+
+async def test_repeated_subscribe_replaces_the_pending_renewal(shop: Shop) -> None:
+    """Subscribing twice keeps one renewal schedule: one charge per period, from the last."""
+    period = shop.period
+    await shop.post("/bob/subscribe")
+    await shop.clock.advance(DAY_MS)
+    await shop.post("/bob/subscribe")
+    second = shop.clock.now_ms()
+    await shop.clock.advance(2 * period + DAY_MS)
+    starts = [charge.period_start for charge in shop.payments.charges("bob")]
+    assert starts == [second + period, second + 2 * period]
+
+
+async def test_a_year_with_crashes_and_failing_payments(shop: Shop) -> None:
+    """A year of renewals: exactly one charge per customer per period, none after cancel."""
+    rng = random.Random(7)
+    period = shop.period
+    start = shop.clock.now_ms()
+    customers = [f"customer-{i}" for i in range(6)]
+    subscribed_at: dict[str, int] = {}
+    for customer in customers:
+        await shop.clock.advance(rng.randrange(1, 2 * DAY_MS))
+        assert (await shop.post(f"/{customer}/subscribe"))[0] == 201
+        subscribed_at[customer] = shop.clock.now_ms()
+    # Two customers cancel mid-period, far from any renewal.
+    cancel_at = {
+        customers[1]: subscribed_at[customers[1]] + 3 * period + period // 2,
+        customers[4]: subscribed_at[customers[4]] + 7 * period + period // 3,
+    }
+    end = start + 370 * DAY_MS
+    resets = 0
+    while shop.clock.now_ms() < end:
+        now = shop.clock.now_ms()
+        due, customer = min(
+            (at + ((now - at) // period + 1) * period, customer)
+            for customer, at in subscribed_at.items()
+        )
+        if due - now < 2 * DAY_MS and rng.random() < 0.7:
+            # Just after a renewal, while its charge may be in flight or waiting to retry.
+            target = due + rng.randrange(0, 10_000)
+        else:
+            target = now + rng.randrange(HOUR_MS, 2 * DAY_MS)
+            customer = rng.choice(customers)
+        for cancelled, at in sorted(cancel_at.items(), key=lambda item: item[1]):
+            if now < at <= target:
+                await shop.clock.advance_to(at)
+                assert await shop.post(f"/{cancelled}/cancel") == (200, "cancelled")
+        await shop.clock.advance_to(min(target, end))
+        roll = rng.random()
+        if roll < 0.5:
+            await shop.rt.crash(shop.stub(customer))
+            resets += 1
+        elif roll < 0.8:
+            await shop.rt.evict(shop.stub(customer))
+            resets += 1
+    assert resets > 100
+    assert shop.payments.calls > len(shop.payments.charges())  # some calls failed first
+    assert shop.payments.repeats > 0  # and some charges were redelivered after a reset
+    for customer in customers:
+        stop = cancel_at.get(customer, end)
+        expected = [
+            subscribed_at[customer] + k * period
+            for k in range(1, 14)
+            if subscribed_at[customer] + k * period < stop
+        ]
+        charges = shop.payments.charges(customer)
+        assert [charge.period_start for charge in charges] == expected, customer
+        assert len({charge.idempotency_key for charge in charges}) == len(charges)
+    for customer in cancel_at:
+        assert await shop.state(customer) == {"customer_id": None, "next_renewal_at": None}
+
+
+async def test_purge_history_removes_old_settled_charges(shop: Shop) -> None:
+    """purge_history deletes charge records older than the retention window only."""
+    period = shop.period
+    await shop.post("/carol/subscribe")
+    await shop.clock.advance(5 * period + DAY_MS)
+    assert len(shop.payments.charges("carol")) == 5
+    purged = await shop.stub("carol").purge_history()
+    assert purged["operations"] == 2
+    assert purged["alarms"] == 0
