@@ -224,24 +224,29 @@ class LogLeases:
 
     def _advance(self, consumer: str, now: int) -> None:
         # Offsets trimmed before anyone leased them are passed over, never waited for.
-        cursor = max(self._store.cursor(consumer) or 0, self._store.bounds().oldest_offset)
-        settled: list[str] = []
-        for batch_id, first, last, state in self._sql.exec(
-            f"SELECT batch_id, first_offset, last_offset, state FROM {LEASES} "
-            "WHERE consumer = ? AND last_offset >= ? ORDER BY first_offset LIMIT ?",
-            consumer,
-            cursor,
-            self._max_batch_size,
-        ).raw():
-            if first > cursor or state not in ("acked", "skipped"):
+        start = max(self._store.cursor(consumer) or 0, self._store.bounds().oldest_offset)
+        cursor = start
+        while True:
+            rows = list(
+                self._sql.exec(
+                    f"SELECT first_offset, last_offset, state FROM {LEASES} "
+                    "WHERE consumer = ? AND last_offset >= ? ORDER BY first_offset LIMIT ?",
+                    consumer,
+                    cursor,
+                    self._max_batch_size,
+                ).raw()
+            )
+            walked = 0
+            for first, last, state in rows:
+                if first > cursor or state not in ("acked", "skipped"):
+                    break
+                cursor = max(cursor, last + 1)
+                walked += 1
+            if walked == 0 or walked < len(rows) or len(rows) < self._max_batch_size:
                 break
-            cursor = max(cursor, last + 1)
-            settled.append(batch_id)
-        if not settled:
+        if cursor == start:
             return
         self._store.commit(consumer, cursor, now)
-        for batch_id in settled:
-            self._sql.exec(f"DELETE FROM {LEASES} WHERE batch_id = ?", batch_id)
         self._sql.exec(
             f"DELETE FROM {LEASES} WHERE consumer = ? AND last_offset < ? "
             "AND state IN ('acked', 'skipped')",
