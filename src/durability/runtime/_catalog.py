@@ -16,6 +16,7 @@ import sqlite3
 from pathlib import Path
 from typing import IO
 
+from ._database import sync_directory
 from ._errors import PathInUseError
 
 Key = tuple[str, str]
@@ -76,6 +77,7 @@ class Catalog:
         self._loop = loop
         if self._file is None:
             return
+        created = not self._file.exists()
         connection = sqlite3.connect(self._file, isolation_level=None)
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=FULL")
@@ -87,6 +89,8 @@ class Catalog:
             "SELECT namespace, id, name, wake_ms FROM alarms"
         ):
             self._entries[(namespace, object_id)] = (name, wake_ms)
+        if created:
+            sync_directory(self._file.parent)
         self._connection = connection
 
     def entries(self) -> list[tuple[Key, str | None, int]]:

@@ -10,6 +10,7 @@ on the loop itself, never in a thread, so virtual time stays deterministic.
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +35,24 @@ def _retrieve(future: asyncio.Future[None]) -> None:
     # A commit nobody waited for may still fail; mark its error as seen.
     if not future.cancelled():
         future.exception()
+
+
+def _make_directory(directory: Path) -> None:
+    """Create `directory` (and parents) so that the new entries survive a power loss."""
+    if directory.exists():
+        return
+    _make_directory(directory.parent)
+    directory.mkdir(exist_ok=True)
+    sync_directory(directory.parent)
+
+
+def sync_directory(directory: Path) -> None:
+    """fsync a directory, making the files just created in it durable."""
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 class DatabaseClosedError(RuntimeError):
@@ -63,12 +82,16 @@ class Database:
         if file is None:
             connection = sqlite3.connect(":memory:", isolation_level=None)
         else:
-            file.parent.mkdir(parents=True, exist_ok=True)
+            created = not file.exists()
+            if created:
+                _make_directory(file.parent)
             connection = sqlite3.connect(file, isolation_level=None)
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=FULL")
         database = cls(connection, loop, file)
         database.create_private_tables()
+        if file is not None and created:
+            sync_directory(file.parent)
         return database
 
     @property
@@ -76,9 +99,9 @@ class Database:
         return self._connection is None
 
     @property
-    def in_transaction(self) -> bool:
-        """True while writes of a turn wait for their commit."""
-        return self._pending is not None
+    def pending_commit(self) -> asyncio.Future[None] | None:
+        """The commit future of writes not yet committed, if there are any."""
+        return self._pending
 
     def create_private_tables(self) -> None:
         """The runtime's own tables (KV pairs, the alarm), in this transaction if any."""
@@ -95,7 +118,7 @@ class Database:
             self._loop.call_soon(self._commit_turn, pending)
         return self._pending
 
-    def run(self, statements: list[str], bindings: tuple[object, ...]) -> Cursor:
+    def run(self, statements: tuple[str, ...], bindings: tuple[object, ...]) -> Cursor:
         """Execute statements in the open transaction; the cursor holds the last one's rows."""
         connection = self._conn()
         before = connection.total_changes

@@ -16,11 +16,11 @@ from types import TracebackType
 from typing import Any
 
 from .._clock import WALL_CLOCK, Clock, bind_clock, unbind_clock
-from .._serialization import copy_json
 from .._types import JsonValue
 from .._validate import check_positive_int
 from ._alarms import AlarmDriver
 from ._catalog import Catalog, Key, PathLock
+from ._copy import copy_value
 from ._database import Database
 from ._errors import ObjectEvictedError
 from ._ids import ObjectId
@@ -177,19 +177,11 @@ class Runtime:
         """Deliver `method(*args, **kwargs)` to the object and copy out its result."""
         instance = self._instance(object_id)
         result = await self.run(instance, lambda obj: getattr(obj, method)(*args, **kwargs))
-        return copy_json(result, "result")
+        return copy_value(result, "result")
 
     async def run(self, instance: Instance, invoke: Callable[[DurableObject], object]) -> object:
         """Deliver `invoke` to `instance` as one call; eviction surfaces as an error."""
-        task = instance.spawn(instance.deliver(invoke))
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if task.cancelled() and instance.gone:
-                raise ObjectEvictedError(
-                    f"object {instance.id.namespace}:{instance.id} was evicted during the call"
-                ) from None
-            raise
+        return await instance.call(invoke)
 
     def instance_for_alarm(self, key: Key, name: str | None) -> Instance | None:
         """The live instance for an alarm (built if needed); `None` if its class is unbound."""
@@ -279,9 +271,7 @@ class Runtime:
             )
         else:
             database.commit()
-        pending = list(instance.tasks)
-        for task in pending:
-            task.cancel()
+        pending = instance.cancel_work()
         if database.file is not None:
             database.close()
         return pending

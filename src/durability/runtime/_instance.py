@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ._database import Database
 from ._errors import ObjectEvictedError
 from ._ids import ObjectId
 from ._object import DurableObject, ObjectContext
-from ._storage import ObjectStorage, begin_call
+from ._storage import CallRecord, ObjectStorage, begin_call
 
 T = TypeVar("T")
 
@@ -35,6 +35,7 @@ class Instance:
         self.storage = ObjectStorage(database, f"object {object_id.namespace}:{object_id}")
         self.ctx = ObjectContext(self)
         self.tasks: set[asyncio.Future[Any]] = set()
+        self._outcomes: dict[asyncio.Future[Any], asyncio.Future[object]] = {}
         self.gone = False
         self._cls = cls
         self._env = env
@@ -51,11 +52,47 @@ class Instance:
             self._object = self._cls(self.ctx, self._env)
         return self._object
 
-    def spawn(self, coroutine: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-        """Run work that belongs to this instance (eviction cancels it)."""
-        task = asyncio.get_running_loop().create_task(coroutine)
-        self._track(task)
-        return task
+    def call(self, invoke: Callable[[DurableObject], object]) -> asyncio.Future[object]:
+        """Deliver `invoke` in a task of its own; the returned future gets its outcome.
+
+        The task belongs to the instance (eviction cancels it, and the future then
+        fails with `ObjectEvictedError`); cancelling the returned future does not
+        cancel the call, as a caller going away does not stop a Durable Object.
+        """
+        loop = asyncio.get_running_loop()
+        outcome: asyncio.Future[object] = loop.create_future()
+        task = loop.create_task(self._run_call(invoke, outcome))
+        self._cancel_idle_timer()
+        self.tasks.add(task)
+        self._outcomes[task] = outcome
+        return outcome
+
+    async def _run_call(
+        self, invoke: Callable[[DurableObject], object], outcome: asyncio.Future[object]
+    ) -> None:
+        try:
+            result = await self.deliver(invoke)
+        except asyncio.CancelledError:
+            if not outcome.done():
+                if self.gone:
+                    outcome.set_exception(self._evicted_during_call())
+                else:
+                    outcome.cancel()
+            raise
+        except Exception as error:
+            if not outcome.done():
+                outcome.set_exception(error)
+        else:
+            if not outcome.done():
+                if self.gone:
+                    outcome.set_exception(self._evicted_during_call())
+                else:
+                    outcome.set_result(result)
+        finally:
+            task = asyncio.current_task()
+            if task is not None:
+                self._outcomes.pop(task, None)
+                self._untrack(task)
 
     def keep(self, awaitable: Awaitable[Any]) -> None:
         """`ctx.wait_until`: track background work; its failure is logged, not raised."""
@@ -64,6 +101,9 @@ class Instance:
                 f"wait_until needs a coroutine or future, got {type(awaitable).__name__}"
             )
         if self.gone:
+            close = getattr(awaitable, "close", None)
+            if inspect.iscoroutine(awaitable) and close is not None:
+                close()
             raise ObjectEvictedError(
                 f"object {self.id.namespace}:{self.id} was evicted: wait_until is refused"
             )
@@ -85,10 +125,18 @@ class Instance:
             if inspect.isawaitable(result):
                 result = await result
         except Exception:
-            await record.settle()
+            await self._settle(record)
             raise
-        await record.settle()
+        await self._settle(record)
         return result
+
+    async def _settle(self, record: CallRecord) -> None:
+        # Hold the result until this call's writes, and any write still pending that
+        # it may have observed, are durable.
+        pending = self.database.pending_commit
+        if pending is not None:
+            record.add(pending)
+        await record.settle()
 
     async def block_while(self, fn: Callable[[], Awaitable[T]]) -> T:
         """Hold back every other delivery while `await fn()` runs."""
@@ -108,14 +156,33 @@ class Instance:
         self.gone = True
         self.storage.fence()
 
-    def _track(self, future: asyncio.Future[Any]) -> None:
+    def cancel_work(self) -> list[asyncio.Future[Any]]:
+        """Cancel every call and background task; callers waiting get `ObjectEvictedError`."""
+        for outcome in self._outcomes.values():
+            if not outcome.done():
+                outcome.set_exception(self._evicted_during_call())
+        self._outcomes.clear()
+        pending = list(self.tasks)
+        for task in pending:
+            task.cancel()
+        return pending
+
+    def _evicted_during_call(self) -> ObjectEvictedError:
+        return ObjectEvictedError(
+            f"object {self.id.namespace}:{self.id} was evicted during the call"
+        )
+
+    def _cancel_idle_timer(self) -> None:
         if self.idle_timer is not None:
             self.idle_timer.cancel()
             self.idle_timer = None
-        self.tasks.add(future)
-        future.add_done_callback(self._finished)
 
-    def _finished(self, future: asyncio.Future[Any]) -> None:
+    def _track(self, future: asyncio.Future[Any]) -> None:
+        self._cancel_idle_timer()
+        self.tasks.add(future)
+        future.add_done_callback(self._untrack)
+
+    def _untrack(self, future: asyncio.Future[Any]) -> None:
         self.tasks.discard(future)
         if not self.tasks and not self.gone:
             self._on_idle(self)

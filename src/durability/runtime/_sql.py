@@ -7,6 +7,7 @@ them (integers must fit in +/-(2**53 - 1), booleans become 0/1).
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -46,6 +47,17 @@ def split_statements(query: str) -> list[str]:
     return statements
 
 
+@functools.lru_cache(maxsize=512)
+def parse_query(query: str) -> tuple[str, ...]:
+    """The checked statements of `query` (cached: most queries are constant strings)."""
+    statements = split_statements(query)
+    if not statements:
+        raise ValueError("query must contain a SQL statement")
+    for statement in statements:
+        check_statement(statement)
+    return tuple(statements)
+
+
 def check_statement(statement: str) -> None:
     """Refuse transaction control: the host commits each turn's writes itself."""
     keyword = first_keyword(statement)
@@ -61,7 +73,10 @@ def check_bindings(bindings: Sequence[object]) -> tuple[object, ...]:
     """Bindings as SQLite gets them; `TypeError` for values the Workers API refuses."""
     checked: list[object] = []
     for index, value in enumerate(bindings):
-        if isinstance(value, bool):
+        kind = type(value)
+        if kind is str or kind is float or value is None:
+            checked.append(value)
+        elif isinstance(value, bool):
             checked.append(int(value))
         elif isinstance(value, int):
             if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:

@@ -22,7 +22,7 @@ from .._types import JsonValue, SqlValue, TimeInput
 from .._validate import check_callable, check_positive_int, to_epoch_ms
 from ._database import Database
 from ._errors import ObjectEvictedError
-from ._sql import Cursor, check_bindings, check_statement, split_statements
+from ._sql import Cursor, check_bindings, parse_query
 
 T = TypeVar("T")
 
@@ -150,12 +150,8 @@ class SqlStorage:
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {type(query).__name__}")
         checked = check_bindings(bindings)
-        statements = split_statements(query)
-        if not statements:
-            raise ValueError("query must contain a SQL statement")
-        for statement in statements:
-            check_statement(statement)
-        if len(statements) > 1 and checked:
+        statements = parse_query(query)
+        if checked and len(statements) > 1:
             raise ValueError("bindings are only allowed when the query is a single statement")
         database = self._storage.enter()
         return database.run(statements, checked)

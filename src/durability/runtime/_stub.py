@@ -6,8 +6,8 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from .._serialization import copy_json
 from .._types import JsonValue
+from ._copy import copy_value
 from ._ids import ObjectId, id_from_name, id_from_string, new_unique_id
 from ._object import DurableObject
 
@@ -91,8 +91,12 @@ class ObjectStub:
         object_id = self._id
 
         def call(*args: Any, **kwargs: Any) -> Awaitable[JsonValue]:
-            copied_args = cast(list[JsonValue], copy_json(list(args), "arguments"))
-            copied_kwargs = cast(dict[str, JsonValue], copy_json(kwargs, "keyword arguments"))
+            copied_args = cast(list[JsonValue], copy_value(list(args), "arguments"))
+            copied_kwargs = (
+                cast(dict[str, JsonValue], copy_value(kwargs, "keyword arguments"))
+                if kwargs
+                else {}
+            )
             return runtime.call(object_id, method, copied_args, copied_kwargs)
 
         call.__name__ = method

@@ -1,0 +1,246 @@
+"""Instance lifecycle: evict, crash, fencing, hibernation, wait_until, input gate."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from durability import now_ms
+from durability.runtime import AlarmInvocationInfo, DurableObject, ObjectEvictedError
+from durability.testing import VirtualClock
+
+from .conftest import RuntimeFactory
+
+
+class World:
+    """Shared between the test and its objects: the runtime, events and observations."""
+
+    def __init__(self) -> None:
+        self.rt: Any = None
+        self.built = 0
+        self.contexts: list[Any] = []
+        self.release = asyncio.Event()
+        self.log: list[Any] = []
+
+
+class Keeper(DurableObject):
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        world: World = env.WORLD
+        world.built += 1
+        world.contexts.append(ctx)
+        ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS t (v TEXT)")
+
+    def _world(self) -> World:
+        world: World = self.env.WORLD
+        return world
+
+    async def write(self, value: str) -> None:
+        self.ctx.storage.sql.exec("INSERT INTO t VALUES (?)", value)
+
+    async def values(self) -> list[str]:
+        return [row["v"] for row in self.ctx.storage.sql.exec("SELECT v FROM t")]
+
+    async def write_then_crash(self, value: str) -> None:
+        self.ctx.storage.sql.exec("INSERT INTO t VALUES (?)", value)
+        await self._world().rt.crash(self.ctx.id)
+
+    async def write_then_evict(self, value: str) -> None:
+        self.ctx.storage.sql.exec("INSERT INTO t VALUES (?)", value)
+        await self._world().rt.evict(self.ctx.id)
+
+    async def wait_forever(self) -> None:
+        await asyncio.Event().wait()
+
+    async def background(self) -> None:
+        async def work() -> None:
+            try:
+                await asyncio.sleep(3_600)
+            except asyncio.CancelledError:
+                self._world().log.append("background cancelled")
+                raise
+
+        self.ctx.wait_until(work())
+
+    async def later_write(self, value: str, delay_s: float) -> None:
+        async def work() -> None:
+            await asyncio.sleep(delay_s)
+            self.ctx.storage.sql.exec("INSERT INTO t VALUES (?)", value)
+
+        self.ctx.wait_until(asyncio.ensure_future(work()))
+
+    async def blocking(self) -> None:
+        async def hold() -> None:
+            self._world().log.append("block start")
+            await self._world().release.wait()
+            self._world().log.append("block end")
+
+        await self.ctx.block_concurrency_while(hold)
+
+    async def mark(self, label: str) -> None:
+        self._world().log.append(label)
+
+    async def arm(self, at_ms: int) -> None:
+        await self.ctx.storage.set_alarm(at_ms)
+
+    async def alarm(self, info: AlarmInvocationInfo) -> None:
+        world = self._world()
+        world.log.append(("alarm", now_ms(), info.retry_count))
+        if info.retry_count == 0 and "hang first alarm" in world.log:
+            await asyncio.Event().wait()
+
+
+async def test_evict_keeps_committed_data_and_rebuilds(make_runtime: RuntimeFactory) -> None:
+    """After evict, committed data stays and the next call builds a new instance."""
+    world = World()
+    async with make_runtime({"K": Keeper, "WORLD": world}) as rt:
+        stub = rt.env.K.get_by_name("k")
+        await stub.write("a")
+        await rt.evict(stub)
+        assert await stub.values() == ["a"]
+        assert world.built == 2
+        await rt.evict(stub.id)
+        await rt.evict(stub.id)
+        assert world.built == 2
+
+
+async def test_old_ctx_is_fenced(make_runtime: RuntimeFactory) -> None:
+    """Every storage call through an evicted instance's ctx raises ObjectEvictedError."""
+    world = World()
+    async with make_runtime({"K": Keeper, "WORLD": world}) as rt:
+        stub = rt.env.K.get_by_name("k")
+        await stub.write("a")
+        await rt.evict(stub)
+        old = world.contexts[0]
+        with pytest.raises(ObjectEvictedError, match="evicted"):
+            old.storage.sql.exec("INSERT INTO t VALUES ('zombie')")
+        with pytest.raises(ObjectEvictedError):
+            await old.storage.put("k", 1)
+        with pytest.raises(ObjectEvictedError):
+            await old.storage.set_alarm(now_ms())
+        with pytest.raises(ObjectEvictedError):
+            old.storage.transaction_sync(lambda: None)
+        with pytest.raises(ObjectEvictedError):
+            old.wait_until(asyncio.sleep(0))
+        assert await stub.values() == ["a"]
+
+
+async def test_crash_loses_uncommitted_writes(make_runtime: RuntimeFactory) -> None:
+    """crash drops writes not yet committed; the interrupted caller gets ObjectEvictedError."""
+    world = World()
+    async with make_runtime({"K": Keeper, "WORLD": world}) as rt:
+        world.rt = rt
+        stub = rt.env.K.get_by_name("k")
+        await stub.write("kept")
+        with pytest.raises(ObjectEvictedError):
+            await stub.write_then_crash("lost")
+        assert await stub.values() == ["kept"]
+
+
+async def test_evict_commits_finished_turns(make_runtime: RuntimeFactory) -> None:
+    """evict keeps the writes of turns already run, even if their commit was pending."""
+    world = World()
+    async with make_runtime({"K": Keeper, "WORLD": world}) as rt:
+        world.rt = rt
+        stub = rt.env.K.get_by_name("k")
+        with pytest.raises(ObjectEvictedError):
+            await stub.write_then_evict("kept")
+        assert await stub.values() == ["kept"]
+
+
+async def test_evict_cancels_calls_and_background_work(make_runtime: RuntimeFactory) -> None:
+    """In-flight calls fail with ObjectEvictedError and wait_until work is cancelled."""
+    world = World()
+    async with make_runtime({"K": Keeper, "WORLD": world}) as rt:
+        stub = rt.env.K.get_by_name("k")
+        await stub.background()
+        pending = asyncio.ensure_future(stub.wait_forever())
+        await asyncio.sleep(0)
+        await rt.evict(stub)
+        with pytest.raises(ObjectEvictedError):
+            await pending
+        assert world.log == ["background cancelled"]
+
+
+async def test_wait_until_work_runs_after_the_call(
+    make_runtime: RuntimeFactory, clock: VirtualClock
+) -> None:
+    """Work passed to wait_until keeps running after the call returned."""
+    world = World()
+    async with make_runtime({"K": Keeper, "WORLD": world}) as rt:
+        stub = rt.env.K.get_by_name("k")
+        await stub.later_write("late", 5)
+        assert await stub.values() == []
+        await clock.advance(5_000)
+        assert await stub.values() == ["late"]
+        with pytest.raises(TypeError):
+            world.contexts[0].wait_until(42)
+
+
+async def test_block_concurrency_while_holds_other_calls(make_runtime: RuntimeFactory) -> None:
+    """No other call is delivered while block_concurrency_while runs; they follow in order."""
+    world = World()
+    async with make_runtime({"K": Keeper, "WORLD": world}) as rt:
+        stub = rt.env.K.get_by_name("k")
+        blocker = asyncio.ensure_future(stub.blocking())
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        first = asyncio.ensure_future(stub.mark("first"))
+        second = asyncio.ensure_future(stub.mark("second"))
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert world.log == ["block start"]
+        world.release.set()
+        await asyncio.gather(blocker, first, second)
+        assert world.log == ["block start", "block end", "first", "second"]
+
+
+async def test_idle_instances_hibernate(make_runtime: RuntimeFactory, clock: VirtualClock) -> None:
+    """An instance idle for idle_evict_ms is evicted; its data and alarm stay."""
+    world = World()
+    async with make_runtime({"K": Keeper, "WORLD": world}, idle_evict_ms=60_000) as rt:
+        stub = rt.env.K.get_by_name("k")
+        await stub.write("a")
+        await stub.arm(now_ms() + 3_600_000)
+        await clock.advance(59_000)
+        await stub.mark("touch")
+        await clock.advance(59_000)
+        assert world.built == 1
+        await clock.advance(1_000)
+        with pytest.raises(ObjectEvictedError):
+            world.contexts[0].storage.sql.exec("SELECT 1")
+        assert await stub.values() == ["a"]
+        assert world.built == 2
+        await clock.advance(3_600_000)
+        assert [entry[0] for entry in world.log if isinstance(entry, tuple)] == ["alarm"]
+
+
+async def test_hibernation_can_be_disabled(
+    make_runtime: RuntimeFactory, clock: VirtualClock
+) -> None:
+    """idle_evict_ms=None keeps instances until evicted explicitly."""
+    world = World()
+    async with make_runtime({"K": Keeper, "WORLD": world}, idle_evict_ms=None) as rt:
+        await rt.env.K.get_by_name("k").write("a")
+        await clock.advance(86_400_000)
+        await rt.env.K.get_by_name("k").write("b")
+        assert world.built == 1
+
+
+async def test_alarm_interrupted_by_eviction_is_retried(
+    make_runtime: RuntimeFactory, clock: VirtualClock
+) -> None:
+    """An alarm() cut off by eviction runs again as a retry on a new instance."""
+    world = World()
+    world.log.append("hang first alarm")
+    async with make_runtime({"K": Keeper, "WORLD": world}) as rt:
+        stub = rt.env.K.get_by_name("k")
+        start = now_ms()
+        await stub.arm(start)
+        await clock.run_until_idle()
+        await rt.crash(stub)
+        await clock.advance(2_000)
+        assert world.log[1:] == [("alarm", start, 0), ("alarm", start + 2_000, 1)]
+        assert world.built == 2

@@ -1,0 +1,199 @@
+"""File-backed runtime: restart keeps data and alarms, the path lock, the output gate."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durability import now_ms
+from durability.runtime import AlarmInvocationInfo, DurableObject, PathInUseError, Runtime
+from durability.testing import VirtualClock
+
+
+class Ledger(DurableObject):
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS entries (n INTEGER)")
+
+    async def add(self, n: int) -> int:
+        self.ctx.storage.sql.exec("INSERT INTO entries VALUES (?)", n)
+        return n
+
+    async def entries(self) -> list[int]:
+        return [row["n"] for row in self.ctx.storage.sql.exec("SELECT n FROM entries")]
+
+    async def remember(self, key: str, value: Any, alarm_ms: int | None) -> None:
+        await self.ctx.storage.put(key, value)
+        if alarm_ms is not None:
+            await self.ctx.storage.set_alarm(alarm_ms)
+
+    async def forget_alarm(self) -> None:
+        await self.ctx.storage.delete_alarm()
+
+    async def recall(self, key: str) -> Any:
+        return [await self.ctx.storage.get(key), await self.ctx.storage.get_alarm()]
+
+    async def alarm(self, info: AlarmInvocationInfo) -> None:
+        self.env.FIRED.append((self.ctx.id.name, now_ms(), info.retry_count))
+
+
+def object_file(root: Path, rt: Runtime, name: str) -> Path:
+    return root / "LEDGER" / f"{rt.env.LEDGER.id_from_name(name)}.sqlite3"
+
+
+async def test_restart_keeps_data_and_alarms(tmp_path: Path) -> None:
+    """A new Runtime on the same path finds every object, its data and its armed alarm."""
+    clock = VirtualClock()
+    fired: list[Any] = []
+    bindings = {"LEDGER": Ledger, "FIRED": fired}
+    start = clock.now_ms()
+    async with Runtime(path=tmp_path, bindings=bindings, clock=clock) as rt:
+        for index in range(3):
+            stub = rt.env.LEDGER.get_by_name(f"o{index}")
+            await stub.add(index)
+            await stub.remember("k", {"i": index}, start + 10_000 * (index + 1))
+        await stub.remember("k", {"i": 2}, None)
+    async with Runtime(path=tmp_path, bindings=bindings, clock=clock) as rt:
+        stub = rt.env.LEDGER.get_by_name("o2")
+        assert await stub.entries() == [2]
+        assert await stub.recall("k") == [{"i": 2}, start + 30_000]
+        await clock.advance(30_000)
+        assert fired == [(f"o{i}", start + 10_000 * (i + 1), 0) for i in range(3)]
+
+
+async def test_overdue_alarms_fire_at_start(tmp_path: Path) -> None:
+    """An alarm that came due while no runtime ran fires when the next one starts."""
+    clock = VirtualClock()
+    fired: list[Any] = []
+    bindings = {"LEDGER": Ledger, "FIRED": fired}
+    async with Runtime(path=tmp_path, bindings=bindings, clock=clock) as rt:
+        await rt.env.LEDGER.get_by_name("late").remember("k", 1, clock.now_ms() + 5_000)
+    clock_later = VirtualClock(start_ms=clock.now_ms() + 3_600_000)
+    async with Runtime(path=tmp_path, bindings=bindings, clock=clock_later):
+        await clock_later.run_until_idle()
+        assert fired == [("late", clock_later.now_ms(), 0)]
+
+
+async def test_deleted_alarm_does_not_fire_after_restart(tmp_path: Path) -> None:
+    """An alarm deleted before shutdown stays deleted; its catalog entry is gone."""
+    clock = VirtualClock()
+    fired: list[Any] = []
+    bindings = {"LEDGER": Ledger, "FIRED": fired}
+    async with Runtime(path=tmp_path, bindings=bindings, clock=clock) as rt:
+        stub = rt.env.LEDGER.get_by_name("a")
+        await stub.remember("k", 1, clock.now_ms() + 5_000)
+        await stub.forget_alarm()
+    catalog = sqlite3.connect(tmp_path / "_catalog.sqlite3")
+    assert catalog.execute("SELECT count(*) FROM alarms").fetchone() == (0,)
+    async with Runtime(path=tmp_path, bindings=bindings, clock=clock) as rt:
+        await clock.advance(10_000)
+        assert await rt.env.LEDGER.get_by_name("a").recall("k") == [1, None]
+    assert fired == []
+    catalog.close()
+
+
+async def test_second_runtime_on_a_path_fails_at_once(tmp_path: Path) -> None:
+    """A second Runtime on the same path (same process or another) raises PathInUseError."""
+    async with Runtime(path=tmp_path, bindings={"LEDGER": Ledger}):
+        with pytest.raises(PathInUseError, match="in use"):
+            await Runtime(path=tmp_path, bindings={"LEDGER": Ledger}).start()
+        code = (
+            "import asyncio, sys\n"
+            "from durability.runtime import Runtime, PathInUseError\n"
+            "async def main():\n"
+            "    try:\n"
+            f"        await Runtime(path={str(tmp_path)!r}).start()\n"
+            "    except PathInUseError:\n"
+            "        sys.exit(7)\n"
+            "asyncio.run(main())\n"
+        )
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+        assert result.returncode == 7, result.stderr
+    async with Runtime(path=tmp_path, bindings={"LEDGER": Ledger}):
+        pass
+
+
+async def test_result_is_released_only_after_commit(tmp_path: Path) -> None:
+    """When a call returns, its write is already committed in the object's file."""
+    async with Runtime(path=tmp_path, bindings={"LEDGER": Ledger}) as rt:
+        stub = rt.env.LEDGER.get_by_name("g")
+        await stub.entries()
+        reader = sqlite3.connect(object_file(tmp_path, rt, "g"))
+        for n in range(5):
+            assert await stub.add(n) == n
+            assert [r[0] for r in reader.execute("SELECT n FROM entries")] == list(range(n + 1))
+        reader.close()
+
+
+class Fragile(DurableObject):
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS u (k TEXT PRIMARY KEY)")
+
+    async def insert(self, key: str) -> str:
+        self.ctx.storage.sql.exec("INSERT INTO u VALUES (?)", key)
+        return "ok"
+
+    async def insert_or_rollback(self, key: str) -> str:
+        try:
+            self.ctx.storage.sql.exec("INSERT OR ROLLBACK INTO u VALUES (?)", key)
+        except sqlite3.IntegrityError:
+            return "swallowed"
+        return "ok"
+
+    async def keys(self) -> list[str]:
+        return [row["k"] for row in self.ctx.storage.sql.exec("SELECT k FROM u ORDER BY k")]
+
+
+async def test_lost_writes_fail_every_call_that_joined_them(tmp_path: Path) -> None:
+    """If a turn's writes never commit, every call that wrote in it fails, even if it returned."""
+    async with Runtime(path=tmp_path, bindings={"F": Fragile}) as rt:
+        stub = rt.env.F.get_by_name("f")
+        await stub.insert("a")
+        results = await asyncio.gather(
+            stub.insert("b"), stub.insert_or_rollback("a"), return_exceptions=True
+        )
+        assert all(isinstance(r, sqlite3.IntegrityError) for r in results), results
+        assert await stub.keys() == ["a"]
+        assert await stub.insert("c") == "ok"
+        assert await stub.keys() == ["a", "c"]
+
+
+async def test_concurrent_writes_share_one_commit(tmp_path: Path) -> None:
+    """Many concurrent writing calls are acknowledged after one shared commit, not one each."""
+    async with Runtime(path=tmp_path, bindings={"LEDGER": Ledger}) as rt:
+        stub = rt.env.LEDGER.get_by_name("c")
+        await stub.entries()
+        wal = object_file(tmp_path, rt, "c").with_name(object_file(tmp_path, rt, "c").name + "-wal")
+        before = wal.stat().st_size
+        assert await asyncio.gather(*(stub.add(n) for n in range(200))) == list(range(200))
+        frames = (wal.stat().st_size - before) // (4096 + 24)
+        assert frames < 10
+        assert len(await stub.entries()) == 200
+
+
+async def test_writes_survive_without_close(tmp_path: Path) -> None:
+    """Acknowledged writes are in the file even if the runtime is never closed."""
+    code = (
+        "import asyncio, os\n"
+        "from durability.runtime import Runtime\n"
+        "from tests.conformance.test_persistence import Ledger\n"
+        "async def main():\n"
+        f"    rt = Runtime(path={str(tmp_path)!r}, bindings={{'LEDGER': Ledger}})\n"
+        "    await rt.start()\n"
+        "    stub = rt.env.LEDGER.get_by_name('k')\n"
+        "    await asyncio.gather(*(stub.add(n) for n in range(50)))\n"
+        "    os._exit(0)\n"
+        "asyncio.run(main())\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, cwd=root)
+    assert result.returncode == 0, result.stderr
+    async with Runtime(path=tmp_path, bindings={"LEDGER": Ledger}) as rt:
+        assert sorted(await rt.env.LEDGER.get_by_name("k").entries()) == list(range(50))
