@@ -21,7 +21,7 @@ from ._errors import LogAppendError, serialize_error
 from ._load import EnqueueResult, LoadSnapshot, RoutingLoad
 from ._log_leases import LogLeases
 from ._log_reader import LogReader
-from ._log_store import LogStore, NewRecord, SegmentRow
+from ._log_store import LogStore, NewRecord, SegmentRow, to_records
 from ._log_types import (
     Body,
     LeaseRow,
@@ -31,7 +31,6 @@ from ._log_types import (
     LogLease,
     LogLeaseOptions,
     LogPage,
-    LogRecord,
     LogRetention,
     LogSegment,
 )
@@ -252,7 +251,7 @@ class DurabilityLog(Generic[Body]):
                     segment: LogSegment[Any] = LogSegment(
                         first,
                         last,
-                        [LogRecord(r.offset, r.key, r.body(), r.appended_at) for r in prefix],
+                        to_records([(r.offset, r.key, r.payload, r.appended_at) for r in prefix]),
                     )
                     locator = await self._cold.write(segment)
                     if not isinstance(locator, str) or not locator:

@@ -30,10 +30,7 @@ class LogReader:
             raise LogTruncatedError(from_offset, bounds.oldest_offset)
         if from_offset < bounds.hot_offset:
             return await self._cold_page(from_offset, limit, bounds)
-        return [
-            LogRecord(row.offset, row.key, row.body(), row.appended_at)
-            for row in self._store.read_hot(from_offset, limit)
-        ]
+        return self._store.read_records(from_offset, limit)
 
     async def range(
         self, first_offset: int, last_offset: int, bounds: StoredBounds

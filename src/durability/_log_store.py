@@ -11,11 +11,13 @@ oldest first), and `total_bytes` is the sum of the hot records' `bytes`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ._context import Storage
+from ._log_types import LogRecord
 from ._serialization import deserialize
 
 RECORDS = "durability_log_records"
@@ -48,9 +50,6 @@ class StoredRecord:
     bytes: int
     appended_at: int
 
-    def body(self) -> Any:
-        return deserialize(self.payload)
-
 
 @dataclass(frozen=True, slots=True)
 class StoredBounds:
@@ -68,6 +67,31 @@ class SegmentRow:
     first_offset: int
     last_offset: int
     locator: str
+
+
+def to_records(rows: Sequence[tuple[int, str, str, int]]) -> list[LogRecord[Any]]:
+    """Decode `(offset, key, payload, appended_at)` rows, parsing all envelopes at once.
+
+    One JSON parse per page instead of one per record is most of the speed of a hot
+    read. Anything but a plain value envelope is decoded on its own, so the upstream
+    "undefined" envelope reads as `None` and a malformed one raises as usual.
+    """
+    if not rows:
+        return []
+    try:
+        envelopes = json.loads("[" + ",".join([row[2] for row in rows]) + "]")
+    except ValueError:
+        envelopes = None
+    if not isinstance(envelopes, list) or len(envelopes) != len(rows):
+        envelopes = [None] * len(rows)
+    records: list[LogRecord[Any]] = []
+    for (offset, key, payload, appended_at), envelope in zip(rows, envelopes, strict=True):
+        if type(envelope) is dict and len(envelope) == 2 and envelope.get("kind") == "value":
+            body = envelope["value"]
+        else:
+            body = deserialize(payload)
+        records.append(LogRecord(offset, key, body, appended_at))
+    return records
 
 
 class LogStore:
@@ -148,6 +172,19 @@ class LogStore:
                 limit,
             ).raw()
         ]
+
+    def read_records(self, from_offset: int, limit: int) -> list[LogRecord[Any]]:
+        """Hot records at or after `from_offset`, ascending, at most `limit`, decoded."""
+        return to_records(
+            list(
+                self._sql.exec(
+                    f"SELECT offset, dedup_key, payload, appended_at FROM {RECORDS} "
+                    "WHERE offset >= ? ORDER BY offset LIMIT ?",
+                    from_offset,
+                    limit,
+                ).raw()
+            )
+        )
 
     def segment_containing(self, offset: int) -> SegmentRow | None:
         """The indexed segment whose range holds `offset`, if any."""
