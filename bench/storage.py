@@ -116,6 +116,15 @@ def main() -> None:
         f"{runtime_writes:,} | {runtime_seconds:.2f} | {runtime_rate:,.0f} "
         f"| {runtime_rate / raw_rate:.1f}x |"
     )
+    ratios = sorted(
+        (runtime_writes / runtime) / (args.raw_writes / raw)
+        for raw, runtime in zip(raw_times, runtime_times, strict=True)
+    )
+    print()
+    print(
+        f"runtime vs raw within each round: median {statistics.median(ratios):.1f}x "
+        f"(min {ratios[0]:.1f}x, max {ratios[-1]:.1f}x)"
+    )
 
 
 if __name__ == "__main__":
