@@ -93,6 +93,16 @@ async def test_repeated_subscribe_replaces_the_pending_renewal(shop: Shop) -> No
     assert starts == [second + period, second + 2 * period]
 
 
+async def test_failed_charges_are_retried_until_accepted(shop: Shop) -> None:
+    """A charge refused three times is retried by the operation and accepted once."""
+    shop.payments.failure_rate = 0.0
+    await shop.post("/dave/subscribe")
+    shop.payments.fail_next(3)
+    await shop.clock.advance(shop.period + 60_000)
+    assert shop.payments.calls == 4
+    assert [charge.customer_id for charge in shop.payments.charges()] == ["dave"]
+
+
 async def test_a_year_with_crashes_and_failing_payments(shop: Shop) -> None:
     """A year of renewals: exactly one charge per customer per period, none after cancel."""
     rng = random.Random(7)
