@@ -387,3 +387,31 @@ async def test_lowest_claimable_range_is_reclaimed_first(clock: VirtualClock) ->
         second = await p.lease("g", 1)
     assert (offsets(first), offsets(second)) == ([0], [2])
     assert b is not None
+
+
+async def test_lost_segment_of_a_held_range_truncates_until_forgotten(clock: VirtualClock) -> None:
+    """A held range whose cold segment is lost raises; once forgotten it is cut and resumes."""
+    from test_log_retention import MemoryCold
+
+    cold = MemoryCold()
+    config = leased(retention=LogRetention(max_records=1), cold=cold)
+    async with runtime(config, clock) as rt:
+        p = partition(rt)
+        await p.append(items(*"abc"))
+        lease = await p.lease("g")
+        assert await p.trim() == 2
+        await p.nack("g", lease["batch_id"])
+        del cold.segments["seg-0"]
+        with pytest.raises(LogTruncatedError) as lost:
+            await p.lease("g")
+        assert await p.forget_cold_before(2) == 1
+        await clock.advance(1_000)
+        with pytest.raises(LogTruncatedError) as cut:
+            await p.lease("g")
+        again = await p.lease("g")
+        await p.ack("g", again["batch_id"])
+        cursor = await p.cursor("g")
+    assert (lost.value.requested_offset, lost.value.oldest_offset) == (0, 2)
+    assert (cut.value.requested_offset, cut.value.oldest_offset) == (0, 2)
+    assert (offsets(again), again["attempt"]) == ([2], 3)
+    assert cursor == 3
