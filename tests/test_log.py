@@ -429,3 +429,27 @@ def test_lease_options_validate_at_construction(
         LogLeaseOptions(**kwargs)
     defaults = LogLeaseOptions()
     assert (defaults.max_parallelism, defaults.lease_ms, defaults.max_attempts) == (1, 30_000, None)
+
+
+@pytest.mark.parametrize(
+    "body", ["aaa", None, 0, -1.5, True, [1, "é", None], {"a": {"b": [1.25, "日本"]}}, ""]
+)
+def test_append_stores_the_standard_envelope(body: Any) -> None:
+    """The stored payload is exactly the JSON envelope `serialize` writes."""
+    from durability._log import _envelope
+    from durability._serialization import serialize
+
+    assert _envelope(body, "body") == serialize(body)
+
+
+def test_random_keys_are_version_4_uuids() -> None:
+    """Keys drawn for records without one are distinct version-4 UUID strings."""
+    import uuid
+
+    from durability._log import _random_key
+
+    keys = {_random_key() for _ in range(1_000)}
+    assert len(keys) == 1_000
+    for key in keys:
+        parsed = uuid.UUID(key)
+        assert (str(parsed), parsed.version, parsed.variant) == (key, 4, uuid.RFC_4122)
