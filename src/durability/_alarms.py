@@ -41,7 +41,7 @@ from ._scheduler import (
     given_options,
 )
 from ._signal import AbortSignal
-from ._tables import TableSpec, due_keys
+from ._tables import TableSpec, due_rows
 from ._types import TimeInput
 from ._validate import to_epoch_ms
 
@@ -186,13 +186,13 @@ class DurabilityAlarms:
     async def _run_due(self, now: int, info: AlarmInvocationInfo | None) -> None:
         errors: list[Exception] = []
 
-        async def run(name: str) -> None:
+        async def run(due: tuple[str, str]) -> None:
             try:
-                await self._execute(name, info)
+                await self._execute(due[0], info)
             except Exception as error:
                 errors.append(error)
 
-        await self._engine.run_concurrent(due_keys(self._engine.sql, ALARMS, now, DUE_BATCH), run)
+        await self._engine.run_concurrent(due_rows(self._engine.sql, ALARMS, now, DUE_BATCH), run)
         if errors:
             # An infrastructure failure fails the pass, which arms the fallback alarm.
             raise errors[0]

@@ -46,7 +46,7 @@ from ._scheduler import (
 )
 from ._serialization import deserialize, serialize
 from ._signal import AbortSignal
-from ._tables import TableSpec, due_keys
+from ._tables import TableSpec, due_rows
 from ._types import JsonValue, TimeInput
 from ._validate import check_non_negative_int, to_epoch_ms
 
@@ -203,12 +203,14 @@ class Durability:
                 generation,
                 now,
             ).to_list()
+            if inserted:
+                return True
             stored = sql.exec("SELECT operation FROM durability_calls WHERE id = ?", key).to_list()
             if not stored:
                 raise RuntimeError(f'Durable call "{key}" was not persisted')
             if stored[0]["operation"] != operation:
                 raise DuplicateDurableCallError(key, str(stored[0]["operation"]), operation)
-            return bool(inserted)
+            return False
 
         if not await self._engine.transaction(write):
             return
@@ -290,13 +292,20 @@ class Durability:
     async def _run_due(self, now: int, info: AlarmInvocationInfo | None) -> None:
         skip_running = self._engine.live_timers
 
-        async def run(key: str) -> None:
+        async def run(due: tuple[str, str]) -> None:
+            key, generation = due
+            running = self._active.get(key)
+            if running is not None and running.generation == generation:
+                # Already executing here (eagerly, or from an earlier pass): attach to it.
+                if not skip_running:
+                    await running.settled.wait()
+                return
             try:
                 await self._execute(key, skip_running=skip_running)
             except Exception as error:  # already persisted or reported; the pass goes on
                 report_failure("durability.background_execution.failed", {"id": key}, error)
 
-        await self._engine.run_concurrent(due_keys(self._engine.sql, CALLS, now, DUE_BATCH), run)
+        await self._engine.run_concurrent(due_rows(self._engine.sql, CALLS, now, DUE_BATCH), run)
 
     async def _execute(
         self, key: str, permit: Release | None = None, *, skip_running: bool = False
