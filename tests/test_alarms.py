@@ -349,3 +349,22 @@ async def test_lifecycle_events_name_the_alarm() -> None:
             None,
             "completed",
         )
+
+
+async def test_migrate_classmethod_moves_the_named_alarm_schema() -> None:
+    """DurabilityAlarms.migrate(ctx, None) drops durability_alarms; LATEST recreates it."""
+
+    class Migrating(DurableObject):
+        async def cycle(self) -> list[Any]:
+            DurabilityAlarms(context=self.ctx, handlers={"x": print})
+            down = DurabilityAlarms.migrate(self.ctx, target=None)
+            tables = "SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'durability_alarms'"
+            gone = self.ctx.storage.sql.exec(tables).one()["n"]
+            up = DurabilityAlarms.migrate(self.ctx)
+            back = self.ctx.storage.sql.exec(tables).one()["n"]
+            return [len(down.rolled_back), gone, len(up.applied), back]
+
+    async with Runtime(bindings={"MIG": Migrating}, clock=VirtualClock(T0)) as rt:
+        rolled_back, gone, applied, back = await rt.env.MIG.get_by_name("m").cycle()
+        assert (gone, back) == (0, 1)
+        assert rolled_back == applied > 0

@@ -717,3 +717,23 @@ async def test_operation_objects_are_shared_and_names_checked() -> None:
     """Attribute access and operation(name) give one object; unknown names raise."""
     async with lab(Probe()) as t:
         assert await t.obj.names() == [True, "ValueError", "AttributeError"]
+
+
+async def test_migrate_classmethod_reverts_and_reapplies_the_schema() -> None:
+    """Durability.migrate(ctx, None) drops the calls table; LATEST brings it back."""
+
+    class Migrating(DurableObject):
+        async def cycle(self) -> list[Any]:
+            Durability(context=self.ctx, handlers={"x": print})
+            down = Durability.migrate(self.ctx, target=None)
+            gone = self.ctx.storage.sql.exec(
+                "SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'durability_calls'"
+            ).one()["n"]
+            up = Durability.migrate(self.ctx)
+            return [list(down.rolled_back), gone, list(up.applied)]
+
+    async with Runtime(bindings={"MIG": Migrating}, clock=VirtualClock(T0)) as rt:
+        rolled_back, gone, applied = await rt.env.MIG.get_by_name("m").cycle()
+        assert gone == 0
+        assert rolled_back == list(reversed(applied))
+        assert applied[0] == "durability_0001_create_calls"

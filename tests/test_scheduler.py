@@ -45,6 +45,7 @@ class Probe:
         self.failing_at: int | None = None
         self.failing_passes: list[AlarmInvocationInfo | None] = []
         self.break_set_alarm = False
+        self.host_wait_until = True
         self.retries: list[AlarmRetryInfo] = []
 
 
@@ -71,9 +72,9 @@ class Sched(DurableObject):
         super().__init__(ctx, env)
         probe: Probe = env["PROBE"]
         self.probe = probe
-        context = SimpleNamespace(
-            id=ctx.id, storage=_Storage(ctx.storage, probe), wait_until=ctx.wait_until
-        )
+        context = SimpleNamespace(id=ctx.id, storage=_Storage(ctx.storage, probe))
+        if probe.host_wait_until:
+            context.wait_until = ctx.wait_until
         self.scheduler = DurabilityScheduler(
             context=context, on_alarm_retry=probe.retries.append, **probe.scheduler_options
         )
@@ -369,14 +370,22 @@ async def test_failed_fallback_reaches_the_hosts_retries() -> None:
         assert probe.retries == []
 
 
-async def test_retry_hook_failure_is_only_logged(caplog: pytest.LogCaptureFixture) -> None:
-    """on_alarm_retry raising is reported as retry_hook_failed; scheduling is unchanged."""
+async def _broken_async(info: AlarmRetryInfo) -> None:
+    await asyncio.sleep(0)
+    raise RuntimeError("pager down")
+
+
+def _broken_sync(info: AlarmRetryInfo) -> None:
+    raise RuntimeError("pager down")
+
+
+@pytest.mark.parametrize("broken", [_broken_sync, _broken_async])
+async def test_retry_hook_failure_is_only_logged(
+    broken: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """on_alarm_retry raising (sync or async) is only logged; scheduling is unchanged."""
     probe = Probe()
     probe.failing_at = T0 + 20_000
-
-    def broken(info: AlarmRetryInfo) -> None:
-        raise RuntimeError("pager down")
-
     probe.retries = _Raising(broken)  # type: ignore[assignment]
     async with lab(probe) as t:
         with caplog.at_level(logging.ERROR, logger="durability"):
@@ -392,5 +401,19 @@ class _Raising(list[Any]):
         super().__init__()
         self._hook = hook
 
-    def append(self, item: Any) -> None:
-        self._hook(item)
+    def append(self, item: Any) -> Any:  # type: ignore[override]
+        return self._hook(item)
+
+
+async def test_engine_runs_without_a_host_wait_until() -> None:
+    """A context without wait_until still runs eager work and timer passes."""
+    probe = Probe(alarm_concurrency=1)
+    probe.host_wait_until = False
+    async with lab(probe) as t:
+        await t.obj.register("a")
+        await t.obj.register("b")
+        await t.clock.run_until_idle()
+        assert [label for label, _ in probe.started] == ["op:a"]
+        probe.gate.set()
+        await t.clock.run_until_idle()
+        assert [label for label, _ in probe.started] == ["op:a", "op:b"]

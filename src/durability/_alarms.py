@@ -25,6 +25,7 @@ from ._execution import ExecutionSpec, start_execution
 from ._lifecycle import PurgedEvent, ScheduledEvent
 from ._migrations import LATEST, NAMED_ALARM_MIGRATIONS, MigrationResult, migrate
 from ._policy import (
+    DEFAULT_ATTEMPT_TIMEOUT_MS,
     AlarmMethodOptions,
     AttemptPolicy,
     RetryPolicy,
@@ -84,7 +85,7 @@ class DurabilityAlarms:
         handlers: Mapping[str, Callable[[DurableAlarmInfo], Any]],
         scheduler: DurabilityScheduler | None = None,
         context: Context | None = None,
-        attempt_timeout_ms: int = 300_000,
+        attempt_timeout_ms: int = DEFAULT_ATTEMPT_TIMEOUT_MS,
         retries: RetryPolicy = DEFAULT_RETRIES,
         methods: Mapping[str, AlarmMethodOptions] | None = None,
         on_lifecycle_event: Callable[[Any], Any] | None = None,

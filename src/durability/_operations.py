@@ -29,6 +29,7 @@ from ._execution import ExecutionSpec, start_execution
 from ._lifecycle import PurgedEvent, RegisteredEvent, report_failure
 from ._migrations import LATEST, OPERATION_MIGRATIONS, MigrationResult, migrate
 from ._policy import (
+    DEFAULT_ATTEMPT_TIMEOUT_MS,
     MethodOptions,
     RetryPolicy,
     check_handlers,
@@ -103,7 +104,7 @@ class Durability:
         handlers: Mapping[str, Callable[[DurableCall], Any]],
         scheduler: DurabilityScheduler | None = None,
         context: Context | None = None,
-        attempt_timeout_ms: int = 300_000,
+        attempt_timeout_ms: int = DEFAULT_ATTEMPT_TIMEOUT_MS,
         retries: RetryPolicy = DEFAULT_RETRIES,
         methods: Mapping[str, MethodOptions] | None = None,
         on_lifecycle_event: Callable[[Any], Any] | None = None,
