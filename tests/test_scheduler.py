@@ -46,6 +46,7 @@ class Probe:
         self.failing_passes: list[AlarmInvocationInfo | None] = []
         self.break_set_alarm = False
         self.host_wait_until = True
+        self.deliver_alarms = True
         self.retries: list[AlarmRetryInfo] = []
 
 
@@ -128,7 +129,8 @@ class Sched(DurableObject):
         return await self.ctx.storage.get_alarm()
 
     async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
-        await self.scheduler.alarm(info)
+        if self.probe.deliver_alarms:
+            await self.scheduler.alarm(info)
 
 
 @dataclasses.dataclass
@@ -249,6 +251,22 @@ async def test_live_timers_run_due_work_beside_a_long_handler(
         await t.obj.schedule("quick", T0 + 40_000)
         await t.clock.advance(300_000)
         assert probe.started == [("slow", T0), ("quick", quick_at)]
+
+
+@pytest.mark.parametrize(
+    ("live_timers", "due_in_ms", "runs"),
+    [(False, 3_000, True), (False, 60_000, False), (True, 60_000, True)],
+)
+async def test_timer_serves_near_work_and_with_live_timers_all_work(
+    live_timers: bool, due_in_ms: int, runs: bool
+) -> None:
+    """With the object's alarm ignored, only the in-memory timer can start work."""
+    probe = Probe(live_timers=live_timers)
+    probe.deliver_alarms = False
+    async with lab(probe) as t:
+        await t.obj.schedule("renew", T0 + due_in_ms)
+        await t.clock.advance(120_000)
+        assert probe.started == ([("renew", T0 + due_in_ms)] if runs else [])
 
 
 async def test_permits_are_fifo_and_eager_start_needs_a_free_permit() -> None:
