@@ -221,14 +221,17 @@ class Durability:
         permit = self._engine.try_acquire_permit()
         if permit is None:
             return  # the reconciled alarm or the early timer picks the row up
+        row: Row = {"operation": operation, "payload": text, "generation_id": generation}
+        row["created_at"] = now
         self._engine.run_in_background(
-            self._run_eagerly(key, permit),
+            self._run_eagerly(key, row, permit),
             "durability.background_execution.failed",
             {"operation": operation, "id": key},
         )
 
-    async def _run_eagerly(self, key: str, permit: Release) -> None:
-        await self._execute(key, permit)
+    async def _run_eagerly(self, key: str, row: Row, permit: Release) -> None:
+        # The row was just inserted by this registration: nothing can be running it yet.
+        await start_execution(self._engine, self._spec(key, row), permit)
         await self._engine.schedule_next_alarm()
 
     def _read(self, operation: str, id: object) -> Row | None:
@@ -308,9 +311,7 @@ class Durability:
 
         await self._engine.run_concurrent(due_rows(self._engine.sql, CALLS, now, DUE_BATCH), run)
 
-    async def _execute(
-        self, key: str, permit: Release | None = None, *, skip_running: bool = False
-    ) -> None:
+    async def _execute(self, key: str, *, skip_running: bool = False) -> None:
         rows = self._engine.sql.exec(
             "SELECT operation, payload, status, next_attempt_at, generation_id, created_at "
             "FROM durability_calls WHERE id = ?",
@@ -318,17 +319,13 @@ class Durability:
         ).to_list()
         row = rows[0] if rows else None
         if row is None or row["status"] != "pending" or row["next_attempt_at"] > now_ms():
-            if permit is not None:
-                permit()
             return
         running = self._active.get(key)
         if running is not None and running.generation == row["generation_id"]:
-            if permit is not None:
-                permit()
             if not skip_running:
                 await running.settled.wait()
             return
-        await start_execution(self._engine, self._spec(key, row), permit)
+        await start_execution(self._engine, self._spec(key, row))
 
     def _spec(self, key: str, row: Row) -> ExecutionSpec:
         operation = str(row["operation"])
