@@ -432,7 +432,7 @@ class DurableJob:
         """The stored state of this call."""
         return self._owner._result(self.operation, self.id)[0]
 
-    async def wait(self, timeout_ms: int = 30_000) -> OperationResult:
+    async def wait(self, *, timeout_ms: int = 30_000) -> OperationResult:
         """Wait until the call completes, fails or is purged, or `timeout_ms` elapses.
 
         Woken by settlement, not polling; returns the latest state, which is still
