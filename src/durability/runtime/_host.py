@@ -9,6 +9,7 @@ clock.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -27,6 +28,10 @@ from ._ids import ObjectId
 from ._instance import Instance
 from ._object import DurableObject
 from ._stub import Env, ObjectNamespace, ObjectStub
+
+logger = logging.getLogger("durability.runtime")
+
+_WIND_DOWN_TURNS = 100
 
 DEFAULT_IDLE_EVICT_MS = 60_000
 """An instance with no call, alarm or background work for this long is evicted."""
@@ -142,10 +147,7 @@ class Runtime:
         for instance in list(self._instances.values()):
             pending.extend(self._discard(instance, crash=False))
         self._instances.clear()
-        current = asyncio.current_task()
-        waiting = [task for task in pending if task is not current]
-        if waiting:
-            await asyncio.gather(*waiting, return_exceptions=True)
+        await _wind_down(pending)
         for database in self._memory.values():
             database.close()
         self._memory.clear()
@@ -249,11 +251,7 @@ class Runtime:
         instance = self._instances.pop(key, None)
         if instance is None:
             return
-        pending = self._discard(instance, crash=crash)
-        current = asyncio.current_task()
-        waiting = [task for task in pending if task is not current]
-        if waiting:
-            await asyncio.gather(*waiting, return_exceptions=True)
+        await _wind_down(self._discard(instance, crash=crash))
 
     def _discard(self, instance: Instance, *, crash: bool) -> list[asyncio.Future[Any]]:
         """Fence the instance, settle or drop its pending writes, cancel its work."""
@@ -275,6 +273,22 @@ class Runtime:
         if database.file is not None:
             database.close()
         return pending
+
+
+async def _wind_down(tasks: list[asyncio.Future[Any]]) -> None:
+    """Let cancelled tasks finish their cleanup, a bounded number of loop turns.
+
+    Turns, not time: under a virtual clock no time passes here. A task that keeps
+    ignoring cancellation is left behind (it is fenced and can no longer write).
+    """
+    current = asyncio.current_task()
+    waiting = [task for task in tasks if task is not current]
+    for _ in range(_WIND_DOWN_TURNS):
+        waiting = [task for task in waiting if not task.done()]
+        if not waiting:
+            return
+        await asyncio.sleep(0)
+    logger.warning("%d task(s) ignored cancellation at eviction", len(waiting))
 
 
 def _key_of(target: ObjectStub | ObjectId) -> Key:
