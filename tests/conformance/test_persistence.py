@@ -178,22 +178,33 @@ async def test_concurrent_writes_share_one_commit(tmp_path: Path) -> None:
         assert len(await stub.entries()) == 200
 
 
-async def test_writes_survive_without_close(tmp_path: Path) -> None:
-    """Acknowledged writes are in the file even if the runtime is never closed."""
+async def test_writes_and_alarms_survive_a_kill(tmp_path: Path) -> None:
+    """Acknowledged writes and alarms survive a process that exits without closing."""
     code = (
         "import asyncio, os\n"
         "from durability.runtime import Runtime\n"
+        "from durability.testing import VirtualClock\n"
         "from tests.conformance.test_persistence import Ledger\n"
         "async def main():\n"
-        f"    rt = Runtime(path={str(tmp_path)!r}, bindings={{'LEDGER': Ledger}})\n"
+        "    clock = VirtualClock()\n"
+        f"    rt = Runtime(path={str(tmp_path)!r}, bindings={{'LEDGER': Ledger}}, clock=clock)\n"
         "    await rt.start()\n"
         "    stub = rt.env.LEDGER.get_by_name('k')\n"
         "    await asyncio.gather(*(stub.add(n) for n in range(50)))\n"
+        "    await stub.remember('key', 'v', clock.now_ms() + 5_000)\n"
         "    os._exit(0)\n"
         "asyncio.run(main())\n"
     )
     root = Path(__file__).resolve().parents[2]
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, cwd=root)
     assert result.returncode == 0, result.stderr
-    async with Runtime(path=tmp_path, bindings={"LEDGER": Ledger}) as rt:
-        assert sorted(await rt.env.LEDGER.get_by_name("k").entries()) == list(range(50))
+    fired: list[Any] = []
+    clock = VirtualClock(start_ms=VirtualClock().now_ms() + 3_600_000)
+    async with Runtime(
+        path=tmp_path, bindings={"LEDGER": Ledger, "FIRED": fired}, clock=clock
+    ) as rt:
+        await clock.run_until_idle()
+        assert fired == [("k", clock.now_ms(), 0)]
+        stub = rt.env.LEDGER.get_by_name("k")
+        assert sorted(await stub.entries()) == list(range(50))
+        assert await stub.recall("key") == ["v", None]

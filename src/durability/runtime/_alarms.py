@@ -78,10 +78,8 @@ class AlarmDriver:
 
     def watch(self, key: Key, name: str | None, database: Database) -> None:
         """Follow the alarm changes `database` commits."""
-        if name is not None:
-            self._names[key] = name
-        database.before_commit = lambda db: self._before_commit(key, db)
-        database.after_commit = lambda db: self._after_commit(key)
+        database.before_commit = lambda db: self._before_commit(key, name, db)
+        database.after_commit = lambda db: self._after_commit(key, name)
 
     def close(self) -> list[asyncio.Task[None]]:
         """Stop every timer and delivery; the deliveries to await are returned."""
@@ -94,20 +92,22 @@ class AlarmDriver:
             task.cancel()
         return tasks
 
-    def _before_commit(self, key: Key, database: Database) -> None:
+    def _before_commit(self, key: Key, name: str | None, database: Database) -> None:
         row = read_alarm(database)
         wake_ms = row.wake_ms if row is not None else None
         self._committing[key] = wake_ms
         if wake_ms is not None:
-            self._catalog.lower(key, self._names.get(key), wake_ms)
+            self._catalog.lower(key, name, wake_ms)
 
-    def _after_commit(self, key: Key) -> None:
+    def _after_commit(self, key: Key, name: str | None) -> None:
         wake_ms = self._committing.pop(key, None)
-        self._catalog.settle(key, self._names.get(key), wake_ms)
+        self._catalog.settle(key, name, wake_ms)
         if wake_ms is None:
             self._wake.pop(key, None)
+            self._names.pop(key, None)
         else:
             self._wake[key] = wake_ms
+            self._names[key] = name
         if key not in self._running:
             self._arm(key)
 
@@ -150,7 +150,7 @@ class AlarmDriver:
         row = read_alarm(database)
         if row is None or row.wake_ms is None:
             self._wake.pop(key, None)
-            self._catalog.settle(key, self._names.get(key), None)
+            self._catalog.settle(key, self._names.pop(key, None), None)
             return
         if row.scheduled_ms is not None:
             if row.scheduled_ms > now:
