@@ -508,6 +508,18 @@ INVALID_OPTIONS: list[tuple[str, Callable[[Any], object], type[Exception], str]]
         "methods.charge.attempt_timeout_ms must be a positive integer",
     ),
     (
+        "operations on_lifecycle_event=1",
+        lambda c: Durability(context=c, handlers={"charge": _noop}, on_lifecycle_event=1),
+        TypeError,
+        "on_lifecycle_event must be callable",
+    ),
+    (
+        "alarms on_lifecycle_event=1",
+        lambda c: DurabilityAlarms(context=c, handlers={"renew": _noop}, on_lifecycle_event=1),
+        TypeError,
+        "on_lifecycle_event must be callable",
+    ),
+    (
         "alarm handler not callable",
         lambda c: DurabilityAlarms(context=c, handlers={"renew": 1}),
         TypeError,
@@ -631,6 +643,18 @@ async def test_second_helper_of_a_kind_raises(
     build(scheduler)
     with pytest.raises(ValueError, match="already attached"):
         build(scheduler)
+
+
+async def test_rejected_helper_leaves_the_scheduler_free(host: Host) -> None:
+    """A helper rejected at construction does not claim its kind on the shared scheduler."""
+    scheduler = DurabilityScheduler(context=host.ctx)
+    with pytest.raises(TypeError):
+        Durability(scheduler=scheduler, handlers={"charge": _noop}, on_lifecycle_event=1)
+    with pytest.raises(ValueError):
+        DurabilityAlarms(scheduler=scheduler, handlers={"renew": _noop}, attempt_timeout_ms=0)
+    assert host.tables() == []
+    Durability(scheduler=scheduler, handlers={"charge": _noop})
+    DurabilityAlarms(scheduler=scheduler, handlers={"renew": _noop})
 
 
 async def test_helpers_of_different_kinds_share_a_scheduler(host: Host) -> None:

@@ -44,7 +44,7 @@ from ._scheduler import (
 from ._signal import AbortSignal
 from ._tables import TableSpec, due_rows
 from ._types import TimeInput
-from ._validate import to_epoch_ms
+from ._validate import check_callable, to_epoch_ms
 
 ALARMS = TableSpec("durability_alarms", "name")
 CAPABILITY = "namedAlarms"
@@ -96,6 +96,8 @@ class DurabilityAlarms:
         on_alarm_retry: Callable[[AlarmRetryInfo], Any] | None = None,
     ) -> None:
         self._handlers = check_handlers(handlers, DurabilityAlarms)
+        if on_lifecycle_event is not None:
+            check_callable("on_lifecycle_event", on_lifecycle_event)
         self._default_policy, self._policies = resolve_policies(
             attempt_timeout_ms=attempt_timeout_ms,
             retries=retries,

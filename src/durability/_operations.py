@@ -49,7 +49,7 @@ from ._serialization import deserialize, serialize
 from ._signal import AbortSignal
 from ._tables import TableSpec, due_rows
 from ._types import JsonValue, TimeInput
-from ._validate import check_non_negative_int, to_epoch_ms
+from ._validate import check_callable, check_non_negative_int, to_epoch_ms
 
 CALLS = TableSpec("durability_calls", "id")
 CAPABILITY = "operations"
@@ -116,6 +116,8 @@ class Durability:
         on_alarm_retry: Callable[[AlarmRetryInfo], Any] | None = None,
     ) -> None:
         self._handlers = check_handlers(handlers, Durability)
+        if on_lifecycle_event is not None:
+            check_callable("on_lifecycle_event", on_lifecycle_event)
         self._default_policy, self._policies = resolve_policies(
             attempt_timeout_ms=attempt_timeout_ms,
             retries=retries,
