@@ -244,3 +244,60 @@ async def test_alarm_interrupted_by_eviction_is_retried(
         await clock.advance(2_000)
         assert world.log[1:] == [("alarm", start, 0), ("alarm", start + 2_000, 1)]
         assert world.built == 2
+
+
+class Stubborn(DurableObject):
+    async def ignore_cancellation(self) -> None:
+        while True:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                continue
+
+
+async def test_evict_does_not_hang_on_work_ignoring_cancellation(
+    make_runtime: RuntimeFactory,
+) -> None:
+    """A call that swallows cancellation is left behind fenced; evict still returns."""
+    async with make_runtime({"S": Stubborn}) as rt:
+        stub = rt.env.S.get_by_name("s")
+        pending = asyncio.ensure_future(stub.ignore_cancellation())
+        await asyncio.sleep(0)
+        await rt.evict(stub)
+        with pytest.raises(ObjectEvictedError):
+            await pending
+
+
+class Flaky(DurableObject):
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        attempts: list[int] = env.ATTEMPTS
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise LookupError("first construction fails")
+
+    async def ping(self) -> str:
+        return "pong"
+
+
+async def test_failed_construction_is_retried_on_next_call(make_runtime: RuntimeFactory) -> None:
+    """A constructor that raises fails that call; the next call constructs again."""
+    attempts: list[int] = []
+    async with make_runtime({"F": Flaky, "ATTEMPTS": attempts}) as rt:
+        stub = rt.env.F.get_by_name("f")
+        with pytest.raises(LookupError):
+            await stub.ping()
+        assert await stub.ping() == "pong"
+        assert len(attempts) == 2
+
+
+async def test_close_fails_calls_in_flight(make_runtime: RuntimeFactory) -> None:
+    """Closing the runtime ends calls still running with ObjectEvictedError."""
+    world = World()
+    rt = make_runtime({"K": Keeper, "WORLD": world})
+    await rt.start()
+    pending = asyncio.ensure_future(rt.env.K.get_by_name("k").wait_forever())
+    await asyncio.sleep(0)
+    await rt.close()
+    with pytest.raises(ObjectEvictedError):
+        await pending

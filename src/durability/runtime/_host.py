@@ -225,20 +225,32 @@ class Runtime:
         return Database.open(self._loop, self._path / key[0] / f"{key[1]}.sqlite3")
 
     def _schedule_idle(self, instance: Instance) -> None:
+        """Note that `instance` just became idle; its idle timer checks it later.
+
+        One timer per instance, re-armed only when it fires, so busy objects cost no
+        timer operations per call.
+        """
         if self._idle_evict_ms is None or self._loop is None or self._state != "running":
             return
-        if instance.idle_timer is not None:
-            instance.idle_timer.cancel()
-        instance.idle_timer = self._loop.call_later(
-            self._idle_evict_ms / 1000, self._evict_idle, instance
-        )
+        instance.idle_since = self._loop.time()
+        if instance.idle_timer is None:
+            instance.idle_timer = self._loop.call_later(
+                self._idle_evict_ms / 1000, self._evict_idle, instance
+            )
 
     def _evict_idle(self, instance: Instance) -> None:
         instance.idle_timer = None
         key = (instance.id.namespace, str(instance.id))
-        if self._instances.get(key) is instance and not instance.tasks:
-            del self._instances[key]
-            self._discard(instance, crash=False)
+        if self._loop is None or self._instances.get(key) is not instance:
+            return
+        if instance.tasks or instance.idle_since is None or self._idle_evict_ms is None:
+            return
+        remaining = instance.idle_since + self._idle_evict_ms / 1000 - self._loop.time()
+        if remaining > 0:
+            instance.idle_timer = self._loop.call_later(remaining, self._evict_idle, instance)
+            return
+        del self._instances[key]
+        self._discard(instance, crash=False)
 
     def _commit_failed(self, key: Key, database: Database) -> None:
         # The instance's memory may disagree with storage now: rebuild it on next use.

@@ -45,6 +45,7 @@ class Instance:
         self._unblocked.set()
         self._on_idle = on_idle
         self.idle_timer: asyncio.TimerHandle | None = None
+        self.idle_since: float | None = None
 
     def user_object(self) -> DurableObject:
         """The user's instance, constructed on first use as `Class(ctx, env)`."""
@@ -62,7 +63,7 @@ class Instance:
         loop = asyncio.get_running_loop()
         outcome: asyncio.Future[object] = loop.create_future()
         task = loop.create_task(self._run_call(invoke, outcome))
-        self._cancel_idle_timer()
+        self.idle_since = None
         self.tasks.add(task)
         self._outcomes[task] = outcome
         return outcome
@@ -172,13 +173,8 @@ class Instance:
             f"object {self.id.namespace}:{self.id} was evicted during the call"
         )
 
-    def _cancel_idle_timer(self) -> None:
-        if self.idle_timer is not None:
-            self.idle_timer.cancel()
-            self.idle_timer = None
-
     def _track(self, future: asyncio.Future[Any]) -> None:
-        self._cancel_idle_timer()
+        self.idle_since = None
         self.tasks.add(future)
         future.add_done_callback(self._untrack)
 
