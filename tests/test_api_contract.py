@@ -149,58 +149,18 @@ def _noop(_: Any) -> None:
 
 # -- names and modules ------------------------------------------------------------------
 
-DOCUMENTED_NAMES = [
-    ("durability", name)
-    for name in [
-        "AbortSignal",
-        "AlarmMethodOptions",
-        "AlarmRetryInfo",
-        "DuplicateDurableCallError",
-        "Durability",
-        "DurabilityAlarms",
-        "DurabilityError",
-        "DurabilityLog",
-        "DurabilityScheduler",
-        "DurableAlarmInfo",
-        "DurableAlarmTimeoutError",
-        "DurableAttemptTimeoutError",
-        "DurableAttemptsExhaustedError",
-        "DurableCall",
-        "DurableResultSerializationError",
-        "DurableRetryPolicyError",
-        "EnqueueResult",
-        "FanoutEnqueueError",
-        "FanoutSettlementError",
-        "FanoutTimeoutError",
-        "LATEST",
-        "LeaseRow",
-        "LoadSnapshot",
-        "LogAppendError",
-        "LogAppendInput",
-        "LogBounds",
-        "LogColdStorage",
-        "LogLease",
-        "LogLeaseError",
-        "LogLeaseOptions",
-        "LogPage",
-        "LogRecord",
-        "LogRetention",
-        "LogSegment",
-        "LogTruncatedError",
-        "MAX_LOG_BYTES",
-        "MethodOptions",
-        "MigrationResult",
-        "NonRetryableError",
-        "OperationResult",
-        "RetryPolicy",
-        "RoutingError",
-        "RoutingLoad",
-        "SerializedError",
-        "exponential",
-        "jitter",
-        "now_ms",
-    ]
-] + [
+API_NAMES = """
+    AbortSignal AlarmMethodOptions AlarmRetryInfo DuplicateDurableCallError Durability
+    DurabilityAlarms DurabilityError DurabilityLog DurabilityScheduler DurableAlarmInfo
+    DurableAlarmTimeoutError DurableAttemptTimeoutError DurableAttemptsExhaustedError
+    DurableCall DurableResultSerializationError DurableRetryPolicyError EnqueueResult
+    FanoutEnqueueError FanoutSettlementError FanoutTimeoutError LATEST LeaseRow LoadSnapshot
+    LogAppendError LogAppendInput LogBounds LogColdStorage LogLease LogLeaseError
+    LogLeaseOptions LogPage LogRecord LogRetention LogSegment LogTruncatedError MAX_LOG_BYTES
+    MethodOptions MigrationResult NonRetryableError OperationResult RetryPolicy RoutingError
+    RoutingLoad SerializedError exponential jitter now_ms
+""".split()  # noqa: SIM905 - a word list reads better than 47 lines
+DOCUMENTED_NAMES = [("durability", name) for name in API_NAMES] + [
     ("durability.runtime", "Runtime"),
     ("durability.runtime", "DurableObject"),
     ("durability.runtime", "AlarmInvocationInfo"),
@@ -442,175 +402,103 @@ def test_jitter_is_equal_jitter(
 
 # -- option validation and attachment ---------------------------------------------------
 
-INVALID_OPTIONS: list[tuple[str, Callable[[Any], object], type[Exception], str]] = [
+
+def _build(kind: str, ctx: Any, options: dict[str, Any]) -> object:
+    """Construct the helper `kind` on `ctx` (a private scheduler) with `options`."""
+    if kind == "scheduler":
+        return DurabilityScheduler(context=ctx, **options)
+    if kind == "log":
+        return DurabilityLog(context=ctx, **options)
+    helper = Durability if kind == "operations" else DurabilityAlarms
+    return helper(context=ctx, **{"handlers": {"run": _noop}, **options})
+
+
+POSITIVE = "must be a positive integer"
+BETWEEN = "alarm_min_delay_ms must be between 1000 and 15000"
+INVALID_OPTIONS: list[tuple[str, dict[str, Any], type[Exception], str]] = [
+    ("scheduler", {"alarm_concurrency": 0}, ValueError, f"alarm_concurrency {POSITIVE}"),
+    ("scheduler", {"alarm_concurrency": 1.5}, TypeError, "alarm_concurrency"),
+    ("scheduler", {"alarm_concurrency": True}, TypeError, "alarm_concurrency"),
+    ("scheduler", {"alarm_min_delay_ms": 999}, ValueError, BETWEEN),
+    ("scheduler", {"alarm_min_delay_ms": 15_001}, ValueError, BETWEEN),
+    ("scheduler", {"alarm_handoff_ms": 0}, ValueError, f"alarm_handoff_ms {POSITIVE}"),
+    ("scheduler", {"live_timers": 1}, TypeError, "live_timers"),
+    ("scheduler", {"on_alarm_retry": 1, "alarm_concurrency": 0}, TypeError, "on_alarm_retry"),
+    ("operations", {"alarm_concurrency": 0}, ValueError, f"alarm_concurrency {POSITIVE}"),
+    ("operations", {"attempt_timeout_ms": 0}, ValueError, f"attempt_timeout_ms {POSITIVE}"),
+    ("operations", {"attempt_timeout_ms": "5"}, TypeError, "attempt_timeout_ms"),
+    ("operations", {"retries": 5}, TypeError, "retries"),
     (
-        "alarm_concurrency=0",
-        lambda c: DurabilityScheduler(context=c, alarm_concurrency=0),
+        "operations",
+        {"methods": {"run": MethodOptions(attempt_timeout_ms=0)}},
         ValueError,
-        "alarm_concurrency must be a positive integer",
+        f"methods.run.attempt_timeout_ms {POSITIVE}",
     ),
+    ("operations", {"methods": {"run": {}}}, TypeError, "methods.run"),
+    ("operations", {"on_lifecycle_event": 1}, TypeError, "on_lifecycle_event must be callable"),
+    ("operations", {"include_result_in_events": 1}, TypeError, "include_result_in_events"),
+    ("operations", {"handlers": {"charge": 1}}, TypeError, "handlers.charge must be callable"),
+    ("alarms", {"handlers": {"renew": 1}}, TypeError, "handlers.renew"),
+    ("alarms", {"attempt_timeout_ms": -1}, ValueError, f"attempt_timeout_ms {POSITIVE}"),
+    ("alarms", {"on_lifecycle_event": 1}, TypeError, "on_lifecycle_event must be callable"),
     (
-        "alarm_concurrency=1.5",
-        lambda c: DurabilityScheduler(context=c, alarm_concurrency=1.5),
+        "alarms",
+        {"methods": {"run": AlarmMethodOptions(retry_timeouts="yes")}},  # type: ignore[arg-type]
         TypeError,
-        "alarm_concurrency",
+        "methods.run.retry_timeouts",
     ),
-    (
-        "alarm_min_delay_ms=999",
-        lambda c: DurabilityScheduler(context=c, alarm_min_delay_ms=999),
-        ValueError,
-        "alarm_min_delay_ms must be between 1000 and 15000",
-    ),
-    (
-        "alarm_min_delay_ms=15001",
-        lambda c: DurabilityScheduler(context=c, alarm_min_delay_ms=15_001),
-        ValueError,
-        "alarm_min_delay_ms must be between 1000 and 15000",
-    ),
-    (
-        "alarm_handoff_ms=0",
-        lambda c: DurabilityScheduler(context=c, alarm_handoff_ms=0),
-        ValueError,
-        "alarm_handoff_ms must be a positive integer",
-    ),
-    (
-        "on_alarm_retry=1",
-        lambda c: DurabilityScheduler(context=c, on_alarm_retry=1, alarm_concurrency=0),
-        TypeError,
-        "on_alarm_retry",
-    ),
-    (
-        "private alarm_concurrency=0",
-        lambda c: Durability(context=c, handlers={"charge": _noop}, alarm_concurrency=0),
-        ValueError,
-        "alarm_concurrency must be a positive integer",
-    ),
-    (
-        "attempt_timeout_ms=0",
-        lambda c: Durability(context=c, handlers={"charge": _noop}, attempt_timeout_ms=0),
-        ValueError,
-        "attempt_timeout_ms must be a positive integer",
-    ),
-    (
-        "retries=5",
-        lambda c: Durability(context=c, handlers={"charge": _noop}, retries=5),
-        TypeError,
-        "retries",
-    ),
-    (
-        "methods attempt_timeout_ms=0",
-        lambda c: Durability(
-            context=c,
-            handlers={"charge": _noop},
-            methods={"charge": MethodOptions(attempt_timeout_ms=0)},
-        ),
-        ValueError,
-        "methods.charge.attempt_timeout_ms must be a positive integer",
-    ),
-    (
-        "operations on_lifecycle_event=1",
-        lambda c: Durability(context=c, handlers={"charge": _noop}, on_lifecycle_event=1),
-        TypeError,
-        "on_lifecycle_event must be callable",
-    ),
-    (
-        "alarms on_lifecycle_event=1",
-        lambda c: DurabilityAlarms(context=c, handlers={"renew": _noop}, on_lifecycle_event=1),
-        TypeError,
-        "on_lifecycle_event must be callable",
-    ),
-    (
-        "alarm handler not callable",
-        lambda c: DurabilityAlarms(context=c, handlers={"renew": 1}),
-        TypeError,
-        "handlers.renew",
-    ),
-    (
-        "retry_timeouts not bool",
-        lambda c: DurabilityAlarms(
-            context=c,
-            handlers={"renew": _noop},
-            methods={"renew": AlarmMethodOptions(retry_timeouts="yes")},  # type: ignore[arg-type]
-        ),
-        TypeError,
-        "methods.renew.retry_timeouts",
-    ),
-    (
-        "alarms attempt_timeout_ms=-1",
-        lambda c: DurabilityAlarms(context=c, handlers={"renew": _noop}, attempt_timeout_ms=-1),
-        ValueError,
-        "attempt_timeout_ms must be a positive integer",
-    ),
-    (
-        "max_batch_size=0",
-        lambda c: DurabilityLog(context=c, max_batch_size=0),
-        ValueError,
-        "max_batch_size must be a positive integer",
-    ),
-    (
-        "retention not LogRetention",
-        lambda c: DurabilityLog(context=c, retention={"max_records": 1}),
-        TypeError,
-        "retention",
-    ),
-    (
-        "max_bytes above MAX_LOG_BYTES",
-        lambda c: DurabilityLog(context=c, retention=LogRetention(max_bytes=MAX_LOG_BYTES + 1)),
-        ValueError,
-        "retention.max_bytes must not exceed 1073741824 bytes",
-    ),
-    (
-        "max_age_ms=0",
-        lambda c: DurabilityLog(context=c, retention=LogRetention(max_age_ms=0)),
-        ValueError,
-        "retention.max_age_ms must be a positive integer",
-    ),
-    (
-        "max_records=0",
-        lambda c: DurabilityLog(context=c, retention=LogRetention(max_records=0)),
-        ValueError,
-        "retention.max_records must be a positive integer",
-    ),
-    (
-        "max_parallelism=0",
-        lambda c: DurabilityLog(context=c, leases=LogLeaseOptions(max_parallelism=0)),
-        ValueError,
-        "leases.max_parallelism must be a positive integer",
-    ),
-    (
-        "lease_ms=0",
-        lambda c: DurabilityLog(context=c, leases=LogLeaseOptions(lease_ms=0)),
-        ValueError,
-        "leases.lease_ms must be a positive integer",
-    ),
-    (
-        "lease max_attempts=0",
-        lambda c: DurabilityLog(context=c, leases=LogLeaseOptions(max_attempts=0)),
-        ValueError,
-        "leases.max_attempts must be a positive integer",
-    ),
-    (
-        "scheduler and context",
-        lambda c: Durability(
-            context=c, scheduler=DurabilityScheduler(context=c), handlers={"charge": _noop}
-        ),
-        ValueError,
-        "scheduler",
-    ),
+    ("log", {"max_batch_size": 0}, ValueError, f"max_batch_size {POSITIVE}"),
+    ("log", {"retention": {"max_records": 1}}, TypeError, "retention"),
+    ("log", {"leases": {}}, TypeError, "leases"),
+    ("log", {"cold": object()}, TypeError, "cold"),
+    ("log", {"routing": object()}, TypeError, "routing"),
 ]
 
 
 @pytest.mark.parametrize(
-    ("factory", "error", "message"),
-    [case[1:] for case in INVALID_OPTIONS],
-    ids=[case[0] for case in INVALID_OPTIONS],
+    ("kind", "options", "error", "message"),
+    INVALID_OPTIONS,
+    ids=[f"{kind}-{sorted(options)[-1]}" for kind, options, _, _ in INVALID_OPTIONS],
 )
 async def test_invalid_option_raises_and_writes_nothing(
-    host: Host, factory: Callable[[Any], object], error: type[Exception], message: str
+    host: Host, kind: str, options: dict[str, Any], error: type[Exception], message: str
 ) -> None:
     """A bad option raises at construction with a message naming it, and writes nothing."""
     with pytest.raises(error, match=re.escape(message)):
-        factory(host.ctx)
+        _build(kind, host.ctx, options)
+    assert host.tables() == []
+
+
+INVALID_LOG_OPTIONS: list[tuple[Callable[[], object], str]] = [
+    (lambda: LogRetention(max_bytes=MAX_LOG_BYTES + 1), "must not exceed 1073741824 bytes"),
+    (lambda: LogRetention(max_age_ms=0), f"retention.max_age_ms {POSITIVE}"),
+    (lambda: LogRetention(max_records=0), f"retention.max_records {POSITIVE}"),
+    (lambda: LogLeaseOptions(max_parallelism=0), f"leases.max_parallelism {POSITIVE}"),
+    (lambda: LogLeaseOptions(lease_ms=0), f"leases.lease_ms {POSITIVE}"),
+    (lambda: LogLeaseOptions(max_attempts=0), f"leases.max_attempts {POSITIVE}"),
+]
+
+
+@pytest.mark.parametrize(
+    ("build", "message"), INVALID_LOG_OPTIONS, ids=[m for _, m in INVALID_LOG_OPTIONS]
+)
+def test_invalid_log_option_objects_raise_at_construction(
+    build: Callable[[], object], message: str
+) -> None:
+    """`LogRetention`/`LogLeaseOptions` validate when built, naming `retention.`/`leases.`."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build()
+
+
+async def test_scheduler_and_context_together_raise(host: Host) -> None:
+    """A helper takes `scheduler=` or `context=`, not both, and not neither."""
+    scheduler = DurabilityScheduler(context=host.ctx)
+    with pytest.raises(ValueError, match="scheduler"):
+        Durability(context=host.ctx, scheduler=scheduler, handlers={"charge": _noop})
+    with pytest.raises(ValueError, match="alarm_concurrency"):
+        Durability(scheduler=scheduler, handlers={"charge": _noop}, alarm_concurrency=2)
+    with pytest.raises(TypeError):
+        Durability(handlers={"charge": _noop})
     assert host.tables() == []
 
 
