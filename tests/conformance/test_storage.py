@@ -265,3 +265,24 @@ async def test_alarm_api(make_runtime: RuntimeFactory) -> None:
 
     expected = round(datetime(2200, 1, 1, tzinfo=UTC).timestamp() * 1000)
     assert (await run_probes(make_runtime, p=probe))["p"] == [None, expected, expected, None]
+
+
+async def test_kv_list_prefix_edges(make_runtime: RuntimeFactory) -> None:
+    """Prefix listing is exact for any code points, including the highest one."""
+    top = chr(0x10FFFF)
+
+    async def probe(storage: Any) -> Any:
+        keys = ["a", "a/", "a/x", "a0", f"a{top}", f"a{top}z", "b", "\ud7ff", "\ue000"]
+        for key in keys:
+            await storage.put(key, key)
+        return {
+            prefix: list(await storage.list(prefix=prefix))
+            for prefix in ("a/", f"a{top}", "a", "\ud7ff", "")
+        }
+
+    result = (await run_probes(make_runtime, p=probe))["p"]
+    assert result["a/"] == ["a/", "a/x"]
+    assert result[f"a{top}"] == [f"a{top}", f"a{top}z"]
+    assert result["a"] == ["a", "a/", "a/x", "a0", f"a{top}", f"a{top}z"]
+    assert result["\ud7ff"] == ["\ud7ff"]
+    assert len(result[""]) == 9

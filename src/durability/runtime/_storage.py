@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import sys
 from collections.abc import Awaitable, Callable, Generator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -109,6 +110,17 @@ def write_alarm(database: Database, row: AlarmRow | None) -> asyncio.Future[None
 def retry_delay_ms(attempt: int) -> int:
     """The backoff before retry number `attempt` (1-based): 2 s, 4 s, 8 s, ..."""
     return FIRST_RETRY_DELAY_MS << (attempt - 1)
+
+
+def _prefix_end(prefix: str) -> str | None:
+    """The smallest string above every string starting with `prefix` (None: unbounded)."""
+    stem = prefix.rstrip(chr(sys.maxunicode))
+    if not stem:
+        return None
+    following = ord(stem[-1]) + 1
+    if 0xD800 <= following <= 0xDFFF:
+        following = 0xE000
+    return stem[:-1] + chr(following)
 
 
 def _check_key(key: object) -> str:
@@ -277,10 +289,13 @@ class ObjectStorage:
             raise TypeError(f"prefix must be a string, got {type(prefix).__name__}")
         count = -1 if limit is None else check_positive_int("limit", limit)
         start = prefix or ""
+        end = _prefix_end(start)
         rows = self.enter().query(
-            "SELECT key, value FROM _durability_kv WHERE key >= ? AND substr(key, 1, ?) = ?"
-            " ORDER BY key LIMIT ?",
+            "SELECT key, value FROM _durability_kv WHERE key >= ? AND (? IS NULL OR key < ?)"
+            " AND substr(key, 1, ?) = ? ORDER BY key LIMIT ?",
             start,
+            end,
+            end,
             len(start),
             start,
             count,

@@ -18,12 +18,20 @@ if TYPE_CHECKING:
 class ObjectNamespace:
     """The objects of one `DurableObject` class bound under one name."""
 
-    __slots__ = ("_cls", "_name", "_runtime")
+    __slots__ = ("_cls", "_methods", "_name", "_runtime")
 
     def __init__(self, runtime: Runtime, name: str, cls: type[DurableObject]) -> None:
         self._runtime = runtime
         self._name = name
         self._cls = cls
+        self._methods: dict[str, bool] = {}
+
+    def has_method(self, name: str) -> bool:
+        """Whether the class has a method `name` (remembered per name)."""
+        known = self._methods.get(name)
+        if known is None:
+            known = self._methods[name] = inspect.isroutine(getattr(self._cls, name, None))
+        return known
 
     @property
     def name(self) -> str:
@@ -85,7 +93,7 @@ class ObjectStub:
         cls = self._namespace.object_class
         if method.startswith("_"):
             raise AttributeError(f"{method!r} is private: stubs call only public methods")
-        if not inspect.isroutine(getattr(cls, method, None)):
+        if not self._namespace.has_method(method):
             raise AttributeError(f"{cls.__name__} has no public method {method!r}")
         runtime = self._namespace._runtime
         object_id = self._id
