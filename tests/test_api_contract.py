@@ -317,6 +317,19 @@ FIELDS = [
     (RetryPolicy, "max_attempts delay"),
     (MethodOptions, "attempt_timeout_ms retries"),
     (AlarmMethodOptions, "attempt_timeout_ms retries retry_timeouts"),
+    (RegisteredEvent, "type entity_kind operation id generation timestamp attempt"),
+    (ScheduledEvent, "type entity_kind alarm id generation timestamp scheduled_time attempt"),
+    (AttemptStartedEvent, "type entity_kind operation alarm id generation timestamp attempt"),
+    (
+        AttemptSettledEvent,
+        "type entity_kind operation alarm id generation timestamp attempt outcome duration_ms "
+        "error next_attempt_at result",
+    ),
+    (
+        TerminalEvent,
+        "type entity_kind operation alarm id generation timestamp attempt reason error",
+    ),
+    (PurgedEvent, "type entity_kind timestamp before count"),
 ]
 
 
