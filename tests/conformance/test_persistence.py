@@ -170,11 +170,15 @@ async def test_concurrent_writes_share_one_commit(tmp_path: Path) -> None:
     async with Runtime(path=tmp_path, bindings={"LEDGER": Ledger}) as rt:
         stub = rt.env.LEDGER.get_by_name("c")
         await stub.entries()
-        wal = object_file(tmp_path, rt, "c").with_name(object_file(tmp_path, rt, "c").name + "-wal")
+        file = object_file(tmp_path, rt, "c")
+        reader = sqlite3.connect(file)
+        (page_size,) = reader.execute("PRAGMA page_size").fetchone()
+        reader.close()
+        wal = file.with_name(file.name + "-wal")
         before = wal.stat().st_size
         assert await asyncio.gather(*(stub.add(n) for n in range(200))) == list(range(200))
-        frames = (wal.stat().st_size - before) // (4096 + 24)
-        assert frames < 10
+        frames_written = (wal.stat().st_size - before) // (page_size + 24)
+        assert frames_written < 10
         assert len(await stub.entries()) == 200
 
 
