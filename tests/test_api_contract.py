@@ -1031,11 +1031,14 @@ async def test_failing_alarm_is_retried_six_times_from_two_seconds(host: Host) -
 
 
 async def test_evict_keeps_committed_data_and_alarm(host: Host) -> None:
-    """After `evict` the next call builds a new instance that sees data and alarm."""
+    """After `evict` (by stub or id) the next call builds an instance that sees data and alarm."""
     old = host.ctx
     await old.storage.put("k", "v")
     await old.storage.set_alarm(T0 + 30_000)
     await host.runtime.evict(host.stub)
+    await host.stub.now()
+    assert host.ctx is not old
+    await host.runtime.evict(host.stub.id)
     await host.stub.now()
     assert host.ctx is not old
     assert await host.ctx.storage.get("k") == "v"
@@ -1053,3 +1056,21 @@ async def test_request_and_response_mirror_workers() -> None:
     assert Response.json({"a": 1}).status == 200
     assert Response.json({"a": 1}, status=201).status == 201
     assert isinstance(AlarmInvocationInfo(retry_count=1, is_retry=True).retry_count, int)
+
+
+async def test_runtime_on_a_path_finds_objects_data_and_due_alarms(tmp_path: Path) -> None:
+    """A new Runtime on the same path finds the data; an alarm that came due fires at start."""
+    probe = SimpleNamespace(ctx=None, alarms=[], fail_alarms=False)
+    bindings = {"OBJ": Holder, "PROBE": probe}
+    clock = VirtualClock()
+    async with Runtime(path=tmp_path, bindings=bindings, clock=clock) as runtime:
+        await runtime.env.OBJ.get_by_name("kept").now()
+        await probe.ctx.storage.put("k", "v")
+        await probe.ctx.storage.set_alarm(T0 + 10_000)
+    later = VirtualClock(start_ms=T0 + 60_000)
+    async with Runtime(path=tmp_path, bindings=bindings, clock=later) as runtime:
+        await later.run_until_idle()
+        assert [at for at, _ in probe.alarms] == [T0 + 60_000]
+        await runtime.env.OBJ.get_by_name("kept").now()
+        assert await probe.ctx.storage.get("k") == "v"
+        assert await probe.ctx.storage.get_alarm() is None
