@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import subprocess
 import sys
@@ -147,6 +148,16 @@ class Fragile(DurableObject):
             return "swallowed"
         return "ok"
 
+    async def lost_inside_transaction(self, key: str) -> str:
+        def body() -> None:
+            self.ctx.storage.sql.exec("INSERT INTO u VALUES ('inside')")
+            with contextlib.suppress(sqlite3.IntegrityError):
+                self.ctx.storage.sql.exec("INSERT OR ROLLBACK INTO u VALUES (?)", key)
+            self.ctx.storage.sql.exec("INSERT INTO u VALUES ('after')")
+
+        self.ctx.storage.transaction_sync(body)
+        return "ok"
+
     async def keys(self) -> list[str]:
         return [row["k"] for row in self.ctx.storage.sql.exec("SELECT k FROM u ORDER BY k")]
 
@@ -163,6 +174,9 @@ async def test_lost_writes_fail_every_call_that_joined_them(tmp_path: Path) -> N
         assert await stub.keys() == ["a"]
         assert await stub.insert("c") == "ok"
         assert await stub.keys() == ["a", "c"]
+        with pytest.raises(sqlite3.IntegrityError):
+            await stub.lost_inside_transaction("a")
+        assert await stub.keys() == ["a", "after", "c"]
 
 
 async def test_concurrent_writes_share_one_commit(tmp_path: Path) -> None:

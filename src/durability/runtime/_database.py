@@ -13,6 +13,7 @@ import asyncio
 import os
 import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,14 @@ _PRIVATE_TABLES = (
 )
 
 CommitHook = Callable[["Database"], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Savepoint:
+    """A savepoint's name and the transaction (commit future) it belongs to."""
+
+    name: str
+    transaction: asyncio.Future[None]
 
 
 def _retrieve(future: asyncio.Future[None]) -> None:
@@ -151,26 +160,25 @@ class Database:
             self._check_still_open(error)
             raise
 
-    def savepoint(self) -> str:
+    def savepoint(self) -> Savepoint:
         """Open a nested savepoint inside the turn's transaction."""
-        self.join()
+        transaction = self.join()
+        self._savepoints += 1
         name = f"_durability_sp{self._savepoints}"
         self._conn().execute(f"SAVEPOINT {name}")
-        self._savepoints += 1
-        return name
+        return Savepoint(name, transaction)
 
-    def release(self, name: str) -> None:
-        """Keep the writes made since `savepoint()` returned `name`."""
-        self._savepoints -= 1
-        self._conn().execute(f"RELEASE {name}")
+    def release(self, savepoint: Savepoint) -> None:
+        """Keep the writes made since `savepoint` (if its transaction still exists)."""
+        if self._pending is savepoint.transaction:
+            self._conn().execute(f"RELEASE {savepoint.name}")
 
-    def rollback_to(self, name: str) -> None:
-        """Undo the writes made since `savepoint()` returned `name`."""
-        self._savepoints -= 1
-        connection = self._conn()
-        if connection.in_transaction:
-            connection.execute(f"ROLLBACK TO {name}")
-            connection.execute(f"RELEASE {name}")
+    def rollback_to(self, savepoint: Savepoint) -> None:
+        """Undo the writes made since `savepoint` (if its transaction still exists)."""
+        if self._pending is savepoint.transaction:
+            connection = self._conn()
+            connection.execute(f"ROLLBACK TO {savepoint.name}")
+            connection.execute(f"RELEASE {savepoint.name}")
 
     def commit(self) -> None:
         """Commit the turn's transaction now (fsync); fails its future if that fails."""
