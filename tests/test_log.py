@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -435,11 +436,14 @@ def test_lease_options_validate_at_construction(
     "body", ["aaa", None, 0, -1.5, True, [1, "é", None], {"a": {"b": [1.25, "日本"]}}, ""]
 )
 def test_append_stores_the_standard_envelope(body: Any) -> None:
-    """The stored payload is exactly the JSON envelope `serialize` writes."""
-    from durability._log import _envelope
-    from durability._serialization import serialize
+    """The stored payload is the compact upstream envelope, and it reads back unchanged."""
+    from durability._serialization import deserialize, serialize
 
-    assert _envelope(body, "body") == serialize(body)
+    expected = json.dumps(
+        {"kind": "value", "value": body}, separators=(",", ":"), ensure_ascii=False
+    )
+    assert serialize(body) == expected
+    assert deserialize(serialize(body)) == body
 
 
 def test_random_keys_are_version_4_uuids() -> None:

@@ -11,7 +11,6 @@ work; schedule `trim()` yourself (a named alarm is the usual way).
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections.abc import Sequence
 from typing import Any, Generic
@@ -37,16 +36,9 @@ from ._log_types import (
 )
 from ._migrations import LATEST, LOG_LEASE_MIGRATIONS, LOG_MIGRATIONS, MigrationResult, migrate
 from ._scheduler import DurabilityScheduler, attach
-from ._serialization import check_json_value
+from ._serialization import serialize
 from ._types import MAX_SAFE_INTEGER
 from ._validate import check_positive_int
-
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def _envelope(body: object, what: str) -> str:
-    """The stored envelope of `body`, as `serialize` writes it, with one reused encoder."""
-    return '{"kind":"value","value":' + _ENCODER.encode(check_json_value(body, what)) + "}"
 
 
 def _random_key() -> str:
@@ -151,7 +143,7 @@ class DurabilityLog(Generic[Body]):
                 return EnqueueResult(False, None, serialize_error(rejection), await self.load())
             prepared = []
             for index, item in enumerate(batch):
-                payload = _envelope(item.body, f"records[{index}].body")
+                payload = serialize(item.body, f"records[{index}].body")
                 key = item.deduplication_key
                 prepared.append(
                     NewRecord(

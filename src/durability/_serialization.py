@@ -53,9 +53,13 @@ def _check(value: object, path: str, seen: set[int]) -> None:
     )
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def to_json_text(value: JsonValue) -> str:
-    """Compact JSON text of an already checked value."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """Compact JSON text of an already checked value (one reused encoder: `dumps` with
+    options builds a new one per call)."""
+    return _ENCODER.encode(value)
 
 
 def copy_json(value: object, what: str = "value") -> JsonValue:
@@ -67,8 +71,7 @@ def copy_json(value: object, what: str = "value") -> JsonValue:
 
 def serialize(value: object, what: str = "value") -> str:
     """The stored envelope text of a JSON value; raises `TypeError` for anything else."""
-    checked = check_json_value(value, what)
-    return to_json_text({"kind": "value", "value": checked})
+    return '{"kind":"value","value":' + _ENCODER.encode(check_json_value(value, what)) + "}"
 
 
 def deserialize(text: str) -> JsonValue:
