@@ -88,7 +88,7 @@ def _optional_positive(name: str, value: int | None) -> None:
         check_positive_int(name, value)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LogRetention:
     """What `trim()` removes, oldest first: records older, beyond a count or a byte budget.
 
@@ -125,7 +125,7 @@ class LogLease(Generic[Body]):
 PoisonHandler = Callable[[LogLease[Any]], Awaitable[None] | None]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LogLeaseOptions:
     """Consumer leases: parallel ranges per consumer, lease length, poison handling.
 
