@@ -238,7 +238,8 @@ class Runtime:
                 self._idle_evict_ms / 1000, self._evict_idle, instance
             )
 
-    def _evict_idle(self, instance: Instance) -> None:
+    def _evict_idle(self, instance: Instance, *, settled: bool = False) -> None:
+        """The idle timer: evict `instance` if it has been idle for `idle_evict_ms`."""
         instance.idle_timer = None
         key = (instance.id.namespace, str(instance.id))
         if self._loop is None or self._instances.get(key) is not instance:
@@ -248,9 +249,15 @@ class Runtime:
         remaining = instance.idle_since + self._idle_evict_ms / 1000 - self._loop.time()
         if remaining > 0:
             instance.idle_timer = self._loop.call_later(remaining, self._evict_idle, instance)
-            return
-        del self._instances[key]
-        self._discard(instance, crash=False)
+        elif not settled:
+            # Let every other timer due at this same instant run first: one may be the
+            # object's own in-memory timer, which makes it busy again.
+            instance.idle_timer = self._loop.call_later(
+                0, lambda: self._evict_idle(instance, settled=True)
+            )
+        else:
+            del self._instances[key]
+            self._discard(instance, crash=False)
 
     def _commit_failed(self, key: Key, database: Database) -> None:
         # The instance's memory may disagree with storage now: rebuild it on next use.

@@ -35,20 +35,26 @@ FIRST_RETRY_DELAY_MS = 2_000
 
 
 class CallRecord:
-    """The commits one delivered call joined; its result waits for every one."""
+    """The commits one delivered call joined; its result waits for every one.
+
+    Work the call started (e.g. `wait_until` tasks) inherits the record through the
+    task context; once the call settled, the record ignores it.
+    """
 
     __slots__ = ("_commits",)
 
     def __init__(self) -> None:
-        self._commits: list[asyncio.Future[None]] = []
+        self._commits: list[asyncio.Future[None]] | None = []
 
     def add(self, commit: asyncio.Future[None]) -> None:
-        if not self._commits or self._commits[-1] is not commit:
-            self._commits.append(commit)
+        commits = self._commits
+        if commits is not None and (not commits or commits[-1] is not commit):
+            commits.append(commit)
 
     async def settle(self) -> None:
         """Wait until every joined commit is durable; raise the error of a failed one."""
-        for commit in self._commits:
+        commits, self._commits = self._commits or [], None
+        for commit in commits:
             await commit
 
 
