@@ -93,7 +93,10 @@ async def test_transaction_statements_are_refused(make_runtime: RuntimeFactory) 
 
 
 async def test_binding_rules(make_runtime: RuntimeFactory) -> None:
-    """Ints beyond 2**53-1 are a TypeError at bind, bools are 0/1, odd types are refused."""
+    """Ints beyond 2**53-1 are a TypeError at bind, bools are 0/1, odd types are refused.
+
+    The Workers limits hold too: at most 100 bindings and 100 KB per statement.
+    """
 
     async def probe(storage: Any) -> Any:
         sql = storage.sql
@@ -104,6 +107,11 @@ async def test_binding_rules(make_runtime: RuntimeFactory) -> None:
         for odd in ([1], {"a": 1}, bytearray(b"x"), object()):
             with pytest.raises(TypeError, match="binding 0"):
                 sql.exec("INSERT INTO v VALUES (?)", odd)
+        with pytest.raises(ValueError, match="at most 100 bindings"):
+            sql.exec("SELECT " + ", ".join("?" * 101), *range(101))
+        with pytest.raises(ValueError, match="at most 100000 bytes"):
+            sql.exec("SELECT '" + "x" * 100_000 + "'")
+        assert len(next(sql.exec("SELECT " + ", ".join("?" * 100), *range(100)).raw())) == 100
         sql.exec("INSERT INTO v VALUES (?), (?), (?)", True, False, 2**53 - 1)
         return [row["x"] for row in sql.exec("SELECT x FROM v ORDER BY rowid")]
 

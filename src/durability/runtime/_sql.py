@@ -17,6 +17,12 @@ from .._types import MAX_SAFE_INTEGER
 
 Row = dict[str, Any]
 
+MAX_BINDINGS = 100
+"""Bound parameters per query, as Cloudflare's SQLite-backed Durable Objects allow."""
+
+MAX_STATEMENT_BYTES = 100_000
+"""The longest SQL statement Cloudflare's SQLite-backed Durable Objects accept."""
+
 _FIRST_KEYWORD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$))*([A-Za-z]+)", re.DOTALL)
 _TRANSACTION_KEYWORDS = frozenset({"BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"})
 
@@ -59,7 +65,14 @@ def parse_query(query: str) -> tuple[str, ...]:
 
 
 def check_statement(statement: str) -> None:
-    """Refuse transaction control: the host commits each turn's writes itself."""
+    """Refuse transaction control (the host commits each turn) and oversized statements."""
+    if len(statement) > MAX_STATEMENT_BYTES // 4 and len(statement.encode()) > (
+        MAX_STATEMENT_BYTES
+    ):
+        raise ValueError(
+            f"a SQL statement may be at most {MAX_STATEMENT_BYTES} bytes (the Workers SQL "
+            "limit); bind large values instead of inlining them"
+        )
     keyword = first_keyword(statement)
     if keyword in _TRANSACTION_KEYWORDS:
         raise ValueError(
@@ -71,6 +84,11 @@ def check_statement(statement: str) -> None:
 
 def check_bindings(bindings: Sequence[object]) -> tuple[object, ...]:
     """Bindings as SQLite gets them; `TypeError` for values the Workers API refuses."""
+    if len(bindings) > MAX_BINDINGS:
+        raise ValueError(
+            f"a query may have at most {MAX_BINDINGS} bindings (the Workers SQL limit), "
+            f"got {len(bindings)}"
+        )
     checked: list[object] = []
     for index, value in enumerate(bindings):
         kind = type(value)
