@@ -226,3 +226,18 @@ async def test_writes_and_alarms_survive_a_kill(tmp_path: Path) -> None:
         stub = rt.env.LEDGER.get_by_name("k")
         assert sorted(await stub.entries()) == list(range(50))
         assert await stub.recall("key") == ["v", None]
+
+
+async def test_alarms_of_unbound_classes_wait_for_their_class(tmp_path: Path) -> None:
+    """A runtime without an object's class skips its alarm; one with the class fires it."""
+    clock = VirtualClock()
+    fired: list[Any] = []
+    bindings = {"LEDGER": Ledger, "FIRED": fired}
+    async with Runtime(path=tmp_path, bindings=bindings, clock=clock) as rt:
+        await rt.env.LEDGER.get_by_name("a").remember("k", 1, clock.now_ms() + 1_000)
+    async with Runtime(path=tmp_path, bindings={"FIRED": fired}, clock=clock):
+        await clock.advance(10_000)
+    assert fired == []
+    async with Runtime(path=tmp_path, bindings=bindings, clock=clock):
+        await clock.run_until_idle()
+    assert fired == [("a", clock.now_ms(), 0)]

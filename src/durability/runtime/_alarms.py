@@ -143,6 +143,7 @@ class AlarmDriver:
     async def _deliver_due(self, key: Key) -> None:
         instance = self._host.instance_for_alarm(key, self._names.get(key))
         if instance is None:
+            logger.warning("alarm of %s:%s skipped: no class is bound as %r", *key, key[0])
             self._wake.pop(key, None)
             return
         database = instance.database
