@@ -22,6 +22,8 @@ Storage contract (method by method):
   `delete_alarm` is idempotent. While `alarm()` runs, `get_alarm()` is `None` unless
   it was set during the run.
 - KV values are JSON values; `list` returns keys in ascending order.
+- `await sync()` returns once every write made so far is durable (Cloudflare's
+  `storage.sync()`); use it before an effect that must not outrun its own record.
 """
 
 from __future__ import annotations
@@ -102,6 +104,8 @@ class Storage(AlarmStorage, KeyValueStorage, Protocol):
     async def transaction(self, fn: Callable[[Transaction], Awaitable[T]]) -> T: ...
 
     async def delete_all(self) -> None: ...
+
+    async def sync(self) -> None: ...
 
 
 @runtime_checkable

@@ -83,7 +83,7 @@ class LogLeases:
                 return lease
             self._settle_row(row.batch_id, "skipped", now)
         # The skip is written first, so a failing handler cannot resurrect the range.
-        await _let_turn_commit()
+        await self._storage.sync()
         try:
             result = on_poison(lease)
             if inspect.isawaitable(result):
@@ -263,12 +263,3 @@ class LogLeases:
                 consumer,
             )
         ]
-
-
-async def _let_turn_commit() -> None:
-    """Yield once, so the host commits the writes of this turn before the code that follows.
-
-    Hosts commit a turn's implicit transaction in a callback queued by its first write;
-    that callback runs before this coroutine resumes.
-    """
-    await asyncio.sleep(0)

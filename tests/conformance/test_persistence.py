@@ -241,3 +241,28 @@ async def test_alarms_of_unbound_classes_wait_for_their_class(tmp_path: Path) ->
     async with Runtime(path=tmp_path, bindings=bindings, clock=clock):
         await clock.run_until_idle()
     assert fired == [("a", clock.now_ms(), 0)]
+
+
+class Synced(DurableObject):
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS marks (n INTEGER)")
+        self.seen_before_return: list[int] = []
+
+    async def mark_and_look(self, n: int, file: str) -> list[int]:
+        self.ctx.storage.sql.exec("INSERT INTO marks (n) VALUES (?)", n)
+        await self.ctx.storage.sync()
+        reader = sqlite3.connect(file)
+        try:
+            return [row[0] for row in reader.execute("SELECT n FROM marks ORDER BY n")]
+        finally:
+            reader.close()
+
+
+async def test_sync_waits_until_the_writes_so_far_are_durable(tmp_path: Path) -> None:
+    """`await storage.sync()` inside a call returns once its writes are committed to the file."""
+    async with Runtime(path=tmp_path, bindings={"SYNCED": Synced}) as rt:
+        stub = rt.env.SYNCED.get_by_name("s")
+        file = str(tmp_path / "SYNCED" / f"{rt.env.SYNCED.id_from_name('s')}.sqlite3")
+        assert await stub.mark_and_look(1, file) == [1]
+        assert await stub.mark_and_look(2, file) == [1, 2]

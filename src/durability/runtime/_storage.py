@@ -240,6 +240,14 @@ class ObjectStorage:
         database.release(savepoint)
         return result
 
+    async def sync(self) -> None:
+        """Wait until every write made so far is durable; raises if their commit failed."""
+        if self._fenced:
+            self.enter()
+        pending = self._database.pending_commit
+        if pending is not None:
+            await asyncio.shield(pending)
+
     async def get_alarm(self) -> int | None:
         """The armed alarm time in ms since the epoch, or `None`."""
         row = read_alarm(self.enter())
