@@ -85,7 +85,7 @@ class KeyValueStorage(Protocol):
     async def delete(self, key: str) -> bool: ...
 
     async def list(
-        self, prefix: str | None = None, limit: int | None = None
+        self, *, prefix: str | None = None, limit: int | None = None
     ) -> dict[str, JsonValue]: ...
 
 

@@ -296,7 +296,7 @@ class ObjectStorage:
         return self.enter().execute("DELETE FROM _durability_kv WHERE key = ?", key) > 0
 
     async def list(
-        self, prefix: str | None = None, limit: int | None = None
+        self, *, prefix: str | None = None, limit: int | None = None
     ) -> dict[str, JsonValue]:
         """Pairs in ascending key order, optionally only keys starting with `prefix`."""
         if prefix is not None and not isinstance(prefix, str):
@@ -357,6 +357,6 @@ class _Transaction:
         return await self._storage.delete(key)
 
     async def list(
-        self, prefix: str | None = None, limit: int | None = None
+        self, *, prefix: str | None = None, limit: int | None = None
     ) -> dict[str, JsonValue]:
-        return await self._storage.list(prefix, limit)
+        return await self._storage.list(prefix=prefix, limit=limit)
