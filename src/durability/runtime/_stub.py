@@ -55,13 +55,13 @@ class ObjectNamespace:
         """The id whose `str()` is `text` (64 hex)."""
         return id_from_string(self._name, text)
 
-    def get(self, object_id: ObjectId) -> ObjectStub:
-        """A stub for the object with `object_id`."""
-        if not isinstance(object_id, ObjectId):
-            raise TypeError(f"id must be an ObjectId, got {type(object_id).__name__}")
-        if object_id.namespace != self._name:
-            raise ValueError(f"id belongs to namespace {object_id.namespace!r}, not {self._name!r}")
-        return ObjectStub(self, object_id)
+    def get(self, id: ObjectId) -> ObjectStub:
+        """A stub for the object with `id`."""
+        if not isinstance(id, ObjectId):
+            raise TypeError(f"id must be an ObjectId, got {type(id).__name__}")
+        if id.namespace != self._name:
+            raise ValueError(f"id belongs to namespace {id.namespace!r}, not {self._name!r}")
+        return ObjectStub(self, id)
 
     def get_by_name(self, name: str) -> ObjectStub:
         """A stub for the object named `name`."""
