@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ._files import sync_directory
 from ._log_types import LogRecord, LogSegment
 from ._serialization import check_json_value
 
@@ -86,7 +87,7 @@ class FileColdStorage:
                 os.link(temp, self._directory / name)
             except FileExistsError:
                 return
-            _fsync_directory(self._directory)
+            sync_directory(self._directory)
         finally:
             os.unlink(temp)
 
@@ -126,11 +127,3 @@ def _decode(data: Any, locator: str) -> list[LogRecord[Any]]:
         ]
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"cold segment {locator!r} is malformed: {error!r}") from None
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -16,7 +16,7 @@ import sqlite3
 from pathlib import Path
 from typing import IO
 
-from ._database import sync_directory
+from .._files import sync_directory
 from ._errors import PathInUseError
 
 Key = tuple[str, str]

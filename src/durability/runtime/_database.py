@@ -10,13 +10,13 @@ on the loop itself, never in a thread, so virtual time stays deterministic.
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._files import sync_directory
 from ._sql import Cursor
 
 _PRIVATE_TABLES = (
@@ -53,15 +53,6 @@ def _make_directory(directory: Path) -> None:
     _make_directory(directory.parent)
     directory.mkdir(exist_ok=True)
     sync_directory(directory.parent)
-
-
-def sync_directory(directory: Path) -> None:
-    """fsync a directory, making the files just created in it durable."""
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 class DatabaseClosedError(RuntimeError):
