@@ -9,7 +9,6 @@ the occurrence that ran; a failure keeps the row until it is rescheduled or purg
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,7 @@ from ._errors import (
     DurableAttemptsExhaustedError,
     NonRetryableError,
 )
-from ._execution import ExecutionSpec, start_execution
+from ._execution import ExecutionSpec, run_execution
 from ._lifecycle import PurgedEvent, ScheduledEvent
 from ._migrations import LATEST, NAMED_ALARM_MIGRATIONS, MigrationResult, migrate
 from ._policy import (
@@ -42,7 +41,7 @@ from ._scheduler import (
     given_options,
 )
 from ._signal import AbortSignal
-from ._tables import TableSpec, due_rows
+from ._tables import TableSpec, due_rows, new_generation
 from ._types import TimeInput
 from ._validate import check_callable, to_epoch_ms
 
@@ -161,7 +160,7 @@ class DurabilityAlarms:
     async def _schedule(self, name: str, scheduled_time: object) -> None:
         at = to_epoch_ms("scheduled_time", scheduled_time)
         now = now_ms()
-        generation = uuid.uuid4().hex
+        generation = new_generation()
 
         def write(sql: SqlStorage) -> None:
             sql.exec(
@@ -195,7 +194,9 @@ class DurabilityAlarms:
             except Exception as error:
                 errors.append(error)
 
-        await self._engine.run_concurrent(due_rows(self._engine.sql, ALARMS, now, DUE_BATCH), run)
+        await self._engine.run_concurrent(
+            due_rows(self._engine.sql, ALARMS, now, DUE_BATCH), run, table=ALARMS.name
+        )
         if errors:
             # An infrastructure failure fails the pass, which arms the fallback alarm.
             raise errors[0]
@@ -214,7 +215,7 @@ class DurabilityAlarms:
         ).to_list()
         if not rows or rows[0]["status"] != "pending" or rows[0]["next_attempt_at"] > now_ms():
             return
-        await start_execution(self._engine, self._spec(name, rows[0], info))
+        await run_execution(self._engine, self._spec(name, rows[0], info))
 
     def _spec(self, name: str, row: Row, info: AlarmInvocationInfo | None) -> ExecutionSpec:
         generation = str(row["generation_id"])

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,7 @@ from ._lifecycle import (
 from ._policy import AttemptPolicy
 from ._scheduler import ActiveExecution, Engine, Release
 from ._signal import AbortSignal, abort
-from ._tables import TableSpec, claim_attempt, exhaust_attempts, settle_failure
+from ._tables import TableSpec, claim_attempt, exhaust_attempts, is_exhausted, settle_failure
 from ._types import MAX_SAFE_INTEGER, JsonValue
 
 
@@ -41,7 +41,9 @@ class ExecutionSpec:
     `invoke(attempt, signal)` calls the handler (its result may be awaitable);
     `complete(sql, result, attempt)` persists a success and returns its timestamp, or
     `None` when a newer generation won, and may raise to turn the success into a
-    failure; `is_terminal(error)` adds a kind-specific terminal rule.
+    failure (it runs outside any transaction, so it must write with one statement);
+    `is_terminal(error)` adds a kind-specific terminal rule. `emits` False (no lifecycle
+    hook) skips building events nobody receives.
     """
 
     table: TableSpec
@@ -60,6 +62,7 @@ class ExecutionSpec:
     complete: Callable[[SqlStorage, Any, int], int | None]
     is_terminal: Callable[[BaseException], bool]
     include_result: bool = False
+    emits: bool = True
 
     def entity(self) -> dict[str, Any]:
         """The entity fields every lifecycle event of this record carries."""
@@ -114,6 +117,17 @@ def decide_retry(spec: ExecutionSpec, attempt: int, error: BaseException) -> Ret
 class _Gate:
     """Releases the permit and the key lock once the outcome is persisted AND the handler ended."""
 
+    __slots__ = (
+        "engine",
+        "entry",
+        "handler",
+        "outcome",
+        "permit",
+        "persisted",
+        "released",
+        "spec",
+    )
+
     def __init__(
         self, engine: Engine, spec: ExecutionSpec, entry: ActiveExecution, permit: Release | None
     ) -> None:
@@ -121,14 +135,20 @@ class _Gate:
         self.spec = spec
         self.entry = entry
         self.permit = permit
-        self.handler: asyncio.Task[_Outcome] | None = None
+        self.handler: asyncio.Task[None] | None = None
+        self.outcome: asyncio.Future[_Outcome] = asyncio.get_running_loop().create_future()
         self.persisted = False
         self.released = False
 
-    def handler_done(self, task: asyncio.Task[_Outcome]) -> None:
+    def handler_done(self, task: asyncio.Task[None]) -> None:
+        # A handler task that ended without reporting (cancelled before it ran) still
+        # wakes its execution.
+        if not self.outcome.done():
+            error = None if task.cancelled() else task.exception()
+            _deliver(self.outcome, _Outcome(error=error or asyncio.CancelledError()))
         self.release_if_settled()
 
-    def execution_done(self, task: asyncio.Task[None]) -> None:
+    def execution_done(self) -> None:
         self.persisted = True
         self.release_if_settled()
 
@@ -162,68 +182,86 @@ def start_execution(
     The task ends when the outcome is persisted (not when a timed-out handler ends) and
     raises only for storage failures. `permit`, if given, is owned by the execution.
     """
+    return engine.spawn(run_execution(engine, spec, permit))
+
+
+def run_execution(
+    engine: Engine, spec: ExecutionSpec, permit: Release | None = None
+) -> Awaitable[None]:
+    """`start_execution` in the awaiting task: for callers that wait for the outcome anyway.
+
+    The key is marked active when this is called, before anything is awaited.
+    """
     entry = ActiveExecution(spec.generation, spec.created_at)
     spec.active[spec.key] = entry
     engine.track_active(spec.table.name, spec.key)
-    gate = _Gate(engine, spec, entry, permit)
-    task = engine.spawn(_execute(engine, spec, entry, gate))
-    task.add_done_callback(gate.execution_done)
-    return task
+    return _run(engine, spec, entry, _Gate(engine, spec, entry, permit))
+
+
+async def _run(engine: Engine, spec: ExecutionSpec, entry: ActiveExecution, gate: _Gate) -> None:
+    try:
+        await _execute(engine, spec, entry, gate)
+    finally:
+        gate.execution_done()
 
 
 async def _execute(
     engine: Engine, spec: ExecutionSpec, entry: ActiveExecution, gate: _Gate
 ) -> None:
     if gate.permit is None:
-        gate.permit = await engine.acquire_permit()
+        gate.permit = engine.try_acquire_permit() or await engine.acquire_permit()
     attempt = claim_attempt(
-        engine.sql, spec.table, spec.key, spec.generation, spec.policy.max_attempts
+        engine.sql, spec.table, spec.key, spec.generation, spec.policy.max_attempts, now_ms()
     )
     if attempt is None:
-        await _fail_exhausted(engine, spec)
+        if is_exhausted(
+            engine.sql, spec.table, spec.key, spec.generation, spec.policy.max_attempts
+        ):
+            await _fail_exhausted(engine, spec)
         return
     started_at = now_ms()
-    spec.emit(AttemptStartedEvent(**spec.entity(), timestamp=started_at, attempt=attempt))
+    entity = spec.entity() if spec.emits else {}
+    if spec.emits:
+        spec.emit(AttemptStartedEvent(**entity, timestamp=started_at, attempt=attempt))
     signal = AbortSignal()
     entry.signal = signal
-    handler = engine.spawn(_invoke(spec, attempt, signal))
+    handler = engine.spawn(_invoke(spec, attempt, signal, gate.outcome))
     gate.handler = handler
     handler.add_done_callback(gate.handler_done)
     try:
-        done, _ = await asyncio.wait({handler}, timeout=spec.policy.attempt_timeout_ms / 1000)
+        ended = await gate.outcome
     except asyncio.CancelledError:
         handler.cancel()
         raise
-    if handler not in done:
+    if ended is _TIMED_OUT:
         timeout_error = spec.timeout_error()
         abort(signal, timeout_error)
         handler.cancel()
         await _settle_failure(engine, spec, attempt, started_at, timeout_error)
         return
-    if handler.cancelled():
-        await _settle_failure(engine, spec, attempt, started_at, asyncio.CancelledError())
+    if ended.error is not None:
+        await _settle_failure(engine, spec, attempt, started_at, ended.error)
         return
-    outcome = handler.result()
-    if outcome.error is not None:
-        await _settle_failure(engine, spec, attempt, started_at, outcome.error)
-        return
-    result = outcome.value
+    result = ended.value
     try:
-        completed_at = engine.transaction_sync(lambda sql: spec.complete(sql, result, attempt))
+        completed_at = spec.complete(engine.sql, result, attempt)
     except Exception as error:
         await _settle_failure(engine, spec, attempt, started_at, error)
         return
     if completed_at is None:
         return
-    engine.notify(
-        spec.table.name,
-        spec.key,
-        {"generation_id": spec.generation, "created_at": spec.created_at},
-    )
+    if engine.watched(spec.table.name, spec.key):
+        engine.notify(
+            spec.table.name,
+            spec.key,
+            {"generation_id": spec.generation, "created_at": spec.created_at},
+        )
+    if not spec.emits:
+        return
     included: JsonValue = result if spec.include_result else None
     spec.emit(
         AttemptSettledEvent(
-            **spec.entity(),
+            **entity,
             timestamp=completed_at,
             attempt=attempt,
             outcome="completed",
@@ -233,22 +271,54 @@ async def _execute(
     )
 
 
-@dataclass(frozen=True, slots=True)
 class _Outcome:
     """How a handler call ended; a raise is captured so the host never logs it as lost."""
 
-    value: Any = None
-    error: Exception | None = None
+    __slots__ = ("error", "value")
+
+    def __init__(self, value: Any = None, error: BaseException | None = None) -> None:
+        self.value = value
+        self.error = error
 
 
-async def _invoke(spec: ExecutionSpec, attempt: int, signal: AbortSignal) -> _Outcome:
+_TIMED_OUT = _Outcome()
+"""The outcome the attempt timer delivers when it fires first."""
+
+
+async def _invoke(
+    spec: ExecutionSpec, attempt: int, signal: AbortSignal, outcome: asyncio.Future[_Outcome]
+) -> None:
+    """Run the handler in its own task and hand its outcome straight to the execution.
+
+    A synchronous handler needs no timer; an awaitable one is timed from its first await.
+    """
+    timer: asyncio.TimerHandle | None = None
     try:
         value = spec.invoke(attempt, signal)
         if inspect.isawaitable(value):
+            timer = asyncio.get_running_loop().call_later(
+                spec.policy.attempt_timeout_ms / 1000, _expire, outcome
+            )
             value = await value
+    except asyncio.CancelledError:
+        _deliver(outcome, _Outcome(error=asyncio.CancelledError()))
+        raise
     except Exception as error:
-        return _Outcome(error=error)
-    return _Outcome(value)
+        _deliver(outcome, _Outcome(error=error))
+    else:
+        _deliver(outcome, _Outcome(value))
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+def _deliver(outcome: asyncio.Future[_Outcome], ended: _Outcome) -> None:
+    if not outcome.done():
+        outcome.set_result(ended)
+
+
+def _expire(outcome: asyncio.Future[_Outcome]) -> None:
+    _deliver(outcome, _TIMED_OUT)
 
 
 async def _fail_exhausted(engine: Engine, spec: ExecutionSpec) -> None:

@@ -10,7 +10,6 @@ ids stay deduplicated; `purge_before` is the only way to drop them.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -25,7 +24,7 @@ from ._errors import (
     NonRetryableError,
     SerializedError,
 )
-from ._execution import ExecutionSpec, start_execution
+from ._execution import ExecutionSpec, run_execution
 from ._lifecycle import PurgedEvent, RegisteredEvent, report_failure
 from ._migrations import LATEST, OPERATION_MIGRATIONS, MigrationResult, migrate
 from ._policy import (
@@ -47,7 +46,7 @@ from ._scheduler import (
 )
 from ._serialization import deserialize, serialize
 from ._signal import AbortSignal
-from ._tables import TableSpec, due_rows
+from ._tables import TableSpec, new_generation
 from ._types import JsonValue, TimeInput
 from ._validate import check_callable, check_non_negative_int, to_epoch_ms
 
@@ -140,6 +139,7 @@ class Durability:
             ),
         )
         self._emit = self._engine.emitter(on_lifecycle_event)
+        self._events = on_lifecycle_event is not None
         self._active: dict[str, ActiveExecution] = {}
         self._operations: dict[str, DurableOperation] = {}
         self._engine.migrate_schema(CAPABILITY, OPERATION_MIGRATIONS)
@@ -191,7 +191,7 @@ class Durability:
         key = _check_id(id)
         text = serialize(payload, "payload")
         now = now_ms()
-        generation = uuid.uuid4().hex
+        generation = new_generation()
 
         def write(sql: SqlStorage) -> bool:
             inserted = sql.exec(
@@ -205,8 +205,8 @@ class Durability:
                 now,
                 generation,
                 now,
-            ).to_list()
-            if inserted:
+            ).raw()
+            if next(inserted, None) is not None:
                 return True
             stored = sql.exec("SELECT operation FROM durability_calls WHERE id = ?", key).to_list()
             if not stored:
@@ -215,25 +215,25 @@ class Durability:
                 raise DuplicateDurableCallError(key, str(stored[0]["operation"]), operation)
             return False
 
-        if not await self._engine.transaction(write):
+        if not await self._engine.transaction(write, due_at=lambda added: now if added else None):
             return
-        self._emit(
-            RegisteredEvent(operation=operation, id=key, generation=generation, timestamp=now)
-        )
+        if self._events:
+            self._emit(
+                RegisteredEvent(operation=operation, id=key, generation=generation, timestamp=now)
+            )
         permit = self._engine.try_acquire_permit()
         if permit is None:
             return  # the reconciled alarm or the early timer picks the row up
-        row: Row = {"operation": operation, "payload": text, "generation_id": generation}
-        row["created_at"] = now
+        # The row was just inserted by this registration: nothing can be running it yet.
+        spec = self._spec(key, operation, text, generation, now)
         self._engine.run_in_background(
-            self._run_eagerly(key, row, permit),
+            self._run_eagerly(spec, permit),
             "durability.background_execution.failed",
             {"operation": operation, "id": key},
         )
 
-    async def _run_eagerly(self, key: str, row: Row, permit: Release) -> None:
-        # The row was just inserted by this registration: nothing can be running it yet.
-        await start_execution(self._engine, self._spec(key, row), permit)
+    async def _run_eagerly(self, spec: ExecutionSpec, permit: Release) -> None:
+        await run_execution(self._engine, spec, permit)
         await self._engine.schedule_next_alarm()
 
     def _read(self, operation: str, id: object) -> Row | None:
@@ -296,42 +296,44 @@ class Durability:
     # -- execution ----------------------------------------------------------------------
 
     async def _run_due(self, now: int, info: AlarmInvocationInfo | None) -> None:
+        # Rows already executing here are attached to: the pass waits for them at its end
+        # instead of running them again (with live timers it skips them).
         skip_running = self._engine.live_timers
+        attached: list[ActiveExecution] = []
 
-        async def run(due: tuple[str, str]) -> None:
-            key, generation = due
-            running = self._active.get(key)
-            if running is not None and running.generation == generation:
-                # Already executing here (eagerly, or from an earlier pass): attach to it.
-                if not skip_running:
-                    await running.settled.wait()
+        def running(due: tuple[Any, ...]) -> bool:
+            found = self._active.get(due[0])
+            if found is None or found.generation != due[3]:
+                return False
+            if not skip_running:
+                attached.append(found)
+            return True
+
+        async def run(due: tuple[Any, ...]) -> None:
+            if running(due):
                 return
+            key, operation, payload, generation, created_at = due
             try:
-                await self._execute(key, skip_running=skip_running)
+                spec = self._spec(key, operation, payload, generation, created_at)
+                await run_execution(self._engine, spec)
             except Exception as error:  # already persisted or reported; the pass goes on
                 report_failure("durability.background_execution.failed", {"id": key}, error)
 
-        await self._engine.run_concurrent(due_rows(self._engine.sql, CALLS, now, DUE_BATCH), run)
+        cursor = self._engine.sql.exec(
+            "SELECT id, operation, payload, generation_id, created_at FROM durability_calls "
+            "WHERE status = 'pending' AND next_attempt_at <= ? "
+            "ORDER BY next_attempt_at ASC LIMIT ?",
+            now,
+            DUE_BATCH,
+        )
+        due_rows = [due for due in cursor.raw() if not running(due)]
+        await self._engine.run_concurrent(due_rows, run, table=CALLS.name)
+        for execution in attached:
+            await execution.settled.wait()
 
-    async def _execute(self, key: str, *, skip_running: bool = False) -> None:
-        rows = self._engine.sql.exec(
-            "SELECT operation, payload, status, next_attempt_at, generation_id, created_at "
-            "FROM durability_calls WHERE id = ?",
-            key,
-        ).to_list()
-        row = rows[0] if rows else None
-        if row is None or row["status"] != "pending" or row["next_attempt_at"] > now_ms():
-            return
-        running = self._active.get(key)
-        if running is not None and running.generation == row["generation_id"]:
-            if not skip_running:
-                await running.settled.wait()
-            return
-        await start_execution(self._engine, self._spec(key, row))
-
-    def _spec(self, key: str, row: Row) -> ExecutionSpec:
-        operation = str(row["operation"])
-        payload_text = str(row["payload"])
+    def _spec(
+        self, key: str, operation: str, payload_text: str, generation: str, created_at: int
+    ) -> ExecutionSpec:
         policy = self._policies.get(operation, self._default_policy)
 
         def invoke(attempt: int, signal: AbortSignal) -> Any:
@@ -360,16 +362,16 @@ class Durability:
                 text,
                 completed_at,
                 key,
-                row["generation_id"],
+                generation,
                 attempt,
-            ).to_list()
-            return completed_at if won else None
+            ).raw()
+            return completed_at if next(won, None) is not None else None
 
         return ExecutionSpec(
             table=CALLS,
             key=key,
-            generation=str(row["generation_id"]),
-            created_at=int(row["created_at"]),
+            generation=generation,
+            created_at=created_at,
             label=f'operation "{operation}"',
             entity_kind="operation",
             name=operation,
@@ -384,6 +386,7 @@ class Durability:
             complete=complete,
             is_terminal=lambda error: isinstance(error, DurableResultSerializationError),
             include_result=self._include_result,
+            emits=self._events,
         )
 
 

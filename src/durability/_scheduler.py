@@ -139,6 +139,8 @@ class Engine:
         self._waiters: deque[asyncio.Future[Release]] = deque()
         self._refresh: asyncio.Future[None] | None = None
         self._early: tuple[int, asyncio.TimerHandle] | None = None
+        self._pulling: dict[str, int] = {}
+        self._owed: set[str] = set()
         self._watchers: dict[str, dict[str, set[SettlementListener]]] = {}
         self._active_keys: dict[str, set[str]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -182,15 +184,17 @@ class Engine:
         instance is gone) the task is cancelled and the refusal raised.
         """
         task: asyncio.Task[T] = asyncio.ensure_future(awaitable)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
         hook = getattr(self.context, "wait_until", None)
-        if hook is not None:
-            try:
-                hook(task)
-            except BaseException:
-                task.cancel()
-                raise
+        if hook is None:
+            # Nobody else holds the task: keep it from being garbage collected.
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return task
+        try:
+            hook(task)
+        except BaseException:
+            task.cancel()
+            raise
         return task
 
     def wait_until(
@@ -228,13 +232,24 @@ class Engine:
         """Run synchronous writes atomically without touching the alarm."""
         return self.storage.transaction_sync(lambda: write(self.sql))
 
-    async def transaction(self, write: Callable[[SqlStorage], T]) -> T:
-        """Run `write` and reconcile the alarm in one transaction; then publish the timer."""
+    async def transaction(
+        self,
+        write: Callable[[SqlStorage], T],
+        *,
+        due_at: Callable[[T], int | None] | None = None,
+    ) -> T:
+        """Run `write` and reconcile the alarm in one transaction; then publish the timer.
+
+        `due_at(value)`, given the write's return value, is the due time of the pending
+        row the write added (`None` if it added none): when that is now or earlier, the
+        reconcile needs only the armed alarm, not the pending rows.
+        """
         timer_at: list[int | None] = [None]
 
         async def body(txn: Transaction) -> T:
             value = write(self.sql)
-            timer_at[0] = await self._reconcile(txn)
+            added = None if due_at is None else due_at(value)
+            timer_at[0] = await self._reconcile(txn, added)
             return value
 
         result = await self.storage.transaction(body)
@@ -275,8 +290,24 @@ class Engine:
         eligible = next((at for key, at in rows if key not in active), None)
         return physical, eligible
 
-    async def _reconcile(self, txn: Transaction) -> int | None:
-        """Arm the alarm for the earliest pending row; return the early timer's time."""
+    async def _reconcile(self, txn: Transaction, added_due_at: int | None = None) -> int | None:
+        """Arm the alarm for the earliest pending row; return the early timer's time.
+
+        `added_due_at` is the due time of a row this transaction added, if any.
+        """
+        now = now_ms()
+        if added_due_at is not None and added_due_at <= now:
+            current = await txn.get_alarm()
+            latest = now + self.alarm_min_delay_ms
+            # The earliest pending time is at most `added_due_at`, so the window is
+            # [earliest, now + min delay]: an alarm in [added_due_at, latest] is inside
+            # it, a missing or later one moves to `latest`. Only an alarm before
+            # `added_due_at` needs the earliest pending time itself.
+            if current is None or current > latest:
+                await txn.set_alarm(latest)
+                return added_due_at
+            if current >= added_due_at:
+                return added_due_at
         physical_times: list[int] = []
         timer_times: list[int] = []
         for participant in self._participants:
@@ -291,7 +322,7 @@ class Engine:
                 await txn.delete_alarm()
             return None
         earliest = min(physical_times)
-        target = max(earliest, now_ms() + self.alarm_min_delay_ms)
+        target = max(earliest, now + self.alarm_min_delay_ms)
         # An alarm already inside [earliest, target] stays, so frequent reconciliation
         # cannot keep pushing the fallback later.
         if current is None or current < earliest or current > target:
@@ -299,9 +330,11 @@ class Engine:
         return min(timer_times) if timer_times else None
 
     def _schedule_early_alarm(self, timestamp: int | None) -> None:
-        if self._early is not None and self._early[0] == timestamp:
-            return
         if self._early is not None:
+            # Keep the same timer, or one already due (a new due one fires no sooner).
+            armed = self._early[0]
+            if armed == timestamp or (timestamp is not None and max(armed, timestamp) <= now_ms()):
+                return
             self._early[1].cancel()
             self._early = None
         if timestamp is None:
@@ -320,15 +353,25 @@ class Engine:
         if self._early is None or self._early[0] != timestamp:
             return
         self._early = None
+        # A participant whose running pass still has due rows to start would mostly read
+        # those same rows again: its part of this pass is deferred until that pass has
+        # taken its last row (`run_concurrent`).
+        busy = {name for name, count in self._pulling.items() if count}
+        self._owed |= busy
+        ready = [p for p in self._participants if p.table.name not in busy]
+        if ready:
+            self._start_early_pass(timestamp, ready)
+
+    def _start_early_pass(self, timestamp: int, participants: list[Participant]) -> None:
         try:
-            self.spawn(self._early_pass(timestamp))
+            self.spawn(self._early_pass(timestamp, participants))
         except Exception:
             # The host refused new work: the instance is gone and the alarm takes over.
             logger.debug("early alarm at %s dropped: the instance is gone", timestamp)
 
-    async def _early_pass(self, timestamp: int) -> None:
+    async def _early_pass(self, timestamp: int, participants: list[Participant]) -> None:
         try:
-            await self.alarm(None)
+            await self._guarded_pass(None, participants)
         except Exception as error:
             report_failure(
                 "durability.background_execution.failed", {"scheduled_time": timestamp}, error
@@ -342,8 +385,13 @@ class Engine:
         Only when even the fallback `set_alarm` fails does the error reach the host,
         whose retries are limited (it drops the alarm after them).
         """
+        await self._guarded_pass(info, self._participants)
+
+    async def _guarded_pass(
+        self, info: AlarmInvocationInfo | None, participants: list[Participant]
+    ) -> None:
         try:
-            await self._run_alarm(info)
+            await self._run_alarm(info, participants)
         except Exception as error:
             retry_at = now_ms() + self.alarm_min_delay_ms
             try:
@@ -355,11 +403,11 @@ class Engine:
             )
             self._notify_alarm_retry(error, info)
 
-    async def _run_alarm(self, info: AlarmInvocationInfo | None) -> None:
+    async def _run_alarm(
+        self, info: AlarmInvocationInfo | None, participants: list[Participant]
+    ) -> None:
         started_at = now_ms()
-        work = asyncio.gather(
-            *(self.spawn(p.run_due(started_at, info)) for p in self._participants)
-        )
+        work = asyncio.gather(*(self.spawn(p.run_due(started_at, info)) for p in participants))
         work.add_done_callback(_consume_exception)
         remaining = self.alarm_handoff_ms - (now_ms() - started_at)
         done, _ = await asyncio.wait({work}, timeout=max(remaining, 0) / 1000)
@@ -441,17 +489,54 @@ class Engine:
         return release
 
     async def run_concurrent(
-        self, items: Iterable[Item], worker: Callable[[Item], Awaitable[None]]
+        self,
+        items: Iterable[Item],
+        worker: Callable[[Item], Awaitable[None]],
+        *,
+        table: str | None = None,
     ) -> None:
-        """Run `worker` over `items` in order with at most `alarm_concurrency` at once."""
+        """Run `worker` over `items` in order with at most `alarm_concurrency` at once.
+
+        `table` names the participant whose due rows these are: until the last item is
+        taken, early-timer passes skip that participant, and one deferred that way
+        starts as soon as it is taken.
+        """
         pending = list(items)
+        if not pending:
+            return
         cursor = iter(pending)
+        taken = 0
+        pulling = table is not None
+
+        def stop_pulling() -> None:
+            nonlocal pulling
+            if not pulling or table is None:
+                return
+            pulling = False
+            self._pulling[table] -= 1
+            if self._pulling[table] or table not in self._owed:
+                return
+            self._owed.discard(table)
+            owed = [p for p in self._participants if p.table.name == table]
+            self._start_early_pass(now_ms(), owed)
 
         async def pull() -> None:
+            nonlocal taken
             for item in cursor:
+                taken += 1
+                if taken == len(pending):
+                    # A deferred pass starts as a new task, after this last item started.
+                    stop_pulling()
                 await worker(item)
 
-        await asyncio.gather(*(pull() for _ in range(min(self.alarm_concurrency, len(pending)))))
+        if table is not None:
+            self._pulling[table] = self._pulling.get(table, 0) + 1
+        try:
+            await asyncio.gather(
+                *(pull() for _ in range(min(self.alarm_concurrency, len(pending))))
+            )
+        finally:
+            stop_pulling()
 
     # -- active keys, watchers and purge ------------------------------------------------
 
@@ -482,6 +567,11 @@ class Engine:
                     del self._watchers[table]
 
         return unsubscribe
+
+    def watched(self, table: str, key: str) -> bool:
+        """True when someone watches `key` of `table` (so a notification is worth building)."""
+        by_key = self._watchers.get(table)
+        return by_key is not None and key in by_key
 
     def notify(self, table: str, key: str, row: Row | None = None) -> None:
         """Tell the watchers of `key` that it may have settled (call only after commit)."""

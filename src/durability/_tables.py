@@ -9,6 +9,7 @@ capabilities; every value is a bound parameter.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from ._context import SqlStorage
@@ -23,19 +24,51 @@ class TableSpec:
     key: str
 
 
+def new_generation() -> str:
+    """A fresh generation id: a random version-4 UUID as 32 hex digits.
+
+    Built from `os.urandom` directly: `uuid.uuid4()` costs about three times as much.
+    """
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    return raw.hex()
+
+
 def claim_attempt(
-    sql: SqlStorage, table: TableSpec, key: str, generation: str, max_attempts: int
+    sql: SqlStorage, table: TableSpec, key: str, generation: str, max_attempts: int, now: int
 ) -> int | None:
-    """Durably count one more attempt; `None` when the row is gone, replaced or at its limit."""
+    """Durably count one more attempt of a row due at `now`.
+
+    `None` when the row is gone, replaced, settled, not due (rescheduled since it was
+    read) or at its attempt limit (`is_exhausted` tells which).
+    """
     rows = sql.exec(
         f"UPDATE {table.name} SET attempt = attempt + 1 "
         f"WHERE {table.key} = ? AND generation_id = ? AND status = 'pending' AND attempt < ? "
-        "RETURNING attempt",
+        "AND next_attempt_at <= ? RETURNING attempt",
+        key,
+        generation,
+        max_attempts,
+        now,
+    ).raw()
+    for (attempt,) in rows:
+        return int(attempt)
+    return None
+
+
+def is_exhausted(
+    sql: SqlStorage, table: TableSpec, key: str, generation: str, max_attempts: int
+) -> bool:
+    """True when the row of this generation is still pending at its attempt limit."""
+    rows = sql.exec(
+        f"SELECT 1 FROM {table.name} "
+        f"WHERE {table.key} = ? AND generation_id = ? AND status = 'pending' AND attempt >= ?",
         key,
         generation,
         max_attempts,
     ).to_list()
-    return int(rows[0]["attempt"]) if rows else None
+    return bool(rows)
 
 
 def exhaust_attempts(
