@@ -354,3 +354,14 @@ async def test_thirty_days_of_runtime_alarms() -> None:
         await clock.advance(30 * DAY_MS)
         fired = await ticker.fired()
     assert fired == [START + hour * 3_600_000 for hour in range(1, 30 * 24 + 1)]
+
+
+async def test_a_runtime_inside_an_attached_clock_leaves_it_bound() -> None:
+    """Closing a Runtime that shares an attached clock keeps now_ms() on virtual time."""
+    async with VirtualClock() as clock:
+        async with Runtime(clock=clock):
+            await clock.advance(1_000)
+        assert durability.now_ms() == START + 1_000
+        await clock.advance(1_000)
+        assert durability.now_ms() == START + 2_000
+    assert abs(durability.now_ms() - time.time() * 1000) < 60_000

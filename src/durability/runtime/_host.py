@@ -133,7 +133,8 @@ class Runtime:
         attach = getattr(self._clock, "attach", None)
         if callable(attach):
             attach(loop)
-        bind_clock(loop, self._clock)
+        else:
+            bind_clock(loop, self._clock)
         self._loop = loop
         self._state = "running"
         self._alarms.start(loop)
@@ -158,7 +159,8 @@ class Runtime:
         detach = getattr(self._clock, "detach", None)
         if callable(detach):
             detach(loop)
-        unbind_clock(loop, self._clock)
+        else:
+            unbind_clock(loop, self._clock)
         self._state = "closed"
 
     async def evict(self, target: ObjectStub | ObjectId) -> None:
