@@ -365,3 +365,19 @@ async def test_a_runtime_inside_an_attached_clock_leaves_it_bound() -> None:
         await clock.advance(1_000)
         assert durability.now_ms() == START + 2_000
     assert abs(durability.now_ms() - time.time() * 1000) < 60_000
+
+
+async def test_times_may_be_aware_datetimes_and_options_are_keywords() -> None:
+    """start_ms and advance_to take aware datetimes too; start_ms is keyword-only."""
+    from datetime import UTC, datetime, timedelta
+
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    clock = VirtualClock(start_ms=start)
+    assert clock.now_ms() == int(start.timestamp() * 1000)
+    async with clock:
+        await clock.advance_to(start + timedelta(seconds=5))
+        assert durability.now_ms() == int(start.timestamp() * 1000) + 5_000
+    with pytest.raises(TypeError):
+        VirtualClock(START)  # type: ignore[misc]
+    with pytest.raises(ValueError, match="aware"):
+        VirtualClock(start_ms=datetime(2030, 1, 1))

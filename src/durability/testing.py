@@ -22,7 +22,8 @@ import asyncio
 from types import TracebackType
 
 from ._clock import bind_clock, unbind_clock
-from ._validate import check_int, check_non_negative_int
+from ._types import TimeInput
+from ._validate import check_non_negative_int, to_epoch_ms
 from ._virtual_loop import LoopPatch
 
 __all__ = ["VirtualClock"]
@@ -31,8 +32,8 @@ __all__ = ["VirtualClock"]
 class VirtualClock:
     """A clock that moves only when told to, and the loop timers that follow it."""
 
-    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
-        self._seconds = check_non_negative_int("start_ms", start_ms) / 1000
+    def __init__(self, *, start_ms: TimeInput = 1_700_000_000_000) -> None:
+        self._seconds = to_epoch_ms("start_ms", start_ms) / 1000
         self._patch: LoopPatch | None = None
         self._attachments = 0
         self._advancing = False
@@ -97,14 +98,14 @@ class VirtualClock:
         step = check_non_negative_int("ms", ms)
         await self.advance_to(self.now_ms() + step)
 
-    async def advance_to(self, ms: int) -> None:
+    async def advance_to(self, ms: TimeInput) -> None:
         """Move time forward to `ms`, firing in order every timer that comes due.
 
         Timers due at the same instant run together; after each, the work they start
-        runs until it waits on time again. Time never moves backwards: a target in the
-        past raises `ValueError`.
+        runs until it waits on time again. `ms` may also be an aware datetime. Time never
+        moves backwards: a target in the past raises `ValueError`.
         """
-        target_ms = check_int("ms", ms)
+        target_ms = to_epoch_ms("ms", ms)
         if target_ms < self.now_ms():
             raise ValueError(
                 f"ms must not be in the past (now_ms() is {self.now_ms()}, got {target_ms})"
