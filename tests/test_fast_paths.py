@@ -1,0 +1,147 @@
+"""The engine's shortcuts keep the spec's outcomes (spec/core.md §3.5, §3.6, §3.8, §4, §5.5)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from durability import Durability, DurableCall, now_ms
+from durability._tables import TableSpec, claim_attempt, is_exhausted, new_generation
+from durability.runtime import DurableObject, Runtime
+from durability.testing import VirtualClock
+
+T0 = 1_700_000_000_000
+MIN_DELAY = 5_000
+CALLS = TableSpec("durability_calls", "id")
+
+
+class Lab(DurableObject):
+    """Operations whose handlers wait on a gate; test hooks reach the engine and its rows."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self.options: dict[str, Any] = env["OPTIONS"]
+        self.gate = asyncio.Event()
+        self.calls: list[tuple[str, int]] = []
+        self.passes = 0
+        self.durability = Durability(
+            context=ctx,
+            handlers={"work": self._work},
+            alarm_min_delay_ms=MIN_DELAY,
+            **self.options,
+        )
+        engine = self.durability._engine
+        run_due = engine._participants[0].run_due
+
+        async def counted(now: int, info: Any) -> None:
+            self.passes += 1
+            await run_due(now, info)
+
+        engine._participants[0].run_due = counted
+
+    async def _work(self, call: DurableCall) -> None:
+        self.calls.append((call.id, call.attempt))
+        await self.gate.wait()
+
+    async def register(self, id: str) -> None:
+        await self.durability.work(id=id)
+
+    async def release(self) -> None:
+        self.gate.set()
+
+    async def seed(self, id: str, due_at: int) -> None:
+        """A pending row due at `due_at` that no handler runs yet (written directly)."""
+        self.ctx.storage.sql.exec(
+            "INSERT INTO durability_calls (id, operation, payload, status, attempt, "
+            "next_attempt_at, generation_id, created_at) "
+            "VALUES (?, 'work', '{\"kind\":\"value\",\"value\":null}', 'pending', 0, ?, ?, ?)",
+            id,
+            due_at,
+            new_generation(),
+            due_at,
+        )
+
+    async def arm_and_register(self, at: int | None, id: str) -> int | None:
+        """Arm the alarm at `at`, register `id`, return the alarm (all in one turn)."""
+        if at is None:
+            await self.ctx.storage.delete_alarm()
+        else:
+            await self.ctx.storage.set_alarm(at)
+        await self.durability.work(id=id)
+        return await self.ctx.storage.get_alarm()
+
+    async def observed(self) -> dict[str, Any]:
+        return {"calls": [list(call) for call in self.calls], "passes": self.passes}
+
+    async def claims(self, id: str, due_by_offset: int, max_attempts: int) -> list[Any]:
+        sql = self.ctx.storage.sql
+        row = sql.exec("SELECT generation_id FROM durability_calls WHERE id = ?", id).one()
+        generation = str(row["generation_id"])
+        claimed = claim_attempt(sql, CALLS, id, generation, max_attempts, now_ms() + due_by_offset)
+        return [claimed, is_exhausted(sql, CALLS, id, generation, max_attempts)]
+
+    async def alarm(self, info: Any = None) -> None:
+        await self.durability.alarm(info)
+
+
+async def lab(clock: VirtualClock, **options: Any) -> tuple[Runtime, Any]:
+    rt = Runtime(bindings={"LAB": Lab, "OPTIONS": options}, clock=clock)
+    await rt.start()
+    return rt, rt.env.LAB.get_by_name("lab")
+
+
+@pytest.mark.parametrize("seed_offset", [None, -3_000])
+@pytest.mark.parametrize("alarm_offset", [None, -4_000, -2_000, 0, 2_000, 5_000, 9_000])
+async def test_registration_reconcile_matches_the_window_rule(
+    seed_offset: int | None, alarm_offset: int | None
+) -> None:
+    """A registration arms max(earliest, now + min delay) unless the alarm is in the window."""
+    clock = VirtualClock(start_ms=T0)
+    rt, obj = await lab(clock, alarm_concurrency=1)
+    try:
+        await obj.register("hold")
+        if seed_offset is not None:
+            await obj.seed("seeded", T0 + seed_offset)
+        current = None if alarm_offset is None else T0 + alarm_offset
+        stored = await obj.arm_and_register(current, "new")
+        earliest = T0 + min(0, seed_offset or 0)
+        target = max(earliest, T0 + MIN_DELAY)
+        inside = current is not None and earliest <= current <= target
+        assert stored == (current if inside else target)
+    finally:
+        await rt.close()
+
+
+async def test_timer_passes_wait_for_a_pass_still_taking_rows() -> None:
+    """Timer passes fired while a pass still has rows to take are deferred; all run once."""
+    clock = VirtualClock(start_ms=T0)
+    rt, obj = await lab(clock, alarm_concurrency=2)
+    try:
+        ids = [f"op-{number:02d}" for number in range(20)]
+        await asyncio.gather(*(obj.register(id) for id in ids[:10]))
+        await clock.run_until_idle()
+        for id in ids[10:]:
+            await obj.register(id)
+            await clock.run_until_idle()
+        await obj.release()
+        await clock.run_until_idle()
+        observed = await obj.observed()
+        assert observed["calls"] == [[id, 1] for id in ids]
+        assert observed["passes"] <= 4
+    finally:
+        await rt.close()
+
+
+async def test_claim_skips_rows_rescheduled_since_they_were_read() -> None:
+    """A claim only takes a row that is due now; a row at its limit is reported exhausted."""
+    clock = VirtualClock(start_ms=T0)
+    rt, obj = await lab(clock)
+    try:
+        await obj.seed("later", T0 + 1_000)
+        assert await obj.claims("later", 0, 3) == [None, False]
+        assert await obj.claims("later", 1_000, 3) == [1, False]
+        assert await obj.claims("later", 1_000, 1) == [None, True]
+    finally:
+        await rt.close()
