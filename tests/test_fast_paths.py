@@ -75,12 +75,13 @@ class Lab(DurableObject):
     async def observed(self) -> dict[str, Any]:
         return {"calls": [list(call) for call in self.calls], "passes": self.passes}
 
-    async def claims(self, id: str, due_by_offset: int, max_attempts: int) -> list[Any]:
+    async def claims(self, id: str, seen: int, due_by_offset: int) -> list[Any]:
+        """Claim `id` as read with `seen` attempts at now + `due_by_offset`; check exhaustion."""
         sql = self.ctx.storage.sql
         row = sql.exec("SELECT generation_id FROM durability_calls WHERE id = ?", id).one()
         generation = str(row["generation_id"])
-        claimed = claim_attempt(sql, CALLS, id, generation, max_attempts, now_ms() + due_by_offset)
-        return [claimed, is_exhausted(sql, CALLS, id, generation, max_attempts)]
+        claimed = claim_attempt(sql, CALLS, id, generation, seen, now_ms() + due_by_offset)
+        return [claimed, is_exhausted(sql, CALLS, id, generation, 1)]
 
     async def alarm(self, info: Any = None) -> None:
         await self.durability.alarm(info)
@@ -134,14 +135,15 @@ async def test_timer_passes_wait_for_a_pass_still_taking_rows() -> None:
         await rt.close()
 
 
-async def test_claim_skips_rows_rescheduled_since_they_were_read() -> None:
-    """A claim only takes a row that is due now; a row at its limit is reported exhausted."""
+async def test_claim_takes_only_a_due_row_with_the_attempts_it_was_read_with() -> None:
+    """A claim loses when the row is not due yet or its attempt changed since it was read."""
     clock = VirtualClock(start_ms=T0)
     rt, obj = await lab(clock)
     try:
         await obj.seed("later", T0 + 1_000)
-        assert await obj.claims("later", 0, 3) == [None, False]
-        assert await obj.claims("later", 1_000, 3) == [1, False]
-        assert await obj.claims("later", 1_000, 1) == [None, True]
+        assert await obj.claims("later", 0, 0) == [None, False]
+        assert await obj.claims("later", 0, 1_000) == [1, True]
+        assert await obj.claims("later", 0, 1_000) == [None, True]
+        assert await obj.claims("later", 1, 1_000) == [2, True]
     finally:
         await rt.close()

@@ -209,7 +209,7 @@ class DurabilityAlarms:
                 await running.settled.wait()
             return
         rows = self._engine.sql.exec(
-            "SELECT status, scheduled_at, next_attempt_at, generation_id, created_at "
+            "SELECT status, scheduled_at, next_attempt_at, generation_id, created_at, attempt "
             "FROM durability_alarms WHERE name = ?",
             name,
         ).to_list()
@@ -242,11 +242,11 @@ class DurabilityAlarms:
         def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
             deleted = sql.exec(
                 "DELETE FROM durability_alarms WHERE name = ? AND generation_id = ? "
-                "AND status = 'pending' AND attempt = ? RETURNING name",
+                "AND status = 'pending' AND attempt = ?",
                 name,
                 generation,
                 attempt,
-            ).to_list()
+            ).rows_written
             return now_ms() if deleted else None
 
         return ExecutionSpec(
@@ -254,6 +254,7 @@ class DurabilityAlarms:
             key=name,
             generation=generation,
             created_at=int(row["created_at"]),
+            attempt=int(row["attempt"]),
             label=f'named alarm "{name}"',
             entity_kind="named_alarm",
             name=name,

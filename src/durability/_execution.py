@@ -38,6 +38,7 @@ from ._types import MAX_SAFE_INTEGER, JsonValue
 class ExecutionSpec:
     """Everything that differs between an operation attempt and a named-alarm attempt.
 
+    `attempt` is the attempt count the row had when it was read (the claim expects it);
     `invoke(attempt, signal)` calls the handler (its result may be awaitable);
     `complete(sql, result, attempt)` persists a success and returns its timestamp, or
     `None` when a newer generation won, and may raise to turn the success into a
@@ -50,6 +51,7 @@ class ExecutionSpec:
     key: str
     generation: str
     created_at: int
+    attempt: int
     label: str
     entity_kind: EntityKind
     name: str
@@ -210,16 +212,17 @@ async def _execute(
 ) -> None:
     if gate.permit is None:
         gate.permit = engine.try_acquire_permit() or await engine.acquire_permit()
-    attempt = claim_attempt(
-        engine.sql, spec.table, spec.key, spec.generation, spec.policy.max_attempts, now_ms()
-    )
+    max_attempts = spec.policy.max_attempts
+    started_at = now_ms()
+    attempt = None
+    if spec.attempt < max_attempts:
+        attempt = claim_attempt(
+            engine.sql, spec.table, spec.key, spec.generation, spec.attempt, started_at
+        )
     if attempt is None:
-        if is_exhausted(
-            engine.sql, spec.table, spec.key, spec.generation, spec.policy.max_attempts
-        ):
+        if is_exhausted(engine.sql, spec.table, spec.key, spec.generation, max_attempts):
             await _fail_exhausted(engine, spec)
         return
-    started_at = now_ms()
     entity = spec.entity() if spec.emits else {}
     if spec.emits:
         spec.emit(AttemptStartedEvent(**entity, timestamp=started_at, attempt=attempt))

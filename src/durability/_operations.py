@@ -198,15 +198,15 @@ class Durability:
                 "INSERT INTO durability_calls (id, operation, payload, status, result, attempt, "
                 "next_attempt_at, last_error, last_error_name, completed_at, generation_id, "
                 "created_at) VALUES (?, ?, ?, 'pending', NULL, 0, ?, NULL, NULL, NULL, ?, ?) "
-                "ON CONFLICT(id) DO NOTHING RETURNING id",
+                "ON CONFLICT(id) DO NOTHING",
                 key,
                 operation,
                 text,
                 now,
                 generation,
                 now,
-            ).raw()
-            if next(inserted, None) is not None:
+            ).rows_written
+            if inserted:
                 return True
             stored = sql.exec("SELECT operation FROM durability_calls WHERE id = ?", key).to_list()
             if not stored:
@@ -225,7 +225,7 @@ class Durability:
         if permit is None:
             return  # the reconciled alarm or the early timer picks the row up
         # The row was just inserted by this registration: nothing can be running it yet.
-        spec = self._spec(key, operation, text, generation, now)
+        spec = self._spec(key, operation, text, generation, now, 0)
         self._engine.run_in_background(
             self._run_eagerly(spec, permit),
             "durability.background_execution.failed",
@@ -312,15 +312,16 @@ class Durability:
         async def run(due: tuple[Any, ...]) -> None:
             if running(due):
                 return
-            key, operation, payload, generation, created_at = due
+            key, operation, payload, generation, created_at, attempt = due
             try:
-                spec = self._spec(key, operation, payload, generation, created_at)
+                spec = self._spec(key, operation, payload, generation, created_at, attempt)
                 await run_execution(self._engine, spec)
             except Exception as error:  # already persisted or reported; the pass goes on
                 report_failure("durability.background_execution.failed", {"id": key}, error)
 
         cursor = self._engine.sql.exec(
-            "SELECT id, operation, payload, generation_id, created_at FROM durability_calls "
+            "SELECT id, operation, payload, generation_id, created_at, attempt "
+            "FROM durability_calls "
             "WHERE status = 'pending' AND next_attempt_at <= ? "
             "ORDER BY next_attempt_at ASC LIMIT ?",
             now,
@@ -332,7 +333,13 @@ class Durability:
             await execution.settled.wait()
 
     def _spec(
-        self, key: str, operation: str, payload_text: str, generation: str, created_at: int
+        self,
+        key: str,
+        operation: str,
+        payload_text: str,
+        generation: str,
+        created_at: int,
+        attempt: int,
     ) -> ExecutionSpec:
         policy = self._policies.get(operation, self._default_policy)
 
@@ -357,21 +364,21 @@ class Durability:
             completed_at = now_ms()
             won = sql.exec(
                 "UPDATE durability_calls SET status = 'completed', result = ?, completed_at = ? "
-                "WHERE id = ? AND generation_id = ? AND status = 'pending' AND attempt = ? "
-                "RETURNING id",
+                "WHERE id = ? AND generation_id = ? AND status = 'pending' AND attempt = ?",
                 text,
                 completed_at,
                 key,
                 generation,
                 attempt,
-            ).raw()
-            return completed_at if next(won, None) is not None else None
+            ).rows_written
+            return completed_at if won else None
 
         return ExecutionSpec(
             table=CALLS,
             key=key,
             generation=generation,
             created_at=created_at,
+            attempt=attempt,
             label=f'operation "{operation}"',
             entity_kind="operation",
             name=operation,

@@ -1,7 +1,8 @@
 """Compare-and-set SQL shared by every table that runs attempts.
 
 Every write after a record's creation names its key, its generation, ``status =
-'pending'`` and the attempt it expects, and uses ``RETURNING`` to learn whether it won.
+'pending'`` and the attempt it expects, and learns from the rows it wrote (or what it
+returned) whether it won.
 A stale execution (timed out, purged, replaced) therefore loses silently and can never
 touch a newer record. Table and column names are fixed identifiers owned by the
 capabilities; every value is a bound parameter.
@@ -36,25 +37,25 @@ def new_generation() -> str:
 
 
 def claim_attempt(
-    sql: SqlStorage, table: TableSpec, key: str, generation: str, max_attempts: int, now: int
+    sql: SqlStorage, table: TableSpec, key: str, generation: str, seen: int, now: int
 ) -> int | None:
-    """Durably count one more attempt of a row due at `now`.
+    """Durably count one more attempt of a row read with `seen` attempts and due at `now`.
 
-    `None` when the row is gone, replaced, settled, not due (rescheduled since it was
-    read) or at its attempt limit (`is_exhausted` tells which).
+    Returns the new attempt, or `None` when the row changed since it was read (gone,
+    replaced, settled, rescheduled, or claimed again). The caller checks the attempt
+    limit first; `is_exhausted` tells whether a lost claim hit it.
     """
-    rows = sql.exec(
-        f"UPDATE {table.name} SET attempt = attempt + 1 "
-        f"WHERE {table.key} = ? AND generation_id = ? AND status = 'pending' AND attempt < ? "
-        "AND next_attempt_at <= ? RETURNING attempt",
+    written = sql.exec(
+        f"UPDATE {table.name} SET attempt = ? "
+        f"WHERE {table.key} = ? AND generation_id = ? AND status = 'pending' AND attempt = ? "
+        "AND next_attempt_at <= ?",
+        seen + 1,
         key,
         generation,
-        max_attempts,
+        seen,
         now,
-    ).raw()
-    for (attempt,) in rows:
-        return int(attempt)
-    return None
+    ).rows_written
+    return seen + 1 if written else None
 
 
 def is_exhausted(
