@@ -298,7 +298,7 @@ async def _invoke(
     timer: asyncio.TimerHandle | None = None
     try:
         value = spec.invoke(attempt, signal)
-        if inspect.isawaitable(value):
+        if value is not None and inspect.isawaitable(value):
             timer = asyncio.get_running_loop().call_later(
                 spec.policy.attempt_timeout_ms / 1000, _expire, outcome
             )

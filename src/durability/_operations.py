@@ -51,6 +51,8 @@ from ._types import JsonValue, TimeInput
 from ._validate import check_callable, check_non_negative_int, to_epoch_ms
 
 CALLS = TableSpec("durability_calls", "id")
+NULL_TEXT = serialize(None)
+"""The stored envelope of `None`, the most common payload and result."""
 CAPABILITY = "operations"
 DUE_BATCH = 100
 DEFAULT_RETRIES = RetryPolicy()
@@ -350,7 +352,7 @@ class Durability:
             call = DurableCall(
                 id=key,
                 operation=operation,
-                payload=deserialize(payload_text),
+                payload=None if payload_text == NULL_TEXT else deserialize(payload_text),
                 attempt=attempt,
                 signal=signal,
             )
@@ -358,7 +360,7 @@ class Durability:
 
         def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
             try:
-                text = serialize(result, "result")
+                text = NULL_TEXT if result is None else serialize(result, "result")
             except TypeError as error:
                 raise DurableResultSerializationError(operation) from error
             completed_at = now_ms()

@@ -330,16 +330,17 @@ class Engine:
         return min(timer_times) if timer_times else None
 
     def _schedule_early_alarm(self, timestamp: int | None) -> None:
+        now = now_ms()
         if self._early is not None:
             # Keep the same timer, or one already due (a new due one fires no sooner).
             armed = self._early[0]
-            if armed == timestamp or (timestamp is not None and max(armed, timestamp) <= now_ms()):
+            if armed == timestamp or (timestamp is not None and max(armed, timestamp) <= now):
                 return
             self._early[1].cancel()
             self._early = None
         if timestamp is None:
             return
-        delay = timestamp - now_ms()
+        delay = timestamp - now
         # Without live timers the physical alarm serves everything from the min delay on.
         if not self.live_timers and delay >= self.alarm_min_delay_ms:
             return
