@@ -1,10 +1,11 @@
 """Child process of the operations crash test: registers durable calls until it is killed.
 
-Usage: ops_child.py PATH SEED RUN. Opens a file-backed Runtime on PATH (real clock),
-schedules the named alarm `wake<RUN>` on one worker and prints it, prints "ready", then
-runs many concurrent callers that register operations with unique ids on a few
-workers. A caller prints an id only after the registration call returned (the
-acknowledgement), flushed. Handlers record every delivery in the `LEDGER` object,
+Usage: ops_child.py PATH SEED RUN EARLIER. Opens a file-backed Runtime on PATH (real
+clock), schedules the named alarm `wake<RUN>` on one worker and prints it, prints
+"ready", then runs many concurrent callers that register operations with unique ids on
+a few workers, now and then registering again an id of an earlier run (the "TARGET ID"
+lines of the file EARLIER). A caller prints a new id only after the registration call
+returned (the acknowledgement), flushed. Handlers record every delivery in the `LEDGER` object,
 which also keeps one committed effect per id.
 """
 
@@ -106,8 +107,15 @@ class Worker(DurableObject):
 bindings = {"WORKERS": Worker, "LEDGER": Ledger}
 
 
-async def main(path: str, seed: int, run: int) -> None:
+def _pairs(path: str) -> list[list[str]]:
+    """The "TARGET ID" lines of `path`: ids acknowledged by earlier runs."""
+    with open(path) as lines:
+        return [line.split(" ") for line in lines.read().splitlines()]
+
+
+async def main(path: str, seed: int, run: int, earlier_file: str) -> None:
     rng = random.Random(seed)
+    earlier = [(int(target), call_id) for target, call_id in _pairs(earlier_file)]
     async with Runtime(path=path, bindings=bindings) as runtime:
         namespace = runtime.env.WORKERS
         stubs = [namespace.get_by_name(f"worker-{n}") for n in range(WORKERS)]
@@ -120,6 +128,10 @@ async def main(path: str, seed: int, run: int) -> None:
 
         async def caller(number: int) -> None:
             for sequence in range(1_000_000):
+                if earlier and rng.random() < 0.2:
+                    # Registering an id again, whatever its state, must not run it again.
+                    target, call_id = rng.choice(earlier)
+                    await stubs[target].register(call_id)
                 target = rng.randrange(WORKERS)
                 call_id = f"{seed}-{number}-{sequence}"
                 await stubs[target].register(call_id)
@@ -130,4 +142,4 @@ async def main(path: str, seed: int, run: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]))
