@@ -161,7 +161,10 @@ class Durability:
     def __getattr__(self, name: str) -> DurableOperation:
         if name.startswith("_") or name not in self.__dict__.get("_handlers", {}):
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return self.operation(name)
+        found = self.operation(name)
+        # Later accesses find it as a plain attribute (handler names never shadow methods).
+        self.__dict__[name] = found
+        return found
 
     async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
         """Run due work of every helper on this helper's scheduler (the object's alarm)."""
@@ -191,7 +194,7 @@ class Durability:
 
     async def _register(self, operation: str, id: object, payload: object) -> None:
         key = _check_id(id)
-        text = serialize(payload, "payload")
+        text = NULL_TEXT if payload is None else serialize(payload, "payload")
         now = now_ms()
         generation = new_generation()
 
