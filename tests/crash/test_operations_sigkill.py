@@ -12,7 +12,7 @@ from typing import Any
 from durability.runtime import Runtime
 
 from ._kill import run_and_kill
-from .ops_child import MAX_ATTEMPTS, RUNS, bindings
+from .ops_child import MAX_ATTEMPTS, RUNS, bindings, targets
 
 CHILD = Path(__file__).with_name("ops_child.py")
 RECOVERY_TIMEOUT_S = 20.0
@@ -30,19 +30,19 @@ def _possible(call_id: str, last_acked: dict[str, int]) -> bool:
 
 async def _recover(data: Path, acknowledged: dict[str, int], alarms: set[tuple[str, int]]) -> Any:
     """Run a fresh runtime until every acknowledged id completed and every alarm rang."""
-    by_worker: dict[int, list[str]] = defaultdict(list)
-    for call_id, worker in acknowledged.items():
-        by_worker[worker].append(call_id)
+    by_target: dict[int, list[str]] = defaultdict(list)
+    for call_id, target in acknowledged.items():
+        by_target[target].append(call_id)
     async with Runtime(path=str(data), bindings=bindings) as runtime:
-        workers = runtime.env.WORKERS
+        stubs = targets(runtime.env)
         ledger = runtime.env.LEDGER.get_by_name("ledger")
         deadline = time.monotonic() + RECOVERY_TIMEOUT_S
         while True:
             results: dict[str, list[Any]] = {}
-            for worker, ids in by_worker.items():
-                results |= await workers.get_by_name(f"worker-{worker}").results(ids)
+            for target, ids in by_target.items():
+                results |= await stubs[target].results(ids)
             report = await ledger.report()
-            rang = {(name, at) for name, at in report["rings"]}
+            rang = {(name, at) for name, at, _ in report["rings"]}
             settled = all(status != "pending" for status, _, _ in results.values())
             if (settled and alarms <= rang) or time.monotonic() > deadline:
                 return results, report
@@ -76,8 +76,10 @@ async def test_acknowledged_operations_and_alarms_survive_sigkill(tmp_path: Path
     context = f"(seed {seed}, {len(acknowledged)} acknowledged)"
     not_done = sorted((i, r) for i, r in results.items() if r[0] != "completed")
     assert not not_done, f"{len(not_done)} calls not completed: {not_done[:5]} {context}"
-    rang = {(name, at) for name, at in report["rings"]}
+    rang = {(name, at) for name, at, _ in report["rings"]}
     assert alarms <= rang, f"alarms {sorted(alarms - rang)} never fired {context}"
+    rings = sorted((name, attempt) for name, _, attempt in report["rings"])
+    assert len(rings) == len(set(rings)), f"an alarm attempt rang twice: {rings} {context}"
 
     effects = {call_id: attempt for call_id, attempt in report["effects"]}
     delivered: dict[str, list[int]] = defaultdict(list)
