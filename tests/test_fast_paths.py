@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -83,6 +84,24 @@ class Lab(DurableObject):
         claimed = claim_attempt(sql, CALLS, id, generation, seen, now_ms() + due_by_offset)
         return [claimed, is_exhausted(sql, CALLS, id, generation, 1)]
 
+    async def many_transactions(self, count: int) -> list[str]:
+        """`count` transactions in one turn, each with a nested one that rolls back."""
+        storage = self.ctx.storage
+        storage.sql.exec("CREATE TABLE IF NOT EXISTS kept (id TEXT PRIMARY KEY)")
+
+        def nested_failure(number: int) -> None:
+            storage.sql.exec("INSERT INTO kept (id) VALUES (?)", f"undone-{number}")
+            raise LookupError(number)
+
+        def write(number: int) -> None:
+            storage.sql.exec("INSERT INTO kept (id) VALUES (?)", f"kept-{number}")
+            with contextlib.suppress(LookupError):
+                storage.transaction_sync(lambda: nested_failure(number))
+
+        for number in range(count):
+            storage.transaction_sync(lambda number=number: write(number))
+        return [row["id"] for row in storage.sql.exec("SELECT id FROM kept ORDER BY id")]
+
     async def alarm(self, info: Any = None) -> None:
         await self.durability.alarm(info)
 
@@ -145,5 +164,16 @@ async def test_claim_takes_only_a_due_row_with_the_attempts_it_was_read_with() -
         assert await obj.claims("later", 0, 1_000) == [1, True]
         assert await obj.claims("later", 0, 1_000) == [None, True]
         assert await obj.claims("later", 1, 1_000) == [2, True]
+    finally:
+        await rt.close()
+
+
+async def test_many_savepoints_in_one_turn_keep_exactly_their_writes() -> None:
+    """Savepoints reused by depth: sequential and nested rollbacks keep the right rows."""
+    clock = VirtualClock(start_ms=T0)
+    rt, obj = await lab(clock)
+    try:
+        kept = await obj.many_transactions(40)
+        assert kept == sorted(f"kept-{number}" for number in range(40))
     finally:
         await rt.close()

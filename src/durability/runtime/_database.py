@@ -31,6 +31,10 @@ _PRIVATE_TABLES = (
 
 CommitHook = Callable[["Database"], None]
 
+_SAVEPOINT_NAMES = tuple(f"_durability_sp{depth}" for depth in range(16))
+"""Savepoints are named by nesting depth, so the same few statements are reused from
+SQLite's statement cache (a new name per savepoint would compile each one anew)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Savepoint:
@@ -154,15 +158,17 @@ class Database:
     def savepoint(self) -> Savepoint:
         """Open a nested savepoint inside the turn's transaction."""
         transaction = self.join()
-        self._savepoints += 1
-        name = f"_durability_sp{self._savepoints}"
-        self._conn().execute(f"SAVEPOINT {name}")
+        depth = self._savepoints
+        name = _SAVEPOINT_NAMES[depth] if depth < 16 else f"_durability_sp{depth}"
+        self._conn().execute("SAVEPOINT " + name)
+        self._savepoints = depth + 1
         return Savepoint(name, transaction)
 
     def release(self, savepoint: Savepoint) -> None:
         """Keep the writes made since `savepoint` (if its transaction still exists)."""
         if self._pending is savepoint.transaction:
-            self._conn().execute(f"RELEASE {savepoint.name}")
+            self._conn().execute("RELEASE " + savepoint.name)
+            self._savepoints -= 1
 
     def rollback_to(self, savepoint: Savepoint) -> None:
         """Undo the writes made since `savepoint` (if its transaction still exists)."""
@@ -170,6 +176,7 @@ class Database:
             connection = self._conn()
             connection.execute(f"ROLLBACK TO {savepoint.name}")
             connection.execute(f"RELEASE {savepoint.name}")
+            self._savepoints -= 1
 
     def commit(self) -> None:
         """Commit the turn's transaction now (fsync); fails its future if that fails."""
