@@ -11,7 +11,7 @@ import functools
 import re
 import sqlite3
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from .._types import MAX_SAFE_INTEGER
 
@@ -89,6 +89,16 @@ def check_bindings(bindings: Sequence[object]) -> tuple[object, ...]:
             f"a query may have at most {MAX_BINDINGS} bindings (the Workers SQL limit), "
             f"got {len(bindings)}"
         )
+    for value in bindings:
+        # The common case, checked without building a new tuple: text, floats, NULLs and
+        # integers within the exact range pass as they are.
+        kind = type(value)
+        if kind is str or value is None or kind is float:
+            continue
+        if kind is not int or not -MAX_SAFE_INTEGER <= cast(int, value) <= MAX_SAFE_INTEGER:
+            break
+    else:
+        return tuple(bindings)
     checked: list[object] = []
     for index, value in enumerate(bindings):
         kind = type(value)
