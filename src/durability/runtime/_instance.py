@@ -109,8 +109,14 @@ class Instance:
                 f"object {self.id.namespace}:{self.id} was evicted: wait_until is refused"
             )
         future = asyncio.ensure_future(awaitable)
-        future.add_done_callback(_log_failure)
-        self._track(future)
+        self.idle_since = None
+        self.tasks.add(future)
+        future.add_done_callback(self._kept_done)
+
+    def _kept_done(self, future: asyncio.Future[Any]) -> None:
+        # One callback for both jobs: each one costs a loop turn's handle.
+        _log_failure(future)
+        self._untrack(future)
 
     async def deliver(self, invoke: Callable[[DurableObject], object]) -> object:
         """Deliver one call or alarm: wait for the input gate, run it, pass the output gate.
@@ -172,11 +178,6 @@ class Instance:
         return ObjectEvictedError(
             f"object {self.id.namespace}:{self.id} was evicted during the call"
         )
-
-    def _track(self, future: asyncio.Future[Any]) -> None:
-        self.idle_since = None
-        self.tasks.add(future)
-        future.add_done_callback(self._untrack)
 
     def _untrack(self, future: asyncio.Future[Any]) -> None:
         self.tasks.discard(future)

@@ -183,6 +183,7 @@ class ObjectStorage:
         self._owner = owner
         self._fenced = False
         self._sql = SqlStorage(self)
+        self._transaction = _Transaction(self)
 
     @property
     def sql(self) -> SqlStorage:
@@ -233,7 +234,7 @@ class ObjectStorage:
         database = self.enter()
         savepoint = database.savepoint()
         try:
-            result: T = _drive(fn(_Transaction(self)))
+            result: T = _drive(fn(self._transaction))
         except BaseException:
             database.rollback_to(savepoint)
             raise
@@ -250,8 +251,8 @@ class ObjectStorage:
 
     async def get_alarm(self) -> int | None:
         """The armed alarm time in ms since the epoch, or `None`."""
-        row = read_alarm(self.enter())
-        return row.scheduled_ms if row is not None else None
+        rows = self.enter().query("SELECT scheduled_ms FROM _durability_alarm WHERE id = 1")
+        return rows[0][0] if rows else None
 
     async def set_alarm(self, scheduled_time: TimeInput) -> None:
         """Arm the object's one alarm (replacing any other, and any pending retry)."""
