@@ -4,8 +4,10 @@ Usage: log_child.py PATH SEED. Opens a file-backed Runtime on PATH (real clock),
 "ready", then runs concurrent producers against a few partitions (single records and
 batches, some with deduplication keys drawn from a key space shared by every run) and
 one committer that moves the consumer "c" forward, each time followed by a late
-commit of an older offset. Each line is printed, flushed, only after its call
-returned: "append P [[body, key], ...] [offsets]" and "commit P OFFSET".
+commit of an older offset, and a few workers that lease ranges of the consumer "l"
+and ack them. Each line is printed, flushed, only after its call returned:
+"append P [[body, key], ...] [offsets]", "commit P OFFSET", "lease P BATCH FIRST LAST"
+and "ack P BATCH".
 """
 
 from __future__ import annotations
@@ -16,13 +18,17 @@ import random
 import sys
 from typing import Any
 
-from durability import DurabilityLog, LogAppendInput
+from durability import DurabilityLog, LogAppendInput, LogLeaseOptions
 from durability.runtime import DurableObject, Runtime
 
 PARTITIONS = 2
 PRODUCERS = 24
 KEYS = 200
 CONSUMER = "c"
+LEASED = "l"
+LEASERS = 3
+LEASES = LogLeaseOptions(max_parallelism=64, lease_ms=600_000)
+"""Leases outlast the test: a range held at a kill stays held, never redelivered."""
 
 
 class Partition(DurableObject):
@@ -30,7 +36,7 @@ class Partition(DurableObject):
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
-        self.log: DurabilityLog[Any] = DurabilityLog(context=ctx)
+        self.log: DurabilityLog[Any] = DurabilityLog(context=ctx, leases=LEASES)
 
     async def append(self, items: list[list[Any]]) -> list[int]:
         """Append `[body, key]` pairs as one batch; a single pair goes in unwrapped."""
@@ -42,6 +48,14 @@ class Partition(DurableObject):
 
     async def commit(self, offset: int) -> None:
         await self.log.commit(CONSUMER, offset)
+
+    async def lease(self, limit: int) -> list[Any] | None:
+        """`[batch_id, first_offset, last_offset]` of a new range of consumer LEASED."""
+        lease = await self.log.lease(LEASED, limit)
+        return None if lease is None else [lease.batch_id, lease.first_offset, lease.last_offset]
+
+    async def ack(self, batch_id: str) -> None:
+        await self.log.ack(LEASED, batch_id)
 
     async def next_offset(self) -> int:
         return (await self.log.bounds()).next_offset
@@ -62,6 +76,11 @@ class Partition(DurableObject):
             "next": bounds.next_offset,
             "cursor": await self.log.cursor(CONSUMER),
             "records": records,
+            "leased_cursor": await self.log.cursor(LEASED),
+            "leases": [
+                [row.batch_id, row.first_offset, row.last_offset, row.state]
+                for row in await self.log.leases(LEASED)
+            ],
         }
 
 
@@ -120,7 +139,26 @@ async def main(path: str, seed: int) -> None:
                 await stubs[target].commit(rng.randrange(offset + 1))
                 await asyncio.sleep(0.005)
 
-        await asyncio.gather(committer(), *(producer(n) for n in range(PRODUCERS)))
+        async def leaser() -> None:
+            while True:
+                target = rng.randrange(PARTITIONS)
+                lease = await stubs[target].lease(rng.randint(1, 20))
+                if lease is None:
+                    await asyncio.sleep(0.01)
+                    continue
+                batch_id, first, last = lease
+                out.write(f"lease {target} {batch_id} {first} {last}\n")
+                out.flush()
+                await asyncio.sleep(rng.uniform(0.005, 0.03))  # processing the records
+                await stubs[target].ack(batch_id)
+                out.write(f"ack {target} {batch_id}\n")
+                out.flush()
+
+        await asyncio.gather(
+            committer(),
+            *(leaser() for _ in range(LEASERS)),
+            *(producer(n) for n in range(PRODUCERS)),
+        )
 
 
 if __name__ == "__main__":
