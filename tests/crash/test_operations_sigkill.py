@@ -28,8 +28,18 @@ def _possible(call_id: str, last_acked: dict[str, int]) -> bool:
     return int(sequence) <= last_acked.get(caller, -1) + 1
 
 
-async def _recover(data: Path, acknowledged: dict[str, int], alarms: set[tuple[str, int]]) -> Any:
-    """Run a fresh runtime until every acknowledged id completed and every alarm rang."""
+Results = dict[str, list[Any]]
+Report = dict[str, list[list[Any]]]
+
+
+async def _recover(
+    data: Path, acknowledged: dict[str, int], alarms: set[tuple[str, int]]
+) -> tuple[Results, Report]:
+    """Run a fresh runtime until every acknowledged id settled and every alarm rang.
+
+    Returns the calls' `[status, attempt, result]` and the ledger's tables, as they were
+    then, or at the deadline.
+    """
     by_target: dict[int, list[str]] = defaultdict(list)
     for call_id, target in acknowledged.items():
         by_target[target].append(call_id)
@@ -38,7 +48,7 @@ async def _recover(data: Path, acknowledged: dict[str, int], alarms: set[tuple[s
         ledger = runtime.env.LEDGER.get_by_name("ledger")
         deadline = time.monotonic() + RECOVERY_TIMEOUT_S
         while True:
-            results: dict[str, list[Any]] = {}
+            results: Results = {}
             for target, ids in by_target.items():
                 results |= await stubs[target].results(ids)
             report = await ledger.report()
@@ -69,7 +79,7 @@ async def test_acknowledged_operations_and_alarms_survive_sigkill(tmp_path: Path
     assert len(acknowledged) > RUNS, f"too few registrations (seed {seed})"
     assert len(alarms) == RUNS, f"an alarm was not acknowledged (seed {seed})"
     # Restart only once every alarm is overdue: the last one must fire at start.
-    time.sleep(max(0.0, max(at for _, at in alarms) / 1000 - time.time() + 0.05))
+    await asyncio.sleep(max(0.0, max(at for _, at in alarms) / 1000 - time.time() + 0.05))
 
     results, report = await _recover(data, acknowledged, alarms)
 
