@@ -29,6 +29,7 @@ class Acknowledged:
         self.acks: dict[int, set[str]] = defaultdict(set)
 
     def add(self, line: str) -> None:
+        """Record one line a child printed (anything but "ready")."""
         words = line.split(" ")
         target = int(words[1])
         if words[0] == "commit":
@@ -50,6 +51,8 @@ class Acknowledged:
 
 
 def _check_partition(target: int, dump: dict[str, Any], acked: Acknowledged, seed: int) -> None:
+    """Records: dense, acknowledged offsets hold their inputs, one offset per key, no torn
+    or invented batch; the committed cursor never went back."""
     context = f"partition {target} (seed {seed})"
     records = dump["records"]
     offsets = [offset for offset, _, _ in records]
@@ -94,6 +97,8 @@ def _check_partition(target: int, dump: dict[str, Any], acked: Acknowledged, see
 def _check_leases(
     target: int, dump: dict[str, Any], fresh: list[Any] | None, acked: Acknowledged, seed: int
 ) -> None:
+    """Leases: no range handed out twice (`fresh` included), held ones still held, the
+    leased cursor past every acked range of an unbroken run from 0."""
     context = f"partition {target} (seed {seed})"
     leased = sorted((first, last, batch) for batch, (first, last) in acked.leases[target].items())
     for (_, last, batch), (first, _, other) in itertools.pairwise(leased):
