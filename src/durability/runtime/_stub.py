@@ -99,9 +99,10 @@ class ObjectStub:
         object_id = self._id
 
         def call(*args: Any, **kwargs: Any) -> Awaitable[JsonValue]:
-            copied_args = cast(list[JsonValue], copy_value(list(args), "arguments"))
+            # String types: `list[JsonValue]` would build a generic alias on every call.
+            copied_args = cast("list[JsonValue]", copy_value(list(args), "arguments"))
             copied_kwargs = (
-                cast(dict[str, JsonValue], copy_value(kwargs, "keyword arguments"))
+                cast("dict[str, JsonValue]", copy_value(kwargs, "keyword arguments"))
                 if kwargs
                 else {}
             )
