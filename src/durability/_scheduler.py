@@ -131,6 +131,9 @@ class Engine:
             raise TypeError("context must have a storage attribute (a Durable Object ctx)")
         self.storage: Storage = storage
         self.sql: SqlStorage = storage.sql
+        self._wait_until: Callable[[Awaitable[Any]], None] | None = getattr(
+            context, "wait_until", None
+        )
         self._on_alarm_retry = on_alarm_retry
         self._kinds: set[str] = set()
         self._participants: list[Participant] = []
@@ -184,7 +187,7 @@ class Engine:
         instance is gone) the task is cancelled and the refusal raised.
         """
         task: asyncio.Task[T] = asyncio.ensure_future(awaitable)
-        hook = getattr(self.context, "wait_until", None)
+        hook = self._wait_until
         if hook is None:
             # Nobody else holds the task: keep it from being garbage collected.
             self._tasks.add(task)
