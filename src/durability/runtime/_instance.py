@@ -97,7 +97,8 @@ class Instance:
 
     def keep(self, awaitable: Awaitable[Any]) -> None:
         """`ctx.wait_until`: track background work; its failure is logged, not raised."""
-        if not inspect.isawaitable(awaitable):
+        # Futures and tasks (the common case) skip the slower generic awaitable check.
+        if not isinstance(awaitable, asyncio.Future) and not inspect.isawaitable(awaitable):
             raise TypeError(
                 f"wait_until needs a coroutine or future, got {type(awaitable).__name__}"
             )
