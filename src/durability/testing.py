@@ -32,7 +32,7 @@ __all__ = ["VirtualClock"]
 class VirtualClock:
     """A clock that moves only when told to, and the loop timers that follow it."""
 
-    def __init__(self, *, start_ms: TimeInput = 1_700_000_000_000) -> None:
+    def __init__(self, start_ms: TimeInput = 1_700_000_000_000) -> None:
         self._seconds = to_epoch_ms("start_ms", start_ms) / 1000
         self._patch: LoopPatch | None = None
         self._attachments = 0
