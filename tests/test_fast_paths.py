@@ -42,9 +42,19 @@ class Lab(DurableObject):
 
         engine._participants[0].run_due = counted
 
-    async def _work(self, call: DurableCall) -> None:
+    async def _work(self, call: DurableCall) -> Any:
         self.calls.append((call.id, call.attempt))
+        if call.id.startswith("cancel-self") and call.attempt == 1:
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+            await asyncio.sleep(0)
         await self.gate.wait()
+        return call.attempt
+
+    async def status(self, id: str) -> list[Any]:
+        result = await self.durability.work.get_result(id)
+        return [result.status, result.attempt, result.result]
 
     async def register(self, id: str) -> None:
         await self.durability.work(id=id)
@@ -175,5 +185,20 @@ async def test_many_savepoints_in_one_turn_keep_exactly_their_writes() -> None:
     try:
         kept = await obj.many_transactions(40)
         assert kept == sorted(f"kept-{number}" for number in range(40))
+    finally:
+        await rt.close()
+
+
+async def test_a_handler_whose_task_is_cancelled_fails_the_attempt_and_is_retried() -> None:
+    """A cancelled handler task ends its attempt as a failure; the retry then completes."""
+    clock = VirtualClock(start_ms=T0)
+    rt, obj = await lab(clock)
+    try:
+        await obj.release()
+        await obj.register("cancel-self")
+        await clock.advance(60_000)
+        assert await obj.status("cancel-self") == ["completed", 2, 2]
+        observed = await obj.observed()
+        assert observed["calls"] == [["cancel-self", 1], ["cancel-self", 2]]
     finally:
         await rt.close()
