@@ -15,35 +15,23 @@ from typing import Any
 
 from ._clock import now_ms
 from ._context import Context, Row, SqlStorage
-from ._errors import (
-    DurableAlarmTimeoutError,
-    DurableAttemptsExhaustedError,
-    NonRetryableError,
-)
+from ._errors import DurableAlarmTimeoutError
 from ._execution import ExecutionSpec, run_execution
-from ._lifecycle import PurgedEvent, ScheduledEvent
-from ._migrations import LATEST, NAMED_ALARM_MIGRATIONS, MigrationResult, migrate
+from ._helper import DurableHelper
+from ._lifecycle import ScheduledEvent
+from ._migrations import NAMED_ALARM_MIGRATIONS
 from ._policy import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
     AlarmMethodOptions,
     AttemptPolicy,
     RetryPolicy,
     check_handlers,
-    resolve_policies,
 )
-from ._scheduler import (
-    ActiveExecution,
-    AlarmInvocationInfo,
-    AlarmRetryInfo,
-    DurabilityScheduler,
-    Participant,
-    attach,
-    given_options,
-)
+from ._scheduler import AlarmInvocationInfo, AlarmRetryInfo, DurabilityScheduler, given_options
 from ._signal import AbortSignal
 from ._tables import TableSpec, due_rows, new_generation
 from ._types import TimeInput
-from ._validate import check_callable, to_epoch_ms
+from ._validate import to_epoch_ms
 
 ALARMS = TableSpec("durability_alarms", "name")
 CAPABILITY = "namedAlarms"
@@ -71,12 +59,22 @@ class DurableAlarmInfo:
     platform: AlarmInvocationInfo | None
 
 
-class DurabilityAlarms:
+class DurabilityAlarms(DurableHelper["NamedAlarm"]):
     """Named alarms: `await alarms.<handler>(scheduled_time)` schedules (or replaces) one.
 
     Construct it in the object's `__init__` with `scheduler=` (shared) or `context=`
     (a private scheduler, which then accepts the scheduler options).
     """
+
+    _kind = "DurabilityAlarms"
+    _capability = CAPABILITY
+    _migrations = NAMED_ALARM_MIGRATIONS
+    _table = ALARMS
+    _entity_kind = "named_alarm"
+    _noun = "named alarm"
+    _missing = 'No named alarm handler registered for "{}"'
+    _purge_reason = "Durable alarm was purged"
+    _timeout_error = DurableAlarmTimeoutError
 
     def __init__(
         self,
@@ -94,19 +92,15 @@ class DurabilityAlarms:
         live_timers: bool | None = None,
         on_alarm_retry: Callable[[AlarmRetryInfo], Any] | None = None,
     ) -> None:
-        self._handlers = check_handlers(handlers, DurabilityAlarms)
-        if on_lifecycle_event is not None:
-            check_callable("on_lifecycle_event", on_lifecycle_event)
-        self._default_policy, self._policies = resolve_policies(
+        super().__init__(
+            check_handlers(handlers, DurabilityAlarms),
+            scheduler=scheduler,
+            context=context,
             attempt_timeout_ms=attempt_timeout_ms,
             retries=retries,
             methods=methods,
             options_type=AlarmMethodOptions,
-        )
-        self._engine = attach(
-            scheduler=scheduler,
-            context=context,
-            kind="DurabilityAlarms",
+            on_lifecycle_event=on_lifecycle_event,
             options=given_options(
                 alarm_concurrency=alarm_concurrency,
                 alarm_min_delay_ms=alarm_min_delay_ms,
@@ -115,47 +109,15 @@ class DurabilityAlarms:
                 on_alarm_retry=on_alarm_retry,
             ),
         )
-        self._emit = self._engine.emitter(on_lifecycle_event)
-        self._active: dict[str, ActiveExecution] = {}
-        self._named: dict[str, NamedAlarm] = {}
-        self._engine.migrate_schema(CAPABILITY, NAMED_ALARM_MIGRATIONS)
-        self._engine.register(Participant(ALARMS, self._run_due))
-
-    # -- public surface -----------------------------------------------------------------
 
     def named(self, name: str) -> NamedAlarm:
         """The alarm object of handler `name` (the one attribute access returns)."""
-        found = self._named.get(name)
-        if found is None:
-            if name not in self._handlers:
-                raise ValueError(f'No named alarm handler registered for "{name}"')
-            found = self._named[name] = NamedAlarm(self, name)
-        return found
-
-    def __getattr__(self, name: str) -> NamedAlarm:
-        if name.startswith("_") or name not in self.__dict__.get("_handlers", {}):
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return self.named(name)
-
-    async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
-        """Run due work of every helper on this helper's scheduler (the object's alarm)."""
-        await self._engine.alarm(info)
-
-    async def purge_before(self, before: TimeInput) -> int:
-        """Delete every occurrence created strictly before `before` (any status); the count."""
-        cutoff = to_epoch_ms("before", before)
-        count = await self._engine.purge(ALARMS, cutoff, self._active, "Durable alarm was purged")
-        self._emit(
-            PurgedEvent(entity_kind="named_alarm", timestamp=now_ms(), before=cutoff, count=count)
-        )
-        return count
-
-    @classmethod
-    def migrate(cls, context: Context, target: Any = LATEST) -> MigrationResult:
-        """Move the named-alarm schema to `target` (`LATEST`, a migration name, or `None`)."""
-        return migrate(context.storage, CAPABILITY, NAMED_ALARM_MIGRATIONS, target)
+        return self._entry(name)
 
     # -- internals ----------------------------------------------------------------------
+
+    def _new_entry(self, name: str) -> NamedAlarm:
+        return NamedAlarm(self, name)
 
     async def _schedule(self, name: str, scheduled_time: object) -> None:
         at = to_epoch_ms("scheduled_time", scheduled_time)
@@ -179,11 +141,12 @@ class DurabilityAlarms:
             )
 
         await self._engine.transaction(write)
-        self._emit(
-            ScheduledEvent(
-                alarm=name, id=name, generation=generation, timestamp=now, scheduled_time=at
+        if self._events:
+            self._emit(
+                ScheduledEvent(
+                    alarm=name, id=name, generation=generation, timestamp=now, scheduled_time=at
+                )
             )
-        )
 
     async def _run_due(self, now: int, info: AlarmInvocationInfo | None) -> None:
         errors: list[Exception] = []
@@ -215,28 +178,22 @@ class DurabilityAlarms:
         ).to_list()
         if not rows or rows[0]["status"] != "pending" or rows[0]["next_attempt_at"] > now_ms():
             return
-        await run_execution(self._engine, self._spec(name, rows[0], info))
+        await run_execution(self._engine, self._alarm_spec(name, rows[0], info))
 
-    def _spec(self, name: str, row: Row, info: AlarmInvocationInfo | None) -> ExecutionSpec:
+    def _alarm_spec(self, name: str, row: Row, info: AlarmInvocationInfo | None) -> ExecutionSpec:
         generation = str(row["generation_id"])
         scheduled_time = int(row["scheduled_at"])
-        policy = self._policies.get(name, self._default_policy)
 
-        def invoke(attempt: int, signal: AbortSignal) -> Any:
-            handler = self._handlers.get(name)
-            if handler is None:
-                raise NonRetryableError(f'No named alarm handler registered for "{name}"')
-            return handler(
-                DurableAlarmInfo(
-                    name=name,
-                    scheduled_time=scheduled_time,
-                    attempt=attempt,
-                    is_retry=attempt > 1,
-                    retry_count=attempt - 1,
-                    idempotency_key=IDEMPOTENCY_PREFIX + generation,
-                    signal=signal,
-                    platform=info,
-                )
+        def argument(attempt: int, signal: AbortSignal) -> DurableAlarmInfo:
+            return DurableAlarmInfo(
+                name=name,
+                scheduled_time=scheduled_time,
+                attempt=attempt,
+                is_retry=attempt > 1,
+                retry_count=attempt - 1,
+                idempotency_key=IDEMPOTENCY_PREFIX + generation,
+                signal=signal,
+                platform=info,
             )
 
         def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
@@ -249,31 +206,19 @@ class DurabilityAlarms:
             ).rows_written
             return now_ms() if deleted else None
 
-        return ExecutionSpec(
-            table=ALARMS,
+        return self._spec(
             key=name,
+            name=name,
             generation=generation,
             created_at=int(row["created_at"]),
             attempt=int(row["attempt"]),
-            label=f'named alarm "{name}"',
-            entity_kind="named_alarm",
-            name=name,
-            active=self._active,
-            policy=policy,
-            emit=self._emit,
-            exhausted_error=lambda: DurableAttemptsExhaustedError(
-                "named alarm", name, policy.max_attempts
-            ),
-            timeout_error=lambda: DurableAlarmTimeoutError(name, policy.attempt_timeout_ms),
-            invoke=invoke,
+            argument=argument,
             complete=complete,
-            is_terminal=lambda error: _is_terminal_timeout(error, policy),
         )
 
-
-def _is_terminal_timeout(error: BaseException, policy: AttemptPolicy) -> bool:
-    """A timed-out occurrence may have had its effect: terminal unless `retry_timeouts`."""
-    return isinstance(error, DurableAlarmTimeoutError) and not policy.retry_timeouts
+    def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
+        """A timed-out occurrence may have had its effect: terminal unless `retry_timeouts`."""
+        return isinstance(error, DurableAlarmTimeoutError) and not policy.retry_timeouts
 
 
 class NamedAlarm:

@@ -18,37 +18,34 @@ from ._clock import now_ms
 from ._context import Context, Row, SqlStorage
 from ._errors import (
     DuplicateDurableCallError,
-    DurableAttemptsExhaustedError,
     DurableAttemptTimeoutError,
     DurableResultSerializationError,
-    NonRetryableError,
     SerializedError,
 )
 from ._execution import ExecutionSpec, run_execution
-from ._lifecycle import PurgedEvent, RegisteredEvent, report_failure
-from ._migrations import LATEST, OPERATION_MIGRATIONS, MigrationResult, migrate
+from ._helper import DurableHelper
+from ._lifecycle import RegisteredEvent, report_failure
+from ._migrations import OPERATION_MIGRATIONS
 from ._policy import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
+    AttemptPolicy,
     MethodOptions,
     RetryPolicy,
     check_handlers,
-    resolve_policies,
 )
 from ._scheduler import (
     ActiveExecution,
     AlarmInvocationInfo,
     AlarmRetryInfo,
     DurabilityScheduler,
-    Participant,
     Release,
-    attach,
     given_options,
 )
 from ._serialization import deserialize, serialize
 from ._signal import AbortSignal
 from ._tables import TableSpec, new_generation
-from ._types import JsonValue, TimeInput
-from ._validate import check_callable, check_non_negative_int, to_epoch_ms
+from ._types import JsonValue
+from ._validate import check_non_negative_int
 
 CALLS = TableSpec("durability_calls", "id")
 NULL_TEXT = serialize(None)
@@ -91,13 +88,23 @@ class OperationResult:
     error: SerializedError | None = None
 
 
-class Durability:
+class Durability(DurableHelper["DurableOperation"]):
     """Durable operations: `await durability.<handler>(id=..., payload=...)` registers one.
 
     Construct it in the object's `__init__` with `scheduler=` (shared) or `context=`
     (a private scheduler, which then accepts the scheduler options), and delegate the
     object's `alarm()` to the scheduler (or to this helper when it is alone).
     """
+
+    _kind = "Durability"
+    _capability = CAPABILITY
+    _migrations = OPERATION_MIGRATIONS
+    _table = CALLS
+    _entity_kind = "operation"
+    _noun = "operation"
+    _missing = 'No handler registered for operation "{}"'
+    _purge_reason = "Durable operation was purged"
+    _timeout_error = DurableAttemptTimeoutError
 
     def __init__(
         self,
@@ -116,22 +123,16 @@ class Durability:
         live_timers: bool | None = None,
         on_alarm_retry: Callable[[AlarmRetryInfo], Any] | None = None,
     ) -> None:
-        self._handlers = check_handlers(handlers, Durability)
-        if on_lifecycle_event is not None:
-            check_callable("on_lifecycle_event", on_lifecycle_event)
-        self._default_policy, self._policies = resolve_policies(
+        super().__init__(
+            check_handlers(handlers, Durability),
+            scheduler=scheduler,
+            context=context,
             attempt_timeout_ms=attempt_timeout_ms,
             retries=retries,
             methods=methods,
             options_type=MethodOptions,
-        )
-        if not isinstance(include_result_in_events, bool):
-            raise TypeError("include_result_in_events must be a bool")
-        self._include_result = include_result_in_events
-        self._engine = attach(
-            scheduler=scheduler,
-            context=context,
-            kind="Durability",
+            on_lifecycle_event=on_lifecycle_event,
+            include_result_in_events=include_result_in_events,
             options=given_options(
                 alarm_concurrency=alarm_concurrency,
                 alarm_min_delay_ms=alarm_min_delay_ms,
@@ -140,55 +141,13 @@ class Durability:
                 on_alarm_retry=on_alarm_retry,
             ),
         )
-        self._emit = self._engine.emitter(on_lifecycle_event)
-        self._events = on_lifecycle_event is not None
-        self._active: dict[str, ActiveExecution] = {}
-        self._operations: dict[str, DurableOperation] = {}
-        self._engine.migrate_schema(CAPABILITY, OPERATION_MIGRATIONS)
-        self._engine.register(Participant(CALLS, self._run_due))
-
-    # -- public surface -----------------------------------------------------------------
 
     def operation(self, name: str) -> DurableOperation:
         """The operation object of handler `name` (the one attribute access returns)."""
-        found = self._operations.get(name)
-        if found is None:
-            if name not in self._handlers:
-                raise ValueError(f'No handler registered for operation "{name}"')
-            found = self._operations[name] = DurableOperation(self, name)
-        return found
+        return self._entry(name)
 
-    def __getattr__(self, name: str) -> DurableOperation:
-        if name.startswith("_") or name not in self.__dict__.get("_handlers", {}):
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        found = self.operation(name)
-        # Later accesses find it as a plain attribute (handler names never shadow methods).
-        self.__dict__[name] = found
-        return found
-
-    async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
-        """Run due work of every helper on this helper's scheduler (the object's alarm)."""
-        await self._engine.alarm(info)
-
-    async def purge_before(self, before: TimeInput) -> int:
-        """Delete every call created strictly before `before` (any status); the count.
-
-        Running handlers of purged calls are aborted best-effort; their ids are reusable
-        at once and late settlements of the old calls are ignored.
-        """
-        cutoff = to_epoch_ms("before", before)
-        count = await self._engine.purge(
-            CALLS, cutoff, self._active, "Durable operation was purged"
-        )
-        self._emit(
-            PurgedEvent(entity_kind="operation", timestamp=now_ms(), before=cutoff, count=count)
-        )
-        return count
-
-    @classmethod
-    def migrate(cls, context: Context, target: Any = LATEST) -> MigrationResult:
-        """Move the operations schema to `target` (`LATEST`, a migration name, or `None`)."""
-        return migrate(context.storage, CAPABILITY, OPERATION_MIGRATIONS, target)
+    def _new_entry(self, name: str) -> DurableOperation:
+        return DurableOperation(self, name)
 
     # -- internals used by DurableOperation ---------------------------------------------
 
@@ -230,7 +189,7 @@ class Durability:
         if permit is None:
             return  # the reconciled alarm or the early timer picks the row up
         # The row was just inserted by this registration: nothing can be running it yet.
-        spec = self._spec(key, operation, text, generation, now, 0)
+        spec = self._call_spec(key, operation, text, generation, now, 0)
         self._engine.run_in_background(
             self._run_eagerly(spec, permit),
             "durability.background_execution.failed",
@@ -319,7 +278,7 @@ class Durability:
                 return
             key, operation, payload, generation, created_at, attempt = due
             try:
-                spec = self._spec(key, operation, payload, generation, created_at, attempt)
+                spec = self._call_spec(key, operation, payload, generation, created_at, attempt)
                 await run_execution(self._engine, spec)
             except Exception as error:  # already persisted or reported; the pass goes on
                 report_failure("durability.background_execution.failed", {"id": key}, error)
@@ -337,7 +296,7 @@ class Durability:
         for execution in attached:
             await execution.settled.wait()
 
-    def _spec(
+    def _call_spec(
         self,
         key: str,
         operation: str,
@@ -346,20 +305,14 @@ class Durability:
         created_at: int,
         attempt: int,
     ) -> ExecutionSpec:
-        policy = self._policies.get(operation, self._default_policy)
-
-        def invoke(attempt: int, signal: AbortSignal) -> Any:
-            handler = self._handlers.get(operation)
-            if handler is None:
-                raise NonRetryableError(f'No handler registered for operation "{operation}"')
-            call = DurableCall(
+        def argument(attempt: int, signal: AbortSignal) -> DurableCall:
+            return DurableCall(
                 id=key,
                 operation=operation,
                 payload=None if payload_text == NULL_TEXT else deserialize(payload_text),
                 attempt=attempt,
                 signal=signal,
             )
-            return handler(call)
 
         def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
             try:
@@ -378,28 +331,19 @@ class Durability:
             ).rows_written
             return completed_at if won else None
 
-        return ExecutionSpec(
-            table=CALLS,
+        return self._spec(
             key=key,
+            name=operation,
             generation=generation,
             created_at=created_at,
             attempt=attempt,
-            label=f'operation "{operation}"',
-            entity_kind="operation",
-            name=operation,
-            active=self._active,
-            policy=policy,
-            emit=self._emit,
-            exhausted_error=lambda: DurableAttemptsExhaustedError(
-                "operation", operation, policy.max_attempts
-            ),
-            timeout_error=lambda: DurableAttemptTimeoutError(operation, policy.attempt_timeout_ms),
-            invoke=invoke,
+            argument=argument,
             complete=complete,
-            is_terminal=lambda error: isinstance(error, DurableResultSerializationError),
-            include_result=self._include_result,
-            emits=self._events,
         )
+
+    def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
+        """A result that cannot be stored fails the call: running it again would not help."""
+        return isinstance(error, DurableResultSerializationError)
 
 
 def _check_id(id: object) -> str:

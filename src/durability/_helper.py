@@ -1,0 +1,200 @@
+"""`DurableHelper`: what `Durability` and `DurabilityAlarms` share.
+
+Both validate their handlers, hook and policies the same way, attach to a scheduler,
+migrate their own tables, register one participant, hand out one object per handler
+name (also as an attribute), delegate `alarm()`, purge their table, and run attempts
+through `run_execution` with an `ExecutionSpec` that differs only in the handler's
+argument and how a success is stored.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Generic, TypeVar
+
+from ._clock import now_ms
+from ._context import Context, SqlStorage
+from ._errors import (
+    DurableAlarmTimeoutError,
+    DurableAttemptsExhaustedError,
+    DurableAttemptTimeoutError,
+    NonRetryableError,
+)
+from ._execution import ExecutionSpec
+from ._lifecycle import EntityKind, PurgedEvent
+from ._migrations import LATEST, Migration, MigrationResult, migrate
+from ._policy import AttemptPolicy, resolve_policies
+from ._scheduler import (
+    ActiveExecution,
+    AlarmInvocationInfo,
+    DurabilityScheduler,
+    Participant,
+    attach,
+)
+from ._signal import AbortSignal
+from ._tables import TableSpec
+from ._types import TimeInput
+from ._validate import check_callable, to_epoch_ms
+
+Entry = TypeVar("Entry")
+
+
+class DurableHelper(ABC, Generic[Entry]):
+    """The shared body of a helper whose handlers are looked up by name.
+
+    A subclass names its table, schema, entity kind and messages in class attributes,
+    builds its per-name object in `_new_entry`, and keeps its own public constructor.
+    Only `alarm`, `purge_before` and `migrate` are public here: with the subclass's own
+    public names they are the handler names the subclass reserves.
+    """
+
+    _kind: ClassVar[str]
+    _capability: ClassVar[str]
+    _migrations: ClassVar[Sequence[Migration]]
+    _table: ClassVar[TableSpec]
+    _entity_kind: ClassVar[EntityKind]
+    _noun: ClassVar[str]
+    """How errors and labels name one record's kind (``operation``, ``named alarm``)."""
+    _missing: ClassVar[str]
+    """The message for an unknown handler name, with one ``{}`` for the name."""
+    _purge_reason: ClassVar[str]
+    _timeout_error: ClassVar[type[DurableAttemptTimeoutError] | type[DurableAlarmTimeoutError]]
+
+    def __init__(
+        self,
+        handlers: dict[str, Callable[..., Any]],
+        *,
+        scheduler: DurabilityScheduler | None,
+        context: Context | None,
+        attempt_timeout_ms: object,
+        retries: object,
+        methods: Mapping[str, Any] | None,
+        options_type: type[Any],
+        on_lifecycle_event: Callable[[Any], Any] | None,
+        include_result_in_events: bool = False,
+        options: Mapping[str, Any],
+    ) -> None:
+        self._handlers = handlers
+        if on_lifecycle_event is not None:
+            check_callable("on_lifecycle_event", on_lifecycle_event)
+        self._default_policy, self._policies = resolve_policies(
+            attempt_timeout_ms=attempt_timeout_ms,
+            retries=retries,
+            methods=methods,
+            options_type=options_type,
+        )
+        if not isinstance(include_result_in_events, bool):
+            raise TypeError("include_result_in_events must be a bool")
+        self._include_result = include_result_in_events
+        self._engine = attach(
+            scheduler=scheduler, context=context, kind=self._kind, options=options
+        )
+        self._emit = self._engine.emitter(on_lifecycle_event)
+        self._events = on_lifecycle_event is not None
+        self._active: dict[str, ActiveExecution] = {}
+        self._entries: dict[str, Entry] = {}
+        self._engine.migrate_schema(self._capability, self._migrations)
+        self._engine.register(Participant(self._table, self._run_due))
+
+    # -- public surface -----------------------------------------------------------------
+
+    def __getattr__(self, name: str) -> Entry:
+        if name.startswith("_") or name not in self.__dict__.get("_handlers", {}):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        found = self._entry(name)
+        # Later accesses find it as a plain attribute (handler names never shadow methods).
+        self.__dict__[name] = found
+        return found
+
+    async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
+        """Run due work of every helper on this helper's scheduler (the object's alarm)."""
+        await self._engine.alarm(info)
+
+    async def purge_before(self, before: TimeInput) -> int:
+        """Delete every record created strictly before `before` (any status); the count.
+
+        Running handlers of purged records are aborted best-effort; their keys are
+        reusable at once and late settlements of the old records are ignored.
+        """
+        cutoff = to_epoch_ms("before", before)
+        count = await self._engine.purge(self._table, cutoff, self._active, self._purge_reason)
+        if self._events:
+            self._emit(
+                PurgedEvent(
+                    entity_kind=self._entity_kind, timestamp=now_ms(), before=cutoff, count=count
+                )
+            )
+        return count
+
+    @classmethod
+    def migrate(cls, context: Context, target: Any = LATEST) -> MigrationResult:
+        """Move this helper's schema to `target` (`LATEST`, a migration name, or `None`)."""
+        return migrate(context.storage, cls._capability, cls._migrations, target)
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _entry(self, name: str) -> Entry:
+        """The one object of handler `name`; `ValueError` when no handler has that name."""
+        found = self._entries.get(name)
+        if found is None:
+            if name not in self._handlers:
+                raise ValueError(self._missing.format(name))
+            found = self._entries[name] = self._new_entry(name)
+        return found
+
+    @abstractmethod
+    def _new_entry(self, name: str) -> Entry:
+        """A new object of handler `name` (called once per name)."""
+
+    @abstractmethod
+    async def _run_due(self, now: int, info: AlarmInvocationInfo | None) -> None:
+        """Run this helper's due records (the participant callback of an alarm pass)."""
+
+    @abstractmethod
+    def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
+        """Whether `error` fails the record at once, whatever attempts are left."""
+
+    def _spec(
+        self,
+        *,
+        key: str,
+        name: str,
+        generation: str,
+        created_at: int,
+        attempt: int,
+        argument: Callable[[int, AbortSignal], object],
+        complete: Callable[[SqlStorage, Any, int], int | None],
+    ) -> ExecutionSpec:
+        """The execution of record `key` of handler `name`; `argument(attempt, signal)`
+        builds what the handler is called with."""
+        policy = self._policies.get(name, self._default_policy)
+
+        def invoke(attempt: int, signal: AbortSignal) -> Any:
+            handler = self._handlers.get(name)
+            if handler is None:
+                raise NonRetryableError(self._missing.format(name))
+            return handler(argument(attempt, signal))
+
+        return ExecutionSpec(
+            table=self._table,
+            key=key,
+            generation=generation,
+            created_at=created_at,
+            attempt=attempt,
+            label=f'{self._noun} "{name}"',
+            entity_kind=self._entity_kind,
+            name=name,
+            active=self._active,
+            policy=policy,
+            emit=self._emit,
+            exhausted_error=lambda: DurableAttemptsExhaustedError(
+                self._noun, name, policy.max_attempts
+            ),
+            timeout_error=lambda: self._timeout_error(name, policy.attempt_timeout_ms),
+            invoke=invoke,
+            complete=complete,
+            is_terminal=lambda error: self._is_terminal(error, policy),
+            include_result=self._include_result,
+            emits=self._events,
+        )
