@@ -180,7 +180,7 @@ class Runtime:
     ) -> JsonValue:
         """Deliver `method(*args, **kwargs)` to the object and copy out its result."""
         instance = self._instance(object_id)
-        result = await self.run(instance, lambda obj: getattr(obj, method)(*args, **kwargs))
+        result = await instance.call(lambda obj: getattr(obj, method)(*args, **kwargs))
         return copy_value(result, "result")
 
     async def run(self, instance: Instance, invoke: Callable[[DurableObject], object]) -> object:

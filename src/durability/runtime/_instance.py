@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ._database import Database
 from ._errors import ObjectEvictedError
@@ -15,6 +15,9 @@ from ._object import DurableObject, ObjectContext
 from ._storage import CallRecord, ObjectStorage, begin_call
 
 T = TypeVar("T")
+
+_Gated = tuple[asyncio.Future[Any], asyncio.Future[object], object, bool]
+"""A finished call waiting for its commit: its task, outcome, result, whether it raised."""
 
 logger = logging.getLogger("durability.runtime")
 
@@ -36,6 +39,7 @@ class Instance:
         self.ctx = ObjectContext(self)
         self.tasks: set[asyncio.Future[Any]] = set()
         self._outcomes: dict[asyncio.Future[Any], asyncio.Future[object]] = {}
+        self._gated: dict[asyncio.Future[None], list[_Gated]] = {}
         self.gone = False
         self._cls = cls
         self._env = env
@@ -71,8 +75,31 @@ class Instance:
     async def _run_call(
         self, invoke: Callable[[DurableObject], object], outcome: asyncio.Future[object]
     ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        gated = False
         try:
-            result = await self.deliver(invoke)
+            while self._blocks:
+                await self._unblocked.wait()
+            record = begin_call()
+            try:
+                result = invoke(self.user_object())
+                if inspect.isawaitable(result):
+                    result = await result
+                raised = False
+            except Exception as error:
+                result, raised = error, True
+            try:
+                last = self._commits_to_wait(record)
+            except Exception as error:
+                result, raised, last = error, True, None
+            if last is not None:
+                # The commit's one done-callback releases every result gated on it, so a
+                # call costs no wake-up of its own task after its writes are durable.
+                self._gate(last, task, outcome, result, raised)
+                gated = True
+            else:
+                self._release(outcome, result, raised)
         except asyncio.CancelledError:
             if not outcome.done():
                 if self.gone:
@@ -80,20 +107,64 @@ class Instance:
                 else:
                     outcome.cancel()
             raise
-        except Exception as error:
-            if not outcome.done():
-                outcome.set_exception(error)
-        else:
-            if not outcome.done():
-                if self.gone:
-                    outcome.set_exception(self._evicted_during_call())
-                else:
-                    outcome.set_result(result)
         finally:
-            task = asyncio.current_task()
-            if task is not None:
+            if not gated:
                 self._outcomes.pop(task, None)
                 self._untrack(task)
+
+    def _commits_to_wait(self, record: CallRecord) -> asyncio.Future[None] | None:
+        """The commit the call's result must still wait for (`None`: already durable).
+
+        A commit that already failed raises its error here. Calls that spanned turns may
+        have joined several commits; only the newest can still be pending, as the
+        database opens a transaction only after the previous one ended.
+        """
+        # Writes still pending that the call may have observed count as its own.
+        pending = self.database.pending_commit
+        if pending is not None:
+            record.add(pending)
+        last: asyncio.Future[None] | None = None
+        for commit in record.close():
+            if commit.done():
+                commit.result()
+            else:
+                last = commit
+        return last
+
+    def _gate(
+        self,
+        commit: asyncio.Future[None],
+        task: asyncio.Future[Any],
+        outcome: asyncio.Future[object],
+        result: object,
+        raised: bool,
+    ) -> None:
+        waiting = self._gated.get(commit)
+        if waiting is None:
+            waiting = self._gated[commit] = []
+            commit.add_done_callback(self._open_gate)
+        waiting.append((task, outcome, result, raised))
+
+    def _open_gate(self, commit: asyncio.Future[None]) -> None:
+        error = None if commit.cancelled() else commit.exception()
+        for task, outcome, result, raised in self._gated.pop(commit, ()):
+            if error is not None:
+                self._release(outcome, error, True)
+            else:
+                self._release(outcome, result, raised)
+            self._outcomes.pop(task, None)
+            self._untrack(task)
+
+    def _release(self, outcome: asyncio.Future[object], result: object, raised: bool) -> None:
+        """Hand the call's outcome to its caller (an eviction meanwhile turns it into one)."""
+        if outcome.done():
+            return
+        if raised:
+            outcome.set_exception(cast(BaseException, result))
+        elif self.gone:
+            outcome.set_exception(self._evicted_during_call())
+        else:
+            outcome.set_result(result)
 
     def keep(self, awaitable: Awaitable[Any]) -> None:
         """`ctx.wait_until`: track background work; its failure is logged, not raised."""
@@ -118,33 +189,6 @@ class Instance:
         # One callback for both jobs: each one costs a loop turn's handle.
         _log_failure(future)
         self._untrack(future)
-
-    async def deliver(self, invoke: Callable[[DurableObject], object]) -> object:
-        """Deliver one call or alarm: wait for the input gate, run it, pass the output gate.
-
-        The result (or exception) is released only once every write the call joined is
-        committed; a failed commit replaces it with the commit's error.
-        """
-        while self._blocks:
-            await self._unblocked.wait()
-        record = begin_call()
-        try:
-            result = invoke(self.user_object())
-            if inspect.isawaitable(result):
-                result = await result
-        except Exception:
-            await self._settle(record)
-            raise
-        await self._settle(record)
-        return result
-
-    async def _settle(self, record: CallRecord) -> None:
-        # Hold the result until this call's writes, and any write still pending that
-        # it may have observed, are durable.
-        pending = self.database.pending_commit
-        if pending is not None:
-            record.add(pending)
-        await record.settle()
 
     async def block_while(self, fn: Callable[[], Awaitable[T]]) -> T:
         """Hold back every other delivery while `await fn()` runs."""

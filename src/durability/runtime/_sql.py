@@ -98,7 +98,7 @@ def check_bindings(bindings: Sequence[object]) -> tuple[object, ...]:
         if kind is not int or not -MAX_SAFE_INTEGER <= cast(int, value) <= MAX_SAFE_INTEGER:
             break
     else:
-        return tuple(bindings)
+        return bindings if type(bindings) is tuple else tuple(bindings)
     checked: list[object] = []
     for index, value in enumerate(bindings):
         kind = type(value)

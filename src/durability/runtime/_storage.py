@@ -51,11 +51,10 @@ class CallRecord:
         if commits is not None and (not commits or commits[-1] is not commit):
             commits.append(commit)
 
-    async def settle(self) -> None:
-        """Wait until every joined commit is durable; raise the error of a failed one."""
+    def close(self) -> list[asyncio.Future[None]]:
+        """The joined commits, oldest first; commits joined from now on are ignored."""
         commits, self._commits = self._commits or [], None
-        for commit in commits:
-            await commit
+        return commits
 
 
 _current_call: ContextVar[CallRecord | None] = ContextVar("durability_call", default=None)

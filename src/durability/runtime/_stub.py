@@ -78,11 +78,12 @@ class ObjectStub:
     can be called; calls are delivered in the order they are made.
     """
 
-    __slots__ = ("_id", "_namespace")
+    __slots__ = ("_calls", "_id", "_namespace")
 
     def __init__(self, namespace: ObjectNamespace, object_id: ObjectId) -> None:
         self._namespace = namespace
         self._id = object_id
+        self._calls: dict[str, Callable[..., Awaitable[JsonValue]]] = {}
 
     @property
     def id(self) -> ObjectId:
@@ -90,6 +91,11 @@ class ObjectStub:
         return self._id
 
     def __getattr__(self, method: str) -> Callable[..., Awaitable[JsonValue]]:
+        # Only reached for names that are not attributes; each method's caller is built once.
+        try:
+            return self._calls[method]
+        except KeyError:
+            pass
         cls = self._namespace.object_class
         if method.startswith("_"):
             raise AttributeError(f"{method!r} is private: stubs call only public methods")
@@ -109,6 +115,7 @@ class ObjectStub:
             return runtime.call(object_id, method, copied_args, copied_kwargs)
 
         call.__name__ = method
+        self._calls[method] = call
         return call
 
     def __repr__(self) -> str:
