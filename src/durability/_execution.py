@@ -334,7 +334,10 @@ async def _fail_exhausted(engine: Engine, spec: ExecutionSpec) -> None:
     if attempt is None:
         return
     engine.notify(spec.table.name, spec.key)
-    spec.emit(TerminalEvent(**spec.entity(), timestamp=now_ms(), attempt=attempt, error=exhausted))
+    if spec.emits:
+        spec.emit(
+            TerminalEvent(**spec.entity(), timestamp=now_ms(), attempt=attempt, error=exhausted)
+        )
 
 
 async def _settle_failure(
@@ -358,6 +361,8 @@ async def _settle_failure(
         return
     if decision.terminal:
         engine.notify(spec.table.name, spec.key)
+    if not spec.emits:
+        return
     spec.emit(
         AttemptSettledEvent(
             **spec.entity(),

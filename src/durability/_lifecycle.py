@@ -74,13 +74,10 @@ class ScheduledEvent:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class AttemptStartedEvent:
-    """An attempt was claimed and its handler is about to run.
+class _AttemptEvent:
+    """The fields every event about one attempt of a record carries, in their order."""
 
-    `operation` is set for operations and `alarm` for named alarms.
-    """
-
-    type: Literal["attempt_started"] = field(default="attempt_started", init=False)
+    type: str
     entity_kind: EntityKind
     operation: str | None = None
     alarm: str | None = None
@@ -91,7 +88,17 @@ class AttemptStartedEvent:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class AttemptSettledEvent:
+class AttemptStartedEvent(_AttemptEvent):
+    """An attempt was claimed and its handler is about to run.
+
+    `operation` is set for operations and `alarm` for named alarms.
+    """
+
+    type: Literal["attempt_started"] = field(default="attempt_started", init=False)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AttemptSettledEvent(_AttemptEvent):
     """An attempt's outcome was persisted.
 
     `error` is set unless the outcome is ``completed``; `next_attempt_at` only for
@@ -99,13 +106,6 @@ class AttemptSettledEvent:
     """
 
     type: Literal["attempt_settled"] = field(default="attempt_settled", init=False)
-    entity_kind: EntityKind
-    operation: str | None = None
-    alarm: str | None = None
-    id: str
-    generation: str
-    timestamp: int
-    attempt: int
     outcome: SettledOutcome
     duration_ms: int
     error: SerializedError | None = None
@@ -114,17 +114,10 @@ class AttemptSettledEvent:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class TerminalEvent:
+class TerminalEvent(_AttemptEvent):
     """A record at its attempt limit was failed without calling its handler."""
 
     type: Literal["terminal"] = field(default="terminal", init=False)
-    entity_kind: EntityKind
-    operation: str | None = None
-    alarm: str | None = None
-    id: str
-    generation: str
-    timestamp: int
-    attempt: int
     reason: Literal["attempts_exhausted"] = "attempts_exhausted"
     error: SerializedError
 
@@ -160,20 +153,22 @@ def create_emitter(
     hook: LifecycleHook | None,
     wait_until: Callable[[Awaitable[Any]], None],
 ) -> Emit:
-    """Wrap `hook` so that calling it never raises and an async hook runs in the background."""
+    """Wrap `hook` so that calling it never raises and an async hook runs in the background.
+
+    Callers skip building events when there is no hook; with one, the failure details
+    are built only when the hook fails.
+    """
     if hook is None:
         return _ignore
 
     def emit(event: Any) -> None:
-        details = _hook_details(event)
         try:
             outcome = hook(event)
         except Exception as error:
-            report_failure("durability.lifecycle_hook.failed", details, error)
+            report_failure("durability.lifecycle_hook.failed", _hook_details(event), error)
             return
-        if not inspect.isawaitable(outcome):
-            return
-        wait_until(_reported(outcome, details))
+        if outcome is not None and inspect.isawaitable(outcome):
+            wait_until(_reported(outcome, event))
 
     return emit
 
@@ -182,13 +177,13 @@ def _ignore(event: Any) -> None:
     """The emitter used when there is no hook."""
 
 
-async def _reported(outcome: Awaitable[Any], details: Mapping[str, Any]) -> None:
+async def _reported(outcome: Awaitable[Any], event: Any) -> None:
     try:
         await outcome
     except asyncio.CancelledError:
         raise
     except Exception as error:
-        report_failure("durability.lifecycle_hook.failed", details, error)
+        report_failure("durability.lifecycle_hook.failed", _hook_details(event), error)
 
 
 def _hook_details(event: Any) -> dict[str, Any]:
