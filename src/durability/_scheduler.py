@@ -30,6 +30,9 @@ from ._validate import check_callable, check_int, check_positive_int, to_epoch_m
 T = TypeVar("T")
 Item = TypeVar("Item")
 
+DEFAULT_ALARM_CONCURRENCY = 10
+DEFAULT_ALARM_MIN_DELAY_MS = 15_000
+DEFAULT_ALARM_HANDOFF_MS = 840_000
 MIN_ALARM_DELAY_MS = 1_000
 MAX_ALARM_DELAY_MS = 15_000
 MAX_TIMER_MS = 2**31 - 1
@@ -102,26 +105,27 @@ class ActiveExecution:
 class Engine:
     """The machinery behind a scheduler: transactions, alarm, permits, timers, watchers."""
 
-    def __init__(
-        self,
-        context: Context,
-        *,
-        alarm_concurrency: int = 10,
-        alarm_min_delay_ms: int = 15_000,
-        alarm_handoff_ms: int = 840_000,
-        live_timers: bool = False,
-        on_alarm_retry: Callable[[AlarmRetryInfo], Any] | None = None,
-    ) -> None:
+    def __init__(self, context: Context, options: Mapping[str, Any]) -> None:
+        """Validate the scheduler `options` given (see `DurabilityScheduler`); absent ones
+        take their defaults."""
+        on_alarm_retry = options.get("on_alarm_retry")
         if on_alarm_retry is not None:
             check_callable("on_alarm_retry", on_alarm_retry)
-        self.alarm_concurrency = check_positive_int("alarm_concurrency", alarm_concurrency)
-        min_delay = check_int("alarm_min_delay_ms", alarm_min_delay_ms)
+        self.alarm_concurrency = check_positive_int(
+            "alarm_concurrency", options.get("alarm_concurrency", DEFAULT_ALARM_CONCURRENCY)
+        )
+        min_delay = check_int(
+            "alarm_min_delay_ms", options.get("alarm_min_delay_ms", DEFAULT_ALARM_MIN_DELAY_MS)
+        )
         if not MIN_ALARM_DELAY_MS <= min_delay <= MAX_ALARM_DELAY_MS:
             raise ValueError(
                 f"alarm_min_delay_ms must be between {MIN_ALARM_DELAY_MS} and {MAX_ALARM_DELAY_MS}"
             )
         self.alarm_min_delay_ms = min_delay
-        self.alarm_handoff_ms = check_positive_int("alarm_handoff_ms", alarm_handoff_ms)
+        self.alarm_handoff_ms = check_positive_int(
+            "alarm_handoff_ms", options.get("alarm_handoff_ms", DEFAULT_ALARM_HANDOFF_MS)
+        )
+        live_timers = options.get("live_timers", False)
         if not isinstance(live_timers, bool):
             raise TypeError(f"live_timers must be a bool, got {type(live_timers).__name__}")
         self.live_timers = live_timers
@@ -134,7 +138,7 @@ class Engine:
         self._wait_until: Callable[[Awaitable[Any]], None] | None = getattr(
             context, "wait_until", None
         )
-        self._on_alarm_retry = on_alarm_retry
+        self._on_alarm_retry: Callable[[AlarmRetryInfo], Any] | None = on_alarm_retry
         self._kinds: set[str] = set()
         self._participants: list[Participant] = []
         self._migrated: set[str] = set()
@@ -625,19 +629,21 @@ class DurabilityScheduler:
         self,
         *,
         context: Context,
-        alarm_concurrency: int = 10,
-        alarm_min_delay_ms: int = 15_000,
-        alarm_handoff_ms: int = 840_000,
+        alarm_concurrency: int = DEFAULT_ALARM_CONCURRENCY,
+        alarm_min_delay_ms: int = DEFAULT_ALARM_MIN_DELAY_MS,
+        alarm_handoff_ms: int = DEFAULT_ALARM_HANDOFF_MS,
         live_timers: bool = False,
         on_alarm_retry: Callable[[AlarmRetryInfo], Any] | None = None,
     ) -> None:
         self._engine = Engine(
             context,
-            alarm_concurrency=alarm_concurrency,
-            alarm_min_delay_ms=alarm_min_delay_ms,
-            alarm_handoff_ms=alarm_handoff_ms,
-            live_timers=live_timers,
-            on_alarm_retry=on_alarm_retry,
+            {
+                "alarm_concurrency": alarm_concurrency,
+                "alarm_min_delay_ms": alarm_min_delay_ms,
+                "alarm_handoff_ms": alarm_handoff_ms,
+                "live_timers": live_timers,
+                "on_alarm_retry": on_alarm_retry,
+            },
         )
 
     async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
@@ -677,7 +683,7 @@ def attach(
             raise ValueError(f"{name} can only be given with context= (set it on the scheduler)")
         engine = scheduler._engine
     elif context is not None:
-        engine = Engine(context, **options)
+        engine = Engine(context, options)
     else:
         raise TypeError("either scheduler= or context= is required")
     engine.claim_kind(kind)
