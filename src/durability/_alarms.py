@@ -17,7 +17,7 @@ from ._clock import now_ms
 from ._context import Context, Row, SqlStorage
 from ._errors import DurableAlarmTimeoutError
 from ._execution import ExecutionSpec, run_execution
-from ._helper import DurableHelper
+from ._helper import DurableHelper, HandlerEntry
 from ._lifecycle import ScheduledEvent
 from ._migrations import NAMED_ALARM_MIGRATIONS
 from ._policy import (
@@ -221,18 +221,11 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
         return isinstance(error, DurableAlarmTimeoutError) and not policy.retry_timeouts
 
 
-class NamedAlarm:
+class NamedAlarm(HandlerEntry[DurabilityAlarms]):
     """One named alarm of a `DurabilityAlarms`: call it with a time to schedule it."""
 
-    __slots__ = ("_owner", "name")
-
-    def __init__(self, owner: DurabilityAlarms, name: str) -> None:
-        self._owner = owner
-        self.name = name
+    __slots__ = ()
 
     async def __call__(self, scheduled_time: TimeInput) -> None:
         """Schedule the occurrence at `scheduled_time` (ms or aware datetime), replacing any."""
         await self._owner._schedule(self.name, scheduled_time)
-
-    def __repr__(self) -> str:
-        return f"NamedAlarm({self.name!r})"

@@ -38,6 +38,20 @@ from ._types import TimeInput
 from ._validate import check_callable, to_epoch_ms
 
 Entry = TypeVar("Entry")
+Owner = TypeVar("Owner")
+
+
+class HandlerEntry(Generic[Owner]):
+    """What `helper.<name>` returns for handler `name`: calls go to the owning helper."""
+
+    __slots__ = ("_owner", "name")
+
+    def __init__(self, owner: Owner, name: str) -> None:
+        self._owner = owner
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
 
 
 class DurableHelper(ABC, Generic[Entry]):

@@ -23,7 +23,7 @@ from ._errors import (
     SerializedError,
 )
 from ._execution import ExecutionSpec, run_execution
-from ._helper import DurableHelper
+from ._helper import DurableHelper, HandlerEntry
 from ._lifecycle import RegisteredEvent, report_failure
 from ._migrations import OPERATION_MIGRATIONS
 from ._policy import (
@@ -354,14 +354,10 @@ def _check_id(id: object) -> str:
     return id
 
 
-class DurableOperation:
+class DurableOperation(HandlerEntry[Durability]):
     """One operation of a `Durability`: call it to register, or read and wait on ids."""
 
-    __slots__ = ("_owner", "name")
-
-    def __init__(self, owner: Durability, name: str) -> None:
-        self._owner = owner
-        self.name = name
+    __slots__ = ()
 
     async def __call__(self, id: str, payload: JsonValue = None) -> None:
         """Register call `id` with `payload`; returns once it is durable, never waits for it."""
@@ -374,9 +370,6 @@ class DurableOperation:
     def job(self, id: str) -> DurableJob:
         """A handle on call `id` to read or wait for its outcome."""
         return DurableJob(self._owner, self.name, _check_id(id))
-
-    def __repr__(self) -> str:
-        return f"DurableOperation({self.name!r})"
 
 
 class DurableJob:
