@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import TracebackType
+from types import CodeType, TracebackType
 from typing import Any
 
 from .._clock import WALL_CLOCK, Clock, bind_clock, unbind_clock
@@ -177,10 +177,16 @@ class Runtime:
         method: str,
         args: list[JsonValue],
         kwargs: dict[str, JsonValue],
+        direct: CodeType | None = None,
     ) -> JsonValue:
-        """Deliver `method(*args, **kwargs)` to the object and copy out its result."""
+        """Deliver `method(*args, **kwargs)` to the object and copy out its result.
+
+        `direct`: the method's code when it cannot suspend (see `Instance.call`).
+        """
         instance = self._instance(object_id)
-        result = await instance.call(lambda obj: getattr(obj, method)(*args, **kwargs))
+        result = await instance.call(
+            lambda obj: getattr(obj, method)(*args, **kwargs), direct=direct
+        )
         return copy_value(result, "result")
 
     async def run(self, instance: Instance, invoke: Callable[[DurableObject], object]) -> object:

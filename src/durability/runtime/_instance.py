@@ -6,6 +6,8 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
+from contextvars import copy_context
+from types import CodeType, CoroutineType
 from typing import Any, TypeVar, cast
 
 from ._database import Database
@@ -15,6 +17,8 @@ from ._object import DurableObject, ObjectContext
 from ._storage import CallRecord, ObjectStorage, begin_call
 
 T = TypeVar("T")
+
+Future = asyncio.Future[object]
 
 _Gated = tuple[asyncio.Future[Any], asyncio.Future[object], object, bool]
 """A finished call waiting for its commit: its task, outcome, result, whether it raised."""
@@ -40,6 +44,7 @@ class Instance:
         self.tasks: set[asyncio.Future[Any]] = set()
         self._outcomes: dict[asyncio.Future[Any], asyncio.Future[object]] = {}
         self._gated: dict[asyncio.Future[None], list[_Gated]] = {}
+        self._waiting = 0
         self.gone = False
         self._cls = cls
         self._env = env
@@ -57,30 +62,75 @@ class Instance:
             self._object = self._cls(self.ctx, self._env)
         return self._object
 
-    def call(self, invoke: Callable[[DurableObject], object]) -> asyncio.Future[object]:
-        """Deliver `invoke` in a task of its own; the returned future gets its outcome.
+    def call(
+        self, invoke: Callable[[DurableObject], object], *, direct: CodeType | None = None
+    ) -> asyncio.Future[object]:
+        """Deliver `invoke`; the returned future gets its outcome.
 
-        The task belongs to the instance (eviction cancels it, and the future then
-        fails with `ObjectEvictedError`); cancelling the returned future does not
-        cancel the call, as a caller going away does not stop a Durable Object.
+        The call runs in a task of its own, which belongs to the instance (eviction
+        cancels it, and the future then fails with `ObjectEvictedError`); cancelling the
+        returned future does not cancel the call, as a caller going away does not stop a
+        Durable Object. `direct` is the code of a method that cannot suspend (no await):
+        when no other delivery is waiting, such a call runs at once, in a context of its
+        own as its task would, without a task (nothing can interleave with it or
+        interrupt it, so this is the order and the outcome the task would give).
         """
         loop = asyncio.get_running_loop()
         outcome: asyncio.Future[object] = loop.create_future()
-        task = loop.create_task(self._run_call(invoke, outcome))
         self.idle_since = None
-        self.tasks.add(task)
-        self._outcomes[task] = outcome
+        if direct is not None and not self._waiting and not self._blocks and not self.gone:
+            self._track(outcome, outcome)
+            kept = False
+            try:
+                kept = copy_context().run(self._run_direct, invoke, direct, outcome)
+            finally:
+                if not kept:
+                    self._done(outcome)
+        else:
+            self._waiting += 1
+            self._track(loop.create_task(self._run_call(invoke, outcome)), outcome)
         return outcome
 
-    async def _run_call(
-        self, invoke: Callable[[DurableObject], object], outcome: asyncio.Future[object]
-    ) -> None:
+    def _track(self, tracker: asyncio.Future[Any], outcome: Future) -> None:
+        self.tasks.add(tracker)
+        self._outcomes[tracker] = outcome
+
+    def _done(self, tracker: asyncio.Future[Any]) -> None:
+        self._outcomes.pop(tracker, None)
+        self._untrack(tracker)
+
+    def _run_direct(
+        self, invoke: Callable[[DurableObject], object], code: CodeType, outcome: Future
+    ) -> bool:
+        """Run a call that cannot suspend; whether its outcome is still tracked (gated)."""
+        record = begin_call()
+        try:
+            result = invoke(self.user_object())
+            if type(result) is CoroutineType and result.cr_code is code:
+                result = _run_to_completion(result)
+            elif inspect.isawaitable(result):
+                # Not the code judged unable to suspend (say an instance attribute
+                # shadows the method): the rest runs in a task, as any awaiting call.
+                task = asyncio.get_running_loop().create_task(
+                    self._await_call(record, result, outcome)
+                )
+                self._track(task, outcome)
+                return False
+            raised = False
+        except Exception as error:
+            result, raised = error, True
+        return self._conclude(record, outcome, outcome, result, raised)
+
+    async def _run_call(self, invoke: Callable[[DurableObject], object], outcome: Future) -> None:
         task = asyncio.current_task()
         assert task is not None
         gated = False
+        delivered = False
         try:
             while self._blocks:
                 await self._unblocked.wait()
+            self._waiting -= 1
+            delivered = True
             record = begin_call()
             try:
                 result = invoke(self.user_object())
@@ -89,28 +139,63 @@ class Instance:
                 raised = False
             except Exception as error:
                 result, raised = error, True
-            try:
-                last = self._commits_to_wait(record)
-            except Exception as error:
-                result, raised, last = error, True, None
-            if last is not None:
-                # The commit's one done-callback releases every result gated on it, so a
-                # call costs no wake-up of its own task after its writes are durable.
-                self._gate(last, task, outcome, result, raised)
-                gated = True
-            else:
-                self._release(outcome, result, raised)
+            gated = self._conclude(record, task, outcome, result, raised)
         except asyncio.CancelledError:
-            if not outcome.done():
-                if self.gone:
-                    outcome.set_exception(self._evicted_during_call())
-                else:
-                    outcome.cancel()
+            self._cancelled(outcome)
+            raise
+        finally:
+            if not delivered:
+                self._waiting -= 1
+            if not gated:
+                self._done(task)
+
+    async def _await_call(
+        self, record: CallRecord, awaitable: Awaitable[object], outcome: Future
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        gated = False
+        try:
+            try:
+                result = await awaitable
+                raised = False
+            except Exception as error:
+                result, raised = error, True
+            gated = self._conclude(record, task, outcome, result, raised)
+        except asyncio.CancelledError:
+            self._cancelled(outcome)
             raise
         finally:
             if not gated:
-                self._outcomes.pop(task, None)
-                self._untrack(task)
+                self._done(task)
+
+    def _cancelled(self, outcome: Future) -> None:
+        if not outcome.done():
+            if self.gone:
+                outcome.set_exception(self._evicted_during_call())
+            else:
+                outcome.cancel()
+
+    def _conclude(
+        self,
+        record: CallRecord,
+        tracker: asyncio.Future[Any],
+        outcome: Future,
+        result: object,
+        raised: bool,
+    ) -> bool:
+        """Release the outcome now, or gate it on the commit it waits for (True)."""
+        try:
+            last = self._commits_to_wait(record)
+        except Exception as error:
+            result, raised, last = error, True, None
+        if last is None:
+            self._release(outcome, result, raised)
+            return False
+        # The commit's one done-callback releases every result gated on it, so a call
+        # costs no wake-up of its own after its writes are durable.
+        self._gate(last, tracker, outcome, result, raised)
+        return True
 
     def _commits_to_wait(self, record: CallRecord) -> asyncio.Future[None] | None:
         """The commit the call's result must still wait for (`None`: already durable).
@@ -152,8 +237,7 @@ class Instance:
                 self._release(outcome, error, True)
             else:
                 self._release(outcome, result, raised)
-            self._outcomes.pop(task, None)
-            self._untrack(task)
+            self._done(task)
 
     def _release(self, outcome: asyncio.Future[object], result: object, raised: bool) -> None:
         """Hand the call's outcome to its caller (an eviction meanwhile turns it into one)."""
@@ -236,3 +320,12 @@ def _log_failure(future: asyncio.Future[Any]) -> None:
     error = future.exception()
     if error is not None:
         logger.error("ctx.wait_until work failed", exc_info=error)
+
+
+def _run_to_completion(coroutine: CoroutineType[Any, Any, object]) -> object:
+    """The value of a coroutine whose code has no await: it finishes in one step."""
+    try:
+        coroutine.send(None)
+    except StopIteration as finished:
+        return finished.value
+    raise AssertionError("a coroutine whose code has no await suspended")

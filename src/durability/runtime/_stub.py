@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dis
 import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping
+from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any, cast
 
 from .._types import JsonValue
@@ -18,13 +20,14 @@ if TYPE_CHECKING:
 class ObjectNamespace:
     """The objects of one `DurableObject` class bound under one name."""
 
-    __slots__ = ("_cls", "_methods", "_name", "_runtime")
+    __slots__ = ("_cls", "_direct", "_methods", "_name", "_runtime")
 
     def __init__(self, runtime: Runtime, name: str, cls: type[DurableObject]) -> None:
         self._runtime = runtime
         self._name = name
         self._cls = cls
         self._methods: dict[str, bool] = {}
+        self._direct: dict[str, CodeType | None] = {}
 
     def has_method(self, name: str) -> bool:
         """Whether the class has a method `name` (remembered per name)."""
@@ -32,6 +35,24 @@ class ObjectNamespace:
         if known is None:
             known = self._methods[name] = inspect.isroutine(getattr(self._cls, name, None))
         return known
+
+    def direct_code(self, name: str) -> CodeType | None:
+        """The code of method `name` if a call to it cannot suspend (remembered per name).
+
+        That is a plain function defined on the class whose code has no await (an
+        `async def` without await, or a synchronous method); such calls may run without
+        a task of their own when the object is idle.
+        """
+        try:
+            return self._direct[name]
+        except KeyError:
+            pass
+        method = getattr(self._cls, name, None)
+        code: CodeType | None = None
+        if type(method) is FunctionType and not _can_suspend(method.__code__):
+            code = method.__code__
+        self._direct[name] = code
+        return code
 
     @property
     def name(self) -> str:
@@ -103,6 +124,7 @@ class ObjectStub:
             raise AttributeError(f"{cls.__name__} has no public method {method!r}")
         runtime = self._namespace._runtime
         object_id = self._id
+        direct = self._namespace.direct_code(method)
 
         def call(*args: Any, **kwargs: Any) -> Awaitable[JsonValue]:
             # String types: `list[JsonValue]` would build a generic alias on every call.
@@ -112,7 +134,7 @@ class ObjectStub:
                 if kwargs
                 else {}
             )
-            return runtime.call(object_id, method, copied_args, copied_kwargs)
+            return runtime.call(object_id, method, copied_args, copied_kwargs, direct)
 
         call.__name__ = method
         self._calls[method] = call
@@ -120,6 +142,11 @@ class ObjectStub:
 
     def __repr__(self) -> str:
         return f"ObjectStub({self._id!r})"
+
+
+def _can_suspend(code: CodeType) -> bool:
+    """Whether running `code` may suspend: every await (and async for/with) yields."""
+    return any(instruction.opname == "YIELD_VALUE" for instruction in dis.get_instructions(code))
 
 
 class Env:
