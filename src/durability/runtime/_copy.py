@@ -23,10 +23,23 @@ def copy_value(value: object, what: str) -> JsonValue:
     very deep nesting, invalid values) goes through the JSON text round trip, which
     also produces the error message.
     """
+    if value is None or type(value) in _SCALARS:
+        return cast(JsonValue, value)
     try:
         return _copy(value, 0)
     except _SlowPath:
         return copy_json(value, what)
+
+
+def copy_arguments(args: tuple[object, ...]) -> list[JsonValue]:
+    """`copy_value(list(args), "arguments")`, without copying the common scalars twice."""
+    try:
+        return [
+            cast(JsonValue, item) if item is None or type(item) in _SCALARS else _copy(item, 1)
+            for item in args
+        ]
+    except _SlowPath:
+        return cast("list[JsonValue]", copy_json(list(args), "arguments"))
 
 
 def _copy(value: object, depth: int) -> JsonValue:

@@ -200,21 +200,16 @@ class Instance:
     def _commits_to_wait(self, record: CallRecord) -> asyncio.Future[None] | None:
         """The commit the call's result must still wait for (`None`: already durable).
 
-        A commit that already failed raises its error here. Calls that spanned turns may
-        have joined several commits; only the newest can still be pending, as the
-        database opens a transaction only after the previous one ended.
+        That is the database's pending commit, if any: the call joined it or may have
+        observed its writes. Every other commit the call joined has ended (the database
+        opens a transaction only after the previous one ended); one that failed raises
+        its error here.
         """
-        # Writes still pending that the call may have observed count as its own.
         pending = self.database.pending_commit
-        if pending is not None:
-            record.add(pending)
-        last: asyncio.Future[None] | None = None
         for commit in record.close():
-            if commit.done():
+            if commit is not pending:
                 commit.result()
-            else:
-                last = commit
-        return last
+        return pending
 
     def _gate(
         self,

@@ -9,7 +9,7 @@ from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any, cast
 
 from .._types import JsonValue
-from ._copy import copy_value
+from ._copy import copy_arguments, copy_value
 from ._ids import ObjectId, id_from_name, id_from_string, new_unique_id
 from ._object import DurableObject
 
@@ -128,7 +128,7 @@ class ObjectStub:
 
         def call(*args: Any, **kwargs: Any) -> Awaitable[JsonValue]:
             # String types: `list[JsonValue]` would build a generic alias on every call.
-            copied_args = cast("list[JsonValue]", copy_value(list(args), "arguments"))
+            copied_args = copy_arguments(args)
             copied_kwargs = (
                 cast("dict[str, JsonValue]", copy_value(kwargs, "keyword arguments"))
                 if kwargs
