@@ -114,29 +114,28 @@ class Database:
 
     def join(self) -> asyncio.Future[None]:
         """The commit future of the current turn's transaction, opening it if needed."""
-        if self._pending is None:
+        pending = self._pending
+        if pending is None:
             self._conn().execute("BEGIN IMMEDIATE")
-            pending: asyncio.Future[None] = self._loop.create_future()
+            pending = self._loop.create_future()
             pending.add_done_callback(_retrieve)
             self._pending = pending
             self._loop.call_soon(self._commit_turn, pending)
-        return self._pending
+        return pending
 
     def run(self, statements: tuple[str, ...], bindings: tuple[object, ...]) -> Cursor:
         """Execute statements in the open transaction; the cursor holds the last one's rows."""
         connection = self._conn()
         before = connection.total_changes
-        columns: list[str] = []
-        rows: list[tuple[Any, ...]] = []
         try:
             for statement in statements:
                 cursor = connection.execute(statement, bindings)
                 rows = cursor.fetchall()
-                description = cursor.description
-                columns = [column[0] for column in description] if description else []
+            description = cursor.description
         except sqlite3.Error as error:
             self._check_still_open(error)
             raise
+        columns = [column[0] for column in description] if description else []
         return Cursor(columns, rows, connection.total_changes - before)
 
     def query(self, statement: str, *bindings: object) -> list[tuple[Any, ...]]:
