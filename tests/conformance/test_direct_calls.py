@@ -50,8 +50,9 @@ class Recorder(DurableObject):
 
     async def shadow_mark(self) -> None:
         async def awaiting(label: str) -> list[str]:
+            self.log.append(f"shadowed {label} start")
             await asyncio.sleep(0)
-            self.log.append(f"shadowed {label}")
+            self.log.append(f"shadowed {label} end")
             return list(self.log)
 
         self.mark = awaiting  # type: ignore[method-assign]
@@ -88,11 +89,13 @@ async def test_an_inner_call_does_not_take_over_the_callers_output_gate(
 
 
 async def test_a_shadowed_method_that_awaits_still_completes(make_runtime: RuntimeFactory) -> None:
-    """An instance attribute replacing a method with one that awaits is run to its end."""
+    """A method shadowed by an awaiting instance attribute runs to its end, in call order."""
     async with make_runtime({"R": Recorder}) as rt:
         stub = rt.env.R.get_by_name("r")
         await stub.shadow_mark()
-        assert await stub.mark("x") == ["shadowed x"]
+        shadowed, plain = await asyncio.gather(stub.mark("x"), stub.plain_mark("y"))
+        assert shadowed == ["shadowed x start", "y", "shadowed x end"]
+        assert plain == ["shadowed x start", "y"]
         assert await stub.with_timeout() == "done"
 
 

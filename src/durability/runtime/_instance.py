@@ -110,10 +110,12 @@ class Instance:
                 result = _run_to_completion(result)
             elif inspect.isawaitable(result):
                 # Not the code judged unable to suspend (say an instance attribute
-                # shadows the method): the rest runs in a task, as any awaiting call.
+                # shadows the method): it runs in a task, as any awaiting call, and
+                # later calls queue behind it until it has started.
                 task = asyncio.get_running_loop().create_task(
                     self._await_call(record, result, outcome)
                 )
+                self._waiting += 1
                 self._track(task, outcome)
                 return False
             raised = False
@@ -156,6 +158,7 @@ class Instance:
         assert task is not None
         gated = False
         try:
+            self._waiting -= 1
             try:
                 result = await awaitable
                 raised = False
