@@ -116,10 +116,10 @@ async def test_only_methods_without_awaits_are_direct() -> None:
     """The namespace marks as direct exactly the plain functions whose code never awaits."""
     async with Runtime(bindings={"R": Recorder}) as rt:
         namespace = rt.env.R
-        assert namespace.direct_code("mark") is Recorder.mark.__code__
-        assert namespace.direct_code("plain_mark") is Recorder.plain_mark.__code__
-        assert namespace.direct_code("slow_mark") is None
-        assert namespace.direct_code("with_timeout") is None
-        assert namespace.direct_code("add_via_other_then_lose") is None
-        assert namespace.direct_code("kind") is None
+        assert namespace._direct_code("mark") is Recorder.mark.__code__
+        assert namespace._direct_code("plain_mark") is Recorder.plain_mark.__code__
+        assert namespace._direct_code("slow_mark") is None
+        assert namespace._direct_code("with_timeout") is None
+        assert namespace._direct_code("add_via_other_then_lose") is None
+        assert namespace._direct_code("kind") is None
         assert await rt.env.R.get_by_name("r").kind() == "Recorder"

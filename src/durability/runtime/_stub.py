@@ -36,7 +36,7 @@ class ObjectNamespace:
             known = self._methods[name] = inspect.isroutine(getattr(self._cls, name, None))
         return known
 
-    def direct_code(self, name: str) -> CodeType | None:
+    def _direct_code(self, name: str) -> CodeType | None:
         """The code of method `name` if a call to it cannot suspend (remembered per name).
 
         That is a plain function defined on the class whose code has no await (an
@@ -124,7 +124,7 @@ class ObjectStub:
             raise AttributeError(f"{cls.__name__} has no public method {method!r}")
         runtime = self._namespace._runtime
         object_id = self._id
-        direct = self._namespace.direct_code(method)
+        direct = self._namespace._direct_code(method)
 
         def call(*args: Any, **kwargs: Any) -> Awaitable[JsonValue]:
             # String types: `list[JsonValue]` would build a generic alias on every call.
