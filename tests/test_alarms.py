@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from _lab import T0, Lab, open_lab
 from durability import (
     AlarmMethodOptions,
     AttemptSettledEvent,
@@ -22,10 +22,9 @@ from durability import (
     ScheduledEvent,
     now_ms,
 )
-from durability.runtime import AlarmInvocationInfo, DurableObject, ObjectStub, Runtime
+from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
 from durability.testing import VirtualClock
 
-T0 = 1_700_000_000_000
 Behaviour = Callable[[DurableAlarmInfo], Awaitable[Any]]
 NAMES = ("renew", "strict", "lenient", "tick")
 
@@ -95,19 +94,8 @@ class Timers(DurableObject):
         await self.alarms.alarm(info)
 
 
-@dataclasses.dataclass
-class Lab:
-    clock: VirtualClock
-    rt: Runtime
-    obj: ObjectStub
-    probe: Probe
-
-
-@asynccontextmanager
-async def lab(probe: Probe) -> AsyncIterator[Lab]:
-    clock = VirtualClock(T0)
-    async with Runtime(bindings={"TIMERS": Timers, "PROBE": probe}, clock=clock) as rt:
-        yield Lab(clock, rt, rt.env.TIMERS.get_by_name("a"), probe)
+def lab(probe: Probe) -> AbstractAsyncContextManager[Lab[Probe]]:
+    return open_lab("TIMERS", Timers, probe)
 
 
 def parked(probe: Probe, gate: str, attempts: tuple[int, ...] = (1,)) -> Behaviour:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from _lab import T0, Lab, open_lab
 from durability import (
     AttemptSettledEvent,
     AttemptStartedEvent,
@@ -28,10 +29,9 @@ from durability import (
     TerminalEvent,
     now_ms,
 )
-from durability.runtime import DurableObject, ObjectStub, Runtime
+from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
 
-T0 = 1_700_000_000_000
 Behaviour = Callable[[DurableCall], Awaitable[Any]]
 
 
@@ -127,19 +127,8 @@ def _clock_now() -> int:
     return now_ms()
 
 
-@dataclasses.dataclass
-class Lab:
-    clock: VirtualClock
-    rt: Runtime
-    obj: ObjectStub
-    probe: Probe
-
-
-@asynccontextmanager
-async def lab(probe: Probe, path: Path | None = None) -> AsyncIterator[Lab]:
-    clock = VirtualClock(T0)
-    async with Runtime(bindings={"OPS": Ops, "PROBE": probe}, clock=clock, path=path) as rt:
-        yield Lab(clock, rt, rt.env.OPS.get_by_name("a"), probe)
+def lab(probe: Probe, path: Path | None = None) -> AbstractAsyncContextManager[Lab[Probe]]:
+    return open_lab("OPS", Ops, probe, path)
 
 
 def failing(times: int, error: Callable[[], Exception] = lambda: RuntimeError("boom")) -> Behaviour:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from _lab import T0, Lab, open_lab
 from durability import (
     AlarmRetryInfo,
     Durability,
@@ -24,10 +23,7 @@ from durability import (
 )
 from durability._scheduler import Participant, attach
 from durability._tables import TableSpec
-from durability.runtime import AlarmInvocationInfo, DurableObject, ObjectStub, Runtime
-from durability.testing import VirtualClock
-
-T0 = 1_700_000_000_000
+from durability.runtime import AlarmInvocationInfo, DurableObject
 
 
 class Probe:
@@ -133,19 +129,8 @@ class Sched(DurableObject):
             await self.scheduler.alarm(info)
 
 
-@dataclasses.dataclass
-class Lab:
-    clock: VirtualClock
-    rt: Runtime
-    obj: ObjectStub
-    probe: Probe
-
-
-@asynccontextmanager
-async def lab(probe: Probe) -> AsyncIterator[Lab]:
-    clock = VirtualClock(T0)
-    async with Runtime(bindings={"SCHED": Sched, "PROBE": probe}, clock=clock) as rt:
-        yield Lab(clock, rt, rt.env.SCHED.get_by_name("a"), probe)
+def lab(probe: Probe) -> AbstractAsyncContextManager[Lab[Probe]]:
+    return open_lab("SCHED", Sched, probe)
 
 
 FAKE_CONTEXT: Any = SimpleNamespace(storage=SimpleNamespace(sql=None))
