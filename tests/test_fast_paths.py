@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from durability import Durability, DurableCall, now_ms
-from durability._tables import TableSpec, claim_attempt, is_exhausted, new_generation
+from durability._engine.tables import TableSpec, claim_attempt, is_exhausted, new_generation
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
 

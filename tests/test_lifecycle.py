@@ -19,7 +19,7 @@ from durability import (
     SerializedError,
     TerminalEvent,
 )
-from durability._lifecycle import create_emitter, report_failure
+from durability._engine.lifecycle import create_emitter, report_failure
 
 EVENT = RegisteredEvent(operation="charge", id="inv-1", generation="g1", timestamp=5)
 

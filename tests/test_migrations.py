@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from durability import LATEST, MigrationResult
-from durability._migrations import (
+from durability._engine.migrations import (
     FANOUT_MIGRATIONS,
     LOG_LEASE_MIGRATIONS,
     LOG_MIGRATIONS,

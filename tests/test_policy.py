@@ -16,7 +16,7 @@ from durability import (
     exponential,
     jitter,
 )
-from durability._policy import check_handlers, default_delay, resolve_policies
+from durability._engine.policy import check_handlers, default_delay, resolve_policies
 
 
 def test_exponential_doubles_from_initial_and_caps() -> None:

@@ -21,8 +21,8 @@ from durability import (
     SerializedError,
     now_ms,
 )
-from durability._scheduler import Participant, attach
-from durability._tables import TableSpec
+from durability._engine.scheduler import Participant, attach
+from durability._engine.tables import TableSpec
 from durability.runtime import AlarmInvocationInfo, DurableObject
 
 

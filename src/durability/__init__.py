@@ -2,8 +2,25 @@
 
 from __future__ import annotations
 
-from ._alarms import DurabilityAlarms, DurableAlarmInfo
 from ._clock import now_ms
+from ._engine import (
+    LATEST,
+    AlarmMethodOptions,
+    AlarmRetryInfo,
+    AttemptSettledEvent,
+    AttemptStartedEvent,
+    DurabilityScheduler,
+    LifecycleEvent,
+    MethodOptions,
+    MigrationResult,
+    PurgedEvent,
+    RegisteredEvent,
+    RetryPolicy,
+    ScheduledEvent,
+    TerminalEvent,
+    exponential,
+    jitter,
+)
 from ._errors import (
     DuplicateDurableCallError,
     DurabilityError,
@@ -22,19 +39,10 @@ from ._errors import (
     RoutingError,
     SerializedError,
 )
-from ._lifecycle import (
-    AttemptSettledEvent,
-    AttemptStartedEvent,
-    LifecycleEvent,
-    PurgedEvent,
-    RegisteredEvent,
-    ScheduledEvent,
-    TerminalEvent,
-)
 from ._load import EnqueueResult, LoadSnapshot, RoutingLoad
-from ._log import DurabilityLog
-from ._log_types import (
+from ._log import (
     MAX_LOG_BYTES,
+    DurabilityLog,
     LeaseRow,
     LogAppendInput,
     LogBounds,
@@ -46,10 +54,8 @@ from ._log_types import (
     LogRetention,
     LogSegment,
 )
-from ._migrations import LATEST, MigrationResult
+from ._named_alarms import DurabilityAlarms, DurableAlarmInfo
 from ._operations import Durability, DurableCall, OperationResult
-from ._policy import AlarmMethodOptions, MethodOptions, RetryPolicy, exponential, jitter
-from ._scheduler import AlarmRetryInfo, DurabilityScheduler
 from ._signal import AbortSignal
 
 __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports.py

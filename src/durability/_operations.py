@@ -16,34 +16,36 @@ from typing import Any, Literal
 
 from ._clock import now_ms
 from ._context import Context, Row, SqlStorage
+from ._engine import (
+    DEFAULT_ATTEMPT_TIMEOUT_MS,
+    OPERATION_MIGRATIONS,
+    ActiveExecution,
+    AlarmInvocationInfo,
+    AlarmRetryInfo,
+    AttemptPolicy,
+    DurabilityScheduler,
+    DurableHelper,
+    ExecutionSpec,
+    HandlerEntry,
+    MethodOptions,
+    RegisteredEvent,
+    Release,
+    RetryPolicy,
+    TableSpec,
+    check_handlers,
+    given_options,
+    new_generation,
+    report_failure,
+    run_execution,
+)
 from ._errors import (
     DuplicateDurableCallError,
     DurableAttemptTimeoutError,
     DurableResultSerializationError,
     SerializedError,
 )
-from ._execution import ExecutionSpec, run_execution
-from ._helper import DurableHelper, HandlerEntry
-from ._lifecycle import RegisteredEvent, report_failure
-from ._migrations import OPERATION_MIGRATIONS
-from ._policy import (
-    DEFAULT_ATTEMPT_TIMEOUT_MS,
-    AttemptPolicy,
-    MethodOptions,
-    RetryPolicy,
-    check_handlers,
-)
-from ._scheduler import (
-    ActiveExecution,
-    AlarmInvocationInfo,
-    AlarmRetryInfo,
-    DurabilityScheduler,
-    Release,
-    given_options,
-)
 from ._serialization import deserialize, serialize
 from ._signal import AbortSignal
-from ._tables import TableSpec, new_generation
 from ._types import JsonValue
 from ._validate import check_non_negative_int
 

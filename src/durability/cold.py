@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ._files import sync_directory
-from ._log_types import LogRecord, LogSegment
+from ._log import LogRecord, LogSegment
 from ._serialization import check_json_value
 
 __all__ = ["FileColdStorage"]

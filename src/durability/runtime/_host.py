@@ -19,7 +19,7 @@ from typing import Any
 from .._clock import WALL_CLOCK, Clock, bind_clock, unbind_clock
 from .._types import JsonValue
 from .._validate import check_positive_int
-from ._alarms import AlarmDriver
+from ._alarm_driver import AlarmDriver
 from ._catalog import Catalog, Key, PathLock
 from ._copy import copy_value
 from ._database import Database

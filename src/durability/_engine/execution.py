@@ -17,21 +17,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ._clock import now_ms
-from ._context import SqlStorage
-from ._errors import DurableRetryPolicyError, is_non_retryable, serialize_error
-from ._lifecycle import (
+from .._clock import now_ms
+from .._context import SqlStorage
+from .._errors import DurableRetryPolicyError, is_non_retryable, serialize_error
+from .._signal import AbortSignal, abort
+from .._types import MAX_SAFE_INTEGER, JsonValue
+from .lifecycle import (
     AttemptSettledEvent,
     AttemptStartedEvent,
     Emit,
     EntityKind,
     TerminalEvent,
 )
-from ._policy import AttemptPolicy
-from ._scheduler import ActiveExecution, Engine, Release
-from ._signal import AbortSignal, abort
-from ._tables import TableSpec, claim_attempt, exhaust_attempts, is_exhausted, settle_failure
-from ._types import MAX_SAFE_INTEGER, JsonValue
+from .policy import AttemptPolicy
+from .scheduler import ActiveExecution, Engine, Release
+from .tables import TableSpec, claim_attempt, exhaust_attempts, is_exhausted, settle_failure
 
 
 @dataclass(eq=False, kw_only=True, slots=True)

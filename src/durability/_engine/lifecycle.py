@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from ._errors import SerializedError, serialize_error
-from ._types import JsonValue
+from .._errors import SerializedError, serialize_error
+from .._types import JsonValue
 
 logger = logging.getLogger("durability")
 

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._context import Storage
-from ._log_types import LogRecord
-from ._serialization import deserialize
+from .._context import Storage
+from .._serialization import deserialize
+from .types import LogRecord
 
 RECORDS = "durability_log_records"
 CURSORS = "durability_log_cursors"

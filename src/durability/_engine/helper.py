@@ -13,29 +13,29 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
-from ._clock import now_ms
-from ._context import Context, SqlStorage
-from ._errors import (
+from .._clock import now_ms
+from .._context import Context, SqlStorage
+from .._errors import (
     DurableAlarmTimeoutError,
     DurableAttemptsExhaustedError,
     DurableAttemptTimeoutError,
     NonRetryableError,
 )
-from ._execution import ExecutionSpec
-from ._lifecycle import EntityKind, PurgedEvent
-from ._migrations import LATEST, Migration, MigrationResult, migrate
-from ._policy import AttemptPolicy, resolve_policies
-from ._scheduler import (
+from .._signal import AbortSignal
+from .._types import TimeInput
+from .._validate import check_callable, to_epoch_ms
+from .execution import ExecutionSpec
+from .lifecycle import EntityKind, PurgedEvent
+from .migrations import LATEST, Migration, MigrationResult, migrate
+from .policy import AttemptPolicy, resolve_policies
+from .scheduler import (
     ActiveExecution,
     AlarmInvocationInfo,
     DurabilityScheduler,
     Participant,
     attach,
 )
-from ._signal import AbortSignal
-from ._tables import TableSpec
-from ._types import TimeInput
-from ._validate import check_callable, to_epoch_ms
+from .tables import TableSpec
 
 Entry = TypeVar("Entry")
 Owner = TypeVar("Owner")

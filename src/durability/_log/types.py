@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
-from ._validate import check_callable, check_positive_int
+from .._validate import check_callable, check_positive_int
 
 Body = TypeVar("Body")
 

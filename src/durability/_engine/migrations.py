@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
-from ._clock import now_ms
-from ._context import SqlStorage, Storage
+from .._clock import now_ms
+from .._context import SqlStorage, Storage
 
 HISTORY_TABLE: Final = "durability_migrations"
 """The history table shared by every capability (upstream name, for interop)."""

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ._context import SqlStorage
-from ._errors import SerializedError
+from .._context import SqlStorage
+from .._errors import SerializedError
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,21 +15,28 @@ from typing import Any
 
 from ._clock import now_ms
 from ._context import Context, Row, SqlStorage
-from ._errors import DurableAlarmTimeoutError
-from ._execution import ExecutionSpec, run_execution
-from ._helper import DurableHelper, HandlerEntry
-from ._lifecycle import ScheduledEvent
-from ._migrations import NAMED_ALARM_MIGRATIONS
-from ._policy import (
+from ._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
+    NAMED_ALARM_MIGRATIONS,
+    AlarmInvocationInfo,
     AlarmMethodOptions,
+    AlarmRetryInfo,
     AttemptPolicy,
+    DurabilityScheduler,
+    DurableHelper,
+    ExecutionSpec,
+    HandlerEntry,
     RetryPolicy,
+    ScheduledEvent,
+    TableSpec,
     check_handlers,
+    due_rows,
+    given_options,
+    new_generation,
+    run_execution,
 )
-from ._scheduler import AlarmInvocationInfo, AlarmRetryInfo, DurabilityScheduler, given_options
+from ._errors import DurableAlarmTimeoutError
 from ._signal import AbortSignal
-from ._tables import TableSpec, due_rows, new_generation
 from ._types import TimeInput
 from ._validate import to_epoch_ms
 

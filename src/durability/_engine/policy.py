@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ._validate import check_callable, check_positive_int
+from .._validate import check_callable, check_positive_int
 
 DEFAULT_ATTEMPT_TIMEOUT_MS = 300_000
 DEFAULT_MAX_ATTEMPTS = 5

@@ -15,14 +15,26 @@ import os
 from collections.abc import Sequence
 from typing import Any, Generic
 
-from ._clock import now_ms
-from ._context import Context
-from ._errors import LogAppendError, serialize_error
-from ._load import EnqueueResult, LoadSnapshot, RoutingLoad
-from ._log_leases import LogLeases
-from ._log_reader import LogReader
-from ._log_store import LogStore, NewRecord, SegmentRow, to_records
-from ._log_types import (
+from .._clock import now_ms
+from .._context import Context
+from .._engine import (
+    LATEST,
+    LOG_LEASE_MIGRATIONS,
+    LOG_MIGRATIONS,
+    DurabilityScheduler,
+    MigrationResult,
+    attach,
+    migrate,
+)
+from .._errors import LogAppendError, serialize_error
+from .._load import EnqueueResult, LoadSnapshot, RoutingLoad
+from .._serialization import serialize
+from .._types import MAX_SAFE_INTEGER
+from .._validate import check_positive_int
+from .leases import LogLeases
+from .reader import LogReader
+from .store import LogStore, NewRecord, SegmentRow, to_records
+from .types import (
     Body,
     LeaseRow,
     LogAppendInput,
@@ -34,11 +46,6 @@ from ._log_types import (
     LogRetention,
     LogSegment,
 )
-from ._migrations import LATEST, LOG_LEASE_MIGRATIONS, LOG_MIGRATIONS, MigrationResult, migrate
-from ._scheduler import DurabilityScheduler, attach
-from ._serialization import serialize
-from ._types import MAX_SAFE_INTEGER
-from ._validate import check_positive_int
 
 
 def _random_key() -> str:

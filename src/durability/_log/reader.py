@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._errors import LogTruncatedError
-from ._log_store import LogStore, StoredBounds
-from ._log_types import LogColdStorage, LogRecord
+from .._errors import LogTruncatedError
+from .store import LogStore, StoredBounds
+from .types import LogColdStorage, LogRecord
 
 
 class LogReader:

@@ -15,13 +15,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ._clock import now_ms
-from ._context import Storage
-from ._errors import LogLeaseError, LogTruncatedError
-from ._lifecycle import report_failure
-from ._log_reader import LogReader
-from ._log_store import LogStore
-from ._log_types import LeaseRow, LeaseState, LogLease, LogLeaseOptions
+from .._clock import now_ms
+from .._context import Storage
+from .._engine import report_failure
+from .._errors import LogLeaseError, LogTruncatedError
+from .reader import LogReader
+from .store import LogStore
+from .types import LeaseRow, LeaseState, LogLease, LogLeaseOptions
 
 LEASES = "durability_log_leases"
 ALLOCATIONS = "durability_log_allocations"

@@ -18,14 +18,14 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from ._clock import now_ms
-from ._context import Context, Row, SqlStorage, Storage, Transaction
-from ._errors import DurabilityError, SerializedError, serialize_error
-from ._lifecycle import Emit, create_emitter, logger, report_failure
-from ._migrations import Migration, is_schema_current, migrate
-from ._signal import AbortSignal, abort
-from ._tables import TableSpec, pending_head, purge_created_before
-from ._validate import check_callable, check_int, check_positive_int, to_epoch_ms
+from .._clock import now_ms
+from .._context import Context, Row, SqlStorage, Storage, Transaction
+from .._errors import DurabilityError, SerializedError, serialize_error
+from .._signal import AbortSignal, abort
+from .._validate import check_callable, check_int, check_positive_int, to_epoch_ms
+from .lifecycle import Emit, create_emitter, logger, report_failure
+from .migrations import Migration, is_schema_current, migrate
+from .tables import TableSpec, pending_head, purge_created_before
 
 T = TypeVar("T")
 Item = TypeVar("Item")
