@@ -240,7 +240,7 @@ class RawKeys(JsProxy):
     def put(self, key: str, value: Any) -> JsTask:
         if isinstance(value, dict | list):
             raise JsException("DataCloneError: [object Object] could not be cloned.")
-        return JsTask(self._target.put(key, value.to_py() if isinstance(value, JsProxy) else value))
+        return JsTask(self._target.put(key, _stored_value(value)))
 
     def delete(self, key: str) -> JsTask:
         return JsTask(self._target.delete(key))
@@ -253,6 +253,19 @@ class RawKeys(JsProxy):
             return JsObject({key: _js_value(value) for key, value in found.items()})
 
         return JsTask(pairs())
+
+
+def _stored_value(value: Any) -> Any:
+    """A JavaScript value as the KV store keeps it (`null` is JSON null)."""
+    if value is jsnull:
+        return None
+    if isinstance(value, JsProxy):
+        return _stored_value(value.to_py())
+    if isinstance(value, dict):
+        return {key: _stored_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_stored_value(item) for item in value]
+    return value
 
 
 def _js_value(value: Any) -> Any:
