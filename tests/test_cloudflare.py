@@ -13,7 +13,14 @@ import pytest
 
 import _cf_ffi
 from _cf_ffi import ArrayBuffer, JsException, JsPromise, jsnull
-from _cloudflare_double import BUILTIN, WORKERS_SDK, RawAlarmInfo, install
+from _cloudflare_double import (
+    BUILTIN,
+    WORKERS_SDK,
+    RawAlarmInfo,
+    RawContext,
+    WorkersContext,
+    install,
+)
 from durability import Durability, DurabilityAlarms, DurabilityLog, DurabilityScheduler
 from durability._cloudflare import CloudflareContext, alarm_info, as_context
 from durability.cloudflare import adapt
@@ -387,3 +394,36 @@ def test_array_buffer_cells_become_bytes(monkeypatch: pytest.MonkeyPatch) -> Non
         b"\x02",
         1.5,
     )
+
+
+async def test_adapt_works_without_pyodide_on_plain_python_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where neither js nor pyodide exist, a ctx answering in Python values is adapted:
+    callbacks are passed as they are and `waitUntil` gets the task."""
+    for name in ("js", "pyodide", "pyodide.ffi"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    seen = Seen()
+    async with Runtime(bindings={"H": Holder, "SEEN": seen}, clock=VirtualClock(T0)) as rt:
+        await rt.env.H.get_by_name("a").touch()
+        double = WorkersContext(RawContext(seen.ctx))
+        given: list[Any] = []
+        double._ctx.waitUntil = given.append
+        adapted = adapt(double)
+        sql = adapted.storage.sql
+        sql.exec("CREATE TABLE t (k TEXT, v)")
+        assert (
+            adapted.storage.transaction_sync(
+                lambda: sql.exec("INSERT INTO t VALUES ('a', ?)", b"\x01").rows_written
+            )
+            == 1
+        )
+        assert sql.exec("SELECT * FROM t").one() == {"k": "a", "v": b"\x01"}
+
+        async def work() -> None:
+            return None
+
+        adapted.wait_until(work())
+        [task] = given
+        assert isinstance(task, asyncio.Task)
+        await task
