@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from _log_host import START_MS, LogConfig, items, partition, runtime
+from _log_host import LogConfig, items, partition, runtime
+from conftest import START_MS
 from durability import (
     MAX_LOG_BYTES,
     DurabilityLog,
@@ -21,11 +22,6 @@ from durability import (
 )
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
-
-
-@pytest.fixture
-def clock() -> VirtualClock:
-    return VirtualClock(START_MS)
 
 
 async def test_append_returns_dense_offsets_in_input_order(clock: VirtualClock) -> None:

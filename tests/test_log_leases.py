@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from _log_host import START_MS, LogConfig, items, partition, runtime
+from _log_host import LogConfig, items, partition, runtime
+from conftest import START_MS
 from durability import (
     LogAppendError,
     LogLease,
@@ -20,11 +21,6 @@ from durability import (
 )
 from durability.runtime import ObjectStub
 from durability.testing import VirtualClock
-
-
-@pytest.fixture
-def clock() -> VirtualClock:
-    return VirtualClock(START_MS)
 
 
 def leased(max_parallelism: int = 1, lease_ms: int = 1_000, **extra: Any) -> LogConfig:

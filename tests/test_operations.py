@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from _lab import T0, Lab, open_lab
+from _lab import Lab, open_lab
+from conftest import START_MS
 from durability import (
     AttemptSettledEvent,
     AttemptStartedEvent,
@@ -154,7 +155,7 @@ async def test_registered_call_runs_at_once_and_completes() -> None:
     async with lab(probe) as t:
         await t.obj.register("charge", "inv-1", {"amount": 5})
         await t.clock.run_until_idle()
-        assert probe.calls == [("inv-1", 1, T0)]
+        assert probe.calls == [("inv-1", 1, START_MS)]
         assert await t.obj.result("charge", "inv-1") == {
             "status": "completed",
             "result": {"id": "inv-1", "payload": {"amount": 5}},
@@ -187,12 +188,16 @@ async def test_failed_attempts_retry_after_the_policy_delay() -> None:
             "status": "pending",
             "result": None,
             "attempt": 1,
-            "next_attempt_at": T0 + 1000,
+            "next_attempt_at": START_MS + 1000,
             "last_error": "boom",
             "error": None,
         }
         await t.clock.advance(3000)
-        assert probe.calls == [("a", 1, T0), ("a", 2, T0 + 1000), ("a", 3, T0 + 3000)]
+        assert probe.calls == [
+            ("a", 1, START_MS),
+            ("a", 2, START_MS + 1000),
+            ("a", 3, START_MS + 3000),
+        ]
         result = await t.obj.result("charge", "a")
         assert (result["status"], result["result"]) == ("completed", {"attempt": 3})
 
@@ -313,10 +318,10 @@ async def test_attempt_timeout_aborts_signal_cancels_task_and_retries() -> None:
         assert isinstance(signal.reason, DurableAttemptTimeoutError)
         assert str(signal.reason) == 'Durable operation "charge" timed out after 2000ms'
         pending = await t.obj.result("charge", "a")
-        assert (pending["status"], pending["next_attempt_at"]) == ("pending", T0 + 2500)
+        assert (pending["status"], pending["next_attempt_at"]) == ("pending", START_MS + 2500)
         await t.clock.advance(500)
         assert (await t.obj.result("charge", "a"))["result"] == "done"
-        assert [call[2] for call in probe.calls] == [T0, T0 + 2500]
+        assert [call[2] for call in probe.calls] == [START_MS, START_MS + 2500]
 
 
 async def test_handler_ignoring_cancellation_keeps_permit_and_key_lock() -> None:
@@ -345,11 +350,11 @@ async def test_handler_ignoring_cancellation_keeps_permit_and_key_lock() -> None
         assert [call[0] for call in probe.calls] == ["a"]
         await t.clock.advance(4000)
         await t.clock.run_until_idle()
-        assert ended == [T0 + 10_000]
+        assert ended == [START_MS + 10_000]
         # The permit freed at T+10s goes to "b", which queued for it first; the retry of
         # "a" was attached to the running attempt and starts in a later pass.
         assert [(c[0], c[1]) for c in probe.calls] == [("a", 1), ("b", 1), ("a", 2)]
-        assert all(at >= T0 + 10_000 for _, _, at in probe.calls[1:])
+        assert all(at >= START_MS + 10_000 for _, _, at in probe.calls[1:])
         assert probe.max_running == 1
         assert (await t.obj.result("charge", "a"))["result"] == 2
 
@@ -460,12 +465,12 @@ async def test_evicted_attempt_reruns_with_next_attempt_from_the_alarm() -> None
     async with lab(probe) as t:
         await t.obj.register("charge", "a")
         await t.clock.run_until_idle()
-        assert await t.obj.alarm_at() == T0 + 15_000
+        assert await t.obj.alarm_at() == START_MS + 15_000
         await t.rt.evict(t.obj)
         await t.clock.advance(14_999)
         assert len(probe.calls) == 1
         await t.clock.advance(1)
-        assert probe.calls[1] == ("a", 2, T0 + 15_000)
+        assert probe.calls[1] == ("a", 2, START_MS + 15_000)
         assert (await t.obj.result("charge", "a"))["result"] == 2
 
 
@@ -482,7 +487,7 @@ async def test_job_wait_is_woken_by_settlement_without_time_passing() -> None:
         await t.clock.run_until_idle()
         assert waiter.done()
         assert (await waiter)["result"] == {"released": 1}
-        assert t.clock.now_ms() == T0 + 5_000
+        assert t.clock.now_ms() == START_MS + 5_000
 
 
 async def test_job_wait_times_out_with_the_latest_state() -> None:
@@ -511,7 +516,7 @@ async def test_job_wait_is_not_woken_by_a_scheduled_retry() -> None:
         await t.clock.advance(1)
         await t.clock.run_until_idle()
         assert (await waiter)["status"] == "completed"
-        assert t.clock.now_ms() == T0 + 10_000
+        assert t.clock.now_ms() == START_MS + 10_000
 
 
 async def test_job_wait_returns_at_once_when_settled_missing_or_zero() -> None:
@@ -537,14 +542,14 @@ async def test_purge_is_strict_counts_and_frees_ids() -> None:
         await t.clock.advance(1_000)
         await t.obj.register("charge", "edge")
         await t.clock.run_until_idle()
-        assert await t.obj.purge(T0 + 1_000) == 1
+        assert await t.obj.purge(START_MS + 1_000) == 1
         assert (await t.obj.result("charge", "old"))["status"] == "not_found"
         assert (await t.obj.result("charge", "edge"))["status"] == "completed"
         await t.obj.register("charge", "old", {"again": True})
         await t.clock.run_until_idle()
         assert (await t.obj.result("charge", "old"))["result"]["payload"] == {"again": True}
         purged = [e for e in probe.events if isinstance(e, PurgedEvent)]
-        assert [(e.before, e.count) for e in purged] == [(T0 + 1_000, 1)]
+        assert [(e.before, e.count) for e in purged] == [(START_MS + 1_000, 1)]
         with pytest.raises(ValueError, match="before must be a non-negative safe integer"):
             await t.obj.purge(-1)
 
@@ -559,7 +564,7 @@ async def test_purge_aborts_running_handler_and_ignores_its_late_result() -> Non
         waiter = asyncio.ensure_future(t.obj.wait("charge", "a", 60_000))
         await t.clock.run_until_idle()
         await t.clock.advance(1)
-        assert await t.obj.purge(T0 + 1) == 1
+        assert await t.obj.purge(START_MS + 1) == 1
         await t.clock.run_until_idle()
         assert (await waiter)["status"] == "not_found"
         signal = probe.signals[0]
@@ -594,7 +599,11 @@ async def test_lifecycle_events_follow_the_attempts() -> None:
         assert all(e.generation == generation and e.id == "a" for e in probe.events)
         assert all(e.operation == "charge" for e in probe.events)
         retry = probe.events[2]
-        assert (retry.next_attempt_at, retry.error.message, retry.attempt) == (T0 + 1000, "boom", 1)
+        assert (retry.next_attempt_at, retry.error.message, retry.attempt) == (
+            START_MS + 1000,
+            "boom",
+            1,
+        )
         done = probe.events[4]
         assert (done.attempt, done.duration_ms, done.result) == (2, 0, None)
         assert isinstance(probe.events[3], AttemptStartedEvent)
@@ -663,7 +672,7 @@ async def test_constructor_rejects_bad_options_before_writing() -> None:
                 return f"{type(error).__name__}: {error} (tables={tables})"
             return "built"
 
-    async with Runtime(bindings={"BAD": Bad}, clock=VirtualClock(T0)) as rt:
+    async with Runtime(bindings={"BAD": Bad}, clock=VirtualClock(START_MS)) as rt:
         obj = rt.env.BAD.get_by_name("x")
         assert await obj.build("timeout") == (
             "ValueError: attempt_timeout_ms must be a positive integer (tables=0)"
@@ -697,7 +706,7 @@ async def test_second_durability_on_one_scheduler_is_rejected() -> None:
                 return str(error)
             return "built"
 
-    async with Runtime(bindings={"TWICE": Twice}, clock=VirtualClock(T0)) as rt:
+    async with Runtime(bindings={"TWICE": Twice}, clock=VirtualClock(START_MS)) as rt:
         message = await rt.env.TWICE.get_by_name("x").build()
         assert message == "A Durability helper is already attached to this scheduler"
 
@@ -721,7 +730,7 @@ async def test_migrate_classmethod_reverts_and_reapplies_the_schema() -> None:
             up = Durability.migrate(self.ctx)
             return [list(down.rolled_back), gone, list(up.applied)]
 
-    async with Runtime(bindings={"MIG": Migrating}, clock=VirtualClock(T0)) as rt:
+    async with Runtime(bindings={"MIG": Migrating}, clock=VirtualClock(START_MS)) as rt:
         rolled_back, gone, applied = await rt.env.MIG.get_by_name("m").cycle()
         assert gone == 0
         assert rolled_back == list(reversed(applied))

@@ -20,13 +20,13 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import START_MS
 from durability.runtime import Request, Response, Runtime
 from durability.runtime.server import WorkerApp, WorkerModule, WorkerModuleError, load_worker
 from durability.testing import VirtualClock
 
 ROOT = Path(__file__).resolve().parent.parent
 COUNTER = ROOT / "examples" / "counter.py"
-START = 1_700_000_000_000
 
 
 @pytest.fixture
@@ -98,7 +98,7 @@ async def test_counter_alarm_resets_on_the_virtual_clock(
     client, clock = counter_client
     await client.post("/apples/increment")
     armed = (await client.post("/apples/reset-in/30")).json()
-    assert armed["reset_at_ms"] == START + 30_000
+    assert armed["reset_at_ms"] == START_MS + 30_000
     await clock.advance(29_999)
     assert (await client.get("/apples")).json()["value"] == 1
     await clock.advance(1)
