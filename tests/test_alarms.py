@@ -1,8 +1,9 @@
-"""Named alarms on the real runtime under a virtual clock (spec/core.md §6)."""
+"""Named alarms on the real runtime under a virtual clock."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
@@ -11,11 +12,13 @@ from typing import Any
 import pytest
 
 from _lab import Lab, open_lab
-from conftest import START_MS
+from conftest import START_MS, Host, noop
 from durability import (
     AlarmMethodOptions,
     AttemptSettledEvent,
+    Durability,
     DurabilityAlarms,
+    DurabilityScheduler,
     DurableAlarmInfo,
     NonRetryableError,
     PurgedEvent,
@@ -367,3 +370,59 @@ async def test_migrate_classmethod_moves_the_named_alarm_schema() -> None:
         rolled_back, gone, applied, back = await rt.env.MIG.get_by_name("m").cycle()
         assert (gone, back) == (0, 1)
         assert rolled_back == applied > 0
+
+
+INVALID_OPTIONS: list[tuple[dict[str, Any], type[Exception], str]] = [
+    ({"handlers": {"renew": 1}}, TypeError, "handlers.renew"),
+    ({"attempt_timeout_ms": -1}, ValueError, "attempt_timeout_ms must be a positive integer"),
+    ({"on_lifecycle_event": 1}, TypeError, "on_lifecycle_event must be callable"),
+    (
+        {"methods": {"run": AlarmMethodOptions(retry_timeouts="yes")}},  # type: ignore[arg-type]
+        TypeError,
+        "methods.run.retry_timeouts",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    INVALID_OPTIONS,
+    ids=[sorted(options)[-1] for options, _, _ in INVALID_OPTIONS],
+)
+async def test_invalid_option_raises_and_writes_nothing(
+    host: Host, options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    """A bad option raises at construction with a message naming it, and writes nothing."""
+    with pytest.raises(error, match=re.escape(message)):
+        DurabilityAlarms(context=host.ctx, **{"handlers": {"run": noop}, **options})
+    assert host.tables() == []
+
+
+def _aware(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+async def test_aware_datetimes_are_accepted_where_times_are(host: Host) -> None:
+    """Named-alarm times, purge cutoffs and `set_alarm` take aware datetimes as ms."""
+    seen: list[DurableAlarmInfo] = []
+    scheduler = DurabilityScheduler(context=host.ctx)
+    alarms = DurabilityAlarms(scheduler=scheduler, handlers={"renew": seen.append})
+    operations = Durability(scheduler=scheduler, handlers={"charge": noop})
+    await alarms.renew(_aware(START_MS + 5_000))
+    await host.clock.advance(5_000)
+    assert [info.scheduled_time for info in seen] == [START_MS + 5_000]
+    await operations.charge(id="a", payload=1)
+    assert await operations.purge_before(_aware(START_MS + 5_001)) == 1
+    assert await alarms.purge_before(_aware(START_MS)) == 0
+    storage = host.ctx.storage
+    await storage.set_alarm(_aware(START_MS + 9_000))
+    assert await storage.get_alarm() == START_MS + 9_000
+
+
+async def test_naive_datetimes_are_rejected(host: Host) -> None:
+    """A naive datetime is ambiguous and raises `ValueError` naming the argument."""
+    alarms = DurabilityAlarms(context=host.ctx, handlers={"renew": noop})
+    with pytest.raises(ValueError, match="scheduled_time"):
+        await alarms.renew(datetime(2030, 1, 1))
+    with pytest.raises(ValueError, match="before"):
+        await alarms.purge_before(datetime(2030, 1, 1))

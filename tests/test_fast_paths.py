@@ -1,4 +1,4 @@
-"""The engine's shortcuts keep the spec's outcomes (spec/core.md §3.5, §3.6, §3.8, §4, §5.5)."""
+"""The engine's shortcuts give the same outcomes as the general paths they bypass."""
 
 from __future__ import annotations
 

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from _log_host import LogConfig, items, partition, runtime
-from conftest import START_MS
+from conftest import START_MS, Host
 from durability import (
+    DurabilityLog,
     LogAppendError,
     LogLease,
     LogLeaseError,
@@ -411,3 +412,11 @@ async def test_lost_segment_of_a_held_range_truncates_until_forgotten(clock: Vir
     assert (cut.value.requested_offset, cut.value.oldest_offset) == (0, 2)
     assert (offsets(again), again["attempt"]) == ([2], 3)
     assert cursor == 3
+
+
+async def test_log_ack_of_unknown_batch_raises_lease_error(host: Host) -> None:
+    """An ack of a batch that is not held raises LogLeaseError naming it."""
+    log = DurabilityLog(context=host.ctx, leases=LogLeaseOptions())
+    with pytest.raises(LogLeaseError) as raised:
+        await log.ack("workers", "nope")
+    assert raised.value.batch_id == "nope"

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from conftest import START_MS
-from durability.runtime import Request, Response, Runtime
+from durability.runtime import AlarmInvocationInfo, Request, Response, Runtime
 from durability.runtime.server import WorkerApp, WorkerModule, WorkerModuleError, load_worker
 from durability.testing import VirtualClock
 
@@ -315,3 +315,16 @@ def test_real_server_serves_stops_on_sigint_and_keeps_data(tmp_path: Path) -> No
     finally:
         _stop_server(server)
     assert state == {"name": "apples", "value": 3, "reset_at_ms": armed["reset_at_ms"]}
+
+
+async def test_request_and_response_mirror_workers() -> None:
+    """`Request` exposes method/url/headers/text()/json(); `Response` status and json()."""
+    request = Request("http://host/path", method="POST", body='{"q": 1}')
+    assert (request.method, request.url) == ("POST", "http://host/path")
+    assert await request.text() == '{"q": 1}'
+    assert await request.json() == {"q": 1}
+    assert Response("hi").status == 200
+    assert Response("gone", status=404).status == 404
+    assert Response.json({"a": 1}).status == 200
+    assert Response.json({"a": 1}, status=201).status == 201
+    assert isinstance(AlarmInvocationInfo(retry_count=1, is_retry=True).retry_count, int)

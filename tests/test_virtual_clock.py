@@ -9,7 +9,7 @@ import time
 import pytest
 
 import durability
-from conftest import START_MS
+from conftest import START_MS, Host
 from durability import _virtual_loop
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
 from durability.testing import VirtualClock
@@ -383,3 +383,13 @@ async def test_times_may_be_aware_datetimes() -> None:
         assert durability.now_ms() == int(start.timestamp() * 1000) + 5_000
     with pytest.raises(ValueError, match="aware"):
         VirtualClock(start_ms=datetime(2030, 1, 1))
+
+
+async def test_now_ms_follows_the_virtual_clock_inside_a_runtime(host: Host) -> None:
+    """`durability.now_ms()` reads the runtime's virtual clock, moved only by advance."""
+    assert await host.stub.now() == START_MS
+    assert durability.now_ms() == START_MS
+    await host.clock.advance(1_234)
+    assert await host.stub.now() == START_MS + 1_234
+    await host.clock.advance_to(START_MS + 10_000)
+    assert durability.now_ms() == host.clock.now_ms() == START_MS + 10_000
