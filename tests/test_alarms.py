@@ -335,6 +335,36 @@ async def test_schedule_accepts_aware_datetimes_and_rejects_bad_times() -> None:
         assert (await t.obj.rows())[0]["next_attempt_at"] == START_MS + 60_000
 
 
+def _aware(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+async def test_aware_datetimes_are_accepted_where_times_are(host: Host) -> None:
+    """Named-alarm times, purge cutoffs and `set_alarm` take aware datetimes as ms."""
+    seen: list[DurableAlarmInfo] = []
+    scheduler = DurabilityScheduler(context=host.ctx)
+    alarms = DurabilityAlarms(scheduler=scheduler, handlers={"renew": seen.append})
+    operations = Durability(scheduler=scheduler, handlers={"charge": noop})
+    await alarms.renew(_aware(START_MS + 5_000))
+    await host.clock.advance(5_000)
+    assert [info.scheduled_time for info in seen] == [START_MS + 5_000]
+    await operations.charge(id="a", payload=1)
+    assert await operations.purge_before(_aware(START_MS + 5_001)) == 1
+    assert await alarms.purge_before(_aware(START_MS)) == 0
+    storage = host.ctx.storage
+    await storage.set_alarm(_aware(START_MS + 9_000))
+    assert await storage.get_alarm() == START_MS + 9_000
+
+
+async def test_naive_datetimes_are_rejected(host: Host) -> None:
+    """A naive datetime is ambiguous and raises `ValueError` naming the argument."""
+    alarms = DurabilityAlarms(context=host.ctx, handlers={"renew": noop})
+    with pytest.raises(ValueError, match="scheduled_time"):
+        await alarms.renew(datetime(2030, 1, 1))
+    with pytest.raises(ValueError, match="before"):
+        await alarms.purge_before(datetime(2030, 1, 1))
+
+
 async def test_lifecycle_events_name_the_alarm() -> None:
     """Attempt events of named alarms carry entity_kind named_alarm and the name."""
     probe = Probe()
@@ -396,33 +426,3 @@ async def test_invalid_option_raises_and_writes_nothing(
     with pytest.raises(error, match=re.escape(message)):
         DurabilityAlarms(context=host.ctx, **{"handlers": {"run": noop}, **options})
     assert host.tables() == []
-
-
-def _aware(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, UTC)
-
-
-async def test_aware_datetimes_are_accepted_where_times_are(host: Host) -> None:
-    """Named-alarm times, purge cutoffs and `set_alarm` take aware datetimes as ms."""
-    seen: list[DurableAlarmInfo] = []
-    scheduler = DurabilityScheduler(context=host.ctx)
-    alarms = DurabilityAlarms(scheduler=scheduler, handlers={"renew": seen.append})
-    operations = Durability(scheduler=scheduler, handlers={"charge": noop})
-    await alarms.renew(_aware(START_MS + 5_000))
-    await host.clock.advance(5_000)
-    assert [info.scheduled_time for info in seen] == [START_MS + 5_000]
-    await operations.charge(id="a", payload=1)
-    assert await operations.purge_before(_aware(START_MS + 5_001)) == 1
-    assert await alarms.purge_before(_aware(START_MS)) == 0
-    storage = host.ctx.storage
-    await storage.set_alarm(_aware(START_MS + 9_000))
-    assert await storage.get_alarm() == START_MS + 9_000
-
-
-async def test_naive_datetimes_are_rejected(host: Host) -> None:
-    """A naive datetime is ambiguous and raises `ValueError` naming the argument."""
-    alarms = DurabilityAlarms(context=host.ctx, handlers={"renew": noop})
-    with pytest.raises(ValueError, match="scheduled_time"):
-        await alarms.renew(datetime(2030, 1, 1))
-    with pytest.raises(ValueError, match="before"):
-        await alarms.purge_before(datetime(2030, 1, 1))

@@ -183,6 +183,35 @@ async def test_sync_handler_returning_none_completes_with_null() -> None:
         assert (result["status"], result["result"], result["attempt"]) == ("completed", None, 1)
 
 
+async def test_operation_results_by_status(host: Host) -> None:
+    """`get_result` reports not_found, pending, completed and failed with their fields."""
+
+    def charge(call: DurableCall) -> Any:
+        if call.payload == "stop":
+            raise NonRetryableError("card declined")
+        if call.payload == "flaky" and call.attempt == 1:
+            raise RuntimeError("try later")
+        return {"id": call.id, "attempt": call.attempt}
+
+    operations = Durability(context=host.ctx, handlers={"charge": charge})
+    assert operations.operation("charge") is operations.charge
+    assert await operations.charge.get_result("none") == OperationResult(status="not_found")
+    await operations.charge(id="ok", payload="fine")
+    await operations.charge(id="stop", payload="stop")
+    await operations.charge(id="flaky", payload="flaky")
+    await host.clock.run_until_idle()
+    assert await operations.charge.job("ok").wait(timeout_ms=1) == OperationResult(
+        status="completed", result={"id": "ok", "attempt": 1}, attempt=1
+    )
+    assert await operations.charge.get_result("stop") == OperationResult(
+        status="failed", attempt=1, error=SerializedError("NonRetryableError", "card declined")
+    )
+    pending = await operations.charge.get_result("flaky")
+    assert (pending.status, pending.attempt, pending.last_error) == ("pending", 1, "try later")
+    assert pending.next_attempt_at is not None
+    assert START_MS + 500 <= pending.next_attempt_at <= START_MS + 1000
+
+
 async def test_failed_attempts_retry_after_the_policy_delay() -> None:
     """Failures are retried at now + delay(attempt) until an attempt succeeds."""
     probe = Probe(retries=RetryPolicy(delay=lambda attempt: 1000 * attempt))
@@ -297,6 +326,45 @@ async def test_non_json_result_is_terminal_and_not_rerun() -> None:
         }
 
 
+async def test_non_json_result_fails_the_call_terminally(host: Host) -> None:
+    """A handler result that is not JSON fails the call with the serialization error."""
+    calls: list[int] = []
+
+    def handler(call: DurableCall) -> object:
+        calls.append(call.attempt)
+        return {1, 2}
+
+    operations = Durability(context=host.ctx, handlers={"charge": handler})
+    await operations.charge(id="a", payload=None)
+    result = await operations.charge.job("a").wait(timeout_ms=1000)
+    assert result.status == "failed"
+    assert result.error == SerializedError(
+        "DurableResultSerializationError",
+        'Result for durable operation "charge" is not JSON-serializable',
+    )
+    assert calls == [1]
+
+
+NOT_JSON = [{1, 2}, b"bytes", float("nan"), float("inf"), {1: "int key"}, object()]
+
+
+@pytest.mark.parametrize("value", NOT_JSON, ids=lambda v: type(v).__name__)
+async def test_non_json_payload_raises_type_error_and_stores_nothing(
+    host: Host, value: object
+) -> None:
+    """Operation payloads, log bodies and stub arguments that are not JSON raise TypeError."""
+    operations = Durability(context=host.ctx, handlers={"charge": noop})
+    log = DurabilityLog(context=host.ctx)
+    with pytest.raises(TypeError):
+        await operations.charge(id="a", payload=value)
+    assert (await operations.charge.get_result("a")).status == "not_found"
+    with pytest.raises(TypeError):
+        await log.append(LogAppendInput(value))
+    assert (await log.bounds()).next_offset == 0
+    with pytest.raises(TypeError):
+        await host.stub.echo(value)
+
+
 async def test_attempt_timeout_aborts_signal_cancels_task_and_retries() -> None:
     """On timeout the signal is aborted, the task cancelled, and the call retried."""
     probe = Probe(
@@ -328,6 +396,42 @@ async def test_attempt_timeout_aborts_signal_cancels_task_and_retries() -> None:
         await t.clock.advance(500)
         assert (await t.obj.result("charge", "a"))["result"] == "done"
         assert [call[2] for call in probe.calls] == [START_MS, START_MS + 2500]
+
+
+async def test_attempt_timeout_aborts_the_signal_and_cancels_the_handler(host: Host) -> None:
+    """On timeout the signal is aborted with the timeout error and the task is cancelled."""
+    signals: list[AbortSignal] = []
+    cancelled: list[bool] = []
+
+    async def slow(call: DurableCall) -> None:
+        signals.append(call.signal)
+        try:
+            await call.signal.wait()
+            await asyncio.sleep(60)
+        except BaseException:
+            cancelled.append(True)
+            raise
+
+    operations = Durability(
+        context=host.ctx,
+        handlers={"slow": slow},
+        attempt_timeout_ms=1000,
+        retries=RetryPolicy(max_attempts=1),
+    )
+    await operations.slow(id="a", payload=None)
+    await host.clock.advance(1000)
+    signal = signals[0]
+    assert signal.aborted
+    assert isinstance(signal.reason, DurableAttemptTimeoutError)
+    with pytest.raises(DurableAttemptTimeoutError):
+        signal.raise_if_aborted()
+    assert await signal.wait() is signal.reason
+    assert cancelled == [True]
+    result = await operations.slow.get_result("a")
+    assert result.status == "failed"
+    assert result.error == SerializedError(
+        "DurableAttemptTimeoutError", 'Durable operation "slow" timed out after 1000ms'
+    )
 
 
 async def test_handler_ignoring_cancellation_keeps_permit_and_key_lock() -> None:
@@ -699,6 +803,37 @@ async def test_constructor_rejects_bad_options_before_writing() -> None:
         )
 
 
+INVALID_OPTIONS: list[tuple[dict[str, Any], type[Exception], str]] = [
+    ({"alarm_concurrency": 0}, ValueError, "alarm_concurrency must be a positive integer"),
+    ({"attempt_timeout_ms": 0}, ValueError, "attempt_timeout_ms must be a positive integer"),
+    ({"attempt_timeout_ms": "5"}, TypeError, "attempt_timeout_ms"),
+    ({"retries": 5}, TypeError, "retries"),
+    (
+        {"methods": {"run": MethodOptions(attempt_timeout_ms=0)}},
+        ValueError,
+        "methods.run.attempt_timeout_ms must be a positive integer",
+    ),
+    ({"methods": {"run": {}}}, TypeError, "methods.run"),
+    ({"on_lifecycle_event": 1}, TypeError, "on_lifecycle_event must be callable"),
+    ({"include_result_in_events": 1}, TypeError, "include_result_in_events"),
+    ({"handlers": {"charge": 1}}, TypeError, "handlers.charge must be callable"),
+]
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    INVALID_OPTIONS,
+    ids=[sorted(options)[-1] for options, _, _ in INVALID_OPTIONS],
+)
+async def test_invalid_option_raises_and_writes_nothing(
+    host: Host, options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    """A bad option raises at construction with a message naming it, and writes nothing."""
+    with pytest.raises(error, match=re.escape(message)):
+        Durability(context=host.ctx, **{"handlers": {"run": noop}, **options})
+    assert host.tables() == []
+
+
 async def test_second_durability_on_one_scheduler_is_rejected() -> None:
     """One Durability per scheduler: a second raises ValueError 'already attached'."""
 
@@ -741,138 +876,3 @@ async def test_migrate_classmethod_reverts_and_reapplies_the_schema() -> None:
         assert gone == 0
         assert rolled_back == list(reversed(applied))
         assert applied[0] == "durability_0001_create_calls"
-
-
-INVALID_OPTIONS: list[tuple[dict[str, Any], type[Exception], str]] = [
-    ({"alarm_concurrency": 0}, ValueError, "alarm_concurrency must be a positive integer"),
-    ({"attempt_timeout_ms": 0}, ValueError, "attempt_timeout_ms must be a positive integer"),
-    ({"attempt_timeout_ms": "5"}, TypeError, "attempt_timeout_ms"),
-    ({"retries": 5}, TypeError, "retries"),
-    (
-        {"methods": {"run": MethodOptions(attempt_timeout_ms=0)}},
-        ValueError,
-        "methods.run.attempt_timeout_ms must be a positive integer",
-    ),
-    ({"methods": {"run": {}}}, TypeError, "methods.run"),
-    ({"on_lifecycle_event": 1}, TypeError, "on_lifecycle_event must be callable"),
-    ({"include_result_in_events": 1}, TypeError, "include_result_in_events"),
-    ({"handlers": {"charge": 1}}, TypeError, "handlers.charge must be callable"),
-]
-
-
-@pytest.mark.parametrize(
-    ("options", "error", "message"),
-    INVALID_OPTIONS,
-    ids=[sorted(options)[-1] for options, _, _ in INVALID_OPTIONS],
-)
-async def test_invalid_option_raises_and_writes_nothing(
-    host: Host, options: dict[str, Any], error: type[Exception], message: str
-) -> None:
-    """A bad option raises at construction with a message naming it, and writes nothing."""
-    with pytest.raises(error, match=re.escape(message)):
-        Durability(context=host.ctx, **{"handlers": {"run": noop}, **options})
-    assert host.tables() == []
-
-
-async def test_operation_results_by_status(host: Host) -> None:
-    """`get_result` reports not_found, pending, completed and failed with their fields."""
-
-    def charge(call: DurableCall) -> Any:
-        if call.payload == "stop":
-            raise NonRetryableError("card declined")
-        if call.payload == "flaky" and call.attempt == 1:
-            raise RuntimeError("try later")
-        return {"id": call.id, "attempt": call.attempt}
-
-    operations = Durability(context=host.ctx, handlers={"charge": charge})
-    assert operations.operation("charge") is operations.charge
-    assert await operations.charge.get_result("none") == OperationResult(status="not_found")
-    await operations.charge(id="ok", payload="fine")
-    await operations.charge(id="stop", payload="stop")
-    await operations.charge(id="flaky", payload="flaky")
-    await host.clock.run_until_idle()
-    assert await operations.charge.job("ok").wait(timeout_ms=1) == OperationResult(
-        status="completed", result={"id": "ok", "attempt": 1}, attempt=1
-    )
-    assert await operations.charge.get_result("stop") == OperationResult(
-        status="failed", attempt=1, error=SerializedError("NonRetryableError", "card declined")
-    )
-    pending = await operations.charge.get_result("flaky")
-    assert (pending.status, pending.attempt, pending.last_error) == ("pending", 1, "try later")
-    assert pending.next_attempt_at is not None
-    assert START_MS + 500 <= pending.next_attempt_at <= START_MS + 1000
-
-
-async def test_attempt_timeout_aborts_the_signal_and_cancels_the_handler(host: Host) -> None:
-    """On timeout the signal is aborted with the timeout error and the task is cancelled."""
-    signals: list[AbortSignal] = []
-    cancelled: list[bool] = []
-
-    async def slow(call: DurableCall) -> None:
-        signals.append(call.signal)
-        try:
-            await call.signal.wait()
-            await asyncio.sleep(60)
-        except BaseException:
-            cancelled.append(True)
-            raise
-
-    operations = Durability(
-        context=host.ctx,
-        handlers={"slow": slow},
-        attempt_timeout_ms=1000,
-        retries=RetryPolicy(max_attempts=1),
-    )
-    await operations.slow(id="a", payload=None)
-    await host.clock.advance(1000)
-    signal = signals[0]
-    assert signal.aborted
-    assert isinstance(signal.reason, DurableAttemptTimeoutError)
-    with pytest.raises(DurableAttemptTimeoutError):
-        signal.raise_if_aborted()
-    assert await signal.wait() is signal.reason
-    assert cancelled == [True]
-    result = await operations.slow.get_result("a")
-    assert result.status == "failed"
-    assert result.error == SerializedError(
-        "DurableAttemptTimeoutError", 'Durable operation "slow" timed out after 1000ms'
-    )
-
-
-NOT_JSON = [{1, 2}, b"bytes", float("nan"), float("inf"), {1: "int key"}, object()]
-
-
-@pytest.mark.parametrize("value", NOT_JSON, ids=lambda v: type(v).__name__)
-async def test_non_json_payload_raises_type_error_and_stores_nothing(
-    host: Host, value: object
-) -> None:
-    """Operation payloads, log bodies and stub arguments that are not JSON raise TypeError."""
-    operations = Durability(context=host.ctx, handlers={"charge": noop})
-    log = DurabilityLog(context=host.ctx)
-    with pytest.raises(TypeError):
-        await operations.charge(id="a", payload=value)
-    assert (await operations.charge.get_result("a")).status == "not_found"
-    with pytest.raises(TypeError):
-        await log.append(LogAppendInput(value))
-    assert (await log.bounds()).next_offset == 0
-    with pytest.raises(TypeError):
-        await host.stub.echo(value)
-
-
-async def test_non_json_result_fails_the_call_terminally(host: Host) -> None:
-    """A handler result that is not JSON fails the call with the serialization error."""
-    calls: list[int] = []
-
-    def handler(call: DurableCall) -> object:
-        calls.append(call.attempt)
-        return {1, 2}
-
-    operations = Durability(context=host.ctx, handlers={"charge": handler})
-    await operations.charge(id="a", payload=None)
-    result = await operations.charge.job("a").wait(timeout_ms=1000)
-    assert result.status == "failed"
-    assert result.error == SerializedError(
-        "DurableResultSerializationError",
-        'Result for durable operation "charge" is not JSON-serializable',
-    )
-    assert calls == [1]

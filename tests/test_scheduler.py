@@ -195,6 +195,87 @@ def test_one_helper_per_kind_on_a_scheduler() -> None:
         attach(scheduler=scheduler, context=None, kind="Durability", options={})
 
 
+BETWEEN = "alarm_min_delay_ms must be between 1000 and 15000"
+
+
+INVALID_OPTIONS: list[tuple[dict[str, Any], type[Exception], str]] = [
+    ({"alarm_concurrency": 0}, ValueError, "alarm_concurrency must be a positive integer"),
+    ({"alarm_concurrency": 1.5}, TypeError, "alarm_concurrency"),
+    ({"alarm_concurrency": True}, TypeError, "alarm_concurrency"),
+    ({"alarm_min_delay_ms": 999}, ValueError, BETWEEN),
+    ({"alarm_min_delay_ms": 15_001}, ValueError, BETWEEN),
+    ({"alarm_handoff_ms": 0}, ValueError, "alarm_handoff_ms must be a positive integer"),
+    ({"live_timers": 1}, TypeError, "live_timers"),
+    ({"on_alarm_retry": 1, "alarm_concurrency": 0}, TypeError, "on_alarm_retry"),
+]
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    INVALID_OPTIONS,
+    ids=[sorted(options)[-1] for options, _, _ in INVALID_OPTIONS],
+)
+async def test_invalid_option_raises_and_writes_nothing(
+    host: Host, options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    """A bad option raises at construction with a message naming it, and writes nothing."""
+    with pytest.raises(error, match=re.escape(message)):
+        DurabilityScheduler(context=host.ctx, **options)
+    assert host.tables() == []
+
+
+async def test_scheduler_and_context_together_raise(host: Host) -> None:
+    """A helper takes `scheduler=` or `context=`, not both, and not neither."""
+    scheduler = DurabilityScheduler(context=host.ctx)
+    with pytest.raises(ValueError, match="scheduler"):
+        Durability(context=host.ctx, scheduler=scheduler, handlers={"charge": noop})
+    with pytest.raises(ValueError, match="alarm_concurrency"):
+        Durability(scheduler=scheduler, handlers={"charge": noop}, alarm_concurrency=2)
+    with pytest.raises(TypeError):
+        Durability(handlers={"charge": noop})
+    assert host.tables() == []
+
+
+HELPERS: list[tuple[str, Callable[[DurabilityScheduler], object]]] = [
+    ("Durability", lambda s: Durability(scheduler=s, handlers={"charge": noop})),
+    ("DurabilityAlarms", lambda s: DurabilityAlarms(scheduler=s, handlers={"renew": noop})),
+    ("DurabilityLog", lambda s: DurabilityLog(scheduler=s)),
+]
+
+
+@pytest.mark.parametrize("build", [h[1] for h in HELPERS], ids=[h[0] for h in HELPERS])
+async def test_second_helper_of_a_kind_raises(
+    host: Host, build: Callable[[DurabilityScheduler], object]
+) -> None:
+    """A second helper of the same kind on one scheduler raises `ValueError`."""
+    scheduler = DurabilityScheduler(context=host.ctx)
+    build(scheduler)
+    with pytest.raises(ValueError, match="already attached"):
+        build(scheduler)
+
+
+async def test_rejected_helper_leaves_the_scheduler_free(host: Host) -> None:
+    """A helper rejected at construction does not claim its kind on the shared scheduler."""
+    scheduler = DurabilityScheduler(context=host.ctx)
+    with pytest.raises(TypeError):
+        Durability(scheduler=scheduler, handlers={"charge": noop}, on_lifecycle_event=1)
+    with pytest.raises(ValueError):
+        DurabilityAlarms(scheduler=scheduler, handlers={"renew": noop}, attempt_timeout_ms=0)
+    assert host.tables() == []
+    Durability(scheduler=scheduler, handlers={"charge": noop})
+    DurabilityAlarms(scheduler=scheduler, handlers={"renew": noop})
+
+
+async def test_helpers_of_different_kinds_share_a_scheduler(host: Host) -> None:
+    """One helper of each kind attaches to one shared scheduler."""
+    scheduler = DurabilityScheduler(context=host.ctx)
+    for _, build in HELPERS:
+        build(scheduler)
+    tables = set(host.tables())
+    assert {"durability_alarms", "durability_calls", "durability_migrations"} <= tables
+    assert any(name.startswith("durability_log") for name in tables)
+
+
 async def test_alarm_target_is_the_later_of_earliest_and_min_delay() -> None:
     """The alarm is max(earliest pending, now + alarm_min_delay_ms)."""
     probe = Probe(alarm_min_delay_ms=5_000)
@@ -426,82 +507,3 @@ async def test_engine_runs_without_a_host_wait_until() -> None:
         probe.gate.set()
         await t.clock.run_until_idle()
         assert [label for label, _ in probe.started] == ["op:a", "op:b"]
-
-
-BETWEEN = "alarm_min_delay_ms must be between 1000 and 15000"
-INVALID_OPTIONS: list[tuple[dict[str, Any], type[Exception], str]] = [
-    ({"alarm_concurrency": 0}, ValueError, "alarm_concurrency must be a positive integer"),
-    ({"alarm_concurrency": 1.5}, TypeError, "alarm_concurrency"),
-    ({"alarm_concurrency": True}, TypeError, "alarm_concurrency"),
-    ({"alarm_min_delay_ms": 999}, ValueError, BETWEEN),
-    ({"alarm_min_delay_ms": 15_001}, ValueError, BETWEEN),
-    ({"alarm_handoff_ms": 0}, ValueError, "alarm_handoff_ms must be a positive integer"),
-    ({"live_timers": 1}, TypeError, "live_timers"),
-    ({"on_alarm_retry": 1, "alarm_concurrency": 0}, TypeError, "on_alarm_retry"),
-]
-
-
-@pytest.mark.parametrize(
-    ("options", "error", "message"),
-    INVALID_OPTIONS,
-    ids=[sorted(options)[-1] for options, _, _ in INVALID_OPTIONS],
-)
-async def test_invalid_option_raises_and_writes_nothing(
-    host: Host, options: dict[str, Any], error: type[Exception], message: str
-) -> None:
-    """A bad option raises at construction with a message naming it, and writes nothing."""
-    with pytest.raises(error, match=re.escape(message)):
-        DurabilityScheduler(context=host.ctx, **options)
-    assert host.tables() == []
-
-
-async def test_scheduler_and_context_together_raise(host: Host) -> None:
-    """A helper takes `scheduler=` or `context=`, not both, and not neither."""
-    scheduler = DurabilityScheduler(context=host.ctx)
-    with pytest.raises(ValueError, match="scheduler"):
-        Durability(context=host.ctx, scheduler=scheduler, handlers={"charge": noop})
-    with pytest.raises(ValueError, match="alarm_concurrency"):
-        Durability(scheduler=scheduler, handlers={"charge": noop}, alarm_concurrency=2)
-    with pytest.raises(TypeError):
-        Durability(handlers={"charge": noop})
-    assert host.tables() == []
-
-
-HELPERS: list[tuple[str, Callable[[DurabilityScheduler], object]]] = [
-    ("Durability", lambda s: Durability(scheduler=s, handlers={"charge": noop})),
-    ("DurabilityAlarms", lambda s: DurabilityAlarms(scheduler=s, handlers={"renew": noop})),
-    ("DurabilityLog", lambda s: DurabilityLog(scheduler=s)),
-]
-
-
-@pytest.mark.parametrize("build", [h[1] for h in HELPERS], ids=[h[0] for h in HELPERS])
-async def test_second_helper_of_a_kind_raises(
-    host: Host, build: Callable[[DurabilityScheduler], object]
-) -> None:
-    """A second helper of the same kind on one scheduler raises `ValueError`."""
-    scheduler = DurabilityScheduler(context=host.ctx)
-    build(scheduler)
-    with pytest.raises(ValueError, match="already attached"):
-        build(scheduler)
-
-
-async def test_rejected_helper_leaves_the_scheduler_free(host: Host) -> None:
-    """A helper rejected at construction does not claim its kind on the shared scheduler."""
-    scheduler = DurabilityScheduler(context=host.ctx)
-    with pytest.raises(TypeError):
-        Durability(scheduler=scheduler, handlers={"charge": noop}, on_lifecycle_event=1)
-    with pytest.raises(ValueError):
-        DurabilityAlarms(scheduler=scheduler, handlers={"renew": noop}, attempt_timeout_ms=0)
-    assert host.tables() == []
-    Durability(scheduler=scheduler, handlers={"charge": noop})
-    DurabilityAlarms(scheduler=scheduler, handlers={"renew": noop})
-
-
-async def test_helpers_of_different_kinds_share_a_scheduler(host: Host) -> None:
-    """One helper of each kind attaches to one shared scheduler."""
-    scheduler = DurabilityScheduler(context=host.ctx)
-    for _, build in HELPERS:
-        build(scheduler)
-    tables = set(host.tables())
-    assert {"durability_alarms", "durability_calls", "durability_migrations"} <= tables
-    assert any(name.startswith("durability_log") for name in tables)
