@@ -323,7 +323,7 @@ async def test_evict_keeps_committed_data_and_alarm(host: Host) -> None:
 
 async def test_runtime_on_a_path_finds_objects_data_and_due_alarms(tmp_path: Path) -> None:
     """A new Runtime on the same path finds the data; an alarm that came due fires at start."""
-    probe = SimpleNamespace(ctx=None, alarms=[], fail_alarms=False)
+    probe = SimpleNamespace(ctx=None, alarms=[])
     bindings = {"OBJ": Holder, "PROBE": probe}
     clock = VirtualClock()
     async with Runtime(path=tmp_path, bindings=bindings, clock=clock) as runtime:
