@@ -58,7 +58,7 @@ class Holder(DurableObject):
 
 
 @dataclass
-class Host:
+class LiveObject:
     """A running runtime, its clock, and one live `Holder` whose ctx the test uses."""
 
     runtime: Runtime
@@ -75,10 +75,10 @@ class Host:
 
 
 @pytest.fixture
-async def host(clock: VirtualClock) -> AsyncIterator[Host]:
+async def live(clock: VirtualClock) -> AsyncIterator[LiveObject]:
     """An in-memory runtime on a virtual clock with one live object."""
     probe = SimpleNamespace(ctx=None, alarms=[])
     async with Runtime(bindings={"OBJ": Holder, "PROBE": probe}, clock=clock) as runtime:
-        stub = runtime.env.OBJ.get_by_name("contract")
+        stub = runtime.env.OBJ.get_by_name("live")
         await stub.now()
-        yield Host(runtime, clock, probe, stub)
+        yield LiveObject(runtime, clock, probe, stub)

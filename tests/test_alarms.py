@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from _lab import Lab, open_lab
-from conftest import START_MS, Host, noop
+from conftest import START_MS, LiveObject, noop
 from durability import (
     AlarmMethodOptions,
     AttemptSettledEvent,
@@ -339,26 +339,26 @@ def _aware(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, UTC)
 
 
-async def test_aware_datetimes_are_accepted_where_times_are(host: Host) -> None:
+async def test_aware_datetimes_are_accepted_where_times_are(live: LiveObject) -> None:
     """Named-alarm times, purge cutoffs and `set_alarm` take aware datetimes as ms."""
     seen: list[DurableAlarmInfo] = []
-    scheduler = DurabilityScheduler(context=host.ctx)
+    scheduler = DurabilityScheduler(context=live.ctx)
     alarms = DurabilityAlarms(scheduler=scheduler, handlers={"renew": seen.append})
     operations = Durability(scheduler=scheduler, handlers={"charge": noop})
     await alarms.renew(_aware(START_MS + 5_000))
-    await host.clock.advance(5_000)
+    await live.clock.advance(5_000)
     assert [info.scheduled_time for info in seen] == [START_MS + 5_000]
     await operations.charge(id="a", payload=1)
     assert await operations.purge_before(_aware(START_MS + 5_001)) == 1
     assert await alarms.purge_before(_aware(START_MS)) == 0
-    storage = host.ctx.storage
+    storage = live.ctx.storage
     await storage.set_alarm(_aware(START_MS + 9_000))
     assert await storage.get_alarm() == START_MS + 9_000
 
 
-async def test_naive_datetimes_are_rejected(host: Host) -> None:
+async def test_naive_datetimes_are_rejected(live: LiveObject) -> None:
     """A naive datetime is ambiguous and raises `ValueError` naming the argument."""
-    alarms = DurabilityAlarms(context=host.ctx, handlers={"renew": noop})
+    alarms = DurabilityAlarms(context=live.ctx, handlers={"renew": noop})
     with pytest.raises(ValueError, match="scheduled_time"):
         await alarms.renew(datetime(2030, 1, 1))
     with pytest.raises(ValueError, match="before"):
@@ -420,9 +420,9 @@ INVALID_OPTIONS: list[tuple[dict[str, Any], type[Exception], str]] = [
     ids=[sorted(options)[-1] for options, _, _ in INVALID_OPTIONS],
 )
 async def test_invalid_option_raises_and_writes_nothing(
-    host: Host, options: dict[str, Any], error: type[Exception], message: str
+    live: LiveObject, options: dict[str, Any], error: type[Exception], message: str
 ) -> None:
     """A bad option raises at construction with a message naming it, and writes nothing."""
     with pytest.raises(error, match=re.escape(message)):
-        DurabilityAlarms(context=host.ctx, **{"handlers": {"run": noop}, **options})
-    assert host.tables() == []
+        DurabilityAlarms(context=live.ctx, **{"handlers": {"run": noop}, **options})
+    assert live.tables() == []

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import START_MS, Host, noop
+from conftest import START_MS, LiveObject, noop
 from durability import (
     AttemptSettledEvent,
     AttemptStartedEvent,
@@ -153,7 +153,7 @@ def test_report_failure_never_raises(caplog: pytest.LogCaptureFixture) -> None:
     assert all(r.details == {"retry_in_ms": 1000} for r in records)  # type: ignore[attr-defined]
 
 
-async def test_lifecycle_events_are_frozen_dataclasses(host: Host) -> None:
+async def test_lifecycle_events_are_frozen_dataclasses(live: LiveObject) -> None:
     """Hooks get frozen events with `type` and `entity_kind`; a raising hook changes nothing."""
     events: list[Any] = []
 
@@ -161,14 +161,14 @@ async def test_lifecycle_events_are_frozen_dataclasses(host: Host) -> None:
         events.append(event)
         raise RuntimeError("hook broke")
 
-    scheduler = DurabilityScheduler(context=host.ctx)
+    scheduler = DurabilityScheduler(context=live.ctx)
     operations = Durability(scheduler=scheduler, handlers={"charge": noop}, on_lifecycle_event=hook)
     alarms = DurabilityAlarms(
         scheduler=scheduler, handlers={"renew": noop}, on_lifecycle_event=hook
     )
     await operations.charge(id="a", payload=None)
     await alarms.renew(START_MS)
-    await host.clock.run_until_idle()
+    await live.clock.run_until_idle()
     await operations.purge_before(START_MS + 1)
     assert (await operations.charge.get_result("a")).status == "not_found"
     kinds = {(type(e), e.type, e.entity_kind) for e in events}

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from _log_host import LogConfig, items, partition, runtime
-from conftest import START_MS, Host
+from conftest import START_MS, LiveObject
 from durability import (
     MAX_LOG_BYTES,
     DurabilityLog,
@@ -103,9 +103,9 @@ async def test_definite_rejections_return_failure_and_write_nothing(
     assert bounds["next_offset"] == 0
 
 
-async def test_log_definite_rejections_come_back_as_enqueue_results(host: Host) -> None:
+async def test_log_definite_rejections_come_back_as_enqueue_results(live: LiveObject) -> None:
     """Empty, oversize and empty-key appends return success=False with a LogAppendError."""
-    log = DurabilityLog(context=host.ctx, max_batch_size=2)
+    log = DurabilityLog(context=live.ctx, max_batch_size=2)
     cases = [
         ([], "Append requires at least one record"),
         ([LogAppendInput(1), LogAppendInput(2), LogAppendInput(3)], "exceeds maxBatchSize 2"),
@@ -233,9 +233,9 @@ async def test_read_below_oldest_raises_truncated(clock: VirtualClock) -> None:
     assert [r["body"] for r in page["records"]] == ["d", "e"]
 
 
-async def test_log_read_below_oldest_raises_truncated(host: Host) -> None:
+async def test_log_read_below_oldest_raises_truncated(live: LiveObject) -> None:
     """Reading a trimmed offset raises LogTruncatedError with both offsets."""
-    log = DurabilityLog(context=host.ctx, retention=LogRetention(max_records=1))
+    log = DurabilityLog(context=live.ctx, retention=LogRetention(max_records=1))
     await log.append([LogAppendInput(n) for n in range(3)])
     assert await log.trim() == 2
     with pytest.raises(LogTruncatedError) as raised:
@@ -425,12 +425,12 @@ INVALID_OPTIONS: list[tuple[dict[str, Any], type[Exception], str]] = [
     ids=[sorted(options)[-1] for options, _, _ in INVALID_OPTIONS],
 )
 async def test_invalid_option_raises_and_writes_nothing(
-    host: Host, options: dict[str, Any], error: type[Exception], message: str
+    live: LiveObject, options: dict[str, Any], error: type[Exception], message: str
 ) -> None:
     """A bad option raises at construction with a message naming it, and writes nothing."""
     with pytest.raises(error, match=re.escape(message)):
-        DurabilityLog(context=host.ctx, **options)
-    assert host.tables() == []
+        DurabilityLog(context=live.ctx, **options)
+    assert live.tables() == []
 
 
 async def test_one_log_per_scheduler(clock: VirtualClock) -> None:

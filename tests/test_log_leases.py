@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from _log_host import LogConfig, items, partition, runtime
-from conftest import START_MS, Host
+from conftest import START_MS, LiveObject
 from durability import (
     DurabilityLog,
     LogAppendError,
@@ -414,9 +414,9 @@ async def test_lost_segment_of_a_held_range_truncates_until_forgotten(clock: Vir
     assert cursor == 3
 
 
-async def test_log_ack_of_unknown_batch_raises_lease_error(host: Host) -> None:
+async def test_log_ack_of_unknown_batch_raises_lease_error(live: LiveObject) -> None:
     """An ack of a batch that is not held raises LogLeaseError naming it."""
-    log = DurabilityLog(context=host.ctx, leases=LogLeaseOptions())
+    log = DurabilityLog(context=live.ctx, leases=LogLeaseOptions())
     with pytest.raises(LogLeaseError) as raised:
         await log.ack("workers", "nope")
     assert raised.value.batch_id == "nope"

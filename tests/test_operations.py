@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from _lab import Lab, open_lab
-from conftest import START_MS, Host, noop
+from conftest import START_MS, LiveObject, noop
 from durability import (
     AbortSignal,
     AttemptSettledEvent,
@@ -183,7 +183,7 @@ async def test_sync_handler_returning_none_completes_with_null() -> None:
         assert (result["status"], result["result"], result["attempt"]) == ("completed", None, 1)
 
 
-async def test_operation_results_by_status(host: Host) -> None:
+async def test_operation_results_by_status(live: LiveObject) -> None:
     """`get_result` reports not_found, pending, completed and failed with their fields."""
 
     def charge(call: DurableCall) -> Any:
@@ -193,13 +193,13 @@ async def test_operation_results_by_status(host: Host) -> None:
             raise RuntimeError("try later")
         return {"id": call.id, "attempt": call.attempt}
 
-    operations = Durability(context=host.ctx, handlers={"charge": charge})
+    operations = Durability(context=live.ctx, handlers={"charge": charge})
     assert operations.operation("charge") is operations.charge
     assert await operations.charge.get_result("none") == OperationResult(status="not_found")
     await operations.charge(id="ok", payload="fine")
     await operations.charge(id="stop", payload="stop")
     await operations.charge(id="flaky", payload="flaky")
-    await host.clock.run_until_idle()
+    await live.clock.run_until_idle()
     assert await operations.charge.job("ok").wait(timeout_ms=1) == OperationResult(
         status="completed", result={"id": "ok", "attempt": 1}, attempt=1
     )
@@ -326,7 +326,7 @@ async def test_non_json_result_is_terminal_and_not_rerun() -> None:
         }
 
 
-async def test_non_json_result_fails_the_call_terminally(host: Host) -> None:
+async def test_non_json_result_fails_the_call_terminally(live: LiveObject) -> None:
     """A handler result that is not JSON fails the call with the serialization error."""
     calls: list[int] = []
 
@@ -334,7 +334,7 @@ async def test_non_json_result_fails_the_call_terminally(host: Host) -> None:
         calls.append(call.attempt)
         return {1, 2}
 
-    operations = Durability(context=host.ctx, handlers={"charge": handler})
+    operations = Durability(context=live.ctx, handlers={"charge": handler})
     await operations.charge(id="a", payload=None)
     result = await operations.charge.job("a").wait(timeout_ms=1000)
     assert result.status == "failed"
@@ -350,11 +350,11 @@ NOT_JSON = [{1, 2}, b"bytes", float("nan"), float("inf"), {1: "int key"}, object
 
 @pytest.mark.parametrize("value", NOT_JSON, ids=lambda v: type(v).__name__)
 async def test_non_json_payload_raises_type_error_and_stores_nothing(
-    host: Host, value: object
+    live: LiveObject, value: object
 ) -> None:
     """Operation payloads, log bodies and stub arguments that are not JSON raise TypeError."""
-    operations = Durability(context=host.ctx, handlers={"charge": noop})
-    log = DurabilityLog(context=host.ctx)
+    operations = Durability(context=live.ctx, handlers={"charge": noop})
+    log = DurabilityLog(context=live.ctx)
     with pytest.raises(TypeError):
         await operations.charge(id="a", payload=value)
     assert (await operations.charge.get_result("a")).status == "not_found"
@@ -362,7 +362,7 @@ async def test_non_json_payload_raises_type_error_and_stores_nothing(
         await log.append(LogAppendInput(value))
     assert (await log.bounds()).next_offset == 0
     with pytest.raises(TypeError):
-        await host.stub.echo(value)
+        await live.stub.echo(value)
 
 
 async def test_attempt_timeout_aborts_signal_cancels_task_and_retries() -> None:
@@ -398,7 +398,7 @@ async def test_attempt_timeout_aborts_signal_cancels_task_and_retries() -> None:
         assert [call[2] for call in probe.calls] == [START_MS, START_MS + 2500]
 
 
-async def test_attempt_timeout_aborts_the_signal_and_cancels_the_handler(host: Host) -> None:
+async def test_attempt_timeout_aborts_the_signal_and_cancels_the_handler(live: LiveObject) -> None:
     """On timeout the signal is aborted with the timeout error and the task is cancelled."""
     signals: list[AbortSignal] = []
     cancelled: list[bool] = []
@@ -413,13 +413,13 @@ async def test_attempt_timeout_aborts_the_signal_and_cancels_the_handler(host: H
             raise
 
     operations = Durability(
-        context=host.ctx,
+        context=live.ctx,
         handlers={"slow": slow},
         attempt_timeout_ms=1000,
         retries=RetryPolicy(max_attempts=1),
     )
     await operations.slow(id="a", payload=None)
-    await host.clock.advance(1000)
+    await live.clock.advance(1000)
     signal = signals[0]
     assert signal.aborted
     assert isinstance(signal.reason, DurableAttemptTimeoutError)
@@ -826,12 +826,12 @@ INVALID_OPTIONS: list[tuple[dict[str, Any], type[Exception], str]] = [
     ids=[sorted(options)[-1] for options, _, _ in INVALID_OPTIONS],
 )
 async def test_invalid_option_raises_and_writes_nothing(
-    host: Host, options: dict[str, Any], error: type[Exception], message: str
+    live: LiveObject, options: dict[str, Any], error: type[Exception], message: str
 ) -> None:
     """A bad option raises at construction with a message naming it, and writes nothing."""
     with pytest.raises(error, match=re.escape(message)):
-        Durability(context=host.ctx, **{"handlers": {"run": noop}, **options})
-    assert host.tables() == []
+        Durability(context=live.ctx, **{"handlers": {"run": noop}, **options})
+    assert live.tables() == []
 
 
 async def test_second_durability_on_one_scheduler_is_rejected() -> None:

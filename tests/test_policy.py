@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Host, noop
+from conftest import LiveObject, noop
 from durability import (
     AlarmMethodOptions,
     Durability,
@@ -200,11 +200,11 @@ RESERVED = [(Durability, name) for name in ("alarm", "purge_before", "operation"
 
 
 @pytest.mark.parametrize(("cls", "name"), RESERVED, ids=[f"{c.__name__}.{n}" for c, n in RESERVED])
-async def test_reserved_handler_name_raises(host: Host, cls: type, name: str) -> None:
+async def test_reserved_handler_name_raises(live: LiveObject, cls: type, name: str) -> None:
     """A handler named like a public attribute of its helper raises `ValueError`."""
     with pytest.raises(ValueError, match=re.escape(f'"{name}" is reserved by {cls.__name__}')):
-        cls(context=host.ctx, handlers={name: noop})
-    assert host.tables() == []
+        cls(context=live.ctx, handlers={name: noop})
+    assert live.tables() == []
 
 
 @pytest.mark.parametrize("name", ["alarm", "purge_before", "operation", "migrate"])

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from _lab import Lab, open_lab
-from conftest import START_MS, Host, noop
+from conftest import START_MS, LiveObject, noop
 from durability import (
     AlarmRetryInfo,
     Durability,
@@ -216,24 +216,24 @@ INVALID_OPTIONS: list[tuple[dict[str, Any], type[Exception], str]] = [
     ids=[sorted(options)[-1] for options, _, _ in INVALID_OPTIONS],
 )
 async def test_invalid_option_raises_and_writes_nothing(
-    host: Host, options: dict[str, Any], error: type[Exception], message: str
+    live: LiveObject, options: dict[str, Any], error: type[Exception], message: str
 ) -> None:
     """A bad option raises at construction with a message naming it, and writes nothing."""
     with pytest.raises(error, match=re.escape(message)):
-        DurabilityScheduler(context=host.ctx, **options)
-    assert host.tables() == []
+        DurabilityScheduler(context=live.ctx, **options)
+    assert live.tables() == []
 
 
-async def test_scheduler_and_context_together_raise(host: Host) -> None:
+async def test_scheduler_and_context_together_raise(live: LiveObject) -> None:
     """A helper takes `scheduler=` or `context=`, not both, and not neither."""
-    scheduler = DurabilityScheduler(context=host.ctx)
+    scheduler = DurabilityScheduler(context=live.ctx)
     with pytest.raises(ValueError, match="scheduler"):
-        Durability(context=host.ctx, scheduler=scheduler, handlers={"charge": noop})
+        Durability(context=live.ctx, scheduler=scheduler, handlers={"charge": noop})
     with pytest.raises(ValueError, match="alarm_concurrency"):
         Durability(scheduler=scheduler, handlers={"charge": noop}, alarm_concurrency=2)
     with pytest.raises(TypeError):
         Durability(handlers={"charge": noop})
-    assert host.tables() == []
+    assert live.tables() == []
 
 
 HELPERS: list[tuple[str, Callable[[DurabilityScheduler], object]]] = [
@@ -245,33 +245,33 @@ HELPERS: list[tuple[str, Callable[[DurabilityScheduler], object]]] = [
 
 @pytest.mark.parametrize("build", [h[1] for h in HELPERS], ids=[h[0] for h in HELPERS])
 async def test_second_helper_of_a_kind_raises(
-    host: Host, build: Callable[[DurabilityScheduler], object]
+    live: LiveObject, build: Callable[[DurabilityScheduler], object]
 ) -> None:
     """A second helper of the same kind on one scheduler raises `ValueError`."""
-    scheduler = DurabilityScheduler(context=host.ctx)
+    scheduler = DurabilityScheduler(context=live.ctx)
     build(scheduler)
     with pytest.raises(ValueError, match="already attached"):
         build(scheduler)
 
 
-async def test_rejected_helper_leaves_the_scheduler_free(host: Host) -> None:
+async def test_rejected_helper_leaves_the_scheduler_free(live: LiveObject) -> None:
     """A helper rejected at construction does not claim its kind on the shared scheduler."""
-    scheduler = DurabilityScheduler(context=host.ctx)
+    scheduler = DurabilityScheduler(context=live.ctx)
     with pytest.raises(TypeError):
         Durability(scheduler=scheduler, handlers={"charge": noop}, on_lifecycle_event=1)
     with pytest.raises(ValueError):
         DurabilityAlarms(scheduler=scheduler, handlers={"renew": noop}, attempt_timeout_ms=0)
-    assert host.tables() == []
+    assert live.tables() == []
     Durability(scheduler=scheduler, handlers={"charge": noop})
     DurabilityAlarms(scheduler=scheduler, handlers={"renew": noop})
 
 
-async def test_helpers_of_different_kinds_share_a_scheduler(host: Host) -> None:
+async def test_helpers_of_different_kinds_share_a_scheduler(live: LiveObject) -> None:
     """One helper of each kind attaches to one shared scheduler."""
-    scheduler = DurabilityScheduler(context=host.ctx)
+    scheduler = DurabilityScheduler(context=live.ctx)
     for _, build in HELPERS:
         build(scheduler)
-    tables = set(host.tables())
+    tables = set(live.tables())
     assert {"durability_alarms", "durability_calls", "durability_migrations"} <= tables
     assert any(name.startswith("durability_log") for name in tables)
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 import durability
-from conftest import START_MS, Host
+from conftest import START_MS, LiveObject
 from durability import _virtual_loop
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
 from durability.testing import VirtualClock
@@ -385,11 +385,11 @@ async def test_times_may_be_aware_datetimes() -> None:
         VirtualClock(start_ms=datetime(2030, 1, 1))
 
 
-async def test_now_ms_follows_the_virtual_clock_inside_a_runtime(host: Host) -> None:
+async def test_now_ms_follows_the_virtual_clock_inside_a_runtime(live: LiveObject) -> None:
     """`durability.now_ms()` reads the runtime's virtual clock, moved only by advance."""
-    assert await host.stub.now() == START_MS
+    assert await live.stub.now() == START_MS
     assert durability.now_ms() == START_MS
-    await host.clock.advance(1_234)
-    assert await host.stub.now() == START_MS + 1_234
-    await host.clock.advance_to(START_MS + 10_000)
-    assert durability.now_ms() == host.clock.now_ms() == START_MS + 10_000
+    await live.clock.advance(1_234)
+    assert await live.stub.now() == START_MS + 1_234
+    await live.clock.advance_to(START_MS + 10_000)
+    assert durability.now_ms() == live.clock.now_ms() == START_MS + 10_000

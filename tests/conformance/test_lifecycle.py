@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conftest import START_MS, Holder, Host
+from conftest import START_MS, Holder, LiveObject
 from durability import now_ms
 from durability.runtime import AlarmInvocationInfo, DurableObject, ObjectEvictedError, Runtime
 from durability.testing import VirtualClock
@@ -306,19 +306,19 @@ async def test_close_fails_calls_in_flight(make_runtime: RuntimeFactory) -> None
         await pending
 
 
-async def test_evict_keeps_committed_data_and_alarm(host: Host) -> None:
+async def test_evict_keeps_committed_data_and_alarm(live: LiveObject) -> None:
     """After `evict` (by stub or id) the next call builds an instance that sees data and alarm."""
-    old = host.ctx
+    old = live.ctx
     await old.storage.put("k", "v")
     await old.storage.set_alarm(START_MS + 30_000)
-    await host.runtime.evict(host.stub)
-    await host.stub.now()
-    assert host.ctx is not old
-    await host.runtime.evict(host.stub.id)
-    await host.stub.now()
-    assert host.ctx is not old
-    assert await host.ctx.storage.get("k") == "v"
-    assert await host.ctx.storage.get_alarm() == START_MS + 30_000
+    await live.runtime.evict(live.stub)
+    await live.stub.now()
+    assert live.ctx is not old
+    await live.runtime.evict(live.stub.id)
+    await live.stub.now()
+    assert live.ctx is not old
+    assert await live.ctx.storage.get("k") == "v"
+    assert await live.ctx.storage.get_alarm() == START_MS + 30_000
 
 
 async def test_runtime_on_a_path_finds_objects_data_and_due_alarms(tmp_path: Path) -> None:

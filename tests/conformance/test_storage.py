@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conftest import START_MS, Host
+from conftest import START_MS, LiveObject
 from durability.runtime import DurableObject
 
 from .conftest import RuntimeFactory
@@ -297,9 +297,9 @@ async def test_kv_list_prefix_edges(make_runtime: RuntimeFactory) -> None:
     assert len(result[""]) == 9
 
 
-async def test_sql_cursor_surface(host: Host) -> None:
+async def test_sql_cursor_surface(live: LiveObject) -> None:
     """`sql.exec` returns a cursor with rows as dicts, raw tuples, names and counters."""
-    sql = host.ctx.storage.sql
+    sql = live.ctx.storage.sql
     sql.exec("CREATE TABLE t (k TEXT, v INTEGER)")
     assert sql.exec("INSERT INTO t VALUES (?, ?), (?, ?)", "a", 1, "b", 2).rows_written == 2
     cursor = sql.exec("SELECT k, v FROM t ORDER BY k")
@@ -316,9 +316,9 @@ async def test_sql_cursor_surface(host: Host) -> None:
             sql.exec(statement)
 
 
-async def test_transactions_roll_back_on_exception(host: Host) -> None:
+async def test_transactions_roll_back_on_exception(live: LiveObject) -> None:
     """`transaction_sync` and `transaction` are atomic and re-raise the error."""
-    storage = host.ctx.storage
+    storage = live.ctx.storage
     storage.sql.exec("CREATE TABLE t (v INTEGER)")
 
     def sync_body() -> None:
@@ -347,9 +347,9 @@ async def test_transactions_roll_back_on_exception(host: Host) -> None:
     assert await storage.get("k") == 2
 
 
-async def test_kv_methods_and_delete_all(host: Host) -> None:
+async def test_kv_methods_and_delete_all(live: LiveObject) -> None:
     """KV get/put/delete/list behave as documented; delete_all leaves the object as new."""
-    storage = host.ctx.storage
+    storage = live.ctx.storage
     for key, value in (("a:1", 1), ("a:2", [2]), ("b", {"c": None})):
         await storage.put(key, value)
     assert await storage.get("a:2") == [2]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conftest import START_MS, Host
+from conftest import START_MS, LiveObject
 from durability.runtime import DurableObject, ObjectId, Runtime
 
 from .conftest import RuntimeFactory
@@ -156,28 +156,28 @@ async def test_calls_need_a_running_runtime() -> None:
         await rt.env.BOX.get_by_name("a").snapshot()
 
 
-async def test_stub_calls_public_methods_only(host: Host) -> None:
+async def test_stub_calls_public_methods_only(live: LiveObject) -> None:
     """Stubs call public methods with JSON copies; other names raise AttributeError."""
     value = {"a": [1, 2.5, None, True, "x"]}
-    assert await host.stub.echo(value) == value
+    assert await live.stub.echo(value) == value
     with pytest.raises(KeyError, match="missing"):
-        await host.stub.fail()
+        await live.stub.fail()
     for name in ("_hidden", "no_such_method", "probe"):
         with pytest.raises(AttributeError):
-            await getattr(host.stub, name)()
+            await getattr(live.stub, name)()
 
 
-async def test_env_namespaces_and_ids(host: Host) -> None:
+async def test_env_namespaces_and_ids(live: LiveObject) -> None:
     """Bindings become namespaces or pass through; ids are stable 64-hex with a name."""
-    runtime = host.runtime
-    assert runtime.env.PROBE is host.probe
-    assert runtime.env["PROBE"] is host.probe
+    runtime = live.runtime
+    assert runtime.env.PROBE is live.probe
+    assert runtime.env["PROBE"] is live.probe
     namespace = runtime.namespace("OBJ")
-    object_id = namespace.id_from_name("contract")
-    assert object_id == runtime.env.OBJ.id_from_name("contract")
+    object_id = namespace.id_from_name("live")
+    assert object_id == runtime.env.OBJ.id_from_name("live")
     assert re.fullmatch("[0-9a-f]{64}", str(object_id))
-    assert object_id.name == "contract"
-    assert str(host.ctx.id) == str(object_id)
+    assert object_id.name == "live"
+    assert str(live.ctx.id) == str(object_id)
     unique = namespace.new_unique_id()
     assert unique.name is None
     assert str(unique) != str(object_id)
