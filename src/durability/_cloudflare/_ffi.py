@@ -130,7 +130,7 @@ def sql_bindings(bindings: Sequence[object], raw: bool) -> list[object]:
             converted.append(value)
         elif kind is bool:
             converted.append(1 if value else 0)
-        elif isinstance(value, int) and not isinstance(value, bool):
+        elif isinstance(value, int):
             if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
                 raise ValueError(
                     f"binding {index} is an integer outside +/-(2**53 - 1), which Cloudflare's "
