@@ -1,8 +1,11 @@
 """The engine layer: `DurabilityScheduler` and what capabilities build on.
 
-Capabilities (operations, named alarms, the log) import from this package only; its
-modules are the scheduler and engine, the attempt execution, the fenced table SQL,
-retry policies, lifecycle events, schema migrations and the `DurableHelper` base.
+Capabilities (operations, named alarms, the log) import from this package only. Its
+modules, top-down: the scheduler handle and attachment (`scheduler`), the `Engine`
+(`engine`) and its parts (`options`, `participants`, `reconcile`, `timer`, `permits`,
+`registry`, `tasks`), one attempt (`execution`), the fenced table SQL (`tables`),
+retry policies (`policy`), lifecycle events (`lifecycle`), schema migrations
+(`migrations`) and the `DurableHelper` base (`helper`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from .migrations import (
     MigrationResult,
     migrate,
 )
+from .options import AlarmRetryInfo, given_options
+from .participants import HostAlarmInfo
+from .permits import Release
 from .policy import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
     AlarmMethodOptions,
@@ -38,16 +44,9 @@ from .policy import (
     exponential,
     jitter,
 )
-from .scheduler import (
-    ActiveExecution,
-    AlarmInvocationInfo,
-    AlarmRetryInfo,
-    DurabilityScheduler,
-    Release,
-    attach,
-    given_options,
-)
-from .tables import TableSpec, due_rows, new_generation
+from .registry import ActiveExecution
+from .scheduler import DurabilityScheduler, attach, attach_storage
+from .tables import TableSpec, due_rows
 
 __all__ = [
     "DEFAULT_ATTEMPT_TIMEOUT_MS",
@@ -57,7 +56,6 @@ __all__ = [
     "NAMED_ALARM_MIGRATIONS",
     "OPERATION_MIGRATIONS",
     "ActiveExecution",
-    "AlarmInvocationInfo",
     "AlarmMethodOptions",
     "AlarmRetryInfo",
     "AttemptPolicy",
@@ -67,6 +65,7 @@ __all__ = [
     "DurableHelper",
     "ExecutionSpec",
     "HandlerEntry",
+    "HostAlarmInfo",
     "LifecycleEvent",
     "MethodOptions",
     "MigrationResult",
@@ -78,13 +77,13 @@ __all__ = [
     "TableSpec",
     "TerminalEvent",
     "attach",
+    "attach_storage",
     "check_handlers",
     "due_rows",
     "exponential",
     "given_options",
     "jitter",
     "migrate",
-    "new_generation",
     "report_failure",
     "run_execution",
 ]
