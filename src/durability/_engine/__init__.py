@@ -5,7 +5,8 @@ modules, top-down: the scheduler handle and attachment (`scheduler`), the `Engin
 (`engine`) and its parts (`options`, `participants`, `reconcile`, `timer`, `permits`,
 `registry`, `tasks`), one attempt (`execution`), the fenced table SQL (`tables`),
 retry policies (`policy`), lifecycle events (`lifecycle`), schema migrations
-(`migrations`) and the `DurableHelper` base (`helper`).
+(`migrations`) and the built-in schemas (`schemas`), and the `DurableHelper` base
+(`helper`).
 """
 
 from __future__ import annotations
@@ -22,15 +23,7 @@ from .lifecycle import (
     TerminalEvent,
     report_failure,
 )
-from .migrations import (
-    LATEST,
-    LOG_LEASE_MIGRATIONS,
-    LOG_MIGRATIONS,
-    NAMED_ALARM_MIGRATIONS,
-    OPERATION_MIGRATIONS,
-    MigrationResult,
-    migrate,
-)
+from .migrations import LATEST, MigrationResult, migrate
 from .options import AlarmRetryInfo, given_options
 from .participants import HostAlarmInfo
 from .permits import Release
@@ -46,6 +39,12 @@ from .policy import (
 )
 from .registry import ActiveExecution
 from .scheduler import DurabilityScheduler, attach, attach_storage
+from .schemas import (
+    LOG_LEASE_MIGRATIONS,
+    LOG_MIGRATIONS,
+    NAMED_ALARM_MIGRATIONS,
+    OPERATION_MIGRATIONS,
+)
 from .tables import TableSpec, due_rows
 
 __all__ = [
