@@ -1,6 +1,6 @@
 """One attempt of a record, from claim to persisted outcome (operations and named alarms).
 
-The order is what makes it crash-safe: the key is marked active before waiting for a
+The order is what makes it crash-safe: the key is marked running before waiting for a
 permit, the attempt is counted durably before the handler runs (so interrupted attempts
 count), and every later write is a generation-fenced compare-and-set (so a stale
 execution loses silently). A timed-out handler is aborted and cancelled, but its permit
@@ -174,23 +174,13 @@ class _Gate:
             )
 
 
-def start_execution(
-    engine: Engine, spec: ExecutionSpec, permit: Release | None = None
-) -> asyncio.Task[None]:
-    """Mark the key running now, then claim and run one attempt in the background.
-
-    The task ends when the outcome is persisted (not when a timed-out handler ends) and
-    raises only for storage failures. `permit`, if given, is owned by the execution.
-    """
-    return engine.tasks.spawn(run_execution(engine, spec, permit))
-
-
 def run_execution(
     engine: Engine, spec: ExecutionSpec, permit: Release | None = None
 ) -> Awaitable[None]:
-    """`start_execution` in the awaiting task: for callers that wait for the outcome anyway.
+    """Mark the key running now; the awaitable claims and runs one attempt.
 
-    The key is marked running when this is called, before anything is awaited.
+    It ends when the outcome is persisted (not when a timed-out handler ends) and raises
+    only for storage failures. `permit`, if given, is owned by the execution.
     """
     entry = engine.running.start(spec.table.name, spec.key, spec.generation, spec.created_at)
     return _execute(engine, spec, _Gate(engine, spec, entry, permit))
