@@ -439,3 +439,14 @@ async def test_adapt_works_without_pyodide_on_plain_python_values(
         [task] = given
         assert isinstance(task, asyncio.Task)
         await task
+
+
+async def test_alarm_retry_hook_reads_cloudflare_retry_info(ctx: Any) -> None:
+    """A failed pass driven by Cloudflare's alarm info reports its retry count and id."""
+    seen: list[Any] = []
+    scheduler = DurabilityScheduler(context=ctx, on_alarm_retry=seen.append)
+    Durability(scheduler=scheduler, handlers={"x": print})
+    adapt(ctx).storage.sql.exec("DROP TABLE durability_calls")
+    await scheduler.alarm(RawAlarmInfo(3, True))
+    [retry] = seen
+    assert (retry.retry_count, retry.is_retry, retry.object_id) == (3, True, ctx.id.toString())
