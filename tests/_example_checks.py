@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 ALARM_WAIT_S = 30.0
-"""How long the counter check waits (polling) for a one-second alarm to fire."""
+"""How long a check waits (polling) for alarms due within seconds to have fired."""
 
 
 def request(base_url: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
@@ -77,7 +77,8 @@ def check_counter(base_url: str) -> None:
 
 
 def check_subscription_renewals(base_url: str) -> None:
-    """Subscribe answers 201 with the first renewal, GET shows it, cancel clears it."""
+    """Subscribe answers 201 with the first renewal, GET shows it, cancel clears it, and
+    a one-second trial charges once per period as its renewals fire."""
     customer = f"alice-{_token()}"
     status, subscribed = request(base_url, "POST", f"/{customer}/subscribe")
     _expect(status, 201, "subscribe")
@@ -95,6 +96,22 @@ def check_subscription_renewals(base_url: str) -> None:
     _expect(state, {"customer_id": None, "next_renewal_at": None}, "state after cancel")
     for method, path in (("POST", f"/{customer}/refund"), ("POST", "/"), ("GET", "/x/y")):
         _expect(request(base_url, method, path)[0], 404, f"{method} {path}")
+    status, _ = request(base_url, "POST", f"/{customer}/subscribe?period=0")
+    _expect(status, 400, "a period that is not a positive number of seconds")
+
+    # A one-second trial: the renewals really fire, each charges the Payments object once.
+    trial = f"trial-{_token()}"
+    status, subscribed = request(base_url, "POST", f"/{trial}/subscribe?period=1")
+    _expect(status, 201, "a trial subscription")
+    first = subscribed["next_renewal_at"]
+    deadline = time.monotonic() + ALARM_WAIT_S
+    while len(charges := request(base_url, "GET", f"/{trial}/charges")[1]) < 3:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"three renewals did not charge within 30 s: {charges!r}")
+        time.sleep(0.2)
+    expected = [first + 1000 * n for n in range(len(charges))]
+    _expect(charges, expected, "one charge per period, each period once")
+    _expect(request(base_url, "POST", f"/{trial}/cancel"), (200, "cancelled"), "cancel trial")
 
 
 def check_event_topics(base_url: str) -> None:

@@ -1,11 +1,12 @@
 """Subscription renewals: recurring named alarms that register durable charges.
 
 One `Subscription` object per customer. Subscribing schedules a `renew` named alarm one
-period ahead. When it fires, the handler registers a durable `charge_invoice` operation
-(retried on its own if the payments service fails) whose id is the alarm occurrence's
-idempotency key, then schedules the next occurrence. Scheduling a name again replaces
-its pending occurrence, so subscribing twice is harmless; cancelling stops the next
-renewal from charging or rescheduling.
+period ahead (30 days, or `?period=SECONDS` for a trial). When it fires, the handler
+registers a durable `charge_invoice` operation (retried on its own if the payments
+service fails) whose id is the alarm occurrence's idempotency key, then schedules the
+next occurrence. Scheduling a name again replaces its pending occurrence, so
+subscribing twice is harmless; cancelling stops the next renewal from charging or
+rescheduling.
 
 The payments service is the `PAYMENTS` binding: here `Payments`, a Durable Object that
 accepts one charge per idempotency key, as a real provider does. Tests bind a fake with
@@ -14,7 +15,7 @@ injectable failures in its place. The same file runs on Cloudflare and under
 """
 
 import json
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from workers import DurableObject, Response, WorkerEntrypoint
 
@@ -67,23 +68,26 @@ class Subscription(DurableObject):
             id=info.idempotency_key,
             payload={"customer_id": customer_id, "period_start": info.scheduled_time},
         )
-        await self._schedule_renewal(info.scheduled_time + RENEWAL_PERIOD_MS)
+        period_ms = await self.ctx.storage.get("period_ms") or RENEWAL_PERIOD_MS
+        await self._schedule_renewal(info.scheduled_time + period_ms)
 
     async def _schedule_renewal(self, at_ms):
         """Schedule (or move) the next renewal and remember when it is."""
         await self.alarms.renew(at_ms)
         await self.ctx.storage.put("next_renewal_at", at_ms)
 
-    async def subscribe(self, customer_id):
+    async def subscribe(self, customer_id, period_ms=RENEWAL_PERIOD_MS):
         """Start (or restart) the subscription; returns when the first renewal is due."""
         await self.ctx.storage.put("customer_id", customer_id)
-        first = now_ms() + RENEWAL_PERIOD_MS
+        await self.ctx.storage.put("period_ms", period_ms)
+        first = now_ms() + period_ms
         await self._schedule_renewal(first)
         return first
 
     async def cancel(self):
         """Stop renewing: the next occurrence finds no customer and does nothing."""
         await self.ctx.storage.delete("customer_id")
+        await self.ctx.storage.delete("period_ms")
         await self.ctx.storage.delete("next_renewal_at")
 
     async def state(self):
@@ -140,23 +144,33 @@ def json_response(value, status=200):
 
 
 class Default(WorkerEntrypoint):
-    """`POST /{customer}/subscribe`, `POST /{customer}/cancel`, `GET /{customer}`."""
+    """`POST /{customer}/subscribe[?period=SECONDS]`, `POST /{customer}/cancel`,
+    `GET /{customer}`, `GET /{customer}/charges`."""
 
     async def fetch(self, request):
-        parts = [part for part in urlsplit(request.url).path.split("/") if part]
+        url = urlsplit(request.url)
+        parts = [part for part in url.path.split("/") if part]
         if not parts:
             return Response(
-                "Expected POST /{customer}/(subscribe|cancel) or GET /{customer}", status=404
+                "Expected POST /{customer}/(subscribe|cancel) or GET /{customer}[/charges]",
+                status=404,
             )
-        subscription = self.env.SUBSCRIPTIONS.getByName(parts[0])
-        if request.method == "GET" and len(parts) == 1:
-            return json_response(await subscription.state())
-        if request.method != "POST" or len(parts) != 2:
-            return Response("Not found", status=404)
-        if parts[1] == "subscribe":
-            first = await subscription.subscribe(parts[0])
-            return json_response({"subscribed": parts[0], "next_renewal_at": first}, status=201)
-        if parts[1] == "cancel":
-            await subscription.cancel()
-            return Response("cancelled")
+        customer = parts[0]
+        subscription = self.env.SUBSCRIPTIONS.getByName(customer)
+        match request.method, parts[1:]:
+            case "GET", []:
+                return json_response(await subscription.state())
+            case "GET", ["charges"]:
+                provider = self.env.PAYMENTS.getByName(PROVIDER)
+                return json_response(await provider.charges(customer))
+            case "POST", ["subscribe"]:
+                period = parse_qs(url.query).get("period", [""])[-1]
+                if period and not (period.isascii() and period.isdigit() and int(period) > 0):
+                    return Response("period must be a positive number of seconds", status=400)
+                period_ms = int(period) * 1000 if period else RENEWAL_PERIOD_MS
+                first = await subscription.subscribe(customer, period_ms)
+                return json_response({"subscribed": customer, "next_renewal_at": first}, 201)
+            case "POST", ["cancel"]:
+                await subscription.cancel()
+                return Response("cancelled")
         return Response("Not found", status=404)
