@@ -47,6 +47,13 @@ class Spelled(DurableObject):
             "attribute": [row.k for row in sql.exec("SELECT k FROM t ORDER BY k")] + [one.v],
         }
 
+    async def one_of(self, query: str) -> str:
+        try:
+            self.ctx.storage.sql.exec(query).one()
+        except ValueError as error:
+            return str(error)
+        return "one row"
+
     async def sync_transaction(self) -> int | None:
         def fail() -> None:
             self.ctx.storage.sql.exec("INSERT INTO t VALUES ('c', 3)")
@@ -121,6 +128,19 @@ async def test_cursor_camel_case_and_attribute_rows(rt: Runtime) -> None:
         "written": 2,
         "attribute": ["a", "b", 2],
     }
+
+
+async def test_one_refuses_other_row_counts_in_cloudflare_words() -> None:
+    """one() raises unless exactly one row, with the message Cloudflare gives."""
+    async with Runtime(bindings={"NS": Spelled}) as runtime:
+        await runtime.env.NS.getByName("a").cursor()
+        probe = runtime.env.NS.getByName("a")
+        assert await probe.one_of("SELECT k FROM t") == (
+            "Expected exactly one result from SQL query, but got multiple results."
+        )
+        assert await probe.one_of("SELECT k FROM t WHERE 0") == (
+            "Expected exactly one result from SQL query, but got no results."
+        )
 
 
 async def test_transaction_sync_camel_case(rt: Runtime) -> None:
