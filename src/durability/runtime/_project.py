@@ -33,7 +33,6 @@ class ProjectError(Exception):
 class Project:
     """A loaded project: its entry module, `Default` class, bindings and worker ctx."""
 
-    name: str
     module: ModuleType
     entrypoint: type
     bindings: dict[str, Any]
@@ -138,13 +137,7 @@ def load_project(folder: str | Path) -> Project:
         if name in bindings:
             raise ProjectError(f"{config_path}: {name!r} is both a var and a Durable Object")
         bindings[name] = value
-    return Project(
-        str(config.get("name") or root.resolve().name),
-        module,
-        entrypoint,
-        bindings,
-        ExecutionContext(),
-    )
+    return Project(module, entrypoint, bindings, ExecutionContext())
 
 
 def _object_bindings(config: dict[str, Any], module: ModuleType, where: Path) -> dict[str, Any]:
