@@ -358,7 +358,7 @@ async def test_aware_datetimes_are_accepted_where_times_are(live: LiveObject) ->
     await operations.charge(id="a", payload=1)
     assert await operations.purge_before(_aware(START_MS + 5_001)) == 1
     assert await alarms.purge_before(_aware(START_MS)) == 0
-    storage = adapt(live.ctx).storage  # As the helpers see it, on every host.
+    storage = adapt(live.ctx).storage
     await storage.set_alarm(_aware(START_MS + 9_000))
     assert await storage.get_alarm() == START_MS + 9_000
 

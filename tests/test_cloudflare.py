@@ -6,7 +6,9 @@ import asyncio
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,28 +23,23 @@ from _cloudflare_double import (
     WorkersContext,
     install,
 )
+from conftest import START_MS, Holder
 from durability import Durability, DurabilityAlarms, DurabilityLog, DurabilityScheduler
 from durability._cloudflare import CloudflareContext, alarm_info, as_context
 from durability.cloudflare import adapt
-from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
+from durability.runtime import AlarmInvocationInfo, Runtime
 from durability.testing import VirtualClock
 
-T0 = 1_700_000_000_000
+T0 = START_MS
 
 
-class Seen:
-    """Where the object puts the ctx it was given, for the test to use directly."""
-
-    ctx: Any = None
-
-
-class Holder(DurableObject):
-    def __init__(self, ctx: Any, env: Any) -> None:
-        super().__init__(ctx, env)
-        env["SEEN"].ctx = ctx
-
-    async def touch(self) -> None:
-        return None
+@asynccontextmanager
+async def live_ctx(clock: VirtualClock) -> AsyncIterator[Any]:
+    """The ctx a live `Holder` object was given."""
+    probe = SimpleNamespace(ctx=None, alarms=[])
+    async with Runtime(bindings={"OBJ": Holder, "PROBE": probe}, clock=clock) as rt:
+        await rt.env.OBJ.get_by_name("a").now()
+        yield probe.ctx
 
 
 @pytest.fixture(params=[WORKERS_SDK, BUILTIN])
@@ -52,12 +49,10 @@ def flavour(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.fixture
-async def ctx(flavour: str) -> AsyncIterator[Any]:
-    """The raw Cloudflare ctx (the double) of object "a"."""
-    seen = Seen()
-    async with Runtime(bindings={"H": Holder, "SEEN": seen}, clock=VirtualClock(T0)) as rt:
-        await rt.env.H.get_by_name("a").touch()
-        yield seen.ctx
+async def ctx(flavour: str, clock: VirtualClock) -> AsyncIterator[Any]:
+    """The raw Cloudflare ctx (the double) of a live object."""
+    async with live_ctx(clock) as given:
+        yield given
 
 
 def table(cf: Any) -> Any:
@@ -93,13 +88,11 @@ async def test_adapt_passes_library_contexts_through(ctx: Any) -> None:
         adapt(object())
 
 
-async def test_embedded_ctx_is_not_adapted() -> None:
+async def test_embedded_ctx_is_not_adapted(clock: VirtualClock) -> None:
     """The embedded runtime's ctx passes through `adapt` and `as_context` untouched."""
-    seen = Seen()
-    async with Runtime(bindings={"H": Holder, "SEEN": seen}, clock=VirtualClock(T0)) as rt:
-        await rt.env.H.get_by_name("a").touch()
-        assert adapt(seen.ctx) is seen.ctx
-        assert as_context(seen.ctx) is seen.ctx
+    async with live_ctx(clock) as embedded:
+        assert adapt(embedded) is embedded
+        assert as_context(embedded) is embedded
 
 
 async def test_rows_are_plain_dicts_with_none_and_bytes(ctx: Any) -> None:
@@ -397,16 +390,14 @@ def test_array_buffer_cells_become_bytes(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 async def test_adapt_works_without_pyodide_on_plain_python_values(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, clock: VirtualClock
 ) -> None:
     """Where neither js nor pyodide exist, a ctx answering in Python values is adapted:
     callbacks are passed as they are and `waitUntil` gets the task."""
     for name in ("js", "pyodide", "pyodide.ffi"):
         monkeypatch.delitem(sys.modules, name, raising=False)
-    seen = Seen()
-    async with Runtime(bindings={"H": Holder, "SEEN": seen}, clock=VirtualClock(T0)) as rt:
-        await rt.env.H.get_by_name("a").touch()
-        double = WorkersContext(RawContext(seen.ctx))
+    async with live_ctx(clock) as embedded:
+        double = WorkersContext(RawContext(embedded))
         given: list[Any] = []
         double._ctx.waitUntil = given.append
         adapted = adapt(double)

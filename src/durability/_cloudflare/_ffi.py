@@ -130,7 +130,7 @@ def sql_bindings(bindings: Sequence[object], raw: bool) -> list[object]:
             converted.append(value)
         elif kind is bool:
             converted.append(1 if value else 0)
-        elif isinstance(value, int) and not isinstance(value, bool):
+        elif isinstance(value, int):
             if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
                 raise ValueError(
                     f"binding {index} is an integer outside +/-(2**53 - 1), which Cloudflare's "
@@ -153,8 +153,19 @@ def sql_bindings(bindings: Sequence[object], raw: bool) -> list[object]:
 
 
 def to_js_value(value: Any, raw: bool) -> Any:
-    """A JSON value as JavaScript takes it: dicts become plain objects on the raw SDK
-    (the wrapping SDK converts them itself)."""
+    """A JSON value as JavaScript takes it on the raw SDK: dicts become plain objects and
+    `None` inside them `null` (not `undefined`); the wrapping SDK converts them itself."""
     if not raw or not isinstance(value, dict | list):
         return value
-    return ffi().to_js(value, dict_converter=js().Object.fromEntries)
+    return ffi().to_js(_nulls(value, jsnull()), dict_converter=js().Object.fromEntries)
+
+
+def _nulls(value: Any, null: object) -> Any:
+    """`value` with every `None` inside replaced by JavaScript's `null`."""
+    if value is None:
+        return null
+    if isinstance(value, dict):
+        return {key: _nulls(item, null) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_nulls(item, null) for item in value]
+    return value
