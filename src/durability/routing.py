@@ -22,7 +22,7 @@ from ._routing_client import (
     RoutingTarget,
     Sharding,
 )
-from ._transforms import TransformStub
+from ._transforms import Transform, TransformStub
 from ._validate import check_callable
 
 __all__ = [
@@ -82,6 +82,11 @@ class RoutingSession:
         """Route `input` to one object and return what `invoke` returned (see
         `RoutingClient.push`)."""
         return await self._client.push(input, context)
+
+    def with_(self, transform: Transform, options: Any = None) -> TransformStub[RoutingSession]:
+        """A transform stub on this session with `transform` attached (chain more with
+        `.with_`); e.g. `client.with_(timeout, 5_000).push(input)`."""
+        return TransformStub(self).with_(transform, options)
 
     def observations(self) -> dict[str, LoadSnapshot]:
         """The load each shard reported within its window."""
@@ -155,8 +160,8 @@ class DurabilityRouting(RoutingLoad):
         env: Any = None,
         sharding: Sharding | None = None,
         soft_backlog_limit: int = 1000,
-    ) -> TransformStub[RoutingSession]:
-        """A routing session on a namespace, as a transform stub (`.with_` chains).
+    ) -> RoutingSession:
+        """A routing session on a namespace (`.with_(transform, options)` chains transforms).
 
         `namespace` is a zero-argument callable returning the namespace (checked on
         every push); otherwise `export_name` names the binding in `env` (an env object,
@@ -164,7 +169,7 @@ class DurabilityRouting(RoutingLoad):
         calls the application's method; `sharding` and `soft_backlog_limit` are as for
         `RoutingClient`.
         """
-        session = RoutingSession(
+        return RoutingSession(
             invoke=invoke,
             namespace=namespace,
             export_name=export_name,
@@ -172,4 +177,3 @@ class DurabilityRouting(RoutingLoad):
             sharding=sharding,
             soft_backlog_limit=soft_backlog_limit,
         )
-        return TransformStub(session)
