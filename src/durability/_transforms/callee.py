@@ -217,4 +217,11 @@ def create_transform_context_target(instance: Any, context: Context) -> Transfor
 
 async def _set_context(self: Any, context: Context, method: str, args: list[Any]) -> Any:
     """Receive a transformed call: run `method(*args)` with the caller's context."""
-    return await create_transform_context_target(self, context).invoke(method, args)
+    target = create_transform_context_target(self, _python(context))
+    return await target.invoke(method, _python(args))
+
+
+def _python(value: Any) -> Any:
+    """A JS proxy converted to Python (Cloudflare's built-in SDK passes RPC arguments raw)."""
+    to_py = getattr(value, "to_py", None)
+    return to_py() if callable(to_py) else value
