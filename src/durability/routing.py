@@ -23,6 +23,7 @@ from ._routing_client import (
     Sharding,
 )
 from ._transforms import Transform, TransformStub
+from ._transforms.define import settle
 from ._validate import check_callable
 
 __all__ = [
@@ -116,7 +117,7 @@ class RoutingSession:
             stub = namespace.getByName(address.shard)
         else:
             stub = namespace.getByName(address.shard, {"locationHint": address.location_hint})
-        return await _settle(self._invoke(stub, input))
+        return await settle(self._invoke(stub, input))
 
     def _resolve(self) -> Any:
         if self._namespace is not None:
@@ -137,12 +138,6 @@ def _lookup(env: Any, name: str) -> Any:
     if isinstance(env, Mapping):
         return env.get(name)
     return getattr(env, name, None)
-
-
-async def _settle(value: Any) -> Any:
-    if hasattr(value, "__await__"):
-        return await value
-    return value
 
 
 class DurabilityRouting(RoutingLoad):
