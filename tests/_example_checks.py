@@ -115,8 +115,18 @@ def check_event_topics(base_url: str) -> None:
     _, other = request(base_url, "POST", f"/{topic}/groups/search/poll")
     _expect(sum(len(lease["events"]) for lease in other), 20, "a second group reads all")
     _, partitions = request(base_url, "GET", f"/{topic}")
-    _expect([p["backlog"] for p in partitions], [0] * len(partitions), "no backlog")
     _expect(sum(p["next_offset"] for p in partitions), 20, "offsets")
+    for number, partition in enumerate(partitions):
+        end = partition["next_offset"]
+        expected = {
+            "oldest_offset": 0,
+            "hot_offset": 0,
+            "next_offset": end,
+            "cursors": {"billing": end, "search": end} if end else {},
+            "backlog": 0,
+            "parked": [],
+        }
+        _expect(partition, expected, f"partition {number} after both groups polled")
 
     keyed = [{"partitionKey": "alice", "payload": "paid", "key": "evt-1"}]
     once = request(base_url, "POST", f"/{topic}/events", keyed)
@@ -133,8 +143,14 @@ def check_event_topics(base_url: str) -> None:
     _, leased = request(base_url, "POST", f"/{quarantine}/groups/billing/poll")
     _expect([e["payload"] for lease in leased for e in lease["events"]], ["fine"], "moves on")
     _, partitions = request(base_url, "GET", f"/{quarantine}")
-    parked = [p["events"][0]["payload"] for part in partitions for p in part["parked"]]
-    _expect(parked, ["poison"], "the failing range is parked after five attempts")
+    idle = {"oldest_offset": 0, "hot_offset": 0, "next_offset": 0, "cursors": {}}
+    poison = {"topic": quarantine, "partitionKey": "z", "payload": "poison"}
+    parked = {"group": "billing", "first_offset": 0, "last_offset": 0, "events": [poison]}
+    used = {"next_offset": 2, "cursors": {"billing": 2}, "parked": [parked]}
+    expected = [
+        {**idle, "backlog": 0, "parked": [], **(used if p["parked"] else {})} for p in partitions
+    ]
+    _expect(partitions, expected, "the failing range is parked after five attempts")
 
     _expect(request(base_url, "POST", f"/{topic}/events", {"not": "a list"})[0], 400, "bad body")
     status, body = request(base_url, "GET", f"/{topic}/groups")

@@ -19,8 +19,11 @@ from durability import (
     LogRetention,
     LogTruncatedError,
 )
+from durability.cloudflare import adapt
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
+
+pytestmark = pytest.mark.usefixtures("host")
 
 
 @pytest.fixture
@@ -125,7 +128,7 @@ class Direct(DurableObject):
         return (await self.log.bounds()).next_offset
 
     async def break_storage(self) -> None:
-        self.ctx.storage.sql.exec("DROP TABLE durability_log_records")
+        adapt(self.ctx).storage.sql.exec("DROP TABLE durability_log_records")
 
     async def append_ok(self) -> Any:
         return (await self.log.append(LogAppendInput("x"))).success

@@ -21,6 +21,8 @@ from durability import (
 from durability.runtime import ObjectStub
 from durability.testing import VirtualClock
 
+pytestmark = pytest.mark.usefixtures("host")
+
 
 @pytest.fixture
 def clock() -> VirtualClock:

@@ -7,6 +7,7 @@ retry policies, lifecycle events, schema migrations and the `DurableHelper` base
 
 from __future__ import annotations
 
+from .._cloudflare import as_context
 from .execution import ExecutionSpec, run_execution
 from .helper import DurableHelper, HandlerEntry
 from .lifecycle import (
@@ -77,6 +78,7 @@ __all__ = [
     "ScheduledEvent",
     "TableSpec",
     "TerminalEvent",
+    "as_context",
     "attach",
     "check_handlers",
     "due_rows",

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from .._clock import now_ms
+from .._cloudflare import alarm_info, as_context
 from .._context import Context, Row, SqlStorage, Storage, Transaction
 from .._errors import DurabilityError, SerializedError, serialize_error
 from .._signal import AbortSignal, abort
@@ -636,7 +637,7 @@ class DurabilityScheduler:
         on_alarm_retry: Callable[[AlarmRetryInfo], Any] | None = None,
     ) -> None:
         self._engine = Engine(
-            context,
+            as_context(context),
             {
                 "alarm_concurrency": alarm_concurrency,
                 "alarm_min_delay_ms": alarm_min_delay_ms,
@@ -648,7 +649,7 @@ class DurabilityScheduler:
 
     async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
         """Run due work of every attached helper and re-arm the physical alarm."""
-        await self._engine.alarm(info)
+        await self._engine.alarm(alarm_info(info))
 
 
 def given_options(**options: Any) -> dict[str, Any]:
@@ -683,7 +684,7 @@ def attach(
             raise ValueError(f"{name} can only be given with context= (set it on the scheduler)")
         engine = scheduler._engine
     elif context is not None:
-        engine = Engine(context, options)
+        engine = Engine(as_context(context), options)
     else:
         raise TypeError("either scheduler= or context= is required")
     engine.claim_kind(kind)
