@@ -23,8 +23,6 @@ from durability.cloudflare import adapt
 from durability.runtime import DurableObject, ObjectStub, Runtime
 from durability.testing import VirtualClock
 
-START_MS = 1_700_000_000_000
-
 
 @dataclass
 class LogConfig:

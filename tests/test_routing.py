@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from conftest import START_MS
 from durability import (
     DurabilityLog,
     DurabilityScheduler,
@@ -19,8 +20,6 @@ from durability.routing import DurabilityRouting, RoutingAddress
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
 from durability.transforms import CallerTimeoutError, define_transform, timeout
-
-START = 1_700_000_000_000
 
 
 class Partition(DurableObject):
@@ -65,7 +64,7 @@ def test_durability_routing_is_a_routing_load() -> None:
 
 async def test_push_reaches_the_shard_and_learns_its_backlog() -> None:
     """A push appends on the chosen object; its load (a group's backlog) is observed."""
-    async with Runtime(bindings={"PARTITIONS": Partition}, clock=VirtualClock(START)) as rt:
+    async with Runtime(bindings={"PARTITIONS": Partition}, clock=VirtualClock(START_MS)) as rt:
         client = DurabilityRouting.client(
             namespace=lambda: rt.env.PARTITIONS, invoke=append, sharding=by_key
         )
@@ -82,7 +81,7 @@ async def test_push_reaches_the_shard_and_learns_its_backlog() -> None:
 
 async def test_builtin_selector_creates_shards_on_demand() -> None:
     """Without sharding the first push goes to shard-0 of the namespace."""
-    async with Runtime(bindings={"PARTITIONS": Partition}, clock=VirtualClock(START)) as rt:
+    async with Runtime(bindings={"PARTITIONS": Partition}, clock=VirtualClock(START_MS)) as rt:
         client = DurabilityRouting.client(namespace=lambda: rt.env.PARTITIONS, invoke=append)
         await client.push(["x"])
         assert await rt.env.PARTITIONS.get_by_name("shard-0").records() == ["x"]
@@ -99,7 +98,7 @@ async def test_namespace_is_resolved_on_every_push() -> None:
         return current["env"].PARTITIONS
 
     client = DurabilityRouting.client(namespace=namespace, invoke=append, sharding=by_key)
-    async with Runtime(bindings={"PARTITIONS": Partition}, clock=VirtualClock(START)) as rt:
+    async with Runtime(bindings={"PARTITIONS": Partition}, clock=VirtualClock(START_MS)) as rt:
         current["env"] = rt.env
         await client.push([{"key": "b"}])
         await client.push([{"key": "b"}])
@@ -108,7 +107,7 @@ async def test_namespace_is_resolved_on_every_push() -> None:
 
 async def test_export_name_is_looked_up_in_env() -> None:
     """export_name names the binding in env (an object or a callable returning one)."""
-    async with Runtime(bindings={"PARTITIONS": Partition}, clock=VirtualClock(START)) as rt:
+    async with Runtime(bindings={"PARTITIONS": Partition}, clock=VirtualClock(START_MS)) as rt:
         for env in (rt.env, lambda: rt.env):
             client = DurabilityRouting.client(
                 export_name="PARTITIONS", env=env, invoke=append, sharding=by_key
@@ -178,7 +177,7 @@ async def test_transform_context_reaches_sharding() -> None:
         seen.append(context)
         return str(context["lane"])
 
-    async with Runtime(bindings={"PARTITIONS": Partition}, clock=VirtualClock(START)) as rt:
+    async with Runtime(bindings={"PARTITIONS": Partition}, clock=VirtualClock(START_MS)) as rt:
         client = DurabilityRouting.client(
             namespace=lambda: rt.env.PARTITIONS, invoke=append, sharding=sharding
         )
@@ -200,7 +199,7 @@ async def test_context_pushes_check_method_and_context_type() -> None:
 
 async def test_timeout_transform_bounds_a_push() -> None:
     """client.with_(timeout, ms).push raises CallerTimeoutError; the append still lands."""
-    clock = VirtualClock(START)
+    clock = VirtualClock(START_MS)
     async with Runtime(bindings={"PARTITIONS": Partition}, clock=clock) as rt:
         client = DurabilityRouting.client(
             namespace=lambda: rt.env.PARTITIONS,

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from conftest import START_MS
 from durability import EnqueueResult, LoadSnapshot, RoutingError, SerializedError, now_ms
 from durability.routing import (
     MAX_OBSERVATIONS,
@@ -18,11 +19,9 @@ from durability.routing import (
 )
 from durability.testing import VirtualClock
 
-START = 1_700_000_000_000
-
 
 def load(
-    observed_at: int = START,
+    observed_at: int = START_MS,
     pending: int = 0,
     in_flight: int = 0,
     average: float | None = None,
@@ -66,7 +65,7 @@ async def test_push_invokes_once_and_returns_the_response_itself() -> None:
     """push calls invoke exactly once with the address and input, and returns its result."""
     result = accepted(load())
     invoke = Recorder(result)
-    async with VirtualClock(START):
+    async with VirtualClock(START_MS):
         client = RoutingClient(invoke=invoke, sharding=lambda i, c, o: "orders")
         assert await client.push({"n": 1}) is result
     assert invoke.calls == [(RoutingAddress("orders"), {"n": 1})]
@@ -77,7 +76,7 @@ async def test_rejection_is_returned_unchanged_and_still_observed() -> None:
     rejected: EnqueueResult[None] = EnqueueResult(
         False, None, SerializedError("LogAppendError", "bad"), load(pending=3)
     )
-    async with VirtualClock(START):
+    async with VirtualClock(START_MS):
         client = RoutingClient(invoke=Recorder(rejected), sharding=lambda i, c, o: "a")
         assert await client.push(1) is rejected
         assert client.observations()["a"].outbound.pending_deliveries == 3
@@ -92,7 +91,7 @@ async def test_invoke_error_propagates_without_retry_or_record() -> None:
         calls += 1
         raise ConnectionError("transport lost")
 
-    async with VirtualClock(START):
+    async with VirtualClock(START_MS):
         client = RoutingClient(invoke=invoke)
         with pytest.raises(ConnectionError):
             await client.push(1)
@@ -115,7 +114,7 @@ async def test_sharding_targets_normalise_to_an_address(
 ) -> None:
     """A str, a RoutingAddress or a dict (with an optional location hint) names the shard."""
     invoke = Recorder()
-    async with VirtualClock(START):
+    async with VirtualClock(START_MS):
         await RoutingClient(invoke=invoke, sharding=lambda i, c, o: target).push(None)
     assert invoke.calls[0][0] == expected
 
@@ -126,7 +125,7 @@ async def test_sharding_targets_normalise_to_an_address(
 async def test_bad_shard_raises_before_invoke(target: object) -> None:
     """A missing, empty or non-string shard raises RoutingError and invokes nothing."""
     invoke = Recorder()
-    async with VirtualClock(START):
+    async with VirtualClock(START_MS):
         client = RoutingClient(invoke=invoke, sharding=lambda i, c, o: target)
         with pytest.raises(RoutingError, match="non-empty shard key"):
             await client.push(1)
@@ -142,7 +141,7 @@ async def test_async_sharding_sees_input_context_and_observations() -> None:
         return f"lane-{context['lane']}"
 
     invoke = Recorder()
-    async with VirtualClock(START):
+    async with VirtualClock(START_MS):
         client = RoutingClient(invoke=invoke, sharding=sharding)
         await client.push("a", {"lane": "vip"})
         await client.push("b", {"lane": "vip"})
@@ -153,7 +152,7 @@ async def test_async_sharding_sees_input_context_and_observations() -> None:
 
 async def test_observations_are_copies() -> None:
     """Changing what observations() returned never changes what routing knows."""
-    async with VirtualClock(START):
+    async with VirtualClock(START_MS):
         client = RoutingClient(invoke=Recorder(), sharding=lambda i, c, o: "a")
         await client.push(1)
         seen = client.observations()
@@ -166,7 +165,7 @@ async def test_observations_are_copies() -> None:
 async def test_json_response_load_is_copied_not_shared() -> None:
     """A JSON result (what a stub returns) is observed from a copy of its load."""
     response = accepted(load(pending=4)).to_json()
-    async with VirtualClock(START):
+    async with VirtualClock(START_MS):
         client = RoutingClient(invoke=Recorder(response), sharding=lambda i, c, o: "a")
         assert await client.push(1) is response
         response["load"]["outbound"]["pendingDeliveries"] = 99  # type: ignore[index,call-overload]
@@ -175,7 +174,7 @@ async def test_json_response_load_is_copied_not_shared() -> None:
 
 async def test_observations_expire_after_the_window() -> None:
     """An observation is forgotten once its window (60 s) has passed."""
-    async with VirtualClock(START) as clock:
+    async with VirtualClock(START_MS) as clock:
         client = RoutingClient(invoke=Recorder(), sharding=lambda i, c, o: "a")
         await client.push(1)
         await clock.advance(59_999)
@@ -186,12 +185,12 @@ async def test_observations_expire_after_the_window() -> None:
 
 async def test_older_report_does_not_replace_a_newer_one() -> None:
     """A response observed earlier than the stored one for the shard is ignored."""
-    answers = [accepted(load(START + 10, pending=1)), accepted(load(START, pending=2))]
+    answers = [accepted(load(START_MS + 10, pending=1)), accepted(load(START_MS, pending=2))]
 
     async def invoke(address: RoutingAddress, input: Any) -> Any:
         return answers.pop(0)
 
-    async with VirtualClock(START + 20):
+    async with VirtualClock(START_MS + 20):
         client = RoutingClient(invoke=invoke, sharding=lambda i, c, o: "a")
         await client.push(1)
         await client.push(2)
@@ -200,7 +199,7 @@ async def test_older_report_does_not_replace_a_newer_one() -> None:
 
 async def test_at_most_1024_shards_are_remembered() -> None:
     """Past 1024 shards the least recently reported one is forgotten."""
-    async with VirtualClock(START):
+    async with VirtualClock(START_MS):
         client = RoutingClient(invoke=Recorder(), sharding=lambda i, c, o: i)
         for index in range(MAX_OBSERVATIONS + 1):
             await client.push(f"s{index}")
@@ -238,7 +237,7 @@ async def test_builtin_selector_starts_on_shard_zero(randoms: list[float]) -> No
     """With width 1 both candidates are shard-0."""
     randoms.extend([0.9, 0.2])
     invoke = Recorder()
-    async with VirtualClock(START):
+    async with VirtualClock(START_MS):
         await RoutingClient(invoke=invoke).push(1)
     assert invoke.calls[0][0] == RoutingAddress("shard-0")
 
@@ -255,7 +254,7 @@ async def widened(invoke: Recorder, randoms: list[float], limit: int = 10) -> Ro
 async def test_selector_prefers_an_unobserved_candidate(randoms: list[float]) -> None:
     """If a candidate has no observation, the first unobserved candidate is chosen."""
     invoke = Recorder()
-    async with VirtualClock(START):
+    async with VirtualClock(START_MS):
         client = await widened(invoke, randoms)
         randoms.extend([0.0, 0.6])
         await client.push("next")
@@ -265,7 +264,7 @@ async def test_selector_prefers_an_unobserved_candidate(randoms: list[float]) ->
 async def test_selector_prefers_the_smaller_backlog(randoms: list[float]) -> None:
     """Between two observed candidates the one with fewer pending deliveries wins."""
     invoke = Recorder()
-    async with VirtualClock(START):
+    async with VirtualClock(START_MS):
         client = await widened(invoke, randoms, limit=100)
         invoke.pending["shard-1"] = 5
         randoms.extend([0.6, 0.6])
@@ -282,8 +281,8 @@ async def test_selector_breaks_ties_on_pressure(
 ) -> None:
     """Equal backlogs compare in-flight x average time; equal pressure keeps the first."""
     answers = {
-        "shard-0": accepted(load(START, pending=101)),
-        "shard-1": accepted(load(START, pending=101, in_flight=in_flight, average=50.0)),
+        "shard-0": accepted(load(START_MS, pending=101)),
+        "shard-1": accepted(load(START_MS, pending=101, in_flight=in_flight, average=50.0)),
     }
     calls: list[str] = []
 
@@ -291,7 +290,7 @@ async def test_selector_breaks_ties_on_pressure(
         calls.append(address.shard)
         return answers[address.shard]
 
-    async with VirtualClock(START):
+    async with VirtualClock(START_MS):
         client = RoutingClient(invoke=invoke, soft_backlog_limit=100)
         randoms.extend([0.0, 0.0, 0.6, 0.6, 0.6, 0.0])
         for index in range(3):
@@ -302,7 +301,7 @@ async def test_selector_breaks_ties_on_pressure(
 async def test_widening_waits_a_second_between_steps(randoms: list[float]) -> None:
     """A backlog over the limit widens by one at most once per second."""
     invoke = Recorder()
-    async with VirtualClock(START) as clock:
+    async with VirtualClock(START_MS) as clock:
         client = await widened(invoke, randoms)
         randoms.extend([0.0, 0.0])
         await client.push("too soon")
@@ -320,7 +319,7 @@ async def test_widening_waits_a_second_between_steps(randoms: list[float]) -> No
 async def test_narrowing_needs_a_calm_window(randoms: list[float]) -> None:
     """Width shrinks only a full window after the last widening, on a small idle backlog."""
     invoke = Recorder()
-    async with VirtualClock(START) as clock:
+    async with VirtualClock(START_MS) as clock:
         client = await widened(invoke, randoms, limit=100)
         invoke.pending["shard-0"] = 0
         await clock.advance(59_000)
@@ -338,12 +337,12 @@ async def test_narrowing_needs_a_calm_window(randoms: list[float]) -> None:
 async def test_stale_report_never_resizes(randoms: list[float]) -> None:
     """A response whose load is older than the window does not widen the client."""
     fresh = Recorder()
-    answers = [accepted(load(START - 60_000, pending=10_000))]
+    answers = [accepted(load(START_MS - 60_000, pending=10_000))]
 
     async def invoke(address: RoutingAddress, input: Any) -> Any:
         return answers.pop() if answers else await fresh(address, input)
 
-    async with VirtualClock(START):
+    async with VirtualClock(START_MS):
         client = RoutingClient(invoke=invoke, soft_backlog_limit=10)
         randoms.extend([0.0, 0.0, 0.99, 0.99])
         await client.push(1)

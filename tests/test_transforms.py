@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from conftest import START_MS
 from durability import DurabilityError
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
@@ -22,7 +23,6 @@ from durability.transforms import (
     with_transforms,
 )
 
-START = 1_700_000_000_000
 LOG: list[Any] = []
 
 
@@ -180,7 +180,7 @@ async def test_next_can_replace_the_arguments() -> None:
 
 async def test_context_reaches_the_callee_chain_over_the_runtime() -> None:
     """Caller context travels through set_context; base transforms run outermost, all first."""
-    async with Runtime(bindings={"COUNTERS": Counter}, clock=VirtualClock(START)) as rt:
+    async with Runtime(bindings={"COUNTERS": Counter}, clock=VirtualClock(START_MS)) as rt:
         stub = create_transform_stub(rt.env.COUNTERS.get_by_name("c1"))
         assert await stub.with_(OUTER, "req-1").add(2) == 2
     assert LOG == [
@@ -194,7 +194,7 @@ async def test_context_reaches_the_callee_chain_over_the_runtime() -> None:
 
 async def test_plain_calls_still_run_callee_transforms() -> None:
     """A call without transform context runs the callee chain with an empty context."""
-    async with Runtime(bindings={"COUNTERS": Counter}, clock=VirtualClock(START)) as rt:
+    async with Runtime(bindings={"COUNTERS": Counter}, clock=VirtualClock(START_MS)) as rt:
         assert await rt.env.COUNTERS.get_by_name("c2").ping() == "pong"
     assert [entry[:3] for entry in LOG] == [
         ("callee", "outer", "ping"),
@@ -205,7 +205,7 @@ async def test_plain_calls_still_run_callee_transforms() -> None:
 
 async def test_reserved_sync_and_private_methods_are_not_wrapped() -> None:
     """alarm, plain (sync) methods and set_context are left as they are."""
-    async with Runtime(bindings={"COUNTERS": Counter}, clock=VirtualClock(START)) as rt:
+    async with Runtime(bindings={"COUNTERS": Counter}, clock=VirtualClock(START_MS)) as rt:
         stub = rt.env.COUNTERS.get_by_name("c3")
         assert await stub.plain() == "plain"
     assert LOG == []
@@ -253,7 +253,7 @@ async def test_context_target_refuses_reserved_and_unknown_methods() -> None:
 
 async def test_with_transforms_wraps_namespace_stubs() -> None:
     """with_transforms(namespace).get_by_name() gives transform stubs; other members pass."""
-    async with Runtime(bindings={"COUNTERS": Counter}, clock=VirtualClock(START)) as rt:
+    async with Runtime(bindings={"COUNTERS": Counter}, clock=VirtualClock(START_MS)) as rt:
         namespace = with_transforms(rt.env.COUNTERS)
         assert namespace.name == "COUNTERS"
         stub = namespace.get_by_name("c4").with_(OUTER, "r")

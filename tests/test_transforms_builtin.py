@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from conftest import START_MS
 from durability import now_ms
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
@@ -22,8 +23,6 @@ from durability.transforms import (
     retry,
     timeout,
 )
-
-START = 1_700_000_000_000
 
 
 class Slow(DurableObject):
@@ -45,7 +44,7 @@ class Flaky:
         self.calls: list[int] = []
 
     async def call(self, value: Any = None) -> Any:
-        self.calls.append(now_ms() - START)
+        self.calls.append(now_ms() - START_MS)
         if self.hang:
             await asyncio.Event().wait()
         if len(self.calls) <= self.failures:
@@ -55,7 +54,7 @@ class Flaky:
 
 async def test_timeout_raises_and_leaves_the_remote_call_running() -> None:
     """After the limit the caller gets CallerTimeoutError; the object's work still finishes."""
-    clock = VirtualClock(START)
+    clock = VirtualClock(START_MS)
     async with Runtime(bindings={"SLOW": Slow}, clock=clock) as rt:
         stub = rt.env.SLOW.get_by_name("s")
         call = asyncio.ensure_future(create_transform_stub(stub).with_(timeout, 5_000).work(10_000))
@@ -72,7 +71,7 @@ async def test_timeout_raises_and_leaves_the_remote_call_running() -> None:
 
 async def test_timeout_returns_a_result_in_time() -> None:
     """A call that finishes within the limit returns its result."""
-    clock = VirtualClock(START)
+    clock = VirtualClock(START_MS)
     async with Runtime(bindings={"SLOW": Slow}, clock=clock) as rt:
         stub = create_transform_stub(rt.env.SLOW.get_by_name("s")).with_(timeout, 5_000)
         call = asyncio.ensure_future(stub.work(1_000))
@@ -107,7 +106,7 @@ async def test_retry_is_sequential_with_the_given_delays() -> None:
         seen.append((str(info.error), info.attempt))
         return 1_000 * info.attempt
 
-    async with VirtualClock(START) as clock:
+    async with VirtualClock(START_MS) as clock:
         target = Flaky(2)
         stub = create_transform_stub(target).with_(retry, {"retries": 3, "delay": delay})
         call = asyncio.ensure_future(stub.call("v"))
@@ -119,7 +118,7 @@ async def test_retry_is_sequential_with_the_given_delays() -> None:
 
 async def test_retry_raises_the_last_error_when_exhausted() -> None:
     """After retries re-calls the last error is raised."""
-    async with VirtualClock(START):
+    async with VirtualClock(START_MS):
         target = Flaky(10)
         stub = create_transform_stub(target).with_(retry, {"retries": 2, "delay": lambda a: 0})
         with pytest.raises(ConnectionError, match="failure 3"):
@@ -130,7 +129,7 @@ async def test_retry_raises_the_last_error_when_exhausted() -> None:
 async def test_retry_default_delay_is_capped_full_jitter(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without delay the wait before retry k is random * min(100 * 2**(k-1), 30000) ms."""
     monkeypatch.setattr("durability._transforms.builtin.random.random", lambda: 0.5)
-    async with VirtualClock(START) as clock:
+    async with VirtualClock(START_MS) as clock:
         target = Flaky(10)
         call = asyncio.ensure_future(create_transform_stub(target).with_(retry, 10).call(1))
         await clock.advance(60_000)
@@ -160,7 +159,7 @@ async def test_async_delay_is_awaited() -> None:
     async def delay(info: RetryAttempt) -> int:
         return 250
 
-    async with VirtualClock(START) as clock:
+    async with VirtualClock(START_MS) as clock:
         target = Flaky(1)
         call = asyncio.ensure_future(
             create_transform_stub(target).with_(retry, {"retries": 1, "delay": delay}).call(2)
@@ -172,7 +171,7 @@ async def test_async_delay_is_awaited() -> None:
 
 async def test_timeout_before_retry_bounds_all_attempts() -> None:
     """with_(timeout).with_(retry): the one limit covers every attempt and wait."""
-    async with VirtualClock(START) as clock:
+    async with VirtualClock(START_MS) as clock:
         target = Flaky(100)
         stub = (
             create_transform_stub(target)
@@ -188,7 +187,7 @@ async def test_timeout_before_retry_bounds_all_attempts() -> None:
 
 async def test_retry_before_timeout_bounds_each_attempt() -> None:
     """with_(retry).with_(timeout): each attempt gets the limit, and timeouts are retried."""
-    async with VirtualClock(START) as clock:
+    async with VirtualClock(START_MS) as clock:
         target = Flaky(0, hang=True)
         stub = (
             create_transform_stub(target)
