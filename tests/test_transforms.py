@@ -267,3 +267,45 @@ async def test_caller_timeout_error_is_a_durability_and_timeout_error() -> None:
     assert isinstance(error, DurabilityError) and isinstance(error, TimeoutError)
     assert str(error) == "RPC call to append timed out after 5000ms"
     assert (error.method, error.timeout_ms) == ("append", 5000)
+
+
+async def test_next_takes_the_upstream_mapping_form() -> None:
+    """call.next({"context": ..., "args": ...}) works like the keywords; mixing raises."""
+
+    class Target:
+        async def set_context(self, context: Any, method: str, args: list[Any]) -> Any:
+            return context, args
+
+        async def show(self, value: str) -> str:
+            raise AssertionError("context goes through set_context")
+
+    mapping = define_transform().caller(
+        lambda options: lambda call: call.next({"context": {"lane": options}, "args": ["b"]})
+    )
+    both = define_transform().caller(
+        lambda options: lambda call: call.next({"context": {}}, context={})
+    )
+    stub = create_transform_stub(Target())
+    assert await stub.with_(mapping, "vip").show("a") == ({"lane": "vip"}, ["b"])
+    with pytest.raises(TypeError, match="a mapping or keywords, not both"):
+        await stub.with_(both).show("a")
+
+
+async def test_apply_accepts_transform_and_options_pairs() -> None:
+    """apply_transforms lists take (transform, options) pairs as well as registrations."""
+    seen: list[Any] = []
+
+    def callee(options: Any) -> Any:
+        async def handler(call: CalleeCall) -> Any:
+            seen.append(options)
+            return await call.next()
+
+        return handler
+
+    class Paired(DurableObject):
+        async def go(self) -> str:
+            return "went"
+
+    apply_transforms(Paired, all=[(define_transform().callee(callee), "opt")])
+    assert await Paired(None, None).go() == "went"  # type: ignore[arg-type]
+    assert seen == ["opt"]

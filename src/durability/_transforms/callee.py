@@ -14,7 +14,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .define import CalleeCall, CalleeHandler, Context, Transform, merge_context, settle
+from .define import (
+    CalleeCall,
+    CalleeHandler,
+    Context,
+    Transform,
+    merge_context,
+    next_arguments,
+    settle,
+)
 
 RESERVED = frozenset(
     {
@@ -61,6 +69,10 @@ def register_transform(transform: Transform, options: Any = None) -> RegisteredT
     return RegisteredTransform(transform, options)
 
 
+CalleeEntry = Transform | RegisteredTransform | tuple[Transform, Any]
+"""What `apply_transforms` lists hold."""
+
+
 @dataclass(slots=True)
 class _Registry:
     all: list[CalleeHandler]
@@ -70,12 +82,13 @@ class _Registry:
 def apply_transforms(
     cls: type,
     *,
-    all: Iterable[Transform | RegisteredTransform] = (),
-    methods: Mapping[str, Iterable[Transform | RegisteredTransform]] | None = None,
+    all: Iterable[CalleeEntry] = (),
+    methods: Mapping[str, Iterable[CalleeEntry]] | None = None,
 ) -> None:
     """Install callee transforms on `cls` (cumulative; call once at import time).
 
-    Entries are transforms (options None) or `register_transform(t, options)`. Every
+    Entries are transforms (options None), `(transform, options)` pairs or
+    `register_transform(transform, options)`. Every
     public async method of the class chain (up to the platform base classes) is
     wrapped, except the platform's own handlers; naming any other method in `methods`
     raises `TypeError`. A `set_context(context, method, args)` RPC method is added
@@ -105,11 +118,14 @@ def apply_transforms(
 
 
 def _callee_handler(entry: object) -> CalleeHandler:
-    registered = entry if isinstance(entry, RegisteredTransform) else None
-    if registered is None:
-        if not isinstance(entry, Transform):
-            raise TypeError(f"expected a transform, got {type(entry).__name__}")
+    if isinstance(entry, RegisteredTransform):
+        registered = entry
+    elif isinstance(entry, Transform):
         registered = register_transform(entry)
+    elif isinstance(entry, tuple) and len(entry) == 2:
+        registered = register_transform(*entry)
+    else:
+        raise TypeError(f"expected a transform, got {type(entry).__name__}")
     factory = registered.transform.callee_factory
     assert factory is not None  # register_transform checked it
     handler = factory(registered.options)
@@ -168,7 +184,8 @@ async def _dispatch(
         if index == len(handlers):
             return await original(instance, *call_args, **kwargs)
 
-        def next_(*, context: object = None, args: Any = None) -> Any:
+        def next_(given: object = None, *, context: object = None, args: Any = None) -> Any:
+            context, args = next_arguments(given, context, args)
             forwarded = call_args if args is None else tuple(args)
             return run(index + 1, forwarded, merge_context(call_context, context))
 

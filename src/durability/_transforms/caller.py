@@ -12,7 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from .define import CallerCall, CallerHandler, Context, Transform, merge_context, settle
+from .define import (
+    CallerCall,
+    CallerHandler,
+    Context,
+    Transform,
+    merge_context,
+    next_arguments,
+    settle,
+)
 
 T = TypeVar("T")
 
@@ -81,7 +89,8 @@ async def _run(
     if index == len(handlers):
         return await _deliver(target, method, args, kwargs, context)
 
-    def next_(*, context: object = None, args: Any = None) -> Any:
+    def next_(given: object = None, *, context: object = None, args: Any = None) -> Any:
+        context, args = next_arguments(given, context, args)
         forwarded = call_args if args is None else tuple(args)
         merged = merge_context(call_context, context)
         return _run(target, handlers, index + 1, method, forwarded, kwargs, merged)

@@ -28,7 +28,8 @@ class CallerCall:
     next: Callable[..., Awaitable[Any]]
     """`await call.next(context=None, args=None)` runs the rest of the chain; `context`
     is merged over the accumulated one (later values win), `args` replaces the
-    arguments. It may be called more than once (that is how `retry` works)."""
+    arguments (`call.next({"context": ...})` works too). It may be called more than
+    once (that is how `retry` works)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,18 @@ def merge_context(context: Context, update: object) -> dict[str, Any]:
         raise TypeError(f"transform context must be a mapping, got {type(update).__name__}")
     merged.update(update)
     return merged
+
+
+def next_arguments(given: object, context: object, args: object) -> tuple[object, object]:
+    """`next()`'s `(context, args)`: given as keywords, or as one mapping with "context"
+    and/or "args" keys (the upstream `next({context})` form)."""
+    if given is None:
+        return context, args
+    if not isinstance(given, Mapping):
+        raise TypeError(f"next() takes a mapping or keywords, got {type(given).__name__}")
+    if context is not None or args is not None:
+        raise TypeError("next() takes a mapping or keywords, not both")
+    return given.get("context"), given.get("args")
 
 
 async def settle(value: Any) -> Any:
