@@ -17,6 +17,11 @@ messages; `True` is stored as the text 'true'; an int beyond +/-(2**53 - 1) cann
 bound; an exception raised inside `transaction` or `blockConcurrencyWhile` comes back
 as `JsException: PythonError`; `waitUntil` refuses a bare coroutine and complains about
 a Python task; the alarm info has only `retryCount`/`isRetry`.
+
+Not copied: Cloudflare ends every task of an instance it resets, and the runtime
+cancels the work it tracks when `rt.evict` drops an instance; but a Python task handed
+to `waitUntil` as a promise is not the runtime's to cancel, so in the double it runs on
+after eviction, against storage the runtime has fenced (its writes fail).
 """
 
 from __future__ import annotations
@@ -240,7 +245,7 @@ class RawKeys(JsProxy):
     def put(self, key: str, value: Any) -> JsTask:
         if isinstance(value, dict | list):
             raise JsException("DataCloneError: [object Object] could not be cloned.")
-        return JsTask(self._target.put(key, value.to_py() if isinstance(value, JsProxy) else value))
+        return JsTask(self._target.put(key, _stored_value(value)))
 
     def delete(self, key: str) -> JsTask:
         return JsTask(self._target.delete(key))
@@ -253,6 +258,19 @@ class RawKeys(JsProxy):
             return JsObject({key: _js_value(value) for key, value in found.items()})
 
         return JsTask(pairs())
+
+
+def _stored_value(value: Any) -> Any:
+    """A JavaScript value as the KV store keeps it (`null` is JSON null)."""
+    if value is jsnull:
+        return None
+    if isinstance(value, JsProxy):
+        return _stored_value(value.to_py())
+    if isinstance(value, dict):
+        return {key: _stored_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_stored_value(item) for item in value]
+    return value
 
 
 def _js_value(value: Any) -> Any:
@@ -460,15 +478,19 @@ def cloudflare_ctx(ctx: Any, flavour: str) -> Any:
     return raw if flavour == BUILTIN else WorkersContext(raw)
 
 
-def install(monkeypatch: pytest.MonkeyPatch, flavour: str) -> None:
+def install(monkeypatch: pytest.MonkeyPatch, flavour: str) -> list[RawContext]:
     """Host every object the runtime builds as on Cloudflare: its `ctx` is the double,
-    its alarm info Cloudflare's, and `js`/`pyodide` importable."""
+    its alarm info Cloudflare's, and `js`/`pyodide` importable. Returns the list every
+    double made from now on is added to (to check their `complaints` afterwards)."""
     for name, module in modules().items():
         monkeypatch.setitem(sys.modules, name, module)
+    made: list[RawContext] = []
 
     def user_object(self: Instance) -> Any:
         if self._object is None:
-            self._object = self._cls(cloudflare_ctx(self.ctx, flavour), self._env)
+            ctx = cloudflare_ctx(self.ctx, flavour)
+            made.append(ctx if isinstance(ctx, RawContext) else ctx._ctx)
+            self._object = self._cls(ctx, self._env)
         return self._object
 
     monkeypatch.setattr(Instance, "user_object", user_object)
@@ -477,3 +499,4 @@ def install(monkeypatch: pytest.MonkeyPatch, flavour: str) -> None:
         "AlarmInvocationInfo",
         lambda retry_count, is_retry: RawAlarmInfo(retry_count, is_retry),
     )
+    return made

@@ -1,9 +1,9 @@
-"""What every test shares: the one start time, a virtual clock, a live object's ctx,
-and the hosts the suites that must behave alike on every host run on."""
+"""What every test shares: the one start time, a virtual clock, a live object's ctx, and
+the hosts the suites that must behave alike on every host run on."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -90,10 +90,14 @@ HOSTS = ["embedded", WORKERS_SDK, BUILTIN]
 
 
 @pytest.fixture(params=HOSTS)
-def host(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+def host(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Where the objects of the test run: the embedded runtime as it is, or as on
-    Cloudflare (each object's ctx is the Cloudflare double, which helpers adapt)."""
+    Cloudflare (each object's ctx is the Cloudflare double, which helpers adapt); no
+    double may have seen a call Cloudflare would complain about."""
     name = str(request.param)
-    if name != "embedded":
-        install(monkeypatch, name)
-    return name
+    if name == "embedded":
+        yield name
+        return
+    doubles = install(monkeypatch, name)
+    yield name
+    assert [ctx.complaints for ctx in doubles if ctx.complaints] == []

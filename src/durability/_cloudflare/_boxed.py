@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar, cast
 
-from ._ffi import create_proxy
+from ._ffi import create_proxy, destroy_proxy
 
 T = TypeVar("T")
 
@@ -45,7 +45,7 @@ def call_sync(method: Callable[[Any], Any], fn: Callable[[], T]) -> T:
         if outcome.error is None:
             raise
     finally:
-        proxy.destroy()
+        destroy_proxy(proxy)
     return _settle(outcome)
 
 
@@ -68,7 +68,7 @@ async def call_async(method: Callable[[Any], Awaitable[Any]], fn: Callable[..., 
         if outcome.error is None:
             raise
     finally:
-        proxy.destroy()
+        destroy_proxy(proxy)
     return _settle(outcome)
 
 

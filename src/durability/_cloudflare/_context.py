@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -80,12 +79,16 @@ class CloudflareContext:
 
 
 def _settled_promise(task: asyncio.Future[Any]) -> Any:
-    """A JavaScript promise resolved once `task` is done (its outcome stays in Python)."""
+    """A JavaScript promise resolved once `task` is done (its outcome stays in Python);
+    the task itself where there is no JavaScript."""
+    scope = js()
+    if scope is None:
+        return task
 
     def executor(resolve: Any, reject: Any) -> None:
         task.add_done_callback(lambda _done: resolve())
 
-    return js().Promise.new(ffi().create_once_callable(executor))
+    return scope.Promise.new(ffi().create_once_callable(executor))
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +119,6 @@ def alarm_info(info: Any) -> Any:
     count = getattr(info, "retryCount", None)
     if count is not None:
         return CloudflareAlarmInfo(retry_count=int(count), is_retry=bool(info.isRetry))
-    if "pyodide.ffi" in sys.modules and info is jsnull():
+    if info is jsnull():
         return None
     return info

@@ -1,14 +1,18 @@
 """The Pyodide boundary: lazy `js`/`pyodide.ffi` access and value conversion both ways.
 
 Nothing here imports `js` or `pyodide` at module level, so the package imports on
-CPython; the modules are looked up (in `sys.modules`, once loaded) only when a
-Cloudflare value is actually converted.
+CPython. They are looked up when a Cloudflare value is converted; where they do not
+exist (a CPython test double of the wrapping SDK, which hands out plain Python values),
+nothing is a JavaScript proxy, `None` is the only null, and callbacks are passed as
+they are.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any
 
 from .._types import MAX_SAFE_INTEGER
@@ -16,29 +20,53 @@ from .._types import MAX_SAFE_INTEGER
 MAX_BINDINGS = 100
 """Bound parameters per query that Cloudflare's SQLite-backed Durable Objects accept."""
 
+_absent: set[str] = set()
+"""Modules that failed to import once (a failed import is not cached by Python)."""
+
+
+def _module(name: str) -> ModuleType | None:
+    """Module `name` if it is loaded or can be, else `None`."""
+    module = sys.modules.get(name)
+    if module is not None or name in _absent:
+        return module
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        _absent.add(name)
+        return None
+
 
 def ffi() -> Any:
     """The `pyodide.ffi` module (`JsProxy`, `jsnull`, `to_js`, `create_proxy`, ...)."""
-    return importlib.import_module("pyodide.ffi")
+    return _module("pyodide.ffi")
 
 
 def js() -> Any:
-    """The `js` module: the JavaScript global scope (`Promise`, `Object`)."""
-    return importlib.import_module("js")
+    """The `js` module (the JavaScript global scope), or `None` outside Pyodide."""
+    return _module("js")
 
 
 def is_js_proxy(value: object) -> bool:
     """True when `value` is a raw JavaScript object (the built-in SDK hands these out)."""
-    return isinstance(value, ffi().JsProxy)
+    module = ffi()
+    return module is not None and isinstance(value, module.JsProxy)
 
 
 def create_proxy(fn: Callable[..., Any]) -> Any:
-    """A JavaScript function calling `fn` that lives until it is destroyed."""
-    return ffi().create_proxy(fn)
+    """A JavaScript function calling `fn` that lives until `destroy_proxy`."""
+    module = ffi()
+    return fn if module is None else module.create_proxy(fn)
+
+
+def destroy_proxy(proxy: Any) -> None:
+    """Release a proxy made by `create_proxy`."""
+    destroy = getattr(proxy, "destroy", None)
+    if destroy is not None:
+        destroy()
 
 
 def jsnull() -> object:
-    """JavaScript `null` as Pyodide shows it (older Pyodides have none: `None` then)."""
+    """JavaScript `null` as Pyodide shows it (`None` where there is none)."""
     return getattr(ffi(), "jsnull", None)
 
 
