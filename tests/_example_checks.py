@@ -174,9 +174,45 @@ def check_event_topics(base_url: str) -> None:
     _expect((status, "POST /TOPIC/events" in body), (404, True), "an unknown route")
 
 
+def check_rpc_transforms(base_url: str) -> None:
+    """Context reaches the callee's metrics; retries absorb failures; a timeout is a 504."""
+    name = f"counter-{_token()}"
+    status, usage = request(base_url, "GET", "/")
+    _expect((status, "increment" in usage), (200, True), "GET / shows the usage")
+    status, first = request(base_url, "POST", f"/{name}/increment")
+    _expect((status, first["value"], first["attempts"]), (200, 1, 1), "a plain increment")
+    status, retried = request(base_url, "POST", f"/{name}/increment?fail=2")
+    _expect((status, retried["value"], retried["attempts"]), (200, 2, 3), "two retries")
+    status, failed = request(base_url, "POST", f"/{name}/increment?fail=5")
+    _expect((status, "injected failure 3" in failed["error"]), (502, True), "retries exhausted")
+    status, late = request(base_url, "POST", f"/{name}/increment?delay_ms=1500&timeout_ms=200")
+    _expect((status, "timed out after 200ms" in late["error"]), (504, True), "the timeout")
+    deadline = time.monotonic() + ALARM_WAIT_S
+    while request(base_url, "GET", f"/{name}")[1]["value"] != 3:
+        if time.monotonic() > deadline:
+            raise AssertionError("the timed-out increment was never applied by the object")
+        time.sleep(0.2)
+    _, state = request(base_url, "GET", f"/{name}")
+    seen = [
+        (metric["requestId"], metric["outcome"])
+        for metric in state["metrics"]
+        if metric["method"] == "increment"
+    ]
+    _expect(seen[0], (first["requestId"], "ok"), "the callee saw the caller's request id")
+    _expect(
+        [outcome for request_id, outcome in seen if request_id == retried["requestId"]],
+        ["error", "error", "ok"],
+        "every attempt of the retried call is measured under one request id",
+    )
+    _expect((seen[-1][0], seen[-1][1]), (late["requestId"], "ok"), "the late call still finished")
+    state_metrics = [metric for metric in state["metrics"] if metric["method"] == "state"]
+    _expect(state_metrics[0]["requestId"], None, "a call without transforms has no context")
+
+
 CHECKS: dict[str, Callable[[str], None]] = {
     "counter": check_counter,
     "subscription_renewals": check_subscription_renewals,
     "event_topics": check_event_topics,
+    "rpc_transforms": check_rpc_transforms,
 }
 """Example folder name -> its check, run against the served example's base URL."""
