@@ -135,7 +135,7 @@ class RawCursor(JsProxy):
     def one(self) -> JsObject:
         rows = self._take()
         if len(rows) != 1:
-            got = "no results" if not rows else f"{len(rows)} results"
+            got = "no results" if not rows else "multiple results"
             raise JsException(f"Error: Expected exactly one result from SQL query, but got {got}.")
         return self._row(rows[0])
 

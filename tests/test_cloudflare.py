@@ -128,6 +128,9 @@ async def test_one_raises_unless_exactly_one_row(ctx: Any) -> None:
     sql = table(ctx)
     with pytest.raises(ValueError, match="got no results"):
         sql.exec("SELECT * FROM t").one()
+    sql.exec("INSERT INTO t VALUES ('a', 1), ('b', 2)")
+    with pytest.raises(ValueError, match="got multiple results"):
+        sql.exec("SELECT * FROM t").one()
 
 
 async def test_bool_is_bound_as_a_number(ctx: Any) -> None:
