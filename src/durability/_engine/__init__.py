@@ -13,6 +13,7 @@ from .lifecycle import (
     AttemptSettledEvent,
     AttemptStartedEvent,
     LifecycleEvent,
+    LifecycleHook,
     PurgedEvent,
     RegisteredEvent,
     ScheduledEvent,
@@ -26,6 +27,7 @@ from .migrations import (
     NAMED_ALARM_MIGRATIONS,
     OPERATION_MIGRATIONS,
     MigrationResult,
+    MigrationTarget,
     migrate,
 )
 from .policy import (
@@ -47,7 +49,7 @@ from .scheduler import (
     attach,
     given_options,
 )
-from .tables import TableSpec, due_rows, new_generation
+from .tables import TableSpec, new_generation
 
 __all__ = [
     "DEFAULT_ATTEMPT_TIMEOUT_MS",
@@ -68,8 +70,10 @@ __all__ = [
     "ExecutionSpec",
     "HandlerEntry",
     "LifecycleEvent",
+    "LifecycleHook",
     "MethodOptions",
     "MigrationResult",
+    "MigrationTarget",
     "PurgedEvent",
     "RegisteredEvent",
     "Release",
@@ -79,7 +83,6 @@ __all__ = [
     "TerminalEvent",
     "attach",
     "check_handlers",
-    "due_rows",
     "exponential",
     "given_options",
     "jitter",

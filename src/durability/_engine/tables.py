@@ -132,17 +132,6 @@ def pending_head(sql: SqlStorage, table: TableSpec, limit: int) -> list[tuple[st
     return [(str(row["pk"]), int(row["next_attempt_at"])) for row in cursor]
 
 
-def due_rows(sql: SqlStorage, table: TableSpec, now: int, limit: int) -> list[tuple[str, str]]:
-    """`(key, generation)` of at most `limit` pending rows due at `now`, earliest first."""
-    cursor = sql.exec(
-        f"SELECT {table.key} AS pk, generation_id FROM {table.name} "
-        "WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at ASC LIMIT ?",
-        now,
-        limit,
-    )
-    return [(str(key), str(generation)) for key, generation in cursor.raw()]
-
-
 def purge_created_before(sql: SqlStorage, table: TableSpec, before: int) -> int:
     """Delete every row created strictly before `before`; the number deleted."""
     count = int(
