@@ -25,6 +25,8 @@ EXPECTED = [
     "DurableAttemptTimeoutError",
     "DurableAttemptsExhaustedError",
     "DurableCall",
+    "DurableJob",
+    "DurableOperation",
     "DurableResultSerializationError",
     "DurableRetryPolicyError",
     "EnqueueResult",
@@ -34,6 +36,8 @@ EXPECTED = [
     "LATEST",
     "LeaseRow",
     "LifecycleEvent",
+    "LifecycleEventType",
+    "LifecycleHook",
     "LoadSnapshot",
     "LogAppendError",
     "LogAppendInput",
@@ -50,6 +54,7 @@ EXPECTED = [
     "MAX_LOG_BYTES",
     "MethodOptions",
     "MigrationResult",
+    "NamedAlarm",
     "NonRetryableError",
     "OperationResult",
     "PurgedEvent",
@@ -102,3 +107,15 @@ def test_errors_exported_are_all_durability_errors() -> None:
     ]
     assert len(errors) == 15
     assert all(issubclass(error, durability.DurabilityError) for error in errors)
+
+
+def test_exported_classes_and_functions_name_durability_as_their_module() -> None:
+    """Reprs and tracebacks show `durability.X`, the import path, not a private module."""
+    defined = [
+        value
+        for value in (getattr(durability, name) for name in EXPECTED)
+        if isinstance(value, type) or inspect.isfunction(value)
+    ]
+    assert len(defined) > 40
+    assert all(value.__module__ == "durability" for value in defined)
+    assert repr(durability.DurableJob) == "<class 'durability.DurableJob'>"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect as _inspect
+
 from ._clock import now_ms
 from ._engine import (
     LATEST,
@@ -11,6 +13,8 @@ from ._engine import (
     AttemptStartedEvent,
     DurabilityScheduler,
     LifecycleEvent,
+    LifecycleEventType,
+    LifecycleHook,
     MethodOptions,
     MigrationResult,
     PurgedEvent,
@@ -54,8 +58,8 @@ from ._log import (
     LogRetention,
     LogSegment,
 )
-from ._named_alarms import DurabilityAlarms, DurableAlarmInfo
-from ._operations import Durability, DurableCall, OperationResult
+from ._named_alarms import DurabilityAlarms, DurableAlarmInfo, NamedAlarm
+from ._operations import Durability, DurableCall, DurableJob, DurableOperation, OperationResult
 from ._signal import AbortSignal
 
 __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports.py
@@ -75,6 +79,8 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "DurableAttemptTimeoutError",
     "DurableAttemptsExhaustedError",
     "DurableCall",
+    "DurableJob",
+    "DurableOperation",
     "DurableResultSerializationError",
     "DurableRetryPolicyError",
     "EnqueueResult",
@@ -84,6 +90,8 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "LATEST",
     "LeaseRow",
     "LifecycleEvent",
+    "LifecycleEventType",
+    "LifecycleHook",
     "LoadSnapshot",
     "LogAppendError",
     "LogAppendInput",
@@ -100,6 +108,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "MAX_LOG_BYTES",
     "MethodOptions",
     "MigrationResult",
+    "NamedAlarm",
     "NonRetryableError",
     "OperationResult",
     "PurgedEvent",
@@ -114,3 +123,11 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "jitter",
     "now_ms",
 ]
+
+# Classes and functions defined in private modules present themselves as `durability.X`
+# (reprs, tracebacks, help), which is where users import them from.
+for _name in __all__:
+    _value = globals()[_name]
+    if isinstance(_value, type) or _inspect.isfunction(_value):
+        _value.__module__ = __name__
+del _name, _value

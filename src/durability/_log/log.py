@@ -23,6 +23,7 @@ from .._engine import (
     LOG_MIGRATIONS,
     DurabilityScheduler,
     MigrationResult,
+    MigrationTarget,
     attach,
     migrate,
 )
@@ -129,7 +130,7 @@ class DurabilityLog(Generic[Body]):
         )
 
     @classmethod
-    def migrate(cls, context: Context, target: Any = LATEST) -> MigrationResult:
+    def migrate(cls, context: Context, target: MigrationTarget = LATEST) -> MigrationResult:
         """Move only the `log` schema to `target` (`LATEST`, `None` for none, or a name)."""
         return migrate(context.storage, "log", LOG_MIGRATIONS, target)
 
