@@ -35,7 +35,7 @@ from .scheduler import (
     Participant,
     attach,
 )
-from .tables import TableSpec
+from .tables import TableSpec, due_rows
 
 Entry = TypeVar("Entry")
 Owner = TypeVar("Owner")
@@ -203,14 +203,8 @@ class DurableHelper(ABC, Generic[Entry]):
                 failures.append((str(row[0]), error))
 
         table = self._table
-        cursor = self._engine.sql.exec(
-            f"SELECT {self._due_columns} FROM {table.name} "
-            "WHERE status = 'pending' AND next_attempt_at <= ? "
-            "ORDER BY next_attempt_at ASC LIMIT ?",
-            now,
-            DUE_BATCH,
-        )
-        due = [row for row in cursor.raw() if not running(row)]
+        rows = due_rows(self._engine.sql, table, self._due_columns, now, DUE_BATCH)
+        due = [row for row in rows if not running(row)]
         await self._engine.run_concurrent(due, run, table=table.name)
         for execution in attached:
             await execution.settled.wait()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from .._context import SqlStorage
 from .._errors import SerializedError
@@ -130,6 +131,22 @@ def pending_head(sql: SqlStorage, table: TableSpec, limit: int) -> list[tuple[st
         limit,
     )
     return [(str(row["pk"]), int(row["next_attempt_at"])) for row in cursor]
+
+
+def due_rows(
+    sql: SqlStorage, table: TableSpec, columns: str, now: int, limit: int
+) -> list[tuple[Any, ...]]:
+    """`columns` (fixed identifiers) of at most `limit` pending rows due at `now`, earliest
+    first."""
+    return list(
+        sql.exec(
+            f"SELECT {columns} FROM {table.name} "
+            "WHERE status = 'pending' AND next_attempt_at <= ? "
+            "ORDER BY next_attempt_at ASC LIMIT ?",
+            now,
+            limit,
+        ).raw()
+    )
 
 
 def purge_created_before(sql: SqlStorage, table: TableSpec, before: int) -> int:
