@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import typing
 
 import pytest
 
@@ -33,6 +34,7 @@ EXPECTED = [
     "FanoutEnqueueError",
     "FanoutSettlementError",
     "FanoutTimeoutError",
+    "JsonValue",
     "LATEST",
     "LeaseRow",
     "LifecycleEvent",
@@ -119,3 +121,11 @@ def test_exported_classes_and_functions_name_durability_as_their_module() -> Non
     assert len(defined) > 40
     assert all(value.__module__ == "durability" for value in defined)
     assert repr(durability.DurableJob) == "<class 'durability.DurableJob'>"
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_type_hints_of_exported_names_resolve(name: str) -> None:
+    """`typing.get_type_hints` works on every exported class and function (tools rely on it)."""
+    value = getattr(durability, name)
+    if isinstance(value, type) or inspect.isfunction(value):
+        typing.get_type_hints(value)
