@@ -350,7 +350,7 @@ OPERATION_MIGRATIONS: Final[tuple[Migration, ...]] = (
         ),
     ),
 )
-"""Capability "operations": the `durability_calls` table (spec/core.md §5.11)."""
+"""Capability "operations": the `durability_calls` table."""
 
 _ALARM_COLUMNS: Final = (
     "name, generation_id, status, scheduled_at, next_attempt_at, attempt, "
@@ -399,7 +399,7 @@ NAMED_ALARM_MIGRATIONS: Final[tuple[Migration, ...]] = (
         ),
     ),
 )
-"""Capability "namedAlarms": the `durability_alarms` table (spec/core.md §6.7)."""
+"""Capability "namedAlarms": the `durability_alarms` table."""
 
 FANOUT_MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
