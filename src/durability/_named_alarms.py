@@ -18,7 +18,6 @@ from ._context import Context, SqlStorage
 from ._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
     NAMED_ALARM_MIGRATIONS,
-    AlarmInvocationInfo,
     AlarmMethodOptions,
     AlarmRetryInfo,
     AttemptPolicy,
@@ -26,17 +25,18 @@ from ._engine import (
     DurableHelper,
     ExecutionSpec,
     HandlerEntry,
+    HostAlarmInfo,
     LifecycleHook,
     RetryPolicy,
     ScheduledEvent,
     TableSpec,
     check_handlers,
     given_options,
-    new_generation,
 )
 from ._errors import DurableAlarmTimeoutError
 from ._signal import AbortSignal
 from ._types import TimeInput
+from ._uuid import random_uuid
 from ._validate import to_epoch_ms
 
 ALARMS = TableSpec("durability_alarms", "name")
@@ -61,7 +61,7 @@ class DurableAlarmInfo:
     retry_count: int
     idempotency_key: str
     signal: AbortSignal
-    platform: AlarmInvocationInfo | None
+    platform: HostAlarmInfo | None
 
 
 class DurabilityAlarms(DurableHelper["NamedAlarm"]):
@@ -108,13 +108,7 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
             methods=methods,
             options_type=AlarmMethodOptions,
             on_lifecycle_event=on_lifecycle_event,
-            options=given_options(
-                alarm_concurrency=alarm_concurrency,
-                alarm_min_delay_ms=alarm_min_delay_ms,
-                alarm_handoff_ms=alarm_handoff_ms,
-                live_timers=live_timers,
-                on_alarm_retry=on_alarm_retry,
-            ),
+            options=given_options(locals()),
         )
 
     def named(self, name: str) -> NamedAlarm:
@@ -129,7 +123,7 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
     async def _schedule(self, name: str, scheduled_time: object) -> None:
         at = to_epoch_ms("scheduled_time", scheduled_time)
         now = now_ms()
-        generation = new_generation()
+        generation = random_uuid()
 
         def write(sql: SqlStorage) -> None:
             sql.exec(
@@ -155,7 +149,7 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
                 )
             )
 
-    def _due_spec(self, row: tuple[Any, ...], info: AlarmInvocationInfo | None) -> ExecutionSpec:
+    def _due_spec(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> ExecutionSpec:
         name, generation, scheduled_at, created_at, attempt = row
         scheduled_time = int(scheduled_at)
 

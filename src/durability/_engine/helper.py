@@ -27,14 +27,10 @@ from .._validate import check_callable, to_epoch_ms
 from .execution import ExecutionSpec, run_execution
 from .lifecycle import EntityKind, LifecycleHook, PurgedEvent, report_failure
 from .migrations import LATEST, Migration, MigrationResult, MigrationTarget, migrate
+from .participants import HostAlarmInfo, Participant
 from .policy import AttemptPolicy, resolve_policies
-from .scheduler import (
-    ActiveExecution,
-    AlarmInvocationInfo,
-    DurabilityScheduler,
-    Participant,
-    attach,
-)
+from .registry import ActiveExecution
+from .scheduler import DurabilityScheduler, attach
 from .tables import TableSpec, due_rows
 
 Entry = TypeVar("Entry")
@@ -112,9 +108,9 @@ class DurableHelper(ABC, Generic[Entry]):
         self._engine = attach(
             scheduler=scheduler, context=context, kind=self._kind, options=options
         )
-        self._emit = self._engine.emitter(on_lifecycle_event)
+        self._emit = self._engine.tasks.emitter(on_lifecycle_event)
         self._events = on_lifecycle_event is not None
-        self._active: dict[str, ActiveExecution] = {}
+        self._active = self._engine.running.of(self._table.name)
         self._entries: dict[str, Entry] = {}
         self._engine.migrate_schema(self._capability, self._migrations)
         self._engine.register(Participant(self._table, self._run_due))
@@ -129,7 +125,7 @@ class DurableHelper(ABC, Generic[Entry]):
         self.__dict__[name] = found
         return found
 
-    async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
+    async def alarm(self, info: HostAlarmInfo | None = None) -> None:
         """Run due work of every helper on this helper's scheduler (the object's alarm)."""
         await self._engine.alarm(info)
 
@@ -140,7 +136,7 @@ class DurableHelper(ABC, Generic[Entry]):
         reusable at once and late settlements of the old records are ignored.
         """
         cutoff = to_epoch_ms("before", before)
-        count = await self._engine.purge(self._table, cutoff, self._active, self._purge_reason)
+        count = await self._engine.purge(self._table, cutoff, self._purge_reason)
         if self._events:
             self._emit(
                 PurgedEvent(
@@ -170,10 +166,10 @@ class DurableHelper(ABC, Generic[Entry]):
         """A new object of handler `name` (called once per name)."""
 
     @abstractmethod
-    def _due_spec(self, row: tuple[Any, ...], info: AlarmInvocationInfo | None) -> ExecutionSpec:
+    def _due_spec(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> ExecutionSpec:
         """The execution of due `row` (the `_due_columns`, in order) in the pass of `info`."""
 
-    async def _run_due(self, now: int, info: AlarmInvocationInfo | None) -> None:
+    async def _run_due(self, now: int, info: HostAlarmInfo | None) -> None:
         """Run this helper's due records: the participant callback of an alarm pass.
 
         A key already executing here is attached to: the pass waits for it at its end
@@ -182,7 +178,7 @@ class DurableHelper(ABC, Generic[Entry]):
         are settled into their rows) then fails the pass, which arms the fallback alarm,
         so the rows it could not settle run again.
         """
-        skip_running = self._engine.live_timers
+        skip_running = self._engine.options.live_timers
         attached: list[ActiveExecution] = []
         failures: list[tuple[str, Exception]] = []
 
@@ -250,7 +246,6 @@ class DurableHelper(ABC, Generic[Entry]):
             label=f'{self._noun} "{name}"',
             entity_kind=self._entity_kind,
             name=name,
-            active=self._active,
             policy=policy,
             emit=self._emit,
             exhausted_error=lambda: DurableAttemptsExhaustedError(
