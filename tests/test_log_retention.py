@@ -15,6 +15,8 @@ from durability._log.retention import retention_prefix
 from durability.cold import FileColdStorage
 from durability.testing import VirtualClock
 
+pytestmark = pytest.mark.usefixtures("host")
+
 
 class MemoryCold:
     """A cold store in memory that can fail writes and lose segments on demand."""

@@ -23,6 +23,7 @@ from .._engine import (
     DurabilityScheduler,
     MigrationResult,
     MigrationTarget,
+    as_context,
     attach_storage,
     migrate,
 )
@@ -123,7 +124,7 @@ class DurabilityLog(Generic[Body]):
     @classmethod
     def migrate(cls, context: Context, target: MigrationTarget = LATEST) -> MigrationResult:
         """Move only the `log` schema to `target` (`LATEST`, `None` for none, or a name)."""
-        return migrate(context.storage, "log", LOG_MIGRATIONS, target)
+        return migrate(as_context(context).storage, "log", LOG_MIGRATIONS, target)
 
     @property
     def max_batch_size(self) -> int:
