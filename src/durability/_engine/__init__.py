@@ -45,7 +45,7 @@ from .schemas import (
     NAMED_ALARM_MIGRATIONS,
     OPERATION_MIGRATIONS,
 )
-from .tables import TableSpec, due_rows
+from .tables import TableSpec, due_rows, read_stack
 
 __all__ = [
     "DEFAULT_ATTEMPT_TIMEOUT_MS",
@@ -83,6 +83,7 @@ __all__ = [
     "given_options",
     "jitter",
     "migrate",
+    "read_stack",
     "report_failure",
     "run_execution",
 ]

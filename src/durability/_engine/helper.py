@@ -30,6 +30,7 @@ from .migrations import LATEST, Migration, MigrationResult, migrate
 from .participants import HostAlarmInfo, Participant
 from .policy import AttemptPolicy, resolve_policies
 from .scheduler import DurabilityScheduler, attach
+from .schemas import ERROR_STACK_MIGRATIONS, STACKS_CAPABILITY
 from .tables import TableSpec
 
 Entry = TypeVar("Entry")
@@ -103,6 +104,7 @@ class DurableHelper(ABC, Generic[Entry]):
         self._events = on_lifecycle_event is not None
         self._active = self._engine.running.of(self._table.name)
         self._entries: dict[str, Entry] = {}
+        self._engine.migrate_schema(STACKS_CAPABILITY, ERROR_STACK_MIGRATIONS)
         self._engine.migrate_schema(self._capability, self._migrations)
         self._engine.register(Participant(self._table, self._run_due))
 
