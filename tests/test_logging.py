@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from _lab import open_lab
-from conftest import START_MS
+from conftest import START_MS, LiveObject
 from durability import (
     Durability,
     DurabilityAlarms,
@@ -381,3 +381,24 @@ async def test_a_failing_alarm_that_set_a_new_alarm_says_it_is_not_retried(
     assert record.levelno == logging.WARNING
     assert record.event == "durability.runtime.alarm_replaced"  # type: ignore[attr-defined]
     assert record.getMessage().endswith("not retried: it set a new alarm during the call")
+
+
+async def test_a_broken_retry_policy_is_a_terminal_error_with_its_reason(
+    live: LiveObject, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A policy returning a negative delay fails the record: one ERROR, reason retry_policy."""
+
+    def charge(call: DurableCall) -> None:
+        _call_the_bank(RuntimeError)
+
+    durability = Durability(
+        context=live.ctx,
+        handlers={"charge": charge},
+        retries=RetryPolicy(delay=lambda attempt: -1),
+    )
+    await durability.charge(id="order-1")
+    await live.clock.run_until_idle()
+    (record,) = _records(caplog, "durability.operations")
+    assert (record.levelno, record.reason) == (logging.ERROR, "retry_policy")  # type: ignore[attr-defined]
+    assert record.error_name == "DurableRetryPolicyError"  # type: ignore[attr-defined]
+    assert (record.object_name, record.object_id) == ("live", str(live.ctx.id))  # type: ignore[attr-defined]

@@ -11,7 +11,8 @@ Before `alarm()` runs, the user alarm is cleared and the next retry is stored as
 fallback, so a crash during `alarm()` retries it after restart (at least once). After
 the call: on success the retry is cleared; on failure it is re-stored with backoff from
 now (2 s, 4 s, ... up to 6 retries, then dropped) unless `set_alarm` was called during
-the run, which replaces it.
+the run, which replaces it. Each failed call is logged with what happens next
+(`_alarm_log`).
 """
 
 from __future__ import annotations
