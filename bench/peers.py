@@ -31,13 +31,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-IMMEDIATE = ("durability-1", "durability-100", "huey", "persist-queue", "dbos")
+IMMEDIATE = ("durability-1", "durability-100", "huey", "huey-8", "persist-queue", "dbos")
 DELAYED = ("durability-1", "durability-100", "huey", "apscheduler")
 CALLERS = 100
+HUEY_PRODUCERS = 8
 LABELS = {
     "durability-1": "durability, 1 caller",
     "durability-100": f"durability, {CALLERS} callers",
     "huey": "Huey (SqliteHuey)",
+    "huey-8": f"Huey, {HUEY_PRODUCERS} producer threads",
     "persist-queue": "persist-queue (SQLiteAckQueue)",
     "dbos": "DBOS (SQLite)",
     "apscheduler": "APScheduler (SQLAlchemyJobStore)",
@@ -55,6 +57,8 @@ NOTES = {
     "consumer with 4 worker threads, polling 10 ms to 100 ms (defaults 0.1 s to 10 s); "
     "a task is acknowledged by its dequeue's committed DELETE (Huey removes it before "
     "running it); delayed tasks: task.schedule(delay=1), moved by the scheduler each 1 s",
+    "huey-8": f"Huey, {HUEY_PRODUCERS} producer threads: the same, enqueueing concurrently "
+    "(SQLite still takes one writer at a time, each enqueue its own commit)",
     "persist-queue": "persist-queue: SQLiteAckQueue (WAL, SQLite's default synchronous=FULL), "
     "JSON serializer, auto_commit; one consumer thread: get() (marks unacked, commit), "
     "ack(id) (commit)",
@@ -155,7 +159,7 @@ def run_durability(directory: Path, tasks: int, callers: int, delayed: bool) -> 
     return {"seconds": seconds, "enqueue": enqueued[0], "lateness": done.lateness}
 
 
-def run_huey(directory: Path, tasks: int, delayed: bool) -> dict[str, Any]:
+def run_huey(directory: Path, tasks: int, delayed: bool, producers: int) -> dict[str, Any]:
     """SqliteHuey with its consumer's worker threads in this process."""
     from huey import SqliteHuey
 
@@ -177,12 +181,23 @@ def run_huey(directory: Path, tasks: int, delayed: bool) -> dict[str, Any]:
         check_worker_health=False,
     )
     consumer.start()
+
+    def produce(count: int) -> None:
+        for _ in range(count):
+            if delayed:
+                noop.schedule(args=(time.time() + 1,), delay=1)
+            else:
+                noop(None)
+
+    threads = [
+        threading.Thread(target=produce, args=(tasks // producers + (n < tasks % producers),))
+        for n in range(producers)
+    ]
     started = time.perf_counter()
-    for _ in range(tasks):
-        if delayed:
-            noop.schedule(args=(time.time() + 1,), delay=1)
-        else:
-            noop(None)
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     enqueued = time.perf_counter() - started
     done.wait()
     seconds = time.perf_counter() - started
@@ -299,8 +314,8 @@ def child(name: str, mode: str, tasks: int, directory: Path) -> dict[str, Any]:
     if name.startswith("durability"):
         callers = 1 if name == "durability-1" else CALLERS
         return run_durability(directory, tasks, callers, delayed)
-    if name == "huey":
-        return run_huey(directory, tasks, delayed)
+    if name.startswith("huey"):
+        return run_huey(directory, tasks, delayed, HUEY_PRODUCERS if name == "huey-8" else 1)
     if name == "persist-queue":
         return run_persist_queue(directory, tasks)
     if name == "dbos":
