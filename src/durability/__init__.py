@@ -9,12 +9,14 @@ from ._engine import (
     AlarmRetryInfo,
     AttemptSettledEvent,
     AttemptStartedEvent,
+    CancelledEvent,
     DurabilityScheduler,
     LifecycleEvent,
     MethodOptions,
     MigrationResult,
     PurgedEvent,
     RegisteredEvent,
+    RetriedEvent,
     RetryPolicy,
     ScheduledEvent,
     TerminalEvent,
@@ -27,6 +29,7 @@ from ._errors import (
     DurableAlarmTimeoutError,
     DurableAttemptsExhaustedError,
     DurableAttemptTimeoutError,
+    DurableCancelledError,
     DurableResultSerializationError,
     DurableRetryPolicyError,
     FanoutEnqueueError,
@@ -36,6 +39,7 @@ from ._errors import (
     LogLeaseError,
     LogTruncatedError,
     NonRetryableError,
+    RetryAfter,
     RoutingError,
     SerializedError,
 )
@@ -55,7 +59,8 @@ from ._log import (
     LogSegment,
 )
 from ._named_alarms import DurabilityAlarms, DurableAlarmInfo
-from ._operations import Durability, DurableCall, OperationResult
+from ._operation_records import OperationResult
+from ._operations import Durability, DurableCall
 from ._signal import AbortSignal
 
 __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports.py
@@ -64,6 +69,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "AlarmRetryInfo",
     "AttemptSettledEvent",
     "AttemptStartedEvent",
+    "CancelledEvent",
     "DuplicateDurableCallError",
     "Durability",
     "DurabilityAlarms",
@@ -75,6 +81,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "DurableAttemptTimeoutError",
     "DurableAttemptsExhaustedError",
     "DurableCall",
+    "DurableCancelledError",
     "DurableResultSerializationError",
     "DurableRetryPolicyError",
     "EnqueueResult",
@@ -104,6 +111,8 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "OperationResult",
     "PurgedEvent",
     "RegisteredEvent",
+    "RetriedEvent",
+    "RetryAfter",
     "RetryPolicy",
     "RoutingError",
     "RoutingLoad",

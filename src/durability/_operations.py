@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from ._clock import now_ms
 from ._context import Context, Row, SqlStorage
@@ -22,6 +22,7 @@ from ._engine import (
     ActiveExecution,
     AlarmRetryInfo,
     AttemptPolicy,
+    CancelledEvent,
     DurabilityScheduler,
     DurableHelper,
     ExecutionSpec,
@@ -30,6 +31,7 @@ from ._engine import (
     MethodOptions,
     RegisteredEvent,
     Release,
+    RetriedEvent,
     RetryPolicy,
     TableSpec,
     check_handlers,
@@ -40,12 +42,15 @@ from ._engine import (
 from ._errors import (
     DuplicateDurableCallError,
     DurableAttemptTimeoutError,
+    DurableCancelledError,
     DurableResultSerializationError,
-    SerializedError,
+    serialize_error,
 )
+from ._operation_control import cancel_call, first_attempt_at, retry_call
+from ._operation_records import RECORD_COLUMNS, OperationResult, list_results, to_result
 from ._serialization import deserialize, serialize
-from ._signal import AbortSignal
-from ._types import JsonValue
+from ._signal import AbortSignal, abort
+from ._types import JsonValue, TimeInput
 from ._uuid import random_uuid
 from ._validate import check_non_negative_int
 
@@ -55,8 +60,6 @@ NULL_TEXT = serialize(None)
 CAPABILITY = "operations"
 DUE_BATCH = 100
 DEFAULT_RETRIES = RetryPolicy()
-
-Status = Literal["not_found", "pending", "completed", "failed"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -71,23 +74,6 @@ class DurableCall:
     payload: JsonValue
     attempt: int
     signal: AbortSignal
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class OperationResult:
-    """The stored state of one call.
-
-    ``pending`` has `attempt`, `next_attempt_at` and `last_error` (the last failure's
-    message, `None` before any); ``completed`` has `result` and `attempt`; ``failed``
-    has `attempt` and `error`; ``not_found`` has nothing else.
-    """
-
-    status: Status
-    result: JsonValue = None
-    attempt: int | None = None
-    next_attempt_at: int | None = None
-    last_error: str | None = None
-    error: SerializedError | None = None
 
 
 class Durability(DurableHelper["DurableOperation"]):
@@ -137,6 +123,8 @@ class Durability(DurableHelper["DurableOperation"]):
             include_result_in_events=include_result_in_events,
             options=given_options(locals()),
         )
+        self._after: dict[tuple[str, str], asyncio.Event] = {}
+        """Retried records (by key and generation) whose older attempt must end first."""
 
     def operation(self, name: str) -> DurableOperation:
         """The operation object of handler `name` (the one attribute access returns)."""
@@ -147,10 +135,13 @@ class Durability(DurableHelper["DurableOperation"]):
 
     # -- internals used by DurableOperation ---------------------------------------------
 
-    async def _register(self, operation: str, id: object, payload: object) -> None:
+    async def _register(
+        self, operation: str, id: object, payload: object, run_at: object, delay_ms: object
+    ) -> None:
         key = _check_id(id)
         text = NULL_TEXT if payload is None else serialize(payload, "payload")
         now = now_ms()
+        due = first_attempt_at(now, run_at, delay_ms)
         generation = random_uuid()
 
         def write(sql: SqlStorage) -> bool:
@@ -162,7 +153,7 @@ class Durability(DurableHelper["DurableOperation"]):
                 key,
                 operation,
                 text,
-                now,
+                due,
                 generation,
                 now,
             ).rows_written
@@ -175,33 +166,97 @@ class Durability(DurableHelper["DurableOperation"]):
                 raise DuplicateDurableCallError(key, str(stored[0]["operation"]), operation)
             return False
 
-        if not await self._engine.transaction(write, due_at=lambda added: now if added else None):
+        if not await self._engine.transaction(write, due_at=lambda added: due if added else None):
             return
         if self._events:
             self._emit(
                 RegisteredEvent(operation=operation, id=key, generation=generation, timestamp=now)
             )
+        if due <= now:
+            # The row was just inserted by this registration: nothing can be running it yet.
+            self._start_eagerly(self._call_spec(key, operation, text, generation, now, 0))
+
+    def _start_eagerly(self, spec: ExecutionSpec) -> None:
+        """Run a record that is due now at once when a permit is free."""
         permit = self._engine.permits.try_acquire()
         if permit is None:
             return  # the reconciled alarm or the early timer picks the row up
-        # The row was just inserted by this registration: nothing can be running it yet.
-        spec = self._call_spec(key, operation, text, generation, now, 0)
         self._engine.tasks.run_in_background(
             self._run_eagerly(spec, permit),
             "durability.background_execution.failed",
-            {"operation": operation, "id": key},
+            {"operation": spec.name, "id": spec.key},
         )
 
     async def _run_eagerly(self, spec: ExecutionSpec, permit: Release) -> None:
         await run_execution(self._engine, spec, permit)
         await self._engine.schedule_next_alarm()
 
+    async def _cancel(self, operation: str, id: object) -> bool:
+        key = _check_id(id)
+        now = now_ms()
+        reason = DurableCancelledError(operation, key)
+        stored = serialize_error(reason)
+        row = await self._engine.transaction(
+            lambda sql: cancel_call(sql, operation, key, now, stored)
+        )
+        if row is None:
+            return False
+        generation = str(row["generation_id"])
+        running = self._active.get(key)
+        signal = None if running is None or running.generation != generation else running.signal
+        if signal is not None:
+            abort(signal, reason)
+        self._engine.watchers.notify(CALLS.name, key)
+        if self._events:
+            self._emit(
+                CancelledEvent(
+                    entity_kind="operation",
+                    operation=operation,
+                    id=key,
+                    generation=generation,
+                    timestamp=now,
+                    attempt=int(row["attempt"]),
+                    running=signal is not None,
+                )
+            )
+        return True
+
+    async def _retry(self, operation: str, id: object) -> bool:
+        key = _check_id(id)
+        now = now_ms()
+        generation = random_uuid()
+        row = await self._engine.transaction(
+            lambda sql: retry_call(sql, operation, key, now, generation),
+            due_at=lambda row: None if row is None else now,
+        )
+        if row is None:
+            return False
+        if self._events:
+            self._emit(
+                RetriedEvent(operation=operation, id=key, generation=generation, timestamp=now)
+            )
+        # A cancelled attempt whose handler has not ended yet still holds the key here:
+        # the new generation starts only after it (the timer or the alarm starts it).
+        self._after = {k: done for k, done in self._after.items() if not done.is_set()}
+        older = self._active.get(key)
+        if older is not None and not older.settled.is_set():
+            self._after[(key, generation)] = older.settled
+            return True
+        created_at = int(row["created_at"])
+        self._start_eagerly(
+            self._call_spec(key, operation, str(row["payload"]), generation, created_at, 0)
+        )
+        return True
+
+    def _list(
+        self, operation: str, status: object, limit: object, after: object
+    ) -> list[OperationResult]:
+        return list_results(self._engine.sql, operation, status=status, limit=limit, after=after)
+
     def _read(self, operation: str, id: object) -> Row | None:
         key = _check_id(id)
         rows = self._engine.sql.exec(
-            "SELECT operation, status, result, attempt, next_attempt_at, last_error, "
-            "last_error_name, generation_id FROM durability_calls WHERE id = ?",
-            key,
+            f"SELECT {RECORD_COLUMNS} FROM durability_calls WHERE id = ?", key
         ).to_list()
         if not rows:
             return None
@@ -213,27 +268,8 @@ class Durability(DurableHelper["DurableOperation"]):
     def _result(self, operation: str, id: object) -> tuple[OperationResult, Row | None]:
         row = self._read(operation, id)
         if row is None:
-            return OperationResult(status="not_found"), None
-        status = row["status"]
-        if status == "pending":
-            result = OperationResult(
-                status="pending",
-                attempt=row["attempt"],
-                next_attempt_at=row["next_attempt_at"],
-                last_error=row["last_error"],
-            )
-        elif status == "failed":
-            error = SerializedError(
-                row["last_error_name"] or "Error", row["last_error"] or "Durable operation failed"
-            )
-            result = OperationResult(status="failed", attempt=row["attempt"], error=error)
-        else:
-            if row["result"] is None:
-                raise RuntimeError(f'Completed durable call "{id}" has no result')
-            result = OperationResult(
-                status="completed", result=deserialize(row["result"]), attempt=row["attempt"]
-            )
-        return result, row
+            return OperationResult(status="not_found", id=str(id), operation=operation), None
+        return to_result(row), row
 
     async def _wait(self, operation: str, id: object, timeout_ms: object) -> OperationResult:
         timeout = check_non_negative_int("timeout_ms", timeout_ms)
@@ -327,6 +363,10 @@ class Durability(DurableHelper["DurableOperation"]):
             ).rows_written
             return completed_at if won else None
 
+        after = self._after.get((key, generation))
+        if after is not None and after.is_set():
+            del self._after[(key, generation)]
+            after = None
         return self._spec(
             key=key,
             name=operation,
@@ -335,6 +375,7 @@ class Durability(DurableHelper["DurableOperation"]):
             attempt=attempt,
             argument=argument,
             complete=complete,
+            after=after,
         )
 
     def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
@@ -351,13 +392,42 @@ def _check_id(id: object) -> str:
 
 
 class DurableOperation(HandlerEntry[Durability]):
-    """One operation of a `Durability`: call it to register, or read and wait on ids."""
+    """One operation of a `Durability`: call it to register, control, list or read ids."""
 
     __slots__ = ()
 
-    async def __call__(self, id: str, payload: JsonValue = None) -> None:
-        """Register call `id` with `payload`; returns once it is durable, never waits for it."""
-        await self._owner._register(self.name, id, payload)
+    async def __call__(
+        self,
+        id: str,
+        payload: JsonValue = None,
+        *,
+        run_at: TimeInput | None = None,
+        delay_ms: int | None = None,
+    ) -> None:
+        """Register call `id` with `payload`; returns once it is durable, never waits for it.
+
+        The first attempt starts no earlier than `run_at` (ms or an aware datetime) or
+        `delay_ms` from now (at most one of them; default: now).
+        """
+        await self._owner._register(self.name, id, payload, run_at, delay_ms)
+
+    async def cancel(self, id: str) -> bool:
+        """Make pending call `id` cancelled for good; a running attempt's signal is aborted
+        with `DurableCancelledError` and its outcome ignored. False when `id` is missing
+        or already completed, failed or cancelled."""
+        return await self._owner._cancel(self.name, id)
+
+    async def retry(self, id: str) -> bool:
+        """Make failed or cancelled call `id` pending again with a fresh attempt budget
+        (its next attempt is attempt 1). False for any other status."""
+        return await self._owner._retry(self.name, id)
+
+    async def list(
+        self, *, status: str | None = None, limit: int = 100, after: str | None = None
+    ) -> list[OperationResult]:
+        """Up to `limit` of this operation's calls in id order, after id `after`, only
+        those in `status` (``pending``, ``completed``, ``failed``, ``cancelled``) if given."""
+        return self._owner._list(self.name, status, limit, after)
 
     async def get_result(self, id: str) -> OperationResult:
         """The stored state of call `id` (`DuplicateDurableCallError` if it is another's)."""
