@@ -9,7 +9,9 @@ settlement can no longer match, which is how a late outcome is ignored.
 from __future__ import annotations
 
 from ._context import Row, SqlStorage
+from ._engine import forget_stack
 from ._errors import DuplicateDurableCallError, SerializedError
+from ._operation_records import CALLS
 from ._types import MAX_SAFE_INTEGER
 from ._validate import check_non_negative_int, to_epoch_ms
 
@@ -44,6 +46,7 @@ def cancel_call(
         operation,
     ).to_list()
     if rows:
+        forget_stack(sql, CALLS, key)
         return rows[0]
     _check_owner(sql, operation, key)
     return None
@@ -64,6 +67,7 @@ def retry_call(sql: SqlStorage, operation: str, key: str, now: int, generation: 
         operation,
     ).to_list()
     if rows:
+        forget_stack(sql, CALLS, key)
         return rows[0]
     _check_owner(sql, operation, key)
     return None

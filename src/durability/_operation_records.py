@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal, get_args
 
 from ._context import Row, SqlStorage
+from ._engine import TableSpec, read_stack
 from ._errors import SerializedError
 from ._serialization import deserialize
 from ._types import JsonValue, SqlValue
@@ -19,6 +20,8 @@ from ._validate import check_positive_int
 Status = Literal["not_found", "pending", "completed", "failed", "cancelled"]
 StoredStatus = Literal["pending", "completed", "failed", "cancelled"]
 STORED_STATUSES: Final = frozenset(get_args(StoredStatus))
+
+CALLS: Final = TableSpec("durability_calls", "id")
 
 RECORD_COLUMNS: Final = (
     "id, operation, status, result, attempt, next_attempt_at, last_error, last_error_name, "
@@ -48,7 +51,7 @@ class OperationResult:
     operation: str | None = field(default=None, compare=False)
 
 
-def to_result(row: Row) -> OperationResult:
+def to_result(sql: SqlStorage, row: Row) -> OperationResult:
     """The `OperationResult` of one stored row (selected with `RECORD_COLUMNS`)."""
     status = row["status"]
     named = {"id": row["id"], "operation": row["operation"]}
@@ -62,7 +65,9 @@ def to_result(row: Row) -> OperationResult:
         )
     if status in ("failed", "cancelled"):
         error = SerializedError(
-            row["last_error_name"] or "Error", row["last_error"] or f"Durable operation {status}"
+            row["last_error_name"] or "Error",
+            row["last_error"] or f"Durable operation {status}",
+            read_stack(sql, CALLS, str(row["id"]), str(row["generation_id"])),
         )
         return OperationResult(status=status, attempt=row["attempt"], error=error, **named)
     if row["result"] is None:
@@ -86,7 +91,7 @@ def list_results(
         raise TypeError(f"after must be a string or None, got {type(after).__name__}")
     query, bindings = list_query(operation, None if status is None else str(status), after)
     rows = sql.exec(f"{query} LIMIT ?", *bindings, count)
-    return [to_result(row) for row in rows]
+    return [to_result(sql, row) for row in rows]
 
 
 def list_query(operation: str, status: str | None, after: str | None) -> tuple[str, list[SqlValue]]:

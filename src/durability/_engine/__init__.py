@@ -3,10 +3,10 @@
 Capabilities (operations, named alarms, the log) import from this package only. Its
 modules, top-down: the scheduler handle and attachment (`scheduler`), the `Engine`
 (`engine`) and its parts (`options`, `participants`, `reconcile`, `timer`, `permits`,
-`registry`, `tasks`), one attempt (`execution`), the fenced table SQL (`tables`),
-retry policies (`policy`), lifecycle events (`lifecycle`), schema migrations
-(`migrations`) and the built-in schemas (`schemas`), and the `DurableHelper` base
-(`helper`).
+`registry`, `tasks`), one attempt (`execution`) and its log records (`attempt_log`),
+the fenced table SQL (`tables`), retry policies (`policy`), lifecycle events
+(`lifecycle`), schema migrations (`migrations`) and the built-in schemas (`schemas`),
+and the `DurableHelper` base (`helper`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from .lifecycle import (
     AttemptStartedEvent,
     CancelledEvent,
     LifecycleEvent,
+    LifecycleEventType,
+    LifecycleHook,
     PurgedEvent,
     RegisteredEvent,
     RetriedEvent,
@@ -26,7 +28,7 @@ from .lifecycle import (
     TerminalEvent,
     report_failure,
 )
-from .migrations import LATEST, MigrationResult, migrate
+from .migrations import LATEST, MigrationResult, MigrationTarget, migrate
 from .options import AlarmRetryInfo, given_options
 from .participants import HostAlarmInfo
 from .permits import Release
@@ -48,7 +50,7 @@ from .schemas import (
     NAMED_ALARM_MIGRATIONS,
     OPERATION_MIGRATIONS,
 )
-from .tables import TableSpec, due_rows
+from .tables import TableSpec, forget_stack, read_stack
 
 __all__ = [
     "DEFAULT_ATTEMPT_TIMEOUT_MS",
@@ -70,8 +72,11 @@ __all__ = [
     "HandlerEntry",
     "HostAlarmInfo",
     "LifecycleEvent",
+    "LifecycleEventType",
+    "LifecycleHook",
     "MethodOptions",
     "MigrationResult",
+    "MigrationTarget",
     "PurgedEvent",
     "RegisteredEvent",
     "Release",
@@ -84,11 +89,12 @@ __all__ = [
     "attach",
     "attach_storage",
     "check_handlers",
-    "due_rows",
     "exponential",
+    "forget_stack",
     "given_options",
     "jitter",
     "migrate",
+    "read_stack",
     "report_failure",
     "run_execution",
 ]
