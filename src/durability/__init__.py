@@ -64,8 +64,9 @@ from ._log import (
     LogSegment,
 )
 from ._named_alarms import DurabilityAlarms, DurableAlarmInfo, NamedAlarm
+from ._operation_handles import DurableJob, DurableOperation
 from ._operation_records import OperationResult
-from ._operations import Durability, DurableCall, DurableJob, DurableOperation
+from ._operations import Durability, DurableCall
 from ._signal import AbortSignal
 from ._types import JsonValue
 

@@ -1,4 +1,5 @@
-"""The writes that control one operation record: when it first runs, cancel and retry.
+"""The checks and writes that control one operation record: its id, when it first runs,
+cancel and retry.
 
 Each write is a single compare-and-set on the record's status, run inside the engine's
 transaction by the caller so the alarm is reconciled with it. Cancelling or retrying
@@ -14,6 +15,15 @@ from ._errors import DuplicateDurableCallError, SerializedError
 from ._operation_records import CALLS
 from ._types import MAX_SAFE_INTEGER
 from ._validate import check_non_negative_int, to_epoch_ms
+
+
+def check_id(id: object) -> str:
+    """`id` as a call id: a non-empty `str` (`TypeError` / `ValueError` otherwise)."""
+    if not isinstance(id, str):
+        raise TypeError(f"id must be a string, got {type(id).__name__}")
+    if not id:
+        raise ValueError("id must be a non-empty string")
+    return id
 
 
 def first_attempt_at(now: int, run_at: object, delay_ms: object) -> int:

@@ -25,7 +25,6 @@ from ._engine import (
     DurabilityScheduler,
     DurableHelper,
     ExecutionSpec,
-    HandlerEntry,
     HostAlarmInfo,
     LifecycleHook,
     MethodOptions,
@@ -44,11 +43,12 @@ from ._errors import (
     DurableResultSerializationError,
     serialize_error,
 )
-from ._operation_control import cancel_call, first_attempt_at, retry_call
+from ._operation_control import cancel_call, check_id, first_attempt_at, retry_call
+from ._operation_handles import DurableOperation
 from ._operation_records import CALLS, RECORD_COLUMNS, OperationResult, list_results, to_result
 from ._serialization import deserialize, serialize
 from ._signal import AbortSignal, abort
-from ._types import JsonValue, TimeInput
+from ._types import JsonValue
 from ._uuid import random_uuid
 from ._validate import check_non_negative_int
 
@@ -136,7 +136,7 @@ class Durability(DurableHelper["DurableOperation"]):
     async def _register(
         self, operation: str, id: object, payload: object, run_at: object, delay_ms: object
     ) -> None:
-        key = _check_id(id)
+        key = check_id(id)
         text = NULL_TEXT if payload is None else serialize(payload, "payload")
         now = now_ms()
         due = first_attempt_at(now, run_at, delay_ms)
@@ -190,7 +190,7 @@ class Durability(DurableHelper["DurableOperation"]):
         await self._engine.schedule_next_alarm()
 
     async def _cancel(self, operation: str, id: object) -> bool:
-        key = _check_id(id)
+        key = check_id(id)
         now = now_ms()
         reason = DurableCancelledError(operation, key)
         stored = serialize_error(reason)
@@ -220,7 +220,7 @@ class Durability(DurableHelper["DurableOperation"]):
         return True
 
     async def _retry(self, operation: str, id: object) -> bool:
-        key = _check_id(id)
+        key = check_id(id)
         now = now_ms()
         generation = random_uuid()
         row = await self._engine.transaction(
@@ -252,7 +252,7 @@ class Durability(DurableHelper["DurableOperation"]):
         return list_results(self._engine.sql, operation, status=status, limit=limit, after=after)
 
     def _read(self, operation: str, id: object) -> Row | None:
-        key = _check_id(id)
+        key = check_id(id)
         rows = self._engine.sql.exec(
             f"SELECT {RECORD_COLUMNS} FROM durability_calls WHERE id = ?", key
         ).to_list()
@@ -346,84 +346,3 @@ class Durability(DurableHelper["DurableOperation"]):
     def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
         """A result that cannot be stored fails the call: running it again would not help."""
         return isinstance(error, DurableResultSerializationError)
-
-
-def _check_id(id: object) -> str:
-    if not isinstance(id, str):
-        raise TypeError(f"id must be a string, got {type(id).__name__}")
-    if not id:
-        raise ValueError("id must be a non-empty string")
-    return id
-
-
-class DurableOperation(HandlerEntry[Durability]):
-    """One operation of a `Durability`: call it to register, control, list or read ids."""
-
-    __slots__ = ()
-
-    async def __call__(
-        self,
-        id: str,
-        payload: JsonValue = None,
-        *,
-        run_at: TimeInput | None = None,
-        delay_ms: int | None = None,
-    ) -> None:
-        """Register call `id` with `payload`; returns once it is durable, never waits for it.
-
-        The first attempt starts no earlier than `run_at` (ms or an aware datetime) or
-        `delay_ms` from now (at most one of them; default: now).
-        """
-        await self._owner._register(self.name, id, payload, run_at, delay_ms)
-
-    async def cancel(self, id: str) -> bool:
-        """Make pending call `id` cancelled for good; a running attempt's signal is aborted
-        with `DurableCancelledError` and its outcome ignored. False when `id` is missing
-        or already completed, failed or cancelled."""
-        return await self._owner._cancel(self.name, id)
-
-    async def retry(self, id: str) -> bool:
-        """Make failed or cancelled call `id` pending again with a fresh attempt budget
-        (its next attempt is attempt 1). False for any other status."""
-        return await self._owner._retry(self.name, id)
-
-    async def list(
-        self, *, status: str | None = None, limit: int = 100, after: str | None = None
-    ) -> list[OperationResult]:
-        """Up to `limit` of this operation's calls in id order, after id `after`, only
-        those in `status` (``pending``, ``completed``, ``failed``, ``cancelled``) if given."""
-        return self._owner._list(self.name, status, limit, after)
-
-    async def get_result(self, id: str) -> OperationResult:
-        """The stored state of call `id` (`DuplicateDurableCallError` if it is another's)."""
-        return self._owner._result(self.name, id)[0]
-
-    def job(self, id: str) -> DurableJob:
-        """A handle on call `id` to read or wait for its outcome."""
-        return DurableJob(self._owner, self.name, _check_id(id))
-
-
-class DurableJob:
-    """A handle on one call: `get_result()` now, or `wait(timeout_ms=...)` for settlement."""
-
-    __slots__ = ("_owner", "id", "operation")
-
-    def __init__(self, owner: Durability, operation: str, id: str) -> None:
-        self._owner = owner
-        self.operation = operation
-        self.id = id
-
-    async def get_result(self) -> OperationResult:
-        """The stored state of this call."""
-        return self._owner._result(self.operation, self.id)[0]
-
-    async def wait(self, *, timeout_ms: int = 30_000) -> OperationResult:
-        """Wait until the call completes, fails or is purged, or `timeout_ms` elapses.
-
-        Woken by settlement, not polling; returns the latest state, which is still
-        ``pending`` on timeout. In memory only: a wait does not survive eviction.
-        """
-        return await self._owner._wait(self.operation, self.id, timeout_ms)
-
-    def __repr__(self) -> str:
-        return f"DurableJob({self.operation!r}, {self.id!r})"
