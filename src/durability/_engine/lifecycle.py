@@ -38,6 +38,8 @@ class LifecycleEventType(StrEnum):
     ATTEMPT_STARTED = "attempt_started"
     ATTEMPT_SETTLED = "attempt_settled"
     TERMINAL = "terminal"
+    CANCELLED = "cancelled"
+    RETRIED = "retried"
     PURGED = "purged"
 
 
@@ -151,7 +153,7 @@ class CancelledEvent(_AttemptEvent):
     aborted, and whatever it returns is not recorded).
     """
 
-    type: Literal["cancelled"] = field(default="cancelled", init=False)
+    type: Literal["cancelled"] = field(default=LifecycleEventType.CANCELLED.value, init=False)
     running: bool
 
 
@@ -159,7 +161,7 @@ class CancelledEvent(_AttemptEvent):
 class RetriedEvent:
     """A failed or cancelled operation was made pending again, as a new generation."""
 
-    type: Literal["retried"] = field(default="retried", init=False)
+    type: Literal["retried"] = field(default=LifecycleEventType.RETRIED.value, init=False)
     entity_kind: Literal["operation"] = field(default="operation", init=False)
     operation: str
     id: str
