@@ -427,6 +427,28 @@ async def test_retry_survives_eviction() -> None:
         assert (await t.obj.result("a"))["status"] == "completed"
 
 
+async def test_retry_arms_the_alarm_with_its_write() -> None:
+    """With every permit busy and nothing else pending, a retried call is started by the
+    alarm its own transaction armed, also after eviction."""
+    probe = Probe(alarm_concurrency=1, retries=RetryPolicy(max_attempts=1))
+    probe.behaviour["b"] = failing()
+    probe.behaviour["block"] = parked(probe, "block", heed_signal=False)
+    async with lab(probe) as t:
+        await t.obj.register("b")
+        await t.clock.run_until_idle()
+        await t.obj.register("block")
+        await t.clock.run_until_idle()
+        await t.obj.cancel("block")
+        assert await t.obj.alarm_at() is None
+        del probe.behaviour["b"]
+        assert await t.obj.retry("b") is True
+        assert await t.obj.alarm_at() == START_MS + 15_000
+        await t.rt.evict(t.obj)
+        await t.clock.advance(15_000)
+        assert attempts(probe, "b") == [(1, START_MS), (1, START_MS + 15_000)]
+        assert (await t.obj.result("b"))["status"] == "completed"
+
+
 # -- listing -------------------------------------------------------------------------------
 
 
