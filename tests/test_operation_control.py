@@ -7,6 +7,7 @@ import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,7 +29,8 @@ from durability import (
 )
 from durability._operation_records import list_query
 from durability.cloudflare import adapt
-from durability.runtime import DurableObject
+from durability.runtime import DurableObject, Runtime
+from durability.testing import VirtualClock
 
 pytestmark = pytest.mark.usefixtures("host")
 
@@ -447,6 +449,39 @@ async def test_retry_arms_the_alarm_with_its_write() -> None:
         await t.clock.advance(15_000)
         assert attempts(probe, "b") == [(1, START_MS), (1, START_MS + 15_000)]
         assert (await t.obj.result("b"))["status"] == "completed"
+
+
+async def test_cancel_and_retry_survive_a_restart(tmp_path: Path) -> None:
+    """A cancel and a retry written before the runtime stopped hold after it restarts on
+    the same files: the cancelled call never runs, the retried one runs as attempt 1
+    (once the call that held the only permit is failed, its interrupted attempt its last)."""
+    probe = Probe(alarm_concurrency=1, retries=RetryPolicy(max_attempts=1))
+    probe.behaviour["f"] = failing()
+    probe.behaviour["block"] = parked(probe, "block", heed_signal=False)
+    async with open_lab("CONTROL", Control, probe, tmp_path) as t:
+        await t.obj.register("f")
+        await t.clock.run_until_idle()
+        await t.obj.register("block")
+        await t.obj.register("a", delay_ms=20_000)
+        await t.clock.run_until_idle()
+        del probe.behaviour["f"]
+        assert await t.obj.retry("f") is True
+        assert await t.obj.cancel("a") is True
+    clock = VirtualClock(START_MS + 1_000)
+    bindings = {"CONTROL": Control, "PROBE": probe}
+    async with Runtime(bindings=bindings, clock=clock, path=tmp_path) as rt:
+        obj = rt.env["CONTROL"].get_by_name("a")
+        await clock.advance(60_000)
+        assert [(key, attempt) for key, attempt, _ in probe.calls] == [
+            ("f", 1),
+            ("block", 1),
+            ("f", 1),
+        ]
+        assert [(r["id"], r["status"]) for r in await obj.listing()] == [
+            ("a", "cancelled"),
+            ("block", "failed"),
+            ("f", "completed"),
+        ]
 
 
 # -- listing -------------------------------------------------------------------------------
