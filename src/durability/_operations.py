@@ -62,7 +62,7 @@ DEFAULT_RETRIES = RetryPolicy()
 class DurableCall:
     """What an operation handler receives: the call's id, payload and attempt (1-based).
 
-    `signal` is aborted when the attempt times out or the record is purged.
+    `signal` is aborted when the attempt times out or the record is cancelled or purged.
     """
 
     id: str
