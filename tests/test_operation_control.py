@@ -18,6 +18,8 @@ from durability import (
     CancelledEvent,
     DuplicateDurableCallError,
     Durability,
+    DurabilityAlarms,
+    DurableAlarmInfo,
     DurableCall,
     DurableCancelledError,
     DurableOperation,
@@ -619,3 +621,20 @@ def test_retry_after_validates_its_delay() -> None:
     with pytest.raises(TypeError, match="delay_ms must be an integer"):
         RetryAfter(1.5)  # type: ignore[arg-type]
     assert RetryAfter(0).delay_ms == 0
+
+
+async def test_retry_after_also_sets_a_named_alarms_next_attempt(live: LiveObject) -> None:
+    """A named alarm handler raising RetryAfter is retried after exactly that delay."""
+    runs: list[tuple[int, int]] = []
+
+    def renew(info: DurableAlarmInfo) -> None:
+        runs.append((info.attempt, now_ms()))
+        if info.attempt == 1:
+            raise RetryAfter(3_000)
+
+    alarms = DurabilityAlarms(context=live.ctx, handlers={"renew": renew})
+    await alarms.renew(START_MS + 1_000)
+    await live.clock.advance(3_999)
+    assert runs == [(1, START_MS + 1_000)]
+    await live.clock.advance(1)
+    assert runs == [(1, START_MS + 1_000), (2, START_MS + 4_000)]
