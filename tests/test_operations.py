@@ -758,16 +758,14 @@ async def test_constructor_rejects_bad_options_before_writing() -> None:
 
     class Bad(DurableObject):
         async def build(self, case: str) -> str:
+            scheduler = DurabilityScheduler.of(self.ctx) or DurabilityScheduler(context=self.ctx)
             options: dict[str, Any] = {
                 "timeout": {"attempt_timeout_ms": 0},
                 "reserved": {"handlers": {"alarm": print}},
                 "method": {"methods": {"x": MethodOptions(attempt_timeout_ms=-1)}},
-                "both": {"scheduler": DurabilityScheduler(context=self.ctx), "context": self.ctx},
+                "both": {"scheduler": scheduler, "context": self.ctx},
                 "neither": {"context": None},
-                "shared_option": {
-                    "scheduler": DurabilityScheduler(context=self.ctx),
-                    "alarm_concurrency": 3,
-                },
+                "shared_option": {"scheduler": scheduler, "alarm_concurrency": 3},
                 "private_option": {"context": self.ctx, "alarm_min_delay_ms": 999},
             }[case]
             options.setdefault("handlers", {"x": print})

@@ -1,13 +1,21 @@
 """`DurabilityScheduler`, the public handle on an engine, and how helpers attach to one.
 
-A helper attaches with `scheduler=` (the shared engine) or `context=` (a private engine
-built with the scheduler options the helper was given) and claims its kind: one helper
-of a kind per scheduler. Helpers with due work use the whole engine; a helper without
-(the log) attaches for the object's storage only.
+An object has one scheduler: the first `DurabilityScheduler(context=ctx)`, or the first
+helper given `context=ctx`, registers itself for that `ctx`, and later helpers given the
+same `context=` attach to it, so two helpers can never each own the object's one alarm.
+A helper attaches with `scheduler=` or `context=` and claims its kind: one helper of a
+kind per scheduler. Helpers with due work use the whole engine; a helper without (the
+log) attaches for the object's storage only.
+
+The registry holds schedulers weakly, keyed by the identity of the `ctx` they were
+built on (a `ctx` need not accept attributes or weak references): it never keeps an
+object alive, and an entry goes with its scheduler. A scheduler holds its `ctx`, so
+while an entry exists its key cannot be reused by another object.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -26,14 +34,16 @@ from .participants import HostAlarmInfo
 
 
 class DurabilityScheduler:
-    """One per object when several helpers share its alarm, storage and permits.
+    """The one owner of an object's alarm, storage transactions and permits.
 
-    Pass it as `scheduler=` to every helper and delegate the object's `alarm()` to
-    `scheduler.alarm(info)`. Construct it, and every helper, eagerly in the object's
-    `__init__`: only helpers built in the current instance are consulted by a pass.
+    Pass it as `scheduler=` to every helper (or give every helper the same `context=`)
+    and delegate the object's `alarm()` to `scheduler.alarm(info)`. Construct it, and
+    every helper, eagerly in the object's `__init__`: only helpers built in the current
+    instance are consulted by a pass. A second one for the same `ctx` raises
+    `ValueError`.
     """
 
-    __slots__ = ("_engine",)
+    __slots__ = ("__weakref__", "_context", "_engine")
 
     def __init__(
         self,
@@ -52,7 +62,37 @@ class DurabilityScheduler:
             live_timers=live_timers,
             on_alarm_retry=on_alarm_retry,
         )
+        if DurabilityScheduler.of(context) is not None:
+            raise ValueError(
+                "this object already has a DurabilityScheduler (the first one built with "
+                "this context, or by a helper given context=); pass scheduler= to share it "
+                "(DurabilityScheduler.of(ctx) returns it)"
+            )
+        self._start(context, options)
+
+    def _start(self, context: Context, options: SchedulerOptions) -> None:
+        """Build the engine and register this scheduler as the object's own."""
         self._engine = Engine(context, options)
+        self._engine.handle = self
+        self._context = context
+        _SCHEDULERS[id(context)] = self
+
+    @classmethod
+    def _for(cls, context: Context, options: SchedulerOptions) -> DurabilityScheduler:
+        """The object's scheduler: the registered one, else a new one with `options`."""
+        found = cls.of(context)
+        if found is None:
+            found = cls.__new__(cls)
+            found._start(context, options)
+        return found
+
+    @staticmethod
+    def of(ctx: object) -> DurabilityScheduler | None:
+        """The scheduler of the object whose `ctx` this is, or `None` before there is one."""
+        found = _SCHEDULERS.get(id(ctx))
+        if found is None or found._context is not ctx:
+            return None
+        return found
 
     async def alarm(self, info: HostAlarmInfo | None = None) -> None:
         """Run due work of every attached helper and re-arm the physical alarm."""
@@ -87,11 +127,29 @@ def attach(
             raise ValueError(f"{name} can only be given with context= (set it on the scheduler)")
         engine = scheduler._engine
     elif context is not None:
-        engine = Engine(context, SchedulerOptions(**options))
+        wanted = SchedulerOptions(**options)
+        engine = DurabilityScheduler._for(context, wanted)._engine
+        _check_same_options(engine.options, wanted, options)
     else:
         raise TypeError("either scheduler= or context= is required")
     engine.claim_kind(kind)
     return engine
+
+
+def _check_same_options(
+    own: SchedulerOptions, wanted: SchedulerOptions, given: Mapping[str, Any]
+) -> None:
+    """`ValueError` when an option a helper was given differs from its scheduler's."""
+    for name in sorted(given):
+        if getattr(own, name) != getattr(wanted, name):
+            raise ValueError(
+                f"{name} differs from the object's scheduler ({getattr(own, name)!r}); "
+                "the object's helpers share one scheduler: give its options once"
+            )
+
+
+_SCHEDULERS: weakref.WeakValueDictionary[int, DurabilityScheduler] = weakref.WeakValueDictionary()
+"""Each object's scheduler, by `id(ctx)` (see the module docstring)."""
 
 
 def attach_storage(
