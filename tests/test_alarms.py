@@ -282,6 +282,30 @@ async def test_failed_occurrence_stays_until_rescheduled() -> None:
         assert await t.obj.rows() == []
 
 
+class CardExpiredError(Exception):
+    """A vendor's exception the alarm's policy names as non-retryable."""
+
+
+async def test_policy_non_retryable_classes_fail_an_occurrence_at_once() -> None:
+    """An occurrence raising a class in RetryPolicy.non_retryable is failed on attempt 1."""
+    probe = Probe(retries=RetryPolicy(non_retryable=(CardExpiredError,)))
+
+    async def expired(info: DurableAlarmInfo) -> None:
+        raise CardExpiredError("card expired")
+
+    probe.behaviour["renew"] = expired
+    async with lab(probe) as t:
+        await t.obj.schedule("renew", START_MS)
+        await t.clock.advance(60_000)
+        assert len(probe.runs) == 1
+        [row] = await t.obj.rows()
+        assert (row["status"], row["last_error_name"], row["attempt"]) == (
+            "failed",
+            "CardExpiredError",
+            1,
+        )
+
+
 async def test_interrupted_occurrence_exhausts_without_running_again() -> None:
     """max_attempts=1 and an eviction mid-run: failed with the exhausted error."""
     probe = Probe(retries=RetryPolicy(max_attempts=1))

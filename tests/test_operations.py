@@ -275,6 +275,29 @@ async def test_non_retryable_errors_fail_at_once(cls: type[Exception]) -> None:
         )
 
 
+class CardDeclinedError(Exception):
+    """A payment vendor's exception, not ours."""
+
+
+async def test_policy_non_retryable_classes_fail_at_once() -> None:
+    """An exception of a class in RetryPolicy.non_retryable fails the call on attempt 1."""
+    probe = Probe(retries=RetryPolicy(non_retryable=(CardDeclinedError,)))
+    probe.behaviour["a"] = failing(99, lambda: CardDeclinedError("insufficient funds"))
+    probe.behaviour["b"] = failing(1, lambda: KeyError("transient"))
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a")
+        await t.obj.register("charge", "b")
+        await t.clock.advance(60_000)
+        assert [(id, attempt) for id, attempt, _ in probe.calls] == [("a", 1), ("b", 1), ("b", 2)]
+        result = await t.obj.result("charge", "a")
+        assert (result["status"], result["attempt"], result["error"]) == (
+            "failed",
+            1,
+            {"name": "CardDeclinedError", "message": "insufficient funds"},
+        )
+        assert (await t.obj.result("charge", "b"))["status"] == "completed"
+
+
 def _raise(attempt: int) -> int:
     raise RuntimeError("policy bug")
 
