@@ -275,7 +275,7 @@ def _values(obj: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("obj", "expected"),
     [
-        (RetryPolicy(), {"max_attempts": 5, "delay": None}),
+        (RetryPolicy(), {"max_attempts": 5, "delay": None, "non_retryable": ()}),
         (MethodOptions(), {"attempt_timeout_ms": None, "retries": None}),
         (
             AlarmMethodOptions(),
@@ -296,11 +296,12 @@ def test_option_object_defaults(obj: Any, expected: dict[str, Any]) -> None:
 
 
 FIELDS = [
-    (DurableCall, "id operation payload attempt signal"),
+    (DurableCall, "id operation payload attempt signal idempotency_key"),
     (OperationResult, "status result attempt next_attempt_at last_error error"),
     (
         DurableAlarmInfo,
-        "name scheduled_time attempt is_retry retry_count idempotency_key signal platform",
+        "name scheduled_time attempt is_retry retry_count idempotency_key signal platform "
+        "payload occurrence",
     ),
     (AlarmRetryInfo, "error retry_in_ms retry_count is_retry object_id"),
     (SerializedError, "name message"),
@@ -314,7 +315,7 @@ FIELDS = [
     (LogLease, "batch_id consumer records first_offset last_offset attempt expires_at"),
     (EnqueueResult, "success value error load"),
     (LoadSnapshot, "observed_at window_ms inbound outbound"),
-    (RetryPolicy, "max_attempts delay"),
+    (RetryPolicy, "max_attempts delay non_retryable"),
     (MethodOptions, "attempt_timeout_ms retries"),
     (AlarmMethodOptions, "attempt_timeout_ms retries retry_timeouts"),
     (RegisteredEvent, "type entity_kind operation id generation timestamp attempt"),
