@@ -74,6 +74,7 @@ EXPECTED = [
     "DurabilityError",
     "DurabilityLog",
     "DurabilityScheduler",
+    "Durable",
     "DurableAlarmInfo",
     "DurableAlarmTimeoutError",
     "DurableAttemptTimeoutError",
@@ -116,7 +117,9 @@ EXPECTED = [
     "TerminalEvent",
     "exponential",
     "jitter",
+    "named_alarm",
     "now_ms",
+    "operation",
 ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._clock import now_ms
+from ._declare import Durable, named_alarm, operation
 from ._engine import (
     LATEST,
     AlarmMethodOptions,
@@ -70,6 +71,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "DurabilityError",
     "DurabilityLog",
     "DurabilityScheduler",
+    "Durable",
     "DurableAlarmInfo",
     "DurableAlarmTimeoutError",
     "DurableAttemptTimeoutError",
@@ -112,5 +114,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "TerminalEvent",
     "exponential",
     "jitter",
+    "named_alarm",
     "now_ms",
+    "operation",
 ]

@@ -77,6 +77,11 @@ class DurabilityScheduler:
         self._context = context
         _SCHEDULERS[id(context)] = self
 
+    def _release(self) -> None:
+        """Stop being the object's scheduler (its object failed to construct)."""
+        if _SCHEDULERS.get(id(self._context)) is self:
+            del _SCHEDULERS[id(self._context)]
+
     @classmethod
     def _for(cls, context: Context, options: SchedulerOptions) -> DurabilityScheduler:
         """The object's scheduler: the registered one, else a new one with `options`."""
