@@ -11,19 +11,22 @@ retry policies (`policy`), lifecycle events (`lifecycle`), schema migrations
 
 from __future__ import annotations
 
+from .._cloudflare import as_context
 from .execution import ExecutionSpec, run_execution
 from .helper import DurableHelper, HandlerEntry
 from .lifecycle import (
     AttemptSettledEvent,
     AttemptStartedEvent,
     LifecycleEvent,
+    LifecycleEventType,
+    LifecycleHook,
     PurgedEvent,
     RegisteredEvent,
     ScheduledEvent,
     TerminalEvent,
     report_failure,
 )
-from .migrations import LATEST, MigrationResult, migrate
+from .migrations import LATEST, MigrationResult, MigrationTarget, migrate
 from .options import AlarmRetryInfo, given_options
 from .participants import HostAlarmInfo
 from .permits import Release
@@ -45,7 +48,7 @@ from .schemas import (
     NAMED_ALARM_MIGRATIONS,
     OPERATION_MIGRATIONS,
 )
-from .tables import TableSpec, due_rows
+from .tables import TableSpec
 
 __all__ = [
     "DEFAULT_ATTEMPT_TIMEOUT_MS",
@@ -66,8 +69,11 @@ __all__ = [
     "HandlerEntry",
     "HostAlarmInfo",
     "LifecycleEvent",
+    "LifecycleEventType",
+    "LifecycleHook",
     "MethodOptions",
     "MigrationResult",
+    "MigrationTarget",
     "PurgedEvent",
     "RegisteredEvent",
     "Release",
@@ -75,10 +81,10 @@ __all__ = [
     "ScheduledEvent",
     "TableSpec",
     "TerminalEvent",
+    "as_context",
     "attach",
     "attach_storage",
     "check_handlers",
-    "due_rows",
     "exponential",
     "given_options",
     "jitter",

@@ -19,6 +19,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .._cloudflare import alarm_info, as_context, host_ctx
 from .._context import Context, Storage
 from .engine import Engine
 from .migrations import Migration
@@ -43,7 +44,7 @@ class DurabilityScheduler:
     `ValueError`.
     """
 
-    __slots__ = ("__weakref__", "_context", "_engine")
+    __slots__ = ("__weakref__", "_ctx", "_engine")
 
     def __init__(
         self,
@@ -72,15 +73,15 @@ class DurabilityScheduler:
 
     def _start(self, context: Context, options: SchedulerOptions) -> None:
         """Build the engine and register this scheduler as the object's own."""
-        self._engine = Engine(context, options)
+        self._engine = Engine(as_context(context), options)
         self._engine.handle = self
-        self._context = context
-        _SCHEDULERS[id(context)] = self
+        self._ctx = host_ctx(context)
+        _SCHEDULERS[id(self._ctx)] = self
 
     def _release(self) -> None:
         """Stop being the object's scheduler (its object failed to construct)."""
-        if _SCHEDULERS.get(id(self._context)) is self:
-            del _SCHEDULERS[id(self._context)]
+        if _SCHEDULERS.get(id(self._ctx)) is self:
+            del _SCHEDULERS[id(self._ctx)]
 
     @classmethod
     def _for(cls, context: Context, options: SchedulerOptions) -> DurabilityScheduler:
@@ -94,14 +95,15 @@ class DurabilityScheduler:
     @staticmethod
     def of(ctx: object) -> DurabilityScheduler | None:
         """The scheduler of the object whose `ctx` this is, or `None` before there is one."""
-        found = _SCHEDULERS.get(id(ctx))
-        if found is None or found._context is not ctx:
+        key = host_ctx(ctx)
+        found = _SCHEDULERS.get(id(key))
+        if found is None or found._ctx is not key:
             return None
         return found
 
     async def alarm(self, info: HostAlarmInfo | None = None) -> None:
         """Run due work of every attached helper and re-arm the physical alarm."""
-        await self._engine.alarm(info)
+        await self._engine.alarm(alarm_info(info))
 
 
 def attach(

@@ -67,7 +67,7 @@ OPERATION_MIGRATIONS: Final[tuple[Migration, ...]] = (
         ),
     ),
 )
-"""Capability "operations": the `durability_calls` table (spec/core.md §5.11)."""
+"""Capability "operations": the `durability_calls` table."""
 
 _ALARM_COLUMNS: Final = (
     "name, generation_id, status, scheduled_at, next_attempt_at, attempt, "
@@ -189,7 +189,7 @@ FANOUT_MIGRATIONS: Final[tuple[Migration, ...]] = (
         ),
     ),
 )
-"""Capability "fanout": manifests, deliveries and the sequence (log-fanout-routing §4.3)."""
+"""Capability "fanout": manifests, deliveries and the sequence."""
 
 LOG_MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
@@ -228,7 +228,7 @@ LOG_MIGRATIONS: Final[tuple[Migration, ...]] = (
         ),
     ),
 )
-"""Capability "log": records, cursors, segments and the sequence (log-fanout-routing §3.3)."""
+"""Capability "log": records, cursors, segments and the sequence."""
 
 LOG_LEASE_MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
@@ -259,4 +259,4 @@ LOG_LEASE_MIGRATIONS: Final[tuple[Migration, ...]] = (
         ),
     ),
 )
-"""Capability "logLeases", only with leases: lease ranges and allocations (§3.3)."""
+"""Capability "logLeases", only with leases: lease ranges and allocations."""

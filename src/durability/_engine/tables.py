@@ -11,6 +11,7 @@ capabilities; every value is a bound parameter.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .._context import SqlStorage
 from .._errors import SerializedError
@@ -120,15 +121,20 @@ def pending_head(sql: SqlStorage, table: TableSpec, limit: int) -> list[tuple[st
     return [(str(row["pk"]), int(row["next_attempt_at"])) for row in cursor]
 
 
-def due_rows(sql: SqlStorage, table: TableSpec, now: int, limit: int) -> list[tuple[str, str]]:
-    """`(key, generation)` of at most `limit` pending rows due at `now`, earliest first."""
-    cursor = sql.exec(
-        f"SELECT {table.key} AS pk, generation_id FROM {table.name} "
-        "WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at ASC LIMIT ?",
-        now,
-        limit,
+def due_rows(
+    sql: SqlStorage, table: TableSpec, columns: str, now: int, limit: int
+) -> list[tuple[Any, ...]]:
+    """`columns` (fixed identifiers) of at most `limit` pending rows due at `now`, earliest
+    first."""
+    return list(
+        sql.exec(
+            f"SELECT {columns} FROM {table.name} "
+            "WHERE status = 'pending' AND next_attempt_at <= ? "
+            "ORDER BY next_attempt_at ASC LIMIT ?",
+            now,
+            limit,
+        ).raw()
     )
-    return [(str(key), str(generation)) for key, generation in cursor.raw()]
 
 
 def purge_created_before(sql: SqlStorage, table: TableSpec, before: int) -> int:
