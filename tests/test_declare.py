@@ -25,6 +25,9 @@ from durability import (
 from durability._declare import NamedAlarmMethod, OperationMethod
 from durability.runtime import AlarmInvocationInfo, DurableObject
 
+on_hosts = pytest.mark.usefixtures("host")
+"""On the embedded runtime and on both Cloudflare doubles."""
+
 DAY_MS = 24 * 60 * 60 * 1000
 
 
@@ -81,6 +84,7 @@ class Billing(Durable, DurableObject):
         ]
 
 
+@on_hosts
 async def test_declared_handlers_run_through_the_objects_scheduler() -> None:
     """@operation and @named_alarm methods run with (self, argument), by the alarm too."""
     seen: list[Any] = []
@@ -116,6 +120,7 @@ async def test_instance_attributes_are_the_handles() -> None:
     assert isinstance(Billing.renew, NamedAlarmMethod)
 
 
+@on_hosts
 async def test_per_method_options_reach_the_policy() -> None:
     """The decorator's retries (with non_retryable) govern the operation's attempts."""
     seen: list[Any] = []
@@ -152,6 +157,7 @@ class Slow(Durable, DurableObject):
         return [outcome.status, None if outcome.error is None else outcome.error.name]
 
 
+@on_hosts
 async def test_decorator_attempt_timeout_applies() -> None:
     """@operation(attempt_timeout_ms=...) bounds each attempt of that operation."""
     async with open_lab("SLOW", Slow, None) as lab:
@@ -198,6 +204,7 @@ class Derived(Base):
         return [(await self.ping.get_result("a")).result, (await self.pong.get_result("b")).result]
 
 
+@on_hosts
 async def test_subclasses_inherit_and_add_declarations() -> None:
     """A subclass keeps inherited handlers, overrides by name and adds its own."""
     seen: list[Any] = []
@@ -223,6 +230,7 @@ class OwnAlarm(Durable, DurableObject):
         await super().alarm(info)
 
 
+@on_hosts
 async def test_own_alarm_calling_super_runs_the_pass() -> None:
     """A class's own alarm() that awaits super().alarm(info) still runs named alarms."""
     seen: list[str] = []
@@ -259,6 +267,7 @@ class OnlyAlarms(Durable, DurableObject):
         return (await self.extra.by_hand.get_result("x")).result
 
 
+@on_hosts
 async def test_helpers_built_by_hand_join_the_declared_scheduler() -> None:
     """Without @operation there is no self.durability; hand-built helpers share the scheduler."""
     async with open_lab("ONLY", OnlyAlarms, None) as lab:
@@ -282,6 +291,7 @@ class Early(Durable, DurableObject):
         """Never reached: construction fails."""
 
 
+@on_hosts
 async def test_a_handle_used_before_init_says_so() -> None:
     """self.<operation> before super().__init__ raises AttributeError naming the fix."""
     async with open_lab("EARLY", Early, None) as lab:
@@ -307,6 +317,7 @@ class FailsOnce(Durable, DurableObject):
         await self.work("w")
 
 
+@on_hosts
 async def test_a_failed_construction_leaves_no_scheduler_behind() -> None:
     """After a constructor raised, the next call builds the object and its scheduler anew."""
     async with open_lab("FAILS", FailsOnce, []) as lab:
@@ -315,6 +326,7 @@ async def test_a_failed_construction_leaves_no_scheduler_behind() -> None:
         await lab.obj.run()
 
 
+@on_hosts
 def test_a_helper_failing_in_durable_init_releases_the_scheduler(live: LiveObject) -> None:
     """When building a helper fails (here its migration), ctx keeps no scheduler."""
     live.ctx.storage.sql.exec("CREATE TABLE durability_calls (unrelated TEXT)")
@@ -393,6 +405,7 @@ class Renewals(Durable, DurableObject):
         await self.renew(now_ms() + DAY_MS, payload=0)
 
 
+@on_hosts
 async def test_declared_alarms_survive_crashes_and_restarts(tmp_path: Path) -> None:
     """Crashed instances are rebuilt by the runtime; every occurrence runs once."""
     seen: list[int] = []

@@ -18,7 +18,11 @@ from durability import (
     DurableAlarmInfo,
     now_ms,
 )
+from durability.cloudflare import adapt
 from durability.runtime import AlarmInvocationInfo, DurableObject
+
+on_hosts = pytest.mark.usefixtures("host")
+"""On the embedded runtime and on both Cloudflare doubles."""
 
 HOUR_MS = 60 * 60 * 1000
 
@@ -42,6 +46,7 @@ class TwoPrivateHelpers(DurableObject):
         await self.durability.alarm(info)
 
 
+@on_hosts
 async def test_two_helpers_given_context_share_the_alarm() -> None:
     """A named alarm fires although alarm() goes to the operations helper only."""
     fired: list[int] = []
@@ -53,6 +58,7 @@ async def test_two_helpers_given_context_share_the_alarm() -> None:
         assert fired == [at]
 
 
+@on_hosts
 def test_helpers_given_one_context_attach_to_one_scheduler(live: LiveObject) -> None:
     """The first helper given context= becomes the object's scheduler; later ones join it."""
     assert DurabilityScheduler.of(live.ctx) is None
@@ -66,6 +72,7 @@ def test_helpers_given_one_context_attach_to_one_scheduler(live: LiveObject) -> 
     assert log.max_batch_size == 100
 
 
+@on_hosts
 def test_helpers_given_context_join_an_explicit_scheduler(live: LiveObject) -> None:
     """A scheduler built first is the one a helper given context= attaches to."""
     scheduler = DurabilityScheduler(context=live.ctx, alarm_concurrency=4)
@@ -74,6 +81,7 @@ def test_helpers_given_context_join_an_explicit_scheduler(live: LiveObject) -> N
     assert DurabilityScheduler.of(live.ctx) is scheduler
 
 
+@on_hosts
 def test_a_second_explicit_scheduler_says_to_pass_scheduler(live: LiveObject) -> None:
     """DurabilityScheduler(context=ctx) twice, or after a helper made one, raises."""
     Durability(context=live.ctx, handlers={"work": noop})
@@ -85,6 +93,7 @@ def test_a_second_explicit_scheduler_says_to_pass_scheduler(live: LiveObject) ->
         DurabilityScheduler(context=other)
 
 
+@on_hosts
 def test_options_are_validated_before_the_one_scheduler_check(live: LiveObject) -> None:
     """A bad option or handler is reported as such, not as a second scheduler."""
     DurabilityScheduler(context=live.ctx)
@@ -96,6 +105,7 @@ def test_options_are_validated_before_the_one_scheduler_check(live: LiveObject) 
         DurabilityAlarms(context=live.ctx, handlers={"alarm": noop})
 
 
+@on_hosts
 def test_differing_scheduler_options_raise(live: LiveObject) -> None:
     """A helper given context= with an option unlike the scheduler's raises ValueError."""
     DurabilityScheduler(context=live.ctx, alarm_concurrency=4, live_timers=True)
@@ -128,3 +138,14 @@ def test_of_is_per_ctx_object(live: LiveObject) -> None:
     assert DurabilityScheduler.of(live.ctx) is scheduler
     assert DurabilityScheduler.of(SimpleNamespace(storage=live.ctx.storage)) is None
     assert DurabilityScheduler.of(object()) is None
+
+
+@on_hosts
+def test_a_raw_and_an_adapted_ctx_name_one_object(live: LiveObject) -> None:
+    """Helpers given ctx and adapt(ctx) share one scheduler (a Cloudflare ctx too)."""
+    operations = Durability(context=live.ctx, handlers={"work": noop})
+    alarms = DurabilityAlarms(context=adapt(live.ctx), handlers={"renew": noop})
+    assert operations._engine is alarms._engine
+    assert DurabilityScheduler.of(adapt(live.ctx)) is DurabilityScheduler.of(live.ctx)
+    with pytest.raises(ValueError, match="pass scheduler= to share it"):
+        DurabilityScheduler(context=adapt(live.ctx))
