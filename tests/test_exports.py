@@ -14,6 +14,7 @@ import pytest
 import durability
 from durability import (
     LATEST,
+    AbortSignal,
     AlarmMethodOptions,
     AlarmRetryInfo,
     AttemptSettledEvent,
@@ -439,3 +440,18 @@ def test_error_class_message_and_attributes(
     assert isinstance(error, Exception)
     assert str(error) == message
     assert {name: getattr(error, name) for name in attributes} == attributes
+
+
+def test_durable_call_is_generic_in_its_payload() -> None:
+    """DurableCall[Order] is a valid annotation and builds a plain DurableCall."""
+    alias = DurableCall[dict[str, int]]
+    call = alias(
+        id="i",
+        operation="op",
+        payload={"n": 1},
+        attempt=1,
+        signal=AbortSignal(),
+        idempotency_key="k",
+    )
+    assert type(call) is DurableCall
+    assert call.payload == {"n": 1}

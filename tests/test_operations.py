@@ -331,21 +331,6 @@ async def test_idempotency_key_escapes_the_operation_name() -> None:
         assert first.endswith(":a%3Ab:c") and second.endswith(":a:b:c")
 
 
-def test_durable_call_is_generic_in_its_payload() -> None:
-    """DurableCall[Order] is a valid annotation and builds a plain DurableCall."""
-    alias = DurableCall[dict[str, int]]
-    call = alias(
-        id="i",
-        operation="op",
-        payload={"n": 1},
-        attempt=1,
-        signal=AbortSignal(),
-        idempotency_key="k",
-    )
-    assert type(call) is DurableCall
-    assert call.payload == {"n": 1}
-
-
 class CardDeclinedError(Exception):
     """A payment vendor's exception, not ours."""
 
