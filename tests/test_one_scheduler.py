@@ -84,38 +84,41 @@ def test_helpers_given_context_join_an_explicit_scheduler(live: LiveObject) -> N
 @on_hosts
 def test_a_second_explicit_scheduler_says_to_pass_scheduler(live: LiveObject) -> None:
     """DurabilityScheduler(context=ctx) twice, or after a helper made one, raises."""
-    Durability(context=live.ctx, handlers={"work": noop})
+    helper = Durability(context=live.ctx, handlers={"work": noop})
     with pytest.raises(ValueError, match="pass scheduler= to share it"):
         DurabilityScheduler(context=live.ctx)
     other = SimpleNamespace(id="other", storage=live.ctx.storage)
-    DurabilityScheduler(context=other)
+    first = DurabilityScheduler(context=other)
     with pytest.raises(ValueError, match="already has a DurabilityScheduler"):
         DurabilityScheduler(context=other)
+    assert DurabilityScheduler.of(other) is first
+    assert DurabilityScheduler.of(live.ctx) is helper._engine.handle
 
 
 @on_hosts
 def test_options_are_validated_before_the_one_scheduler_check(live: LiveObject) -> None:
     """A bad option or handler is reported as such, not as a second scheduler."""
-    DurabilityScheduler(context=live.ctx)
+    scheduler = DurabilityScheduler(context=live.ctx)
     with pytest.raises(ValueError, match="alarm_concurrency must be a positive integer"):
         DurabilityScheduler(context=live.ctx, alarm_concurrency=0)
     with pytest.raises(ValueError, match="alarm_min_delay_ms must be between"):
         Durability(context=live.ctx, handlers={"work": noop}, alarm_min_delay_ms=1)
     with pytest.raises(ValueError, match='"alarm" is reserved by DurabilityAlarms'):
         DurabilityAlarms(context=live.ctx, handlers={"alarm": noop})
+    assert DurabilityScheduler.of(live.ctx) is scheduler
 
 
 @on_hosts
 def test_differing_scheduler_options_raise(live: LiveObject) -> None:
     """A helper given context= with an option unlike the scheduler's raises ValueError."""
-    DurabilityScheduler(context=live.ctx, alarm_concurrency=4, live_timers=True)
+    scheduler = DurabilityScheduler(context=live.ctx, alarm_concurrency=4, live_timers=True)
     with pytest.raises(ValueError, match=r"alarm_concurrency differs from the object's scheduler"):
         Durability(context=live.ctx, handlers={"work": noop}, alarm_concurrency=5)
     with pytest.raises(ValueError, match=r"live_timers differs .*\(True\)"):
         DurabilityAlarms(context=live.ctx, handlers={"renew": noop}, live_timers=False)
     assert live.tables() == []  # nothing was migrated for the rejected helpers
     same = Durability(context=live.ctx, handlers={"work": noop}, alarm_concurrency=4)
-    assert same._engine.options.live_timers is True
+    assert same._engine is scheduler._engine
 
 
 def test_the_registry_needs_no_attribute_on_ctx_and_keeps_nothing_alive(
@@ -149,3 +152,14 @@ def test_a_raw_and_an_adapted_ctx_name_one_object(live: LiveObject) -> None:
     assert DurabilityScheduler.of(adapt(live.ctx)) is DurabilityScheduler.of(live.ctx)
     with pytest.raises(ValueError, match="pass scheduler= to share it"):
         DurabilityScheduler(context=adapt(live.ctx))
+
+
+@on_hosts
+def test_a_log_keeps_its_place_on_the_objects_scheduler(live: LiveObject) -> None:
+    """A log given context= holds the object's scheduler: a second log on it is refused."""
+    log: DurabilityLog[Any] = DurabilityLog(context=live.ctx)
+    gc.collect()
+    assert DurabilityScheduler.of(live.ctx) is not None
+    with pytest.raises(ValueError, match="A log helper is already attached"):
+        DurabilityLog(context=live.ctx)
+    assert log.max_batch_size == 100

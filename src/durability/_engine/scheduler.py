@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._cloudflare import alarm_info, as_context, host_ctx
-from .._context import Context, Storage
+from .._context import Context
 from .engine import Engine
 from .migrations import Migration
 from .options import (
@@ -165,8 +165,9 @@ def attach_storage(
     context: Context | None,
     kind: str,
     schemas: Mapping[str, Sequence[Migration]],
-) -> Storage:
-    """The object's storage for a helper of `kind` with no due work (it never sets the alarm).
+) -> Engine:
+    """The engine of a helper of `kind` with no due work, which uses only its `storage`
+    (it never sets the alarm) and holds it to keep its place on the object's scheduler.
 
     Attaches like `attach` without scheduler options, then brings each capability's
     schema in `schemas` up to date.
@@ -174,4 +175,4 @@ def attach_storage(
     engine = attach(scheduler=scheduler, context=context, kind=kind, options={})
     for capability, migrations in schemas.items():
         engine.migrate_schema(capability, migrations)
-    return engine.storage
+    return engine
