@@ -16,7 +16,6 @@ from typing import Any, ClassVar, Generic, TypeVar, overload
 from ._engine import (
     AlarmMethodOptions,
     DurabilityScheduler,
-    HostAlarmInfo,
     MethodOptions,
     RetryPolicy,
 )
@@ -247,8 +246,11 @@ class Durable:
         `(self, argument)`."""
         return {name: types.MethodType(found.function, self) for name, found in declared.items()}
 
-    async def alarm(self, info: HostAlarmInfo | None = None) -> None:
-        """The object's alarm: run the due work of every helper on its scheduler."""
+    async def alarm(self, info: Any = None) -> None:
+        """The object's alarm: run the due work of every helper on its scheduler.
+
+        `info` is the host's alarm invocation info as it comes (typed `Any` so an
+        override may annotate it as its host's type)."""
         await self.scheduler.alarm(info)
 
 
