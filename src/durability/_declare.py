@@ -110,6 +110,7 @@ class NamedAlarmMethod(_Declaration[AlarmMethodOptions, NamedAlarm]):
 
 
 def _check_common(attempt_timeout_ms: object, retries: object) -> None:
+    """The options both decorators take, checked when the decorator is applied."""
     if attempt_timeout_ms is not None:
         check_positive_int("attempt_timeout_ms", attempt_timeout_ms)
     if retries is not None and not isinstance(retries, RetryPolicy):

@@ -73,8 +73,8 @@ class DurableAlarmInfo:
 class DurabilityAlarms(DurableHelper["NamedAlarm"]):
     """Named alarms: `await alarms.<handler>(scheduled_time)` schedules (or replaces) one.
 
-    Construct it in the object's `__init__` with `scheduler=` (shared) or `context=`
-    (a private scheduler, which then accepts the scheduler options).
+    Construct it in the object's `__init__` with `scheduler=` or `context=` (the
+    object's scheduler, built with the scheduler options given here if it has none yet).
     """
 
     _kind = "DurabilityAlarms"

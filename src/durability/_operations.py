@@ -101,9 +101,10 @@ class OperationResult:
 class Durability(DurableHelper["DurableOperation"]):
     """Durable operations: `await durability.<handler>(id=..., payload=...)` registers one.
 
-    Construct it in the object's `__init__` with `scheduler=` (shared) or `context=`
-    (a private scheduler, which then accepts the scheduler options), and delegate the
-    object's `alarm()` to the scheduler (or to this helper when it is alone).
+    Construct it in the object's `__init__` with `scheduler=` or `context=` (the
+    object's scheduler, built with the scheduler options given here if it has none
+    yet), and delegate the object's `alarm()` to the scheduler (or to any of its
+    helpers).
     """
 
     _kind = "Durability"

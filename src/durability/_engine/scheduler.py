@@ -113,11 +113,12 @@ def attach(
     kind: str,
     options: Mapping[str, Any],
 ) -> Engine:
-    """The engine a helper of `kind` uses: the shared one of `scheduler`, or a private one.
+    """The engine a helper of `kind` uses: that of `scheduler`, or of the object's
+    scheduler for `context` (built with `options` when the object has none yet).
 
     Exactly one of `scheduler` and `context` must be given; the scheduler `options` the
-    helper was given (by name) are only accepted with `context`. Claims `kind` on the
-    engine (one helper per kind).
+    helper was given (by name) are only accepted with `context`, and must equal those of
+    an existing scheduler. Claims `kind` on the engine (one helper per kind).
     """
     unknown = sorted(set(options) - set(OPTION_NAMES))
     if unknown:
