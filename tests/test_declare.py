@@ -12,6 +12,7 @@ from _lab import open_lab
 from conftest import START_MS, LiveObject
 from durability import (
     Durability,
+    DurabilityAlarms,
     DurabilityLog,
     DurabilityScheduler,
     Durable,
@@ -274,6 +275,47 @@ async def test_helpers_built_by_hand_join_the_declared_scheduler() -> None:
         assert await lab.obj.shape() == [False, True]
         await lab.clock.run_until_idle()
         assert await lab.obj.by_hand_result() == "by hand"
+
+
+class LogFirst(Durable, DurableObject):
+    """Builds a log on ctx before Durable.__init__ runs."""
+
+    @operation
+    def work(self, call: DurableCall) -> str:
+        return "done"
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        self.log: DurabilityLog[Any] = DurabilityLog(context=ctx)
+        super().__init__(ctx, env)
+
+    async def shared(self) -> bool:
+        await self.work("w")
+        return self.log._engine is self.scheduler._engine is self.durability._engine
+
+
+@on_hosts
+async def test_durable_joins_a_scheduler_built_before_it() -> None:
+    """A helper built on ctx before super().__init__ made the scheduler Durable joins."""
+    async with open_lab("FIRST", LogFirst, None) as lab:
+        assert await lab.obj.shared() is True
+
+
+class Narrow(Durable, DurableObject):
+    """Asks for three permits."""
+
+    scheduler_options: ClassVar[dict[str, Any]] = {"alarm_concurrency": 3}
+
+    @operation
+    def work(self, call: DurableCall) -> None:
+        """Nothing to do."""
+
+
+def test_durable_refuses_a_scheduler_with_other_options(live: LiveObject) -> None:
+    """Joining a scheduler whose options differ from scheduler_options raises ValueError."""
+    alarms = DurabilityAlarms(context=live.ctx, handlers={"x": print}, alarm_concurrency=7)
+    with pytest.raises(ValueError, match=r"alarm_concurrency differs .*\(7\)"):
+        Narrow(live.ctx, {})
+    assert DurabilityScheduler.of(live.ctx) is alarms._engine.handle
 
 
 class Early(Durable, DurableObject):

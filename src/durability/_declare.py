@@ -20,6 +20,7 @@ from ._engine import (
     RetryPolicy,
 )
 from ._engine.options import OPTION_NAMES, SchedulerOptions
+from ._engine.scheduler import object_scheduler
 from ._named_alarms import DurabilityAlarms, NamedAlarm
 from ._operations import Durability, DurableOperation
 from ._validate import check_callable, check_positive_int
@@ -188,7 +189,8 @@ class Durable:
 
     Put it first: ``class Billing(Durable, DurableObject)`` (the embedded runtime's or
     Cloudflare's `workers.DurableObject`). `scheduler_options` (a mapping of
-    `DurabilityScheduler` options) configures the object's scheduler. `alarm()` runs the
+    `DurabilityScheduler` options) configures the object's scheduler; one built before
+    (by a helper given `context=`) is joined when its options agree. `alarm()` runs the
     scheduler's pass; a class defining its own calls ``await super().alarm(info)``.
     """
 
@@ -223,7 +225,8 @@ class Durable:
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)  # type: ignore[call-arg]  # the host's DurableObject
         cls = type(self)
-        self.scheduler = DurabilityScheduler(context=ctx, **cls.scheduler_options)
+        joined = DurabilityScheduler.of(ctx) is not None
+        self.scheduler = object_scheduler(ctx, cls.scheduler_options)
         try:
             if cls._operations:
                 self.durability = Durability(
@@ -238,8 +241,8 @@ class Durable:
                     methods={name: found.options for name, found in cls._named_alarms.items()},
                 )
         except BaseException:
-            # A failed construction leaves no scheduler behind for this ctx.
-            self.scheduler._release()
+            if not joined:  # a failed construction leaves no scheduler behind for this ctx
+                self.scheduler._release()
             raise
 
     def _bound(self, declared: Mapping[str, _Declaration[Any, Any]]) -> dict[str, Any]:

@@ -135,13 +135,20 @@ def attach(
             raise ValueError(f"{name} can only be given with context= (set it on the scheduler)")
         engine = scheduler._engine
     elif context is not None:
-        wanted = SchedulerOptions(**options)
-        engine = DurabilityScheduler._for(context, wanted)._engine
-        _check_same_options(engine.options, wanted, options)
+        engine = object_scheduler(context, options)._engine
     else:
         raise TypeError("either scheduler= or context= is required")
     engine.claim_kind(kind)
     return engine
+
+
+def object_scheduler(context: Context, options: Mapping[str, Any]) -> DurabilityScheduler:
+    """The object's scheduler for `context`: the existing one, whose options must equal
+    the `options` given (`ValueError` otherwise), else a new one built with them."""
+    wanted = SchedulerOptions(**options)
+    scheduler = DurabilityScheduler._for(context, wanted)
+    _check_same_options(scheduler._engine.options, wanted, options)
+    return scheduler
 
 
 def _check_same_options(
