@@ -35,6 +35,7 @@ from ._engine import (
     TableSpec,
     check_handlers,
     given_options,
+    read_stack,
     run_execution,
 )
 from ._errors import (
@@ -235,7 +236,9 @@ class Durability(DurableHelper["DurableOperation"]):
             )
         elif status == "failed":
             error = SerializedError(
-                row["last_error_name"] or "Error", row["last_error"] or "Durable operation failed"
+                row["last_error_name"] or "Error",
+                row["last_error"] or "Durable operation failed",
+                read_stack(self._engine.sql, CALLS, str(id), str(row["generation_id"])),
             )
             result = OperationResult(status="failed", attempt=row["attempt"], error=error)
         else:

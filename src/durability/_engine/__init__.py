@@ -3,10 +3,10 @@
 Capabilities (operations, named alarms, the log) import from this package only. Its
 modules, top-down: the scheduler handle and attachment (`scheduler`), the `Engine`
 (`engine`) and its parts (`options`, `participants`, `reconcile`, `timer`, `permits`,
-`registry`, `tasks`), one attempt (`execution`), the fenced table SQL (`tables`),
-retry policies (`policy`), lifecycle events (`lifecycle`), schema migrations
-(`migrations`) and the built-in schemas (`schemas`), and the `DurableHelper` base
-(`helper`).
+`registry`, `tasks`), one attempt (`execution`) and its log records (`attempt_log`),
+the fenced table SQL (`tables`), retry policies (`policy`), lifecycle events
+(`lifecycle`), schema migrations (`migrations`) and the built-in schemas (`schemas`),
+and the `DurableHelper` base (`helper`).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from .schemas import (
     NAMED_ALARM_MIGRATIONS,
     OPERATION_MIGRATIONS,
 )
-from .tables import TableSpec
+from .tables import TableSpec, read_stack
 
 __all__ = [
     "DEFAULT_ATTEMPT_TIMEOUT_MS",
@@ -89,6 +89,7 @@ __all__ = [
     "given_options",
     "jitter",
     "migrate",
+    "read_stack",
     "report_failure",
     "run_execution",
 ]

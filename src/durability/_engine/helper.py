@@ -32,6 +32,7 @@ from .participants import HostAlarmInfo, Participant
 from .policy import AttemptPolicy, resolve_policies
 from .registry import ActiveExecution
 from .scheduler import DurabilityScheduler, attach
+from .schemas import ERROR_STACK_MIGRATIONS, STACKS_CAPABILITY
 from .tables import TableSpec, due_rows
 
 Entry = TypeVar("Entry")
@@ -113,6 +114,7 @@ class DurableHelper(ABC, Generic[Entry]):
         self._events = on_lifecycle_event is not None
         self._active = self._engine.running.of(self._table.name)
         self._entries: dict[str, Entry] = {}
+        self._engine.migrate_schema(STACKS_CAPABILITY, ERROR_STACK_MIGRATIONS)
         self._engine.migrate_schema(self._capability, self._migrations)
         self._engine.register(Participant(self._table, self._run_due))
 

@@ -260,3 +260,25 @@ LOG_LEASE_MIGRATIONS: Final[tuple[Migration, ...]] = (
     ),
 )
 """Capability "logLeases", only with leases: lease ranges and allocations."""
+
+STACKS_CAPABILITY: Final = "errorStacks"
+
+ERROR_STACK_MIGRATIONS: Final[tuple[Migration, ...]] = (
+    Migration(
+        name="durability_stacks_0001_create_error_stacks",
+        up=(
+            "CREATE TABLE durability_error_stacks ("
+            "record_table TEXT NOT NULL, "
+            "record_key TEXT NOT NULL, "
+            "generation_id TEXT NOT NULL, "
+            "stack TEXT NOT NULL, "
+            "PRIMARY KEY (record_table, record_key))",
+        ),
+        down=("DROP TABLE durability_error_stacks",),
+    ),
+)
+"""Capability "errorStacks": the traceback of each operation's or named alarm's last
+error, beside its record (one row per record, of the generation that failed).
+
+A capability of its own so the upstream tables and their migration lists stay as they
+are: a database stays readable by a library that does not know this table."""
