@@ -27,7 +27,10 @@ _PRIVATE_TABLES = (
     " scheduled_ms INTEGER,"
     " retry_ms INTEGER,"
     " retry_attempt INTEGER NOT NULL DEFAULT 0)",
+    "CREATE TABLE IF NOT EXISTS _durability_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+    " WITHOUT ROWID",
 )
+"""`_durability_meta` holds facts about the object itself (its `name`), for tools."""
 
 CommitHook = Callable[["Database"], None]
 
@@ -79,6 +82,7 @@ class Database:
         self._loop = loop
         self._pending: asyncio.Future[None] | None = None
         self._savepoints = 0
+        self._unrecorded_name: str | None = None
 
     @classmethod
     def open(cls, loop: asyncio.AbstractEventLoop, file: Path | None) -> Database:
@@ -112,11 +116,30 @@ class Database:
         for statement in _PRIVATE_TABLES:
             self._conn().execute(statement)
 
+    def recorded_name(self) -> str | None:
+        """The object's name as recorded in its file, if one was."""
+        rows = self._conn().execute("SELECT value FROM _durability_meta WHERE key = 'name'")
+        row = rows.fetchone()
+        return None if row is None else str(row[0])
+
+    def record_name(self, name: str) -> None:
+        """Store the object's name with its next commit (kept if one is recorded already).
+
+        Written inside a transaction the object opens anyway, so it costs no commit.
+        """
+        self._unrecorded_name = name
+
     def join(self) -> asyncio.Future[None]:
         """The commit future of the current turn's transaction, opening it if needed."""
         pending = self._pending
         if pending is None:
-            self._conn().execute("BEGIN IMMEDIATE")
+            connection = self._conn()
+            connection.execute("BEGIN IMMEDIATE")
+            if self._unrecorded_name is not None:
+                connection.execute(
+                    "INSERT OR IGNORE INTO _durability_meta (key, value) VALUES ('name', ?)",
+                    (self._unrecorded_name,),
+                )
             pending = self._loop.create_future()
             pending.add_done_callback(_retrieve)
             self._pending = pending
@@ -193,6 +216,7 @@ class Database:
             return
         self._pending = None
         self._savepoints = 0
+        self._unrecorded_name = None
         self.commits += 1
         changed, self.alarm_changed = self.alarm_changed, False
         if changed and self.after_commit is not None:
