@@ -1,0 +1,89 @@
+"""Docs that run: every ```python block of README.md and docs/*.md is a whole program.
+
+Each block runs as it is shown, in a fresh temporary directory, with a timeout. A block
+whose first line is `# test_<name>.py` is a test file: it runs under pytest there, with
+the page's `# pyproject.toml` block (if any) beside it, as in a user's project.
+Fragments use a ```py fence and are not run.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+TIMEOUT_S = 120
+
+_FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
+_TEST_FILE = re.compile(r"# (test_\w+\.py)\n")
+_PRIVATE = re.compile(r"API\.md|\bspec/|seeds|\.\./shared")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced block: its page, language, first line number and text."""
+
+    page: Path
+    language: str
+    line: int
+    text: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def _blocks(page: Path) -> list[Block]:
+    source = page.read_text()
+    return [
+        Block(page, match[1], source.count("\n", 0, match.start()) + 1, match[2])
+        for match in _FENCE.finditer(source)
+    ]
+
+
+PROGRAMS = [block for page in PAGES for block in _blocks(page) if block.language == "python"]
+
+
+@pytest.mark.parametrize("block", PROGRAMS, ids=[block.id for block in PROGRAMS])
+def test_python_block_runs_as_shown(block: Block, tmp_path: Path) -> None:
+    """The block runs to completion (exit 0) as a program or, if named test_*.py, under pytest."""
+    test_file = _TEST_FILE.match(block.text)
+    if test_file is None:
+        (tmp_path / "example.py").write_text(block.text)
+        command = [sys.executable, "example.py"]
+    else:
+        (tmp_path / test_file[1]).write_text(block.text)
+        config = _config_block(block.page)
+        if config is not None:
+            (tmp_path / "pyproject.toml").write_text(config)
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test_file[1]]
+    result = subprocess.run(
+        command, cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+    assert result.returncode == 0, f"{block.id} failed:\n{result.stdout}\n{result.stderr}"
+
+
+def _config_block(page: Path) -> str | None:
+    for block in _blocks(page):
+        if block.language == "toml" and block.text.startswith("# pyproject.toml\n"):
+            return block.text
+    return None
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(page.relative_to(ROOT)) for page in PAGES])
+def test_page_is_self_contained(page: Path) -> None:
+    """A page refers to nothing users do not have (no internal design documents)."""
+    assert _PRIVATE.findall(page.read_text()) == []
+
+
+def test_every_page_is_checked() -> None:
+    """README.md and every docs page are collected, and together they hold programs."""
+    assert (ROOT / "README.md") in PAGES
+    assert len(PAGES) == 1 + len(list((ROOT / "docs").glob("*.md")))
+    assert PROGRAMS
