@@ -1,9 +1,10 @@
 """Docs that run: every ```python block of README.md and docs/*.md is a whole program.
 
 Each block runs as it is shown, in a fresh temporary directory, with a timeout. A block
-whose first line is `# test_<name>.py` is a test file: it runs under pytest there, with
-the page's `# pyproject.toml` block (if any) beside it, as in a user's project.
-Fragments use a ```py fence and are not run.
+whose first line names a file (`# greeter.py`) is that file: the page's later blocks
+find it beside them, as a reader who saved it would. A file named `test_*.py` runs
+under pytest, with the page's `# pyproject.toml` block (if any) beside it, as in a
+user's project. Fragments use a ```py fence and are not run.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 TIMEOUT_S = 120
 
 _FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
-_TEST_FILE = re.compile(r"# (test_\w+\.py)\n")
+_FILE = re.compile(r"# (\w+\.py)\n")
 _PRIVATE = re.compile(r"API\.md|\bspec/|seeds|\.\./shared")
 
 
@@ -53,16 +54,19 @@ PROGRAMS = [block for page in PAGES for block in _blocks(page) if block.language
 @pytest.mark.parametrize("block", PROGRAMS, ids=[block.id for block in PROGRAMS])
 def test_python_block_runs_as_shown(block: Block, tmp_path: Path) -> None:
     """The block runs to completion (exit 0) as a program or, if named test_*.py, under pytest."""
-    test_file = _TEST_FILE.match(block.text)
-    if test_file is None:
-        (tmp_path / "example.py").write_text(block.text)
-        command = [sys.executable, "example.py"]
-    else:
-        (tmp_path / test_file[1]).write_text(block.text)
+    for earlier in _blocks(block.page):
+        named = _FILE.match(earlier.text)
+        if earlier.language == "python" and earlier.line < block.line and named:
+            (tmp_path / named[1]).write_text(earlier.text)
+    named = _FILE.match(block.text)
+    file = named[1] if named else "example.py"
+    (tmp_path / file).write_text(block.text)
+    command = [sys.executable, file]
+    if file.startswith("test_"):
         config = _config_block(block.page)
         if config is not None:
             (tmp_path / "pyproject.toml").write_text(config)
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test_file[1]]
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", file]
     result = subprocess.run(
         command, cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT_S
     )
