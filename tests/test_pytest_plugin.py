@@ -115,3 +115,23 @@ def test_bindings_fixture_can_live_in_conftest(project: pytest.Pytester) -> None
         """
     )
     project.runpytest_subprocess().assert_outcomes(passed=1)
+
+
+def test_fixtures_work_in_strict_mode_with_the_marker(pytester: pytest.Pytester) -> None:
+    """Without `asyncio_mode = "auto"`, a test marked `asyncio` gets a working `runtime`."""
+    pytester.makepyfile(counter=COUNTER)
+    pytester.makepyfile(
+        test_strict="""
+        import pytest
+        from counter import Counter
+
+        @pytest.fixture
+        def durability_bindings():
+            return {"COUNTERS": Counter}
+
+        @pytest.mark.asyncio
+        async def test_counts(runtime):
+            assert await runtime.env.COUNTERS.get_by_name("a").increment() == 1
+        """
+    )
+    pytester.runpytest_subprocess().assert_outcomes(passed=1)
