@@ -512,9 +512,9 @@ def test_random_keys_are_version_4_uuids() -> None:
     """Keys drawn for records without one are distinct version-4 UUID strings."""
     import uuid
 
-    from durability._log.log import _random_key
+    from durability._uuid import random_uuid
 
-    keys = {_random_key() for _ in range(1_000)}
+    keys = {random_uuid() for _ in range(1_000)}
     assert len(keys) == 1_000
     for key in keys:
         parsed = uuid.UUID(key)

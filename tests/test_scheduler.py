@@ -25,7 +25,9 @@ from durability import (
     SerializedError,
     now_ms,
 )
-from durability._engine.scheduler import Participant, attach
+from durability._engine.participants import Participant
+from durability._engine.permits import PermitPool
+from durability._engine.scheduler import attach
 from durability._engine.tables import TableSpec
 from durability.runtime import AlarmInvocationInfo, DurableObject
 
@@ -183,7 +185,7 @@ def test_attach_needs_exactly_one_of_scheduler_and_context() -> None:
         kind="k",
         options={"alarm_concurrency": 3},
     )
-    assert private.alarm_concurrency == 3
+    assert private.options.alarm_concurrency == 3
 
 
 def test_one_helper_per_kind_on_a_scheduler() -> None:
@@ -362,16 +364,14 @@ async def test_permits_are_fifo_and_eager_start_needs_a_free_permit() -> None:
 
 async def test_permit_pool_is_fifo_and_releases_are_idempotent() -> None:
     """Waiters get permits in arrival order; a second release is a no-op."""
-    engine = attach(
-        scheduler=None, context=FAKE_CONTEXT, kind="k", options={"alarm_concurrency": 1}
-    )
-    first = engine.try_acquire_permit()
+    pool = PermitPool(1)
+    first = pool.try_acquire()
     assert first is not None
-    assert engine.try_acquire_permit() is None
+    assert pool.try_acquire() is None
     order: list[str] = []
 
     async def take(name: str) -> None:
-        release = await engine.acquire_permit()
+        release = await pool.acquire()
         order.append(name)
         release()
         release()
@@ -385,9 +385,9 @@ async def test_permit_pool_is_fifo_and_releases_are_idempotent() -> None:
     first()
     await asyncio.gather(*waiters)
     assert order == ["w1", "w2", "w3"]
-    again = engine.try_acquire_permit()
+    again = pool.try_acquire()
     assert again is not None
-    assert engine.try_acquire_permit() is None
+    assert pool.try_acquire() is None
 
 
 async def test_a_pass_takes_100_due_rows_per_helper() -> None:
