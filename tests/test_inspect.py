@@ -23,6 +23,8 @@ from durability import (
     LogLeaseOptions,
     RetryPolicy,
 )
+from durability._engine.migrations import migrate
+from durability._engine.schemas import FANOUT_MIGRATIONS
 from durability._inspect import InspectError, inspect_path
 from durability.cli import main
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
@@ -266,3 +268,39 @@ def test_inspect_of_an_empty_runtime_directory(
     assert main(["inspect", str(tmp_path)]) == 0
     assert capsys.readouterr().out == "no objects\n"
     assert os.listdir(tmp_path) == [".lock"]
+
+
+class Fanout(DurableObject):
+    """An object with fanout tables holding one owed delivery and one dead letter."""
+
+    def seed(self) -> None:
+        migrate(self.ctx.storage, "fanout", FANOUT_MIGRATIONS)
+        for row_id, phase, error in (("d1", "delivery", None), ("d2", "dead_letter", "gone")):
+            self.ctx.storage.sql.exec(
+                "INSERT INTO durability_fanout_deliveries (id, message_key, target_id, seq, "
+                "status, phase, attempt, next_attempt_at, last_error, last_error_name, created_at, "
+                "generation_id) VALUES (?, 'm', ?, 0, 'pending', ?, 3, 0, ?, ?, 0, 'g')",
+                row_id,
+                f"target-{row_id}",
+                phase,
+                error,
+                None if error is None else "TargetError",
+            )
+
+
+async def test_fanout_backlog_and_dead_letters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Owed deliveries count as backlog, dead letters apart; both are listed with errors."""
+    async with Runtime(path=tmp_path, bindings={"FANOUT": Fanout}) as rt:
+        await rt.env.FANOUT.get_by_name("topic").seed()
+    fanout = _only(tmp_path)["fanout"]
+    assert (fanout["backlog"], fanout["dead_letters"]) == (1, 1)
+    assert [(d["id"], d["phase"]) for d in fanout["deliveries"]] == [
+        ("d2", "dead_letter"),
+        ("d1", "delivery"),
+    ]
+    assert main(["inspect", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "fanout: backlog 1, dead letters 1" in out
+    assert "TargetError: gone" in out

@@ -31,10 +31,6 @@ class Tables:
         """Whether every one of `names` exists."""
         return all(name in self.names for name in names)
 
-    def columns(self, table: str) -> frozenset[str]:
-        """The column names of `table`."""
-        return frozenset(row[1] for row in self.connection.execute(f"PRAGMA table_info({table})"))
-
     def rows(self, query: str, *bindings: object) -> list[dict[str, Any]]:
         """The rows of `query` as dicts."""
         cursor = self.connection.execute(query, bindings)
