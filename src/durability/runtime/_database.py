@@ -112,9 +112,24 @@ class Database:
         return self._pending
 
     def create_private_tables(self) -> None:
-        """The runtime's own tables (KV pairs, the alarm), in this transaction if any."""
-        for statement in _PRIVATE_TABLES:
-            self._conn().execute(statement)
+        """The runtime's own tables (KV pairs, the alarm, meta), in this transaction if any.
+
+        Otherwise in one transaction of their own: a new file costs one commit, not one
+        per table.
+        """
+        connection = self._conn()
+        if connection.in_transaction:
+            for statement in _PRIVATE_TABLES:
+                connection.execute(statement)
+            return
+        connection.execute("BEGIN")
+        try:
+            for statement in _PRIVATE_TABLES:
+                connection.execute(statement)
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
 
     def recorded_name(self) -> str | None:
         """The object's name as recorded in its file, if one was."""
