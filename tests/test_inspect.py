@@ -44,7 +44,9 @@ class Shop(DurableObject):
             handlers={"charge": self.charge},
             retries=RetryPolicy(max_attempts=2),
         )
-        self.alarms = DurabilityAlarms(scheduler=self.scheduler, handlers={"renew": self.renew})
+        self.alarms = DurabilityAlarms(
+            scheduler=self.scheduler, handlers={"renew": self.renew, "sweep": self.sweep}
+        )
         self.log = DurabilityLog(scheduler=self.scheduler, leases=LogLeaseOptions())
 
     async def charge(self, call: DurableCall) -> None:
@@ -53,9 +55,13 @@ class Shop(DurableObject):
     async def renew(self, info: DurableAlarmInfo) -> None:
         """Nothing to do: the test only looks at the schedule."""
 
+    async def sweep(self, info: DurableAlarmInfo) -> None:
+        raise LookupError("nothing to sweep")
+
     async def fill(self) -> None:
         await self.durability.charge(id="inv-1", payload={"amount": 5})
         await self.alarms.renew(durability.now_ms() + DAY_MS)
+        await self.alarms.sweep(durability.now_ms())
         await self.log.append([LogAppendInput({"n": n}) for n in range(3)])
         await self.log.commit("mailer", 1)
         await self.log.lease("indexer", 2)
@@ -149,10 +155,17 @@ async def test_report_while_the_runtime_serves_the_path(served: Runtime, tmp_pat
     assert operation["attempt"] == 2
     assert operation["last_error_name"] == "RuntimeError"
     assert operation["last_error"] == "card declined for inv-1"
-    (alarm,) = report["named_alarms"]
-    assert alarm["name"] == "renew"
-    assert alarm["status"] == "pending"
-    assert report["alarm_at"] == alarm["next_attempt_at"]
+    assert "in charge" in operation["last_error_stack"]
+    renew, sweep = sorted(report["named_alarms"], key=lambda alarm: alarm["name"])
+    assert (renew["status"], renew["last_error"], renew["last_error_stack"]) == (
+        "pending",
+        None,
+        None,
+    )
+    assert (sweep["last_error_name"], sweep["last_error"]) == ("LookupError", "nothing to sweep")
+    assert "in sweep" in sweep["last_error_stack"]
+    assert (sweep["status"], sweep["attempt"]) == ("failed", 5)
+    assert report["alarm_at"] == renew["next_attempt_at"]
     log = report["log"]
     assert (log["oldest_offset"], log["next_offset"], log["hot_records"]) == (0, 3, 3)
     assert [(c["consumer"], c["offset"], c["lag"]) for c in log["cursors"]] == [("mailer", 1, 2)]
@@ -247,6 +260,9 @@ async def test_cli_text_shows_what_failed_and_why(
     assert "operations: failed 1" in out
     assert "RuntimeError: card declined for inv-1" in out
     assert "renew" in out
+    assert "    inv-1 raised at:\n" in out
+    assert "    sweep raised at:\n" in out
+    assert 'raise LookupError("nothing to sweep")' in out
     assert "mailer" in out
     assert "LAG" in out
     assert "2023-11-15 22:13:20.000Z" in out  # the renew alarm, a day after the start

@@ -66,7 +66,8 @@ def _operations(report: ObjectReport) -> list[str]:
         for row in report["operation_details"]
     ]
     header = ["ID", "OPERATION", "STATUS", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR"]
-    return [f"  operations: {summary}", *_table(header, rows)]
+    details = report["operation_details"]
+    return [f"  operations: {summary}", *_table(header, rows), *_stacks(details, "id")]
 
 
 def _named_alarms(report: ObjectReport) -> list[str]:
@@ -85,7 +86,7 @@ def _named_alarms(report: ObjectReport) -> list[str]:
         for row in alarms
     ]
     header = ["NAME", "STATUS", "SCHEDULED", "NEXT ATTEMPT", "ATTEMPTS", "LAST ERROR"]
-    return [f"  named alarms: {len(alarms)}", *_table(header, rows)]
+    return [f"  named alarms: {len(alarms)}", *_table(header, rows), *_stacks(alarms, "name")]
 
 
 def _log(report: ObjectReport) -> list[str]:
@@ -157,6 +158,20 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
         ).rstrip()
         for row in cells
     ]
+
+
+def _stacks(rows: list[dict[str, Any]], key: str) -> list[str]:
+    """Where each stored error was raised: the innermost frame of its traceback."""
+    lines: list[str] = []
+    for row in rows:
+        stack = row.get("last_error_stack")
+        if not stack:
+            continue
+        frames = [line for line in stack.rstrip().splitlines() if line.strip(" ^~")]
+        starts = [i for i, line in enumerate(frames) if line.lstrip().startswith('File "')]
+        lines.append(f"    {row[key]} raised at:")
+        lines.extend(f"    {line}" for line in frames[starts[-1] if starts else 0 :])
+    return lines
 
 
 def _error(row: dict[str, Any]) -> str:

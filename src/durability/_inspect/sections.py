@@ -51,14 +51,15 @@ def operation_counts(tables: Tables) -> JsonValue:
 
 
 def operation_details(tables: Tables) -> JsonValue:
-    """Pending and failed operations: id, attempts, next attempt and last error."""
+    """Pending and failed operations: id, attempts, next attempt, last error and its stack."""
     if not tables.has("durability_calls"):
         return []
     return [
         dict(row)
         for row in tables.rows(
             "SELECT id, operation, status, attempt, next_attempt_at, last_error_name, "
-            "last_error FROM durability_calls WHERE status != 'completed' "
+            f"last_error, {_stack(tables, 'durability_calls', 'id')} AS last_error_stack "
+            "FROM durability_calls AS record WHERE status != 'completed' "
             "ORDER BY status = 'pending', next_attempt_at, id LIMIT ?",
             DETAIL_ROWS,
         )
@@ -66,17 +67,29 @@ def operation_details(tables: Tables) -> JsonValue:
 
 
 def named_alarms(tables: Tables) -> JsonValue:
-    """Every named alarm: its status, scheduled time, next attempt and last error."""
+    """Every named alarm: its status, scheduled time, next attempt, last error and stack."""
     if not tables.has("durability_alarms"):
         return []
     return [
         dict(row)
         for row in tables.rows(
             "SELECT name, status, scheduled_at, next_attempt_at, attempt, last_error_name, "
-            "last_error FROM durability_alarms ORDER BY next_attempt_at, name LIMIT ?",
+            f"last_error, {_stack(tables, 'durability_alarms', 'name')} AS last_error_stack "
+            "FROM durability_alarms AS record ORDER BY next_attempt_at, name LIMIT ?",
             DETAIL_ROWS,
         )
     ]
+
+
+def _stack(tables: Tables, table: str, key: str) -> str:
+    """SQL for the traceback stored with `record`'s last error (NULL when none is)."""
+    if not tables.has("durability_error_stacks"):
+        return "NULL"
+    return (
+        "(SELECT stack FROM durability_error_stacks AS s WHERE s.record_table = "
+        f"'{table}' AND s.record_key = record.{key} "
+        "AND s.generation_id = record.generation_id)"
+    )
 
 
 def log(tables: Tables) -> JsonValue:
