@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -320,3 +322,23 @@ async def test_fanout_backlog_and_dead_letters(
     out = capsys.readouterr().out
     assert "fanout: backlog 1, dead letters 1" in out
     assert "TargetError: gone" in out
+
+
+async def test_another_process_inspects_a_served_path(served: Runtime, tmp_path: Path) -> None:
+    """`python -m durability inspect --json` in another process reads the served files."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "durability",
+        "inspect",
+        str(tmp_path / "data"),
+        "SHOPS",
+        "acme",
+        "--json",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    (shop,) = json.loads(out)["objects"]
+    assert (shop["name"], shop["operations"]) == ("acme", {"failed": 1})
