@@ -5,17 +5,21 @@ and pytest. `runtime` is a running in-memory `Runtime` on `virtual_clock`; it ta
 its bindings from the `durability_bindings` fixture, and its path from
 `durability_path` (`None`: in memory), which a test module or `conftest.py` overrides.
 Without pytest-asyncio the async `runtime` fixture is not defined; `virtual_clock` is.
+The runtime is imported only when a test asks for `runtime`.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from .runtime import Runtime
 from .testing import VirtualClock
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
 
 
 @pytest.fixture
@@ -54,6 +58,8 @@ else:
         durability_path: str | Path | None,
     ) -> AsyncIterator[Runtime]:
         """A started `Runtime` on `virtual_clock`, closed after the test."""
+        from .runtime import Runtime  # here, so a session that never asks pays nothing
+
         async with Runtime(
             path=durability_path, bindings=durability_bindings, clock=virtual_clock
         ) as started:
