@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from durability.runtime import Request, Runtime
+from durability.runtime.server import load_worker
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 TIMEOUT_S = 120
@@ -92,3 +95,23 @@ def test_local_links_resolve(page: Path) -> None:
     """Every relative link of a page points at a file of the project."""
     targets = [t for t in _LINK.findall(page.read_text()) if "://" not in t]
     assert [t for t in targets if not (page.parent / t).exists()] == []
+
+
+async def test_getting_started_app_answers_by_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tutorial's served `app.py` greets the name in the URL path, as curl would ask."""
+    page = ROOT / "docs" / "getting-started.md"
+    for block in _blocks(page):
+        named = _FILE.match(block.text)
+        if block.language == "python" and named:
+            (tmp_path / named[1]).write_text(block.text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        worker = load_worker(str(tmp_path / "app.py"))
+        async with Runtime(bindings=worker.bindings) as rt:
+            response = await worker.fetch(Request("http://localhost:8787/alice"), rt.env)
+    finally:
+        for module in ("app", "greeter"):
+            sys.modules.pop(module, None)
+    assert response.body == b"hello alice, visit number 1"
