@@ -96,8 +96,8 @@ async def test_the_name_is_recorded_in_the_object_file(tmp_path: Path) -> None:
         await rt.env.SHOPS.get_by_name("acme").touch()
     (file,) = (tmp_path / "SHOPS").glob("*.sqlite3")
     with sqlite3.connect(file) as connection:
-        rows = connection.execute("SELECT key, value FROM _durability_meta").fetchall()
-    assert rows == [("name", "acme")]
+        rows = connection.execute("SELECT id, name FROM _durability_name").fetchall()
+    assert rows == [(1, "acme")]
 
 
 async def test_an_object_reached_by_id_learns_its_name_later(tmp_path: Path) -> None:

@@ -68,10 +68,10 @@ def _size(file: Path) -> int:
 
 
 def _name(tables: Tables) -> str | None:
-    if not tables.has("_durability_meta"):
+    if not tables.has("_durability_name"):
         return None
-    rows = tables.rows("SELECT value FROM _durability_meta WHERE key = 'name'")
-    return str(rows[0]["value"]) if rows else None
+    rows = tables.rows("SELECT name FROM _durability_name WHERE id = 1")
+    return str(rows[0]["name"]) if rows else None
 
 
 def _alarm_at(tables: Tables) -> int | None:

@@ -27,10 +27,9 @@ _PRIVATE_TABLES = (
     " scheduled_ms INTEGER,"
     " retry_ms INTEGER,"
     " retry_attempt INTEGER NOT NULL DEFAULT 0)",
-    "CREATE TABLE IF NOT EXISTS _durability_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-    " WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS _durability_name ("
+    " id INTEGER PRIMARY KEY CHECK (id = 1), name TEXT NOT NULL)",
 )
-"""`_durability_meta` holds facts about the object itself (its `name`), for tools."""
 
 CommitHook = Callable[["Database"], None]
 
@@ -112,7 +111,7 @@ class Database:
         return self._pending
 
     def create_private_tables(self) -> None:
-        """The runtime's own tables (KV pairs, the alarm, meta), in this transaction if any.
+        """The runtime's own tables (KV pairs, alarm, name), in this transaction if any.
 
         Otherwise in one transaction of their own: a new file costs one commit, not one
         per table.
@@ -133,8 +132,7 @@ class Database:
 
     def recorded_name(self) -> str | None:
         """The object's name as recorded in its file, if one was."""
-        rows = self._conn().execute("SELECT value FROM _durability_meta WHERE key = 'name'")
-        row = rows.fetchone()
+        row = self._conn().execute("SELECT name FROM _durability_name WHERE id = 1").fetchone()
         return None if row is None else str(row[0])
 
     def record_name(self, name: str) -> None:
@@ -152,7 +150,8 @@ class Database:
             connection.execute("BEGIN IMMEDIATE")
             if self._unrecorded_name is not None:
                 connection.execute(
-                    "INSERT OR IGNORE INTO _durability_meta (key, value) VALUES ('name', ?)",
+                    "INSERT INTO _durability_name (id, name) VALUES (1, ?)"
+                    " ON CONFLICT (id) DO NOTHING",
                     (self._unrecorded_name,),
                 )
             pending = self._loop.create_future()

@@ -323,7 +323,7 @@ class ObjectStorage:
         database = self.enter()
         schema = database.query(
             "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'view')"
-            " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name <> '_durability_meta'"
+            " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name <> '_durability_name'"
             " ORDER BY type = 'table'"
         )
         for kind, name in schema:
