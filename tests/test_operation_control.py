@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -612,6 +613,27 @@ async def test_retry_after_is_still_bounded_by_max_attempts() -> None:
         assert attempts(probe, "a") == [(1, START_MS), (2, START_MS + 50), (3, START_MS + 100)]
         result = await t.obj.result("a")
         assert (result["status"], result["error"]["name"]) == ("failed", "RetryAfter")
+
+
+async def test_retry_after_logs_at_info_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A requested retry is not a failure: INFO, no traceback, with when it is due."""
+    probe = Probe()
+
+    async def behave(call: DurableCall) -> Any:
+        if call.attempt == 1:
+            raise RetryAfter(2_000)
+        return "ok"
+
+    probe.behaviour["a"] = behave
+    caplog.set_level(logging.INFO, logger="durability.operations")
+    async with lab(probe) as t:
+        await t.obj.register("a")
+        await t.clock.run_until_idle()
+    [record] = [r for r in caplog.records if r.name == "durability.operations"]
+    assert (record.levelno, record.exc_info) == (logging.INFO, None)
+    assert (record.error_name, record.retry_in_ms) == ("RetryAfter", 2_000)  # type: ignore[attr-defined]
 
 
 def test_retry_after_validates_its_delay() -> None:

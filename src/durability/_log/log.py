@@ -107,7 +107,11 @@ class DurabilityLog(Generic[Body]):
         schemas = {"log": LOG_MIGRATIONS}
         if leases is not None:
             schemas["logLeases"] = LOG_LEASE_MIGRATIONS
-        storage = attach_storage(scheduler=scheduler, context=context, kind="log", schemas=schemas)
+        # Kept: it holds the log's place on the object's one scheduler.
+        self._engine = attach_storage(
+            scheduler=scheduler, context=context, kind="log", schemas=schemas
+        )
+        storage = self._engine.storage
         self._storage = storage
         self._retention = retention
         self._cold = cold

@@ -59,7 +59,12 @@ class Instance:
     def user_object(self) -> DurableObject:
         """The user's instance, constructed on first use as `Class(ctx, env)`."""
         if self._object is None:
-            self._object = self._cls(self.ctx, self._env)
+            try:
+                self._object = self._cls(self.ctx, self._env)
+            except BaseException:
+                # Nothing of a failed construction is reused: the next try gets a new ctx.
+                self.ctx = ObjectContext(self)
+                raise
         return self._object
 
     def call(
