@@ -11,6 +11,7 @@ the object is a harmless spurious wake.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sqlite3
 from pathlib import Path
@@ -18,6 +19,8 @@ from typing import IO
 
 from .._files import sync_directory
 from ._errors import PathInUseError
+
+logger = logging.getLogger("durability.runtime")
 
 Key = tuple[str, str]
 """(namespace binding name, 64-hex object id)."""
@@ -117,14 +120,26 @@ class Catalog:
         self._dirty.add(key)
         if not self._flush_scheduled and self._loop is not None:
             self._flush_scheduled = True
-            self._loop.call_soon(self.flush)
+            self._loop.call_soon(self._flush_later)
 
     def flush(self) -> None:
         """Write every changed entry in one transaction."""
-        self._flush_scheduled = False
-        connection = self._connection
-        if connection is None or not self._dirty:
+        if self._connection is None:
             self._dirty.clear()
+            return
+        self._flush(self._connection)
+
+    def _flush_later(self) -> None:
+        # Settled entries only raise or drop a bound: the catalog stays a superset while
+        # they wait, so a failed write is retried by the next flush, not raised here.
+        self._flush_scheduled = False
+        try:
+            self.flush()
+        except Exception as error:
+            logger.warning("alarm catalog %s: write failed, retried later: %r", self._file, error)
+
+    def _flush(self, connection: sqlite3.Connection) -> None:
+        if not self._dirty:
             return
         dirty, self._dirty = self._dirty, set()
         try:
@@ -148,8 +163,10 @@ class Catalog:
             raise
 
     def close(self) -> None:
-        """Flush what is pending and close the file."""
-        if self._connection is not None:
-            self.flush()
-            self._connection.close()
-            self._connection = None
+        """Flush what is pending and close the file (closed even if the flush fails)."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                self._flush(connection)
+            finally:
+                connection.close()

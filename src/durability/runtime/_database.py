@@ -30,6 +30,7 @@ _PRIVATE_TABLES = (
 )
 
 CommitHook = Callable[["Database"], None]
+FailureHook = Callable[["Database", BaseException], None]
 
 _SAVEPOINT_NAMES = tuple(f"_durability_sp{depth}" for depth in range(16))
 """Savepoints are named by nesting depth, so the same few statements are reused from
@@ -74,7 +75,7 @@ class Database:
         self.alarm_changed = False
         self.before_commit: CommitHook | None = None
         self.after_commit: CommitHook | None = None
-        self.commit_failed: CommitHook | None = None
+        self.commit_failed: FailureHook | None = None
         self._connection: sqlite3.Connection | None = connection
         self._loop = loop
         self._pending: asyncio.Future[None] | None = None
@@ -189,7 +190,7 @@ class Database:
         except Exception as error:
             self.rollback(error)
             if self.commit_failed is not None:
-                self.commit_failed(self)
+                self.commit_failed(self, error)
             return
         self._pending = None
         self._savepoints = 0

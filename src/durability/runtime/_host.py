@@ -140,28 +140,46 @@ class Runtime:
         self._alarms.start(loop)
 
     async def close(self) -> None:
-        """Commit what is pending, stop every instance and timer, release the path."""
+        """Commit what is pending, stop every instance and timer, release the path.
+
+        The path, the file handles and the clock are released even when a step fails;
+        the first failure is raised afterwards.
+        """
         if self._state != "running" or self._loop is None:
             return
         self._state = "closing"
-        pending: list[asyncio.Future[Any]] = list(self._alarms.close())
-        for instance in list(self._instances.values()):
-            pending.extend(self._discard(instance, crash=False))
-        self._instances.clear()
-        await _wind_down(pending)
-        for database in self._memory.values():
-            database.close()
-        self._memory.clear()
-        self._catalog.close()
-        if self._lock is not None:
-            self._lock.release()
         loop = self._loop
+        try:
+            pending: list[asyncio.Future[Any]] = list(self._alarms.close())
+            for instance in list(self._instances.values()):
+                pending.extend(self._discard(instance, crash=False))
+            self._instances.clear()
+            await _wind_down(pending)
+        finally:
+            self._release(loop)
+
+    def _release(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Close every file and give up the path and the clock, whatever fails."""
+        steps: list[Callable[[], object]] = [database.close for database in self._memory.values()]
+        steps.append(self._catalog.close)
+        if self._lock is not None:
+            steps.append(self._lock.release)
         detach = getattr(self._clock, "detach", None)
         if callable(detach):
-            detach(loop)
+            steps.append(lambda: detach(loop))
         else:
-            unbind_clock(loop, self._clock)
+            steps.append(lambda: unbind_clock(loop, self._clock))
+        self._memory.clear()
         self._state = "closed"
+        failure: BaseException | None = None
+        for step in steps:
+            try:
+                step()
+            except BaseException as error:
+                logger.error("closing the runtime: %r", error)
+                failure = failure or error
+        if failure is not None:
+            raise failure
 
     async def evict(self, target: ObjectStub | ObjectId) -> None:
         """Drop the live instance: cancel its work, fence its ctx; data and alarm stay."""
@@ -215,7 +233,7 @@ class Runtime:
         if name != object_id.name:
             object_id = ObjectId(key[0], key[1], name)
         self._alarms.watch(key, name, database)
-        database.commit_failed = lambda db: self._commit_failed(key, db)
+        database.commit_failed = lambda db, error: self._commit_failed(key, db, error)
         instance = Instance(
             object_id, namespace.object_class, self._env, database, self._schedule_idle
         )
@@ -267,12 +285,13 @@ class Runtime:
             del self._instances[key]
             self._discard(instance, crash=False)
 
-    def _commit_failed(self, key: Key, database: Database) -> None:
+    def _commit_failed(self, key: Key, database: Database, error: BaseException) -> None:
         # The instance's memory may disagree with storage now: rebuild it on next use.
+        # Its calls in flight may have written in the lost commit: they get its error.
         instance = self._instances.get(key)
         if instance is not None and instance.database is database:
             del self._instances[key]
-            self._discard(instance, crash=True)
+            self._discard(instance, crash=True, error=error)
 
     async def _drop(self, key: Key, *, crash: bool) -> None:
         instance = self._instances.pop(key, None)
@@ -280,8 +299,14 @@ class Runtime:
             return
         await _wind_down(self._discard(instance, crash=crash))
 
-    def _discard(self, instance: Instance, *, crash: bool) -> list[asyncio.Future[Any]]:
-        """Fence the instance, settle or drop its pending writes, cancel its work."""
+    def _discard(
+        self, instance: Instance, *, crash: bool, error: BaseException | None = None
+    ) -> list[asyncio.Future[Any]]:
+        """Fence the instance, settle or drop its pending writes, cancel its work.
+
+        `error`: why the instance is discarded, handed to its calls in flight
+        (by default they learn that the object was evicted).
+        """
         instance.fence()
         if instance.idle_timer is not None:
             instance.idle_timer.cancel()
@@ -296,7 +321,7 @@ class Runtime:
             )
         else:
             database.commit()
-        pending = instance.cancel_work()
+        pending = instance.cancel_work(error)
         if database.file is not None:
             database.close()
         return pending

@@ -1,0 +1,73 @@
+"""Storage failures on the file-backed runtime: the caller learns the real error,
+the path and the alarms survive, and work resumes once the disk is healthy."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durability import now_ms
+from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
+from durability.testing import VirtualClock
+
+from ._inject import StorageFaults
+
+
+class Notes(DurableObject):
+    """Writes KV pairs and arms its alarm; records every alarm it receives."""
+
+    async def put(self, key: str, value: int) -> int:
+        await self.ctx.storage.put(key, value)
+        return value
+
+    async def get(self, key: str) -> Any:
+        return await self.ctx.storage.get(key)
+
+    async def arm(self, at_ms: int) -> None:
+        await self.ctx.storage.set_alarm(at_ms)
+
+    async def alarm(self, info: AlarmInvocationInfo) -> None:
+        self.env.FIRED.append((self.ctx.id.name, now_ms(), info.retry_count))
+
+
+def bindings(fired: list[Any]) -> dict[str, object]:
+    return {"NOTES": Notes, "FIRED": fired}
+
+
+async def test_failed_commit_reports_its_own_error(
+    tmp_path: Path, faults: StorageFaults, clock: VirtualClock
+) -> None:
+    """A call whose COMMIT fails gets the commit's error, not ObjectEvictedError."""
+    async with Runtime(path=tmp_path, bindings=bindings([]), clock=clock) as rt:
+        stub = rt.env.NOTES.get_by_name("a")
+        assert await stub.put("k", 1) == 1
+        faults.fail("NOTES", "COMMIT")
+        with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+            await stub.put("k", 2)
+        assert await stub.get("k") == 1
+        assert await stub.put("k", 3) == 3
+        assert await stub.get("k") == 3
+
+
+async def test_failed_close_still_releases_the_path(
+    tmp_path: Path, faults: StorageFaults, clock: VirtualClock
+) -> None:
+    """When close() fails it raises, yet the path is free and nothing stays open."""
+    rt = Runtime(path=tmp_path, bindings=bindings([]), clock=clock)
+    await rt.start()
+    await rt.env.NOTES.get_by_name("a").arm(clock.now_ms() + 60_000)
+    # The catalog takes b's entry before b's commit, then every later catalog write fails.
+    faults.fail("_catalog", "BEGIN", times=100, skip=1)
+    await rt.env.NOTES.get_by_name("b").arm(clock.now_ms() + 30_000)
+    with pytest.raises(sqlite3.OperationalError):
+        await rt.close()
+    await rt.close()
+    faults.stop()
+    fired: list[Any] = []
+    async with Runtime(path=tmp_path, bindings=bindings(fired), clock=clock) as again:
+        assert await again.env.NOTES.get_by_name("b").get("k") is None
+        await clock.advance(60_000)
+    assert sorted(name for name, _, _ in fired) == ["a", "b"]
