@@ -71,3 +71,29 @@ async def test_failed_close_still_releases_the_path(
         assert await again.env.NOTES.get_by_name("b").get("k") is None
         await clock.advance(60_000)
     assert sorted(name for name, _, _ in fired) == ["a", "b"]
+
+
+async def test_failed_alarm_bookkeeping_is_retried_with_backoff(
+    tmp_path: Path, faults: StorageFaults, clock: VirtualClock
+) -> None:
+    """An alarm whose delivery cannot record its outcome is retried with backoff, not lost."""
+    fired: list[Any] = []
+    async with Runtime(path=tmp_path, bindings=bindings(fired), clock=clock) as rt:
+        stub = rt.env.NOTES.get_by_name("a")
+        start = clock.now_ms()
+        await stub.arm(start + 1_000)
+        # The first delivery's commit (with alarm()'s effects) passes; every later
+        # commit of the object fails for a minute.
+        rule = faults.fail("NOTES", "COMMIT", skip=1, times=1_000)
+        for _ in range(60):
+            await clock.advance(1_000)
+        assert [(at - start, retry) for _, at, retry in fired][:1] == [(1_000, 0)]
+        assert 3 <= rule.failed <= 6
+        faults.stop()
+        await clock.advance(200_000)
+        assert len(fired) >= 2
+        assert fired[-1][2] >= 1
+        fired.clear()
+        await clock.advance(600_000)
+        assert fired == []
+        assert await stub.put("k", 1) == 1
