@@ -76,6 +76,9 @@ USAGE = """durability counter demo
   POST /NAME/cancel-reset       disarm the reset
 """
 
+MAX_RESET_SECONDS = 366 * 24 * 3600
+BAD_SECONDS = f"SECONDS must be a whole number from 0 to {MAX_RESET_SECONDS}\n"
+
 
 async def fetch(request: Request, env: Any) -> Response:
     """Route `/NAME[/action[/arg]]` to the counter object called NAME."""
@@ -88,7 +91,9 @@ async def fetch(request: Request, env: Any) -> Response:
             return Response.json(await counter.state())
         case "POST", ["increment"]:
             return Response.json(await counter.increment())
-        case "POST", ["reset-in", seconds] if seconds.isdigit():
+        case "POST", ["reset-in", seconds]:
+            if not (seconds.isascii() and seconds.isdigit()) or int(seconds) > MAX_RESET_SECONDS:
+                return Response(BAD_SECONDS, status=400)
             return Response.json(await counter.reset_in(int(seconds)))
         case "POST", ["cancel-reset"]:
             return Response.json(await counter.cancel_reset())
