@@ -31,6 +31,7 @@ from .._load import EnqueueResult, LoadSnapshot, RoutingLoad
 from .._serialization import serialize
 from .._types import MAX_SAFE_INTEGER
 from .._validate import check_positive_int
+from .identity import log_id, writing_for
 from .leases import LogLeases
 from .reader import LogReader
 from .store import LogStore, NewRecord, SegmentRow, to_records
@@ -110,6 +111,7 @@ class DurabilityLog(Generic[Body]):
         if leases is not None:
             engine.migrate_schema("logLeases", LOG_LEASE_MIGRATIONS)
         self._storage = engine.storage
+        self._object_id: object = getattr(engine.context, "id", None)
         self._retention = retention
         self._cold = cold
         self._routing = routing if routing is not None else RoutingLoad()
@@ -269,7 +271,9 @@ class DurabilityLog(Generic[Body]):
                         last,
                         to_records([(r.offset, r.key, r.payload, r.appended_at) for r in prefix]),
                     )
-                    locator = await self._cold.write(segment)
+                    locator = await writing_for(
+                        log_id(self._storage, self._object_id), self._cold.write(segment)
+                    )
                     if not isinstance(locator, str) or not locator:
                         raise TypeError("Cold storage must return a non-empty locator")
                     deleted = self._store.flush(
