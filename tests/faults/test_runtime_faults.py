@@ -97,3 +97,22 @@ async def test_failed_alarm_bookkeeping_is_retried_with_backoff(
         await clock.advance(600_000)
         assert fired == []
         assert await stub.put("k", 1) == 1
+
+
+async def test_corrupt_object_file_is_named_and_others_keep_working(
+    tmp_path: Path, clock: VirtualClock
+) -> None:
+    """A corrupt object file raises an error naming the object and the file; others work."""
+    async with Runtime(path=tmp_path, bindings=bindings([]), clock=clock) as rt:
+        await rt.env.NOTES.get_by_name("bad").put("k", 1)
+        await rt.env.NOTES.get_by_name("good").put("k", 2)
+        object_id = str(rt.env.NOTES.id_from_name("bad"))
+    file = tmp_path / "NOTES" / f"{object_id}.sqlite3"
+    file.write_bytes(b"this is not a database" * 200)
+    async with Runtime(path=tmp_path, bindings=bindings([]), clock=clock) as rt:
+        for _ in range(2):
+            with pytest.raises(sqlite3.DatabaseError) as caught:
+                await rt.env.NOTES.get_by_name("bad").get("k")
+            assert f"NOTES:{object_id}" in str(caught.value)
+            assert str(file) in str(caught.value)
+        assert await rt.env.NOTES.get_by_name("good").get("k") == 2

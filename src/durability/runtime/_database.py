@@ -83,19 +83,29 @@ class Database:
 
     @classmethod
     def open(cls, loop: asyncio.AbstractEventLoop, file: Path | None) -> Database:
-        """Open (creating if needed) an object's database; `None` keeps it in memory."""
+        """Open (creating if needed) an object's database; `None` keeps it in memory.
+
+        A file that cannot be used raises its `sqlite3` error, with the file named, and
+        leaves no connection open.
+        """
         if file is None:
             connection = sqlite3.connect(":memory:", isolation_level=None)
-        else:
-            created = not file.exists()
-            if created:
-                _make_directory(file.parent)
-            connection = sqlite3.connect(file, isolation_level=None)
+            database = cls(connection, loop, None)
+            database.create_private_tables()
+            return database
+        created = not file.exists()
+        if created:
+            _make_directory(file.parent)
+        connection = sqlite3.connect(file, isolation_level=None)
+        try:
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=FULL")
-        database = cls(connection, loop, file)
-        database.create_private_tables()
-        if file is not None and created:
+            database = cls(connection, loop, file)
+            database.create_private_tables()
+        except sqlite3.Error as error:
+            connection.close()
+            raise type(error)(f"{file}: {error}") from error
+        if created:
             sync_directory(file.parent)
         return database
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sqlite3
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import CodeType, TracebackType
@@ -248,7 +249,11 @@ class Runtime:
             if database is None:
                 database = self._memory[key] = Database.open(self._loop, None)
             return database
-        return Database.open(self._loop, self._path / key[0] / f"{key[1]}.sqlite3")
+        try:
+            return Database.open(self._loop, self._path / key[0] / f"{key[1]}.sqlite3")
+        except sqlite3.Error as error:
+            message = f"object {key[0]}:{key[1]} cannot use its database: {error}"
+            raise type(error)(message) from error
 
     def _schedule_idle(self, instance: Instance) -> None:
         """Note that `instance` just became idle; its idle timer checks it later.
