@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import sqlite3
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import CodeType, TracebackType
@@ -27,6 +28,7 @@ from ._database import Database
 from ._errors import ObjectEvictedError
 from ._ids import ObjectId
 from ._instance import Instance
+from ._limits import default_max_live_objects
 from ._object import DurableObject
 from ._stub import Env, ObjectNamespace, ObjectStub
 
@@ -45,7 +47,9 @@ class Runtime:
     under `<path>/<NAMESPACE>/<id>.sqlite3`, the alarm catalog in
     `<path>/_catalog.sqlite3`, and a lock so only one Runtime uses the path at a time.
     `idle_evict_ms` (default 60 s of the runtime's clock; `None` disables) evicts
-    instances that have been idle that long (hibernation).
+    instances that have been idle that long (hibernation). `max_live_objects` caps the
+    live instances: past it, the least recently used idle ones are evicted (`None`
+    sizes it from the open-file limit, three descriptors per object).
     """
 
     def __init__(
@@ -55,6 +59,7 @@ class Runtime:
         bindings: Mapping[str, object] | None = None,
         clock: Clock | None = None,
         idle_evict_ms: int | None = DEFAULT_IDLE_EVICT_MS,
+        max_live_objects: int | None = None,
     ) -> None:
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or path-like, got {type(path).__name__}")
@@ -62,6 +67,9 @@ class Runtime:
             raise TypeError("clock must have a now_ms() method")
         if idle_evict_ms is not None:
             check_positive_int("idle_evict_ms", idle_evict_ms)
+        if max_live_objects is None:
+            max_live_objects = default_max_live_objects()
+        self._max_live = check_positive_int("max_live_objects", max_live_objects)
         self._path = Path(path) if path is not None else None
         self._clock: Clock = clock if clock is not None else WALL_CLOCK
         self._idle_evict_ms = idle_evict_ms
@@ -69,7 +77,7 @@ class Runtime:
         self._env = Env(self._bind(bindings if bindings is not None else {}))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._state = "new"
-        self._instances: dict[Key, Instance] = {}
+        self._instances: OrderedDict[Key, Instance] = OrderedDict()
         self._memory: dict[Key, Database] = {}
         self._lock = PathLock(self._path) if self._path is not None else None
         self._catalog = Catalog(self._path / "_catalog.sqlite3" if self._path else None)
@@ -101,6 +109,11 @@ class Runtime:
             return self._namespaces[name]
         except KeyError:
             raise KeyError(f"no DurableObject class is bound as {name!r}") from None
+
+    @property
+    def max_live_objects(self) -> int:
+        """The most instances kept live before idle ones are evicted, oldest use first."""
+        return self._max_live
 
     def now_ms(self) -> int:
         """The runtime clock's current time."""
@@ -222,6 +235,7 @@ class Runtime:
         key = (object_id.namespace, str(object_id))
         instance = self._instances.get(key)
         if instance is not None:
+            self._instances.move_to_end(key)
             return instance
         if self._state != "running" or self._loop is None:
             raise RuntimeError(
@@ -239,8 +253,26 @@ class Runtime:
             object_id, namespace.object_class, self._env, database, self._schedule_idle
         )
         self._instances[key] = instance
+        if len(self._instances) > self._max_live:
+            self._evict_least_recent(key)
         self._schedule_idle(instance)
         return instance
+
+    def _evict_least_recent(self, keep: Key) -> None:
+        """Evict idle instances, least recently used first, down to `max_live_objects`.
+
+        Busy ones (a call, an alarm or `wait_until` work) and `keep` (the instance just
+        built) are skipped: the cap may be exceeded while that many objects are busy.
+        """
+        excess = len(self._instances) - self._max_live
+        victims: list[Key] = []
+        for key, instance in self._instances.items():
+            if len(victims) == excess:
+                break
+            if key != keep and not instance.tasks:
+                victims.append(key)
+        for key in victims:
+            self._discard(self._instances.pop(key), crash=False)
 
     def _database(self, key: Key) -> Database:
         assert self._loop is not None
