@@ -38,6 +38,8 @@ class StorageFaults:
 
     rules: list[Rule] = field(default_factory=list)
     injected: int = 0
+    opened: list[str] = field(default_factory=list)
+    """Every database file connected to, in order."""
 
     def fail(
         self, file_part: str, statement: str, *, times: int = 1, skip: int = 0, message: str = ""
@@ -66,6 +68,7 @@ class StorageFaults:
         real_connect = sqlite3.connect
 
         def connect(database: Any, *args: Any, **kwargs: Any) -> Any:
+            self.opened.append(str(database))
             return FaultyConnection(real_connect(database, *args, **kwargs), self, str(database))
 
         monkeypatch.setattr(sqlite3, "connect", connect)

@@ -27,6 +27,8 @@ _PRIVATE_TABLES = (
     " scheduled_ms INTEGER,"
     " retry_ms INTEGER,"
     " retry_attempt INTEGER NOT NULL DEFAULT 0)",
+    "CREATE TABLE IF NOT EXISTS _durability_name ("
+    " id INTEGER PRIMARY KEY CHECK (id = 1), name TEXT NOT NULL)",
 )
 
 CommitHook = Callable[["Database"], None]

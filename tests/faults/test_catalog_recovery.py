@@ -1,0 +1,96 @@
+"""The alarm catalog is only an index: lost, corrupt or stale, it is rebuilt from the
+objects' own stored alarms, with a warning, and a clean restart opens no object."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durability.runtime import Runtime
+from durability.testing import VirtualClock
+
+from ._inject import StorageFaults
+from .test_runtime_faults import bindings
+
+
+async def arm(path: Path, clock: VirtualClock, alarms: dict[str, int]) -> None:
+    """Arm each named object's alarm `delay` ms from now, then close cleanly."""
+    async with Runtime(path=path, bindings=bindings([]), clock=clock) as rt:
+        for name, delay in alarms.items():
+            await rt.env.NOTES.get_by_name(name).arm(clock.now_ms() + delay)
+
+
+async def fired_after(path: Path, clock: VirtualClock, ms: int) -> list[Any]:
+    """Start a runtime on `path`, let `ms` pass, and return the alarms that fired."""
+    fired: list[Any] = []
+    async with Runtime(path=path, bindings=bindings(fired), clock=clock):
+        await clock.advance(ms)
+    return sorted(name for name, _, _ in fired)
+
+
+async def test_missing_catalog_is_rebuilt_from_the_objects(
+    tmp_path: Path, clock: VirtualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With the catalog file deleted, every armed alarm still fires, names included."""
+    await arm(tmp_path, clock, {"a": 1_000, "b": 5_000})
+    (tmp_path / "_catalog.sqlite3").unlink()
+    with caplog.at_level(logging.WARNING, "durability.runtime"):
+        assert await fired_after(tmp_path, clock, 10_000) == ["a", "b"]
+    assert "_catalog.sqlite3 was missing: rebuilt" in caplog.text
+
+
+async def test_corrupt_catalog_is_set_aside_and_rebuilt(
+    tmp_path: Path, clock: VirtualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A corrupt catalog does not stop start(): it is kept aside, rebuilt, and named."""
+    await arm(tmp_path, clock, {"a": 1_000})
+    catalog = tmp_path / "_catalog.sqlite3"
+    catalog.write_bytes(b"garbage, not a database" * 300)
+    with caplog.at_level(logging.WARNING, "durability.runtime"):
+        assert await fired_after(tmp_path, clock, 10_000) == ["a"]
+    assert f"{catalog} was corrupt" in caplog.text
+    assert [p.name.startswith("_catalog.sqlite3.corrupt-") for p in tmp_path.iterdir()].count(
+        True
+    ) == 1
+
+
+async def test_catalog_older_than_the_objects_is_corrected(
+    tmp_path: Path, clock: VirtualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A catalog restored from before an alarm was armed still gets that alarm delivered."""
+    await arm(tmp_path, clock, {"a": 60_000})
+    saved = tmp_path / "saved-catalog"
+    shutil.copyfile(tmp_path / "_catalog.sqlite3", saved)
+    await arm(tmp_path, clock, {"b": 1_000, "a": 2_000})
+    shutil.copyfile(saved, tmp_path / "_catalog.sqlite3")
+    with caplog.at_level(logging.WARNING, "durability.runtime"):
+        assert await fired_after(tmp_path, clock, 10_000) == ["a", "b"]
+    assert "was older than 2 object(s)" in caplog.text
+
+
+async def test_clean_restart_opens_no_object(
+    tmp_path: Path, clock: VirtualClock, faults: StorageFaults, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After a clean close, start() arms every alarm from the catalog without opening objects."""
+    await arm(tmp_path, clock, {f"o{index}": 1_000 * (index + 1) for index in range(5)})
+    # Files written within a moment of the close are read again (file times may lag):
+    # date these back, as if written long before it.
+    hour_ago = time.time() - 3_600
+    for file in (tmp_path / "NOTES").iterdir():
+        os.utime(file, (hour_ago, hour_ago))
+    clock = VirtualClock(clock.now_ms() + 10_000)
+    faults.opened.clear()
+    fired: list[Any] = []
+    with caplog.at_level(logging.WARNING, "durability.runtime"):
+        async with Runtime(path=tmp_path, bindings=bindings(fired), clock=clock) as rt:
+            assert [Path(file).name for file in faults.opened] == ["_catalog.sqlite3"]
+            await clock.advance(0)
+            assert len(fired) == 5
+            await rt.env.NOTES.get_by_name("o0").put("k", 1)
+    assert caplog.text == ""
