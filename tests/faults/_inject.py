@@ -26,7 +26,10 @@ class Rule:
     times: int
     skip: int = 0
     message: str = "disk I/O error"
+    every: int = 1
+    """Fail only every `every`-th matching call (the others pass)."""
     failed: int = 0
+    seen: int = 0
 
     def matches(self, file: str, sql: str) -> bool:
         return self.file_part in file and sql.lstrip().upper().startswith(self.statement)
@@ -42,10 +45,17 @@ class StorageFaults:
     """Every database file connected to, in order."""
 
     def fail(
-        self, file_part: str, statement: str, *, times: int = 1, skip: int = 0, message: str = ""
+        self,
+        file_part: str,
+        statement: str,
+        *,
+        times: int = 1,
+        skip: int = 0,
+        every: int = 1,
+        message: str = "",
     ) -> Rule:
-        """Fail the next `times` matching statements (after `skip` matching ones pass)."""
-        rule = Rule(file_part, statement.upper(), times, skip, message or "disk I/O error")
+        """Fail `times` matching statements (after `skip` pass), every `every`-th one."""
+        rule = Rule(file_part, statement.upper(), times, skip, message or "disk I/O error", every)
         self.rules.append(rule)
         return rule
 
@@ -58,6 +68,9 @@ class StorageFaults:
             if rule.failed < rule.times and rule.matches(file, sql):
                 if rule.skip:
                     rule.skip -= 1
+                    continue
+                rule.seen += 1
+                if rule.seen % rule.every:
                     continue
                 rule.failed += 1
                 self.injected += 1
