@@ -26,8 +26,17 @@ row, and a KV key and value together (2 MB)."""
 
 def check_json_value(value: object, what: str = "value") -> JsonValue:
     """Return `value` if it is a strict JSON value, else raise `TypeError` naming the path."""
-    _check(value, what, set(), 0)
+    try:
+        _check(value, what, set(), 0)
+    except _TooDeep:
+        raise TypeError(
+            f"{what} nests lists and dicts more than {MAX_JSON_DEPTH} levels deep"
+        ) from None
     return value  # type: ignore[return-value]
+
+
+class _TooDeep(Exception):
+    """Raised from the depth limit, so the error names the value, not a 256-step path."""
 
 
 def check_size(what: str, text: str, extra_bytes: int = 0) -> None:
@@ -53,8 +62,7 @@ def _check(value: object, path: str, seen: set[int], depth: int) -> None:
         return
     if isinstance(value, (list, dict)):
         if depth >= MAX_JSON_DEPTH:
-            root = path.split("[", 1)[0]
-            raise TypeError(f"{root} nests lists and dicts more than {MAX_JSON_DEPTH} levels deep")
+            raise _TooDeep
         if id(value) in seen:
             raise TypeError(f"{path} contains a reference cycle")
         seen.add(id(value))
