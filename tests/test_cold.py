@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from conftest import START_MS
 from durability import (
     DurabilityLog,
     LogAppendInput,
@@ -184,3 +185,16 @@ async def test_stale_temporary_files_of_a_killed_writer_are_removed(tmp_path: Pa
     store = FileColdStorage(tmp_path)
     locator = await store.write(_segment(0, 0))
     assert sorted(p.name for p in tmp_path.iterdir()) == [fresh.name, locator]
+
+
+async def test_file_cold_storage_round_trip(tmp_path: Path) -> None:
+    """`FileColdStorage` returns a non-empty locator, reads the records back, None if gone."""
+    cold = FileColdStorage(tmp_path / "cold")
+    segment = LogSegment(
+        0, 1, [LogRecord(0, "k0", {"a": 1}, START_MS), LogRecord(1, "k1", "b", START_MS)]
+    )
+    locator = await cold.write(segment)
+    assert isinstance(locator, str) and locator
+    assert await cold.read(locator) == segment.records
+    assert await cold.write(segment) == locator
+    assert await cold.read("00000000000000000099.json") is None

@@ -8,15 +8,10 @@ from typing import Any
 
 import pytest
 
-from _log_host import START_MS, LogConfig, items, partition, runtime
+from _log_host import LogConfig, items, partition, runtime
 from durability import LogRecord, LogRetention, LogSegment, LogTruncatedError
 from durability.cold import FileColdStorage
 from durability.testing import VirtualClock
-
-
-@pytest.fixture
-def clock() -> VirtualClock:
-    return VirtualClock(START_MS)
 
 
 class MemoryCold:

@@ -18,7 +18,6 @@ from ._context import Context, Row, SqlStorage
 from ._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
     NAMED_ALARM_MIGRATIONS,
-    AlarmInvocationInfo,
     AlarmMethodOptions,
     AlarmRetryInfo,
     AttemptPolicy,
@@ -26,18 +25,19 @@ from ._engine import (
     DurableHelper,
     ExecutionSpec,
     HandlerEntry,
+    HostAlarmInfo,
     RetryPolicy,
     ScheduledEvent,
     TableSpec,
     check_handlers,
     due_rows,
     given_options,
-    new_generation,
     run_execution,
 )
 from ._errors import DurableAlarmTimeoutError
 from ._signal import AbortSignal
 from ._types import TimeInput
+from ._uuid import random_uuid
 from ._validate import to_epoch_ms
 
 ALARMS = TableSpec("durability_alarms", "name")
@@ -63,7 +63,7 @@ class DurableAlarmInfo:
     retry_count: int
     idempotency_key: str
     signal: AbortSignal
-    platform: AlarmInvocationInfo | None
+    platform: HostAlarmInfo | None
 
 
 class DurabilityAlarms(DurableHelper["NamedAlarm"]):
@@ -108,13 +108,7 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
             methods=methods,
             options_type=AlarmMethodOptions,
             on_lifecycle_event=on_lifecycle_event,
-            options=given_options(
-                alarm_concurrency=alarm_concurrency,
-                alarm_min_delay_ms=alarm_min_delay_ms,
-                alarm_handoff_ms=alarm_handoff_ms,
-                live_timers=live_timers,
-                on_alarm_retry=on_alarm_retry,
-            ),
+            options=given_options(locals()),
         )
 
     def named(self, name: str) -> NamedAlarm:
@@ -129,7 +123,7 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
     async def _schedule(self, name: str, scheduled_time: object) -> None:
         at = to_epoch_ms("scheduled_time", scheduled_time)
         now = now_ms()
-        generation = new_generation()
+        generation = random_uuid()
 
         def write(sql: SqlStorage) -> None:
             sql.exec(
@@ -155,7 +149,7 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
                 )
             )
 
-    async def _run_due(self, now: int, info: AlarmInvocationInfo | None) -> None:
+    async def _run_due(self, now: int, info: HostAlarmInfo | None) -> None:
         errors: list[Exception] = []
 
         async def run(due: tuple[str, str]) -> None:
@@ -171,11 +165,11 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
             # An infrastructure failure fails the pass, which arms the fallback alarm.
             raise errors[0]
 
-    async def _execute(self, name: str, info: AlarmInvocationInfo | None) -> None:
+    async def _execute(self, name: str, info: HostAlarmInfo | None) -> None:
         running = self._active.get(name)
         if running is not None:
             # One handler per name at a time: a replacement runs in a later pass.
-            if not self._engine.live_timers:
+            if not self._engine.options.live_timers:
                 await running.settled.wait()
             return
         rows = self._engine.sql.exec(
@@ -187,7 +181,7 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
             return
         await run_execution(self._engine, self._alarm_spec(name, rows[0], info))
 
-    def _alarm_spec(self, name: str, row: Row, info: AlarmInvocationInfo | None) -> ExecutionSpec:
+    def _alarm_spec(self, name: str, row: Row, info: HostAlarmInfo | None) -> ExecutionSpec:
         generation = str(row["generation_id"])
         scheduled_time = int(row["scheduled_at"])
 

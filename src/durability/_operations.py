@@ -20,13 +20,13 @@ from ._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
     OPERATION_MIGRATIONS,
     ActiveExecution,
-    AlarmInvocationInfo,
     AlarmRetryInfo,
     AttemptPolicy,
     DurabilityScheduler,
     DurableHelper,
     ExecutionSpec,
     HandlerEntry,
+    HostAlarmInfo,
     MethodOptions,
     RegisteredEvent,
     Release,
@@ -34,7 +34,6 @@ from ._engine import (
     TableSpec,
     check_handlers,
     given_options,
-    new_generation,
     report_failure,
     run_execution,
 )
@@ -47,6 +46,7 @@ from ._errors import (
 from ._serialization import deserialize, serialize
 from ._signal import AbortSignal
 from ._types import JsonValue
+from ._uuid import random_uuid
 from ._validate import check_non_negative_int
 
 CALLS = TableSpec("durability_calls", "id")
@@ -135,13 +135,7 @@ class Durability(DurableHelper["DurableOperation"]):
             options_type=MethodOptions,
             on_lifecycle_event=on_lifecycle_event,
             include_result_in_events=include_result_in_events,
-            options=given_options(
-                alarm_concurrency=alarm_concurrency,
-                alarm_min_delay_ms=alarm_min_delay_ms,
-                alarm_handoff_ms=alarm_handoff_ms,
-                live_timers=live_timers,
-                on_alarm_retry=on_alarm_retry,
-            ),
+            options=given_options(locals()),
         )
 
     def operation(self, name: str) -> DurableOperation:
@@ -157,7 +151,7 @@ class Durability(DurableHelper["DurableOperation"]):
         key = _check_id(id)
         text = NULL_TEXT if payload is None else serialize(payload, "payload")
         now = now_ms()
-        generation = new_generation()
+        generation = random_uuid()
 
         def write(sql: SqlStorage) -> bool:
             inserted = sql.exec(
@@ -187,12 +181,12 @@ class Durability(DurableHelper["DurableOperation"]):
             self._emit(
                 RegisteredEvent(operation=operation, id=key, generation=generation, timestamp=now)
             )
-        permit = self._engine.try_acquire_permit()
+        permit = self._engine.permits.try_acquire()
         if permit is None:
             return  # the reconciled alarm or the early timer picks the row up
         # The row was just inserted by this registration: nothing can be running it yet.
         spec = self._call_spec(key, operation, text, generation, now, 0)
-        self._engine.run_in_background(
+        self._engine.tasks.run_in_background(
             self._run_eagerly(spec, permit),
             "durability.background_execution.failed",
             {"operation": operation, "id": key},
@@ -247,7 +241,7 @@ class Durability(DurableHelper["DurableOperation"]):
         if row is None or current.status != "pending" or timeout == 0:
             return current
         woken = asyncio.Event()
-        unsubscribe = self._engine.watch(CALLS.name, str(id), lambda _row: woken.set())
+        unsubscribe = self._engine.watchers.watch(CALLS.name, str(id), lambda _row: woken.set())
         try:
             # The watcher is registered before this await, so no settlement can slip by.
             try:
@@ -261,10 +255,10 @@ class Durability(DurableHelper["DurableOperation"]):
 
     # -- execution ----------------------------------------------------------------------
 
-    async def _run_due(self, now: int, info: AlarmInvocationInfo | None) -> None:
+    async def _run_due(self, now: int, info: HostAlarmInfo | None) -> None:
         # Rows already executing here are attached to: the pass waits for them at its end
         # instead of running them again (with live timers it skips them).
-        skip_running = self._engine.live_timers
+        skip_running = self._engine.options.live_timers
         attached: list[ActiveExecution] = []
 
         def running(due: tuple[Any, ...]) -> bool:

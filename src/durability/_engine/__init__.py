@@ -1,8 +1,12 @@
 """The engine layer: `DurabilityScheduler` and what capabilities build on.
 
-Capabilities (operations, named alarms, the log) import from this package only; its
-modules are the scheduler and engine, the attempt execution, the fenced table SQL,
-retry policies, lifecycle events, schema migrations and the `DurableHelper` base.
+Capabilities (operations, named alarms, the log) import from this package only. Its
+modules, top-down: the scheduler handle and attachment (`scheduler`), the `Engine`
+(`engine`) and its parts (`options`, `participants`, `reconcile`, `timer`, `permits`,
+`registry`, `tasks`), one attempt (`execution`), the fenced table SQL (`tables`),
+retry policies (`policy`), lifecycle events (`lifecycle`), schema migrations
+(`migrations`) and the built-in schemas (`schemas`), and the `DurableHelper` base
+(`helper`).
 """
 
 from __future__ import annotations
@@ -19,15 +23,10 @@ from .lifecycle import (
     TerminalEvent,
     report_failure,
 )
-from .migrations import (
-    LATEST,
-    LOG_LEASE_MIGRATIONS,
-    LOG_MIGRATIONS,
-    NAMED_ALARM_MIGRATIONS,
-    OPERATION_MIGRATIONS,
-    MigrationResult,
-    migrate,
-)
+from .migrations import LATEST, MigrationResult, migrate
+from .options import AlarmRetryInfo, given_options
+from .participants import HostAlarmInfo
+from .permits import Release
 from .policy import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
     AlarmMethodOptions,
@@ -38,16 +37,15 @@ from .policy import (
     exponential,
     jitter,
 )
-from .scheduler import (
-    ActiveExecution,
-    AlarmInvocationInfo,
-    AlarmRetryInfo,
-    DurabilityScheduler,
-    Release,
-    attach,
-    given_options,
+from .registry import ActiveExecution
+from .scheduler import DurabilityScheduler, attach, attach_storage
+from .schemas import (
+    LOG_LEASE_MIGRATIONS,
+    LOG_MIGRATIONS,
+    NAMED_ALARM_MIGRATIONS,
+    OPERATION_MIGRATIONS,
 )
-from .tables import TableSpec, due_rows, new_generation
+from .tables import TableSpec, due_rows
 
 __all__ = [
     "DEFAULT_ATTEMPT_TIMEOUT_MS",
@@ -57,7 +55,6 @@ __all__ = [
     "NAMED_ALARM_MIGRATIONS",
     "OPERATION_MIGRATIONS",
     "ActiveExecution",
-    "AlarmInvocationInfo",
     "AlarmMethodOptions",
     "AlarmRetryInfo",
     "AttemptPolicy",
@@ -67,6 +64,7 @@ __all__ = [
     "DurableHelper",
     "ExecutionSpec",
     "HandlerEntry",
+    "HostAlarmInfo",
     "LifecycleEvent",
     "MethodOptions",
     "MigrationResult",
@@ -78,13 +76,13 @@ __all__ = [
     "TableSpec",
     "TerminalEvent",
     "attach",
+    "attach_storage",
     "check_handlers",
     "due_rows",
     "exponential",
     "given_options",
     "jitter",
     "migrate",
-    "new_generation",
     "report_failure",
     "run_execution",
 ]

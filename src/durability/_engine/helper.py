@@ -27,14 +27,9 @@ from .._validate import check_callable, to_epoch_ms
 from .execution import ExecutionSpec
 from .lifecycle import EntityKind, PurgedEvent
 from .migrations import LATEST, Migration, MigrationResult, migrate
+from .participants import HostAlarmInfo, Participant
 from .policy import AttemptPolicy, resolve_policies
-from .scheduler import (
-    ActiveExecution,
-    AlarmInvocationInfo,
-    DurabilityScheduler,
-    Participant,
-    attach,
-)
+from .scheduler import DurabilityScheduler, attach
 from .tables import TableSpec
 
 Entry = TypeVar("Entry")
@@ -104,9 +99,9 @@ class DurableHelper(ABC, Generic[Entry]):
         self._engine = attach(
             scheduler=scheduler, context=context, kind=self._kind, options=options
         )
-        self._emit = self._engine.emitter(on_lifecycle_event)
+        self._emit = self._engine.tasks.emitter(on_lifecycle_event)
         self._events = on_lifecycle_event is not None
-        self._active: dict[str, ActiveExecution] = {}
+        self._active = self._engine.running.of(self._table.name)
         self._entries: dict[str, Entry] = {}
         self._engine.migrate_schema(self._capability, self._migrations)
         self._engine.register(Participant(self._table, self._run_due))
@@ -121,7 +116,7 @@ class DurableHelper(ABC, Generic[Entry]):
         self.__dict__[name] = found
         return found
 
-    async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
+    async def alarm(self, info: HostAlarmInfo | None = None) -> None:
         """Run due work of every helper on this helper's scheduler (the object's alarm)."""
         await self._engine.alarm(info)
 
@@ -132,7 +127,7 @@ class DurableHelper(ABC, Generic[Entry]):
         reusable at once and late settlements of the old records are ignored.
         """
         cutoff = to_epoch_ms("before", before)
-        count = await self._engine.purge(self._table, cutoff, self._active, self._purge_reason)
+        count = await self._engine.purge(self._table, cutoff, self._purge_reason)
         if self._events:
             self._emit(
                 PurgedEvent(
@@ -162,7 +157,7 @@ class DurableHelper(ABC, Generic[Entry]):
         """A new object of handler `name` (called once per name)."""
 
     @abstractmethod
-    async def _run_due(self, now: int, info: AlarmInvocationInfo | None) -> None:
+    async def _run_due(self, now: int, info: HostAlarmInfo | None) -> None:
         """Run this helper's due records (the participant callback of an alarm pass)."""
 
     @abstractmethod
@@ -199,7 +194,6 @@ class DurableHelper(ABC, Generic[Entry]):
             label=f'{self._noun} "{name}"',
             entity_kind=self._entity_kind,
             name=name,
-            active=self._active,
             policy=policy,
             emit=self._emit,
             exhausted_error=lambda: DurableAttemptsExhaustedError(

@@ -10,7 +10,6 @@ capabilities; every value is a bound parameter.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from .._context import SqlStorage
@@ -23,17 +22,6 @@ class TableSpec:
 
     name: str
     key: str
-
-
-def new_generation() -> str:
-    """A fresh generation id: a random version-4 UUID as 32 hex digits.
-
-    Built from `os.urandom` directly: `uuid.uuid4()` costs about three times as much.
-    """
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    return raw.hex()
 
 
 def claim_attempt(

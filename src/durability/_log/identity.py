@@ -8,12 +8,13 @@ table is first needed; dropping the object's tables drops it too.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable
 from contextvars import ContextVar
 from typing import TypeVar
 
-from .._context import Storage
-from .._engine import new_generation
+from .._context import Context, Storage
+from .._engine import DurabilityScheduler
 
 T = TypeVar("T")
 
@@ -36,6 +37,13 @@ async def writing_for(identity: str, write: Awaitable[T]) -> T:
         _writing.reset(token)
 
 
+def object_id_of(scheduler: DurabilityScheduler | None, context: Context | None) -> object:
+    """The id of the object the log lives in (`None` if its context has none)."""
+    if context is None and scheduler is not None:
+        context = scheduler._engine.context
+    return getattr(context, "id", None)
+
+
 def log_id(storage: Storage, object_id: object) -> str:
     """`<object id>.<epoch>` for the log in `storage` (the epoch alone without an id)."""
     sql = storage.sql
@@ -47,7 +55,7 @@ def log_id(storage: Storage, object_id: object) -> str:
         )
         sql.exec(
             f"INSERT INTO {EPOCH} (id, epoch) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
-            new_generation()[:16],
+            os.urandom(8).hex(),
         )
         return str(sql.exec(f"SELECT epoch FROM {EPOCH} WHERE id = 1").one()["epoch"])
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +18,7 @@ from .._clock import now_ms
 from .._context import Storage
 from .._engine import report_failure
 from .._errors import LogLeaseError, LogTruncatedError
+from .._uuid import random_uuid
 from .reader import LogReader
 from .store import LogStore
 from .types import LeaseRow, LeaseState, LogLease, LogLeaseOptions
@@ -102,7 +102,7 @@ class LogLeases:
         ):
             row = LeaseRow(**found)
             oldest = self._store.bounds().oldest_offset
-            batch_id = str(uuid.uuid4())
+            batch_id = random_uuid()
             if row.first_offset < oldest:
                 # Retention trimmed part of the range: drop those offsets for good, report
                 # them once, and leave the rest claimable without counting an attempt.
@@ -160,7 +160,7 @@ class LogLeases:
         if not records:
             return None
         first, last = records[0].offset, records[-1].offset
-        batch_id = str(uuid.uuid4())
+        batch_id = random_uuid()
         expires_at = now + self._options.lease_ms
 
         def write() -> None:
@@ -190,15 +190,20 @@ class LogLeases:
             return int(offset)
         return 0
 
-    def _settle_row(self, batch_id: str, state: LeaseState, expires_at: int) -> None:
+    def _settle_row(self, batch_id: str, state: LeaseState, hold_ended_at: int) -> None:
+        """End the hold on a range: `expires_at` becomes `hold_ended_at`.
+
+        A settled range's `expires_at` is when its hold ended: now when it is acked or
+        skipped, 0 when it is nacked (so it is claimable at once).
+        """
         self._sql.exec(
             f"UPDATE {LEASES} SET state = ?, expires_at = ? WHERE batch_id = ?",
             state,
-            expires_at,
+            hold_ended_at,
             batch_id,
         )
 
-    def _settle(self, consumer: str, batch_id: str, state: LeaseState, expires_at: int) -> None:
+    def _settle(self, consumer: str, batch_id: str, state: LeaseState, hold_ended_at: int) -> None:
         found = self._sql.exec(
             f"SELECT 1 FROM {LEASES} WHERE batch_id = ? AND consumer = ? AND state = 'active'",
             batch_id,
@@ -206,7 +211,7 @@ class LogLeases:
         ).to_list()
         if not found:
             raise LogLeaseError(batch_id)
-        self._settle_row(batch_id, state, expires_at)
+        self._settle_row(batch_id, state, hold_ended_at)
 
     async def ack(self, consumer: str, batch_id: str) -> None:
         """Settle a held range as done, then commit over every settled range in a row."""

@@ -11,7 +11,6 @@ work; schedule `trim()` yourself (a named alarm is the usual way).
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Sequence
 from typing import Any, Generic
 
@@ -23,15 +22,16 @@ from .._engine import (
     LOG_MIGRATIONS,
     DurabilityScheduler,
     MigrationResult,
-    attach,
+    attach_storage,
     migrate,
 )
 from .._errors import LogAppendError, serialize_error
 from .._load import EnqueueResult, LoadSnapshot, RoutingLoad
 from .._serialization import serialize
 from .._types import MAX_SAFE_INTEGER
+from .._uuid import random_uuid
 from .._validate import check_positive_int
-from .identity import log_id, writing_for
+from .identity import log_id, object_id_of, writing_for
 from .leases import LogLeases
 from .reader import LogReader
 from .store import LogStore, NewRecord, SegmentRow, to_records
@@ -47,15 +47,6 @@ from .types import (
     LogRetention,
     LogSegment,
 )
-
-
-def _random_key() -> str:
-    """A random (version 4) UUID string, without `uuid.UUID`'s per-call checks."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    text = raw.hex()
-    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 def _utf8_length(text: str) -> int:
@@ -106,22 +97,22 @@ class DurabilityLog(Generic[Body]):
             raise TypeError(f"leases must be a LogLeaseOptions, got {type(leases).__name__}")
         if routing is not None and not isinstance(routing, RoutingLoad):
             raise TypeError(f"routing must be a RoutingLoad, got {type(routing).__name__}")
-        engine = attach(scheduler=scheduler, context=context, kind="log", options={})
-        engine.migrate_schema("log", LOG_MIGRATIONS)
+        schemas = {"log": LOG_MIGRATIONS}
         if leases is not None:
-            engine.migrate_schema("logLeases", LOG_LEASE_MIGRATIONS)
-        self._storage = engine.storage
-        self._object_id: object = getattr(engine.context, "id", None)
+            schemas["logLeases"] = LOG_LEASE_MIGRATIONS
+        storage = attach_storage(scheduler=scheduler, context=context, kind="log", schemas=schemas)
+        self._storage = storage
+        self._object_id = object_id_of(scheduler, context)
         self._retention = retention
         self._cold = cold
         self._routing = routing if routing is not None else RoutingLoad()
-        self._store = LogStore(engine.storage)
+        self._store = LogStore(storage)
         self._reader = LogReader(self._store, cold)
         self._trim_lock = asyncio.Lock()
         self._leases = (
             None
             if leases is None
-            else LogLeases(engine.storage, self._store, self._reader, leases, max_batch_size)
+            else LogLeases(storage, self._store, self._reader, leases, max_batch_size)
         )
 
     @classmethod
@@ -156,7 +147,7 @@ class DurabilityLog(Generic[Body]):
                 key = item.deduplication_key
                 prepared.append(
                     NewRecord(
-                        key=_random_key() if key is None else key,
+                        key=random_uuid() if key is None else key,
                         payload=payload,
                         bytes=_utf8_length(payload),
                         user_key=key is not None,

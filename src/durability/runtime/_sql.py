@@ -13,9 +13,8 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
+from .._context import Row
 from .._types import MAX_SAFE_INTEGER
-
-Row = dict[str, Any]
 
 MAX_BINDINGS = 100
 """Bound parameters per query, as Cloudflare's SQLite-backed Durable Objects allow."""

@@ -154,8 +154,8 @@ def _drive(awaitable: object) -> Any:
     )
 
 
-class SqlStorage:
-    """`ctx.storage.sql`: synchronous SQL over the object's own database."""
+class ObjectSql:
+    """`ctx.storage.sql`: synchronous SQL over the object's own database (a `SqlStorage`)."""
 
     __slots__ = ("_storage",)
 
@@ -181,11 +181,11 @@ class ObjectStorage:
         self._database = database
         self._owner = owner
         self._fenced = False
-        self._sql = SqlStorage(self)
+        self._sql = ObjectSql(self)
         self._transaction = _Transaction(self)
 
     @property
-    def sql(self) -> SqlStorage:
+    def sql(self) -> ObjectSql:
         """Synchronous SQL (`sql.exec`)."""
         return self._sql
 
