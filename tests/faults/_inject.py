@@ -11,6 +11,7 @@ code run again against a healthy disk.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,7 @@ class StorageFaults:
     injected: int = 0
     opened: list[str] = field(default_factory=list)
     """Every database file connected to, in order."""
+    probes: list[tuple[str, str, Callable[[], None]]] = field(default_factory=list)
 
     def fail(
         self,
@@ -59,11 +61,18 @@ class StorageFaults:
         self.rules.append(rule)
         return rule
 
+    def watch(self, file_part: str, statement: str, probe: Callable[[], None]) -> None:
+        """Call `probe()` just before each matching statement runs (it is not failed)."""
+        self.probes.append((file_part, statement.upper(), probe))
+
     def stop(self) -> None:
-        """Let every statement through from now on."""
+        """Let every statement through from now on (probes stay)."""
         self.rules.clear()
 
     def check(self, file: str, sql: str) -> None:
+        for file_part, statement, probe in self.probes:
+            if file_part in file and sql.lstrip().upper().startswith(statement):
+                probe()
         for rule in self.rules:
             if rule.failed < rule.times and rule.matches(file, sql):
                 if rule.skip:

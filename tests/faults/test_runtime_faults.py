@@ -116,3 +116,25 @@ async def test_corrupt_object_file_is_named_and_others_keep_working(
             assert f"NOTES:{object_id}" in str(caught.value)
             assert str(file) in str(caught.value)
         assert await rt.env.NOTES.get_by_name("good").get("k") == 2
+
+
+async def test_catalog_entry_of_a_failed_write_is_written_by_the_next_arm(
+    tmp_path: Path, faults: StorageFaults, clock: VirtualClock
+) -> None:
+    """After a catalog write fails, arming again has the entry on disk before the commit."""
+    async with Runtime(path=tmp_path, bindings=bindings([]), clock=clock) as rt:
+        stub = rt.env.NOTES.get_by_name("a")
+        at = clock.now_ms() + 5_000
+        faults.fail("_catalog", "INSERT INTO alarms")
+        with pytest.raises(sqlite3.OperationalError):
+            await stub.arm(at)
+        seen_at_commit: list[Any] = []
+
+        def read_catalog() -> None:
+            catalog = sqlite3.connect(f"file:{tmp_path / '_catalog.sqlite3'}?mode=ro", uri=True)
+            seen_at_commit.append(catalog.execute("SELECT wake_ms FROM alarms").fetchall())
+            catalog.close()
+
+        faults.watch("NOTES", "COMMIT", read_catalog)
+        await stub.arm(at)
+        assert seen_at_commit == [[(at,)]]

@@ -183,9 +183,12 @@ class Catalog:
         """Make sure the entry is no later than `wake_ms`, durably, before that commit."""
         current = self._entries.get(key)
         if current is not None and current[1] <= wake_ms:
-            return
-        self._entries[key] = (name, wake_ms)
-        self._dirty.add(key)
+            if key not in self._dirty:
+                return
+        else:
+            self._entries[key] = (name, wake_ms)
+            self._dirty.add(key)
+        # A dirty entry may be one an earlier, failed flush left unwritten: write it now.
         self.flush()
 
     def settle(self, key: Key, name: str | None, wake_ms: int | None) -> None:
