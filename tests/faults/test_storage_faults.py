@@ -1,6 +1,6 @@
-"""The storage-fault harness: commits, alarm writes and catalog writes fail on chosen
-calls while operations and named alarms are submitted and run; once the faults stop,
-every acknowledged item completes with no further call from outside."""
+"""The storage-fault harness: commits, alarm writes, catalog writes and cold writes fail
+on chosen calls while work is submitted and runs; once the faults stop, every
+acknowledged item completes with no further call from outside."""
 
 from __future__ import annotations
 
@@ -12,11 +12,17 @@ import pytest
 from durability import (
     Durability,
     DurabilityAlarms,
+    DurabilityLog,
     DurabilityScheduler,
     DurableAlarmInfo,
     DurableCall,
+    LogAppendInput,
+    LogRetention,
+    LogSegment,
     RetryPolicy,
+    now_ms,
 )
+from durability.cold import FileColdStorage
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
 from durability.testing import VirtualClock
 
@@ -122,3 +128,86 @@ async def test_everything_acknowledged_completes_after_faults_stop(
         assert "alarm:tick" in effects
         assert acknowledged <= done_before | set(effects)
         assert await worker.pending() == 0
+
+
+class FlakyCold(FileColdStorage):
+    """A file cold store whose writes fail while `failing` says so (after writing, at times)."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        self.failing = False
+        self.failed = 0
+        self.calls = 0
+
+    async def write(self, segment: LogSegment[Any]) -> str:
+        self.calls += 1
+        if self.failing and self.calls % 2:
+            self.failed += 1
+            if self.calls % 4 == 1:
+                # The file lands, then the write reports failure (as a lost reply would).
+                await super().write(segment)
+            raise OSError("cold store unavailable")
+        return await super().write(segment)
+
+
+class Partition(DurableObject):
+    """A log trimmed by a self-rescheduling named alarm into `env.COLD`."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self.scheduler = DurabilityScheduler(context=ctx)
+        self.log: DurabilityLog[Any] = DurabilityLog(
+            scheduler=self.scheduler,
+            max_batch_size=4,
+            retention=LogRetention(max_records=2),
+            cold=env.COLD,
+        )
+        self.alarms = DurabilityAlarms(
+            scheduler=self.scheduler,
+            handlers={"trim": self._trim},
+            retries=RetryPolicy(max_attempts=1_000, delay=lambda attempt: 1_000),
+        )
+
+    async def _trim(self, info: DurableAlarmInfo) -> None:
+        await self.log.trim()
+        await self.alarms.trim(now_ms() + 1_000)
+
+    async def start(self) -> None:
+        await self.alarms.trim(now_ms() + 1_000)
+
+    async def append(self, bodies: list[int]) -> None:
+        await self.log.append([LogAppendInput(body) for body in bodies])
+
+    async def everything(self) -> dict[str, Any]:
+        bodies, offset = [], 0
+        while (page := await self.log.read(offset)).records:
+            bodies += [record.body for record in page.records]
+            offset = page.next_offset
+        bounds = await self.log.bounds()
+        return {"bodies": bodies, "hot": bounds.next_offset - bounds.hot_offset}
+
+    async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
+        await self.scheduler.alarm(info)
+
+
+async def test_trim_under_failing_cold_writes_catches_up_once_they_stop(
+    tmp_path: Path, clock: VirtualClock
+) -> None:
+    """Cold writes failing (some after the file landed) keep records hot; then trim catches up."""
+    cold = FlakyCold(tmp_path / "cold")
+    bindings = {"PARTS": Partition, "COLD": cold}
+    async with Runtime(path=tmp_path / "objects", bindings=bindings, clock=clock) as rt:
+        part = rt.env.PARTS.get_by_name("p")
+        await part.start()
+        cold.failing = True
+        for batch in range(10):
+            await part.append(list(range(batch * 4, batch * 4 + 4)))
+            await clock.advance(1_500)
+            if batch % 3 == 2:
+                await rt.evict(part)
+        assert cold.failed >= 3
+        cold.failing = False
+        await rt.evict(part)
+        await clock.advance(60_000)
+        state = await part.everything()
+    assert state == {"bodies": list(range(40)), "hot": 2}
