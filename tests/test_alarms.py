@@ -26,8 +26,11 @@ from durability import (
     ScheduledEvent,
     now_ms,
 )
+from durability.cloudflare import adapt
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
 from durability.testing import VirtualClock
+
+pytestmark = pytest.mark.usefixtures("host")
 
 Behaviour = Callable[[DurableAlarmInfo], Awaitable[Any]]
 NAMES = ("renew", "strict", "lenient", "tick")
@@ -83,16 +86,20 @@ class Timers(DurableObject):
         await self.alarms.named(name)(datetime.fromisoformat(iso))
 
     async def rows(self) -> list[dict[str, Any]]:
-        return self.ctx.storage.sql.exec(
-            "SELECT name, status, attempt, next_attempt_at, last_error_name, last_error "
-            "FROM durability_alarms ORDER BY name"
-        ).to_list()
+        return (
+            adapt(self.ctx)
+            .storage.sql.exec(
+                "SELECT name, status, attempt, next_attempt_at, last_error_name, last_error "
+                "FROM durability_alarms ORDER BY name"
+            )
+            .to_list()
+        )
 
     async def purge(self, before: int) -> int:
         return await self.alarms.purge_before(before)
 
     async def alarm_at(self) -> int | None:
-        return await self.ctx.storage.get_alarm()
+        return await adapt(self.ctx).storage.get_alarm()
 
     async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
         await self.alarms.alarm(info)
@@ -124,7 +131,7 @@ async def test_far_alarm_runs_at_its_time_from_the_physical_alarm() -> None:
         assert (info.name, info.scheduled_time, info.attempt) == ("renew", START_MS + 3_600_000, 1)
         assert (info.is_retry, info.retry_count) == (False, 0)
         assert info.idempotency_key.startswith("durability-alarm:v1:")
-        assert info.platform == AlarmInvocationInfo(retry_count=0, is_retry=False)
+        assert (info.platform.retry_count, info.platform.is_retry) == (0, False)
         assert await t.obj.rows() == []
         assert await t.obj.alarm_at() is None
 
@@ -351,7 +358,7 @@ async def test_aware_datetimes_are_accepted_where_times_are(live: LiveObject) ->
     await operations.charge(id="a", payload=1)
     assert await operations.purge_before(_aware(START_MS + 5_001)) == 1
     assert await alarms.purge_before(_aware(START_MS)) == 0
-    storage = live.ctx.storage
+    storage = adapt(live.ctx).storage
     await storage.set_alarm(_aware(START_MS + 9_000))
     assert await storage.get_alarm() == START_MS + 9_000
 
@@ -391,9 +398,9 @@ async def test_migrate_classmethod_moves_the_named_alarm_schema() -> None:
             DurabilityAlarms(context=self.ctx, handlers={"x": print})
             down = DurabilityAlarms.migrate(self.ctx, target=None)
             tables = "SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'durability_alarms'"
-            gone = self.ctx.storage.sql.exec(tables).one()["n"]
+            gone = adapt(self.ctx).storage.sql.exec(tables).one()["n"]
             up = DurabilityAlarms.migrate(self.ctx)
-            back = self.ctx.storage.sql.exec(tables).one()["n"]
+            back = adapt(self.ctx).storage.sql.exec(tables).one()["n"]
             return [len(down.rolled_back), gone, len(up.applied), back]
 
     async with Runtime(bindings={"MIG": Migrating}, clock=VirtualClock(START_MS)) as rt:

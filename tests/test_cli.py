@@ -78,5 +78,5 @@ def test_serve_reports_a_missing_file(capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_serve_rejects_a_bad_port(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A port outside 0-65535 exits 2 naming --port."""
-    assert main(["serve", "examples/counter.py", "--port", "70000"]) == 2
+    assert main(["serve", "examples/counter", "--port", "70000"]) == 2
     assert "--port" in capsys.readouterr().err

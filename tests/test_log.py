@@ -23,8 +23,11 @@ from durability import (
     LogTruncatedError,
     SerializedError,
 )
+from durability.cloudflare import adapt
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
+
+pytestmark = pytest.mark.usefixtures("host")
 
 
 async def test_append_returns_dense_offsets_in_input_order(clock: VirtualClock) -> None:
@@ -144,7 +147,7 @@ class Direct(DurableObject):
         return (await self.log.bounds()).next_offset
 
     async def break_storage(self) -> None:
-        self.ctx.storage.sql.exec("DROP TABLE durability_log_records")
+        adapt(self.ctx).storage.sql.exec("DROP TABLE durability_log_records")
 
     async def append_ok(self) -> Any:
         return (await self.log.append(LogAppendInput("x"))).success

@@ -13,6 +13,8 @@ from durability import LogRecord, LogRetention, LogSegment, LogTruncatedError
 from durability.cold import FileColdStorage
 from durability.testing import VirtualClock
 
+pytestmark = pytest.mark.usefixtures("host")
+
 
 class MemoryCold:
     """A cold store in memory that can fail writes and lose segments on demand."""

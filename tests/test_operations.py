@@ -36,8 +36,11 @@ from durability import (
     TerminalEvent,
     now_ms,
 )
+from durability.cloudflare import adapt
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
+
+pytestmark = pytest.mark.usefixtures("host")
 
 Behaviour = Callable[[DurableCall], Awaitable[Any]]
 
@@ -110,11 +113,12 @@ class Ops(DurableObject):
         return await self.durability.purge_before(before)
 
     async def attempts_stored(self, id: str) -> int:
-        row = self.ctx.storage.sql.exec("SELECT attempt FROM durability_calls WHERE id = ?", id)
+        storage = adapt(self.ctx).storage
+        row = storage.sql.exec("SELECT attempt FROM durability_calls WHERE id = ?", id)
         return int(row.one()["attempt"])
 
     async def alarm_at(self) -> int | None:
-        return await self.ctx.storage.get_alarm()
+        return await adapt(self.ctx).storage.get_alarm()
 
     async def names(self) -> list[Any]:
         same = self.durability.charge is self.durability.operation("charge")
@@ -776,9 +780,13 @@ async def test_constructor_rejects_bad_options_before_writing() -> None:
             try:
                 Durability(**options)
             except (TypeError, ValueError) as error:
-                tables = self.ctx.storage.sql.exec(
-                    "SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'durability_calls'"
-                ).one()["n"]
+                tables = (
+                    adapt(self.ctx)
+                    .storage.sql.exec(
+                        "SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'durability_calls'"
+                    )
+                    .one()["n"]
+                )
                 return f"{type(error).__name__}: {error} (tables={tables})"
             return "built"
 
@@ -865,9 +873,13 @@ async def test_migrate_classmethod_reverts_and_reapplies_the_schema() -> None:
         async def cycle(self) -> list[Any]:
             Durability(context=self.ctx, handlers={"x": print})
             down = Durability.migrate(self.ctx, target=None)
-            gone = self.ctx.storage.sql.exec(
-                "SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'durability_calls'"
-            ).one()["n"]
+            gone = (
+                adapt(self.ctx)
+                .storage.sql.exec(
+                    "SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'durability_calls'"
+                )
+                .one()["n"]
+            )
             up = Durability.migrate(self.ctx)
             return [list(down.rolled_back), gone, list(up.applied)]
 

@@ -26,7 +26,7 @@ from durability.runtime.server import WorkerApp, WorkerModule, WorkerModuleError
 from durability.testing import VirtualClock
 
 ROOT = Path(__file__).resolve().parent.parent
-COUNTER = ROOT / "examples" / "counter.py"
+COUNTER = ROOT / "examples" / "counter"
 
 
 @pytest.fixture

@@ -16,7 +16,9 @@ The tree (catch at the level you need)::
     ├── FanoutEnqueueError                 a definite fanout input rejection
     ├── FanoutSettlementError              a delivery was already settled or is stale
     ├── FanoutTimeoutError                 a fanout delivery ran out of time
-    └── RoutingError                       an invalid shard or routing target
+    ├── RoutingError                       an invalid shard or routing target
+    └── CallerTimeoutError                 a caller-side `timeout` transform expired
+                                           (also a `TimeoutError`)
 
 Stored errors are reduced to `SerializedError(name, message)` by `serialize_error`,
 which never raises. A `__cause__` is never stored.
@@ -153,6 +155,15 @@ class FanoutTimeoutError(DurabilityError):
 
 class RoutingError(DurabilityError):
     """An invalid shard, an unresolvable namespace or an unknown routing method."""
+
+
+class CallerTimeoutError(DurabilityError, TimeoutError):
+    """The caller-side `timeout` transform expired; the remote call was not cancelled."""
+
+    def __init__(self, method: str, timeout_ms: float) -> None:
+        super().__init__(f"RPC call to {method} timed out after {timeout_ms}ms")
+        self.method = method
+        self.timeout_ms = timeout_ms
 
 
 def serialize_error(value: object) -> SerializedError:

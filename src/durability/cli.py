@@ -1,8 +1,9 @@
 """The `durability` command.
 
-`durability serve MODULE` serves a worker module (its `bindings` and
-`async def fetch(request, env)`) over HTTP with a file-backed runtime. Run without a
-command, it prints help.
+`durability serve PROJECT_DIR` serves a Cloudflare-shaped project (a folder with
+`wrangler.jsonc` or `wrangler.toml`) and `durability serve MODULE` a worker module (its
+`bindings` and `async def fetch(request, env)`) over HTTP with a file-backed runtime.
+Run without a command, it prints help.
 """
 
 from __future__ import annotations
@@ -41,13 +42,19 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = commands.add_parser(
         "serve",
-        help="serve a worker module over HTTP with a file-backed runtime",
+        help="serve a worker project or module over HTTP with a file-backed runtime",
         description=(
-            "Serve a worker module (DurableObject classes, a `bindings` dict and "
-            "`async def fetch(request, env)`) over HTTP. Ctrl-C stops it cleanly."
+            "Serve a Cloudflare-shaped project folder (wrangler.jsonc or wrangler.toml: "
+            "`main`, `durable_objects.bindings`, `vars`) as `wrangler dev` would, or a "
+            "worker module (DurableObject classes, a `bindings` dict and "
+            "`async def fetch(request, env)`), over HTTP. Ctrl-C stops it cleanly."
         ),
     )
-    serve.add_argument("module", metavar="MODULE", help="a .py file or a dotted module name")
+    serve.add_argument(
+        "module",
+        metavar="PROJECT_DIR|MODULE",
+        help="a folder with wrangler.jsonc or wrangler.toml, a .py file, or a dotted module name",
+    )
     serve.add_argument(
         "--path",
         default=".durability",

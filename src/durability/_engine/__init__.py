@@ -11,6 +11,7 @@ retry policies (`policy`), lifecycle events (`lifecycle`), schema migrations
 
 from __future__ import annotations
 
+from .._cloudflare import as_context
 from .execution import ExecutionSpec, run_execution
 from .helper import DurableHelper, HandlerEntry
 from .lifecycle import (
@@ -75,6 +76,7 @@ __all__ = [
     "ScheduledEvent",
     "TableSpec",
     "TerminalEvent",
+    "as_context",
     "attach",
     "attach_storage",
     "check_handlers",

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 from .._clock import now_ms
+from .._cloudflare import alarm_info, as_context
 from .._context import Context, SqlStorage
 from .._errors import (
     DurableAlarmTimeoutError,
@@ -118,7 +119,7 @@ class DurableHelper(ABC, Generic[Entry]):
 
     async def alarm(self, info: HostAlarmInfo | None = None) -> None:
         """Run due work of every helper on this helper's scheduler (the object's alarm)."""
-        await self._engine.alarm(info)
+        await self._engine.alarm(alarm_info(info))
 
     async def purge_before(self, before: TimeInput) -> int:
         """Delete every record created strictly before `before` (any status); the count.
@@ -139,7 +140,7 @@ class DurableHelper(ABC, Generic[Entry]):
     @classmethod
     def migrate(cls, context: Context, target: Any = LATEST) -> MigrationResult:
         """Move this helper's schema to `target` (`LATEST`, a migration name, or `None`)."""
-        return migrate(context.storage, cls._capability, cls._migrations, target)
+        return migrate(as_context(context).storage, cls._capability, cls._migrations, target)
 
     # -- internals ----------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .._cloudflare import alarm_info, as_context
 from .._context import Context, Storage
 from .engine import Engine
 from .migrations import Migration
@@ -52,11 +53,11 @@ class DurabilityScheduler:
             live_timers=live_timers,
             on_alarm_retry=on_alarm_retry,
         )
-        self._engine = Engine(context, options)
+        self._engine = Engine(as_context(context), options)
 
     async def alarm(self, info: HostAlarmInfo | None = None) -> None:
         """Run due work of every attached helper and re-arm the physical alarm."""
-        await self._engine.alarm(info)
+        await self._engine.alarm(alarm_info(info))
 
 
 def attach(
@@ -87,7 +88,7 @@ def attach(
             raise ValueError(f"{name} can only be given with context= (set it on the scheduler)")
         engine = scheduler._engine
     elif context is not None:
-        engine = Engine(context, SchedulerOptions(**options))
+        engine = Engine(as_context(context), SchedulerOptions(**options))
     else:
         raise TypeError("either scheduler= or context= is required")
     engine.claim_kind(kind)

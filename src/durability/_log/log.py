@@ -22,6 +22,7 @@ from .._engine import (
     LOG_MIGRATIONS,
     DurabilityScheduler,
     MigrationResult,
+    as_context,
     attach_storage,
     migrate,
 )
@@ -118,7 +119,7 @@ class DurabilityLog(Generic[Body]):
     @classmethod
     def migrate(cls, context: Context, target: Any = LATEST) -> MigrationResult:
         """Move only the `log` schema to `target` (`LATEST`, `None` for none, or a name)."""
-        return migrate(context.storage, "log", LOG_MIGRATIONS, target)
+        return migrate(as_context(context).storage, "log", LOG_MIGRATIONS, target)
 
     @property
     def max_batch_size(self) -> int:

@@ -330,6 +330,13 @@ class ObjectStorage:
         database.create_private_tables()
         database.alarm_changed = True
 
+    # Cloudflare's spelling of the same methods, so a Worker's code runs here unchanged.
+    transactionSync = transaction_sync
+    getAlarm = get_alarm
+    setAlarm = set_alarm
+    deleteAlarm = delete_alarm
+    deleteAll = delete_all
+
 
 class _Transaction:
     """What `storage.transaction` hands its callback: the alarm and KV methods."""
@@ -361,3 +368,7 @@ class _Transaction:
         self, *, prefix: str | None = None, limit: int | None = None
     ) -> dict[str, JsonValue]:
         return await self._storage.list(prefix=prefix, limit=limit)
+
+    getAlarm = get_alarm
+    setAlarm = set_alarm
+    deleteAlarm = delete_alarm
