@@ -39,16 +39,21 @@ class _TooDeep(Exception):
     """Raised from the depth limit, so the error names the value, not a 256-step path."""
 
 
-def check_size(what: str, text: str, extra_bytes: int = 0) -> None:
-    """Raise `ValueError` if `text` (plus `extra_bytes`) is over `MAX_VALUE_BYTES` in UTF-8."""
-    if len(text) * 4 + extra_bytes <= MAX_VALUE_BYTES:
+def check_size(what: str, text: str, key: str = "") -> None:
+    """Raise `ValueError` if `text` (and `key`, stored with it) is over `MAX_VALUE_BYTES`."""
+    if (len(text) + len(key)) * 4 <= MAX_VALUE_BYTES:
         return
-    size = (len(text) if text.isascii() else len(text.encode("utf-8"))) + extra_bytes
+    size = _utf8_size(text) + _utf8_size(key)
     if size > MAX_VALUE_BYTES:
+        stored = "key and value take" if key else "takes"
         raise ValueError(
-            f"{what} takes {size:,} bytes as stored JSON; one value may take at most "
+            f"{what}: {stored} {size:,} bytes as stored JSON; one value may take at most "
             f"{MAX_VALUE_BYTES:,} bytes (the Cloudflare limit)"
         )
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def _check(value: object, path: str, seen: set[int], depth: int) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -94,3 +95,19 @@ async def test_clean_restart_opens_no_object(
             assert len(fired) == 5
             await rt.env.NOTES.get_by_name("o0").put("k", 1)
     assert caplog.text == ""
+
+
+async def test_catalog_io_error_at_start_names_the_file_and_keeps_it(
+    tmp_path: Path, clock: VirtualClock, faults: StorageFaults
+) -> None:
+    """An I/O error opening the catalog fails start() naming the file; nothing is set aside."""
+    await arm(tmp_path, clock, {"a": 1_000})
+    catalog = tmp_path / "_catalog.sqlite3"
+    faults.fail("_catalog", "PRAGMA journal_mode")
+    with pytest.raises(sqlite3.OperationalError, match=str(catalog)):
+        await Runtime(path=tmp_path, bindings=bindings([]), clock=clock).start()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == [
+        ".lock",
+        "_catalog.sqlite3",
+    ]
+    assert await fired_after(tmp_path, clock, 10_000) == ["a"]

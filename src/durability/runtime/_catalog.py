@@ -103,6 +103,9 @@ class Catalog:
         clean_ns: int | None = None
         try:
             connection, clean_ns = self._load(file)
+        except sqlite3.OperationalError as error:
+            # An I/O error or the like, not a damaged file: keep the file, name it.
+            raise type(error)(f"alarm catalog {file}: {error}") from error
         except sqlite3.DatabaseError as error:
             problem = f"corrupt ({error})"
             _set_aside(file)

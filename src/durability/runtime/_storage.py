@@ -283,7 +283,7 @@ class ObjectStorage:
         """Store a JSON value under `key`."""
         _check_key(key)
         text = to_json_text(check_json_value(value, "value"))
-        check_size("value", text, len(key.encode("utf-8", "surrogatepass")))
+        check_size("value", text, key)
         self.enter().execute(
             "INSERT INTO _durability_kv (key, value) VALUES (?, ?)"
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
