@@ -18,6 +18,7 @@ from durability import (
     LogRetention,
     LogSegment,
 )
+from durability._log.identity import writing_for
 from durability.cold import STALE_TEMP_SECONDS, FileColdStorage
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
@@ -59,16 +60,31 @@ async def test_file_is_named_by_first_offset_with_upstream_keys(tmp_path: Path) 
 
 
 async def test_existing_segment_is_never_overwritten(tmp_path: Path) -> None:
-    """A repeated write of the same records reuses the file; other records never replace it."""
+    """A repeated write keeps the existing file and returns its locator."""
     store = FileColdStorage(tmp_path)
     first = await store.write(_segment(0, 1, "original"))
-    assert await store.write(_segment(0, 1, "original")) == first
-    changed = await store.write(_segment(0, 1, "changed"))
+    again = await store.write(_segment(0, 1, "changed"))
+    assert again == first
+    records = await store.read(first)
+    assert records is not None
+    assert [r.body for r in records] == ["original0", "original1"]
+
+
+async def test_a_logs_segment_is_reused_only_when_it_holds_the_same_records(
+    tmp_path: Path,
+) -> None:
+    """Within one log, a file is reused for the same records; other records get their own."""
+    store = FileColdStorage(tmp_path)
+    first = await writing_for("obj.epoch", store.write(_segment(0, 1, "original")))
+    assert first == "obj.epoch-00000000000000000000.json"
+    assert await writing_for("obj.epoch", store.write(_segment(0, 1, "original"))) == first
+    changed = await writing_for("obj.epoch", store.write(_segment(0, 1, "changed")))
     assert changed != first
     for locator, body in ((first, "original"), (changed, "changed")):
         records = await store.read(locator)
         assert records is not None
         assert [r.body for r in records] == [f"{body}0", f"{body}1"]
+    assert json.loads((tmp_path / first).read_text())["logId"] == "obj.epoch"
 
 
 async def test_longer_segment_over_a_shorter_orphan_gets_its_own_file(tmp_path: Path) -> None:

@@ -38,11 +38,12 @@ class FileColdStorage:
     A file holds `{"firstOffset", "lastOffset", "records": [{"offset",
     "deduplicationKey", "body", "appendedAt"}]}` (the upstream keys), plus `"logId"`.
     It is named `<log id>-<first offset>.json`, zero-padded (the log id is
-    `current_log_id()`; a write outside a log's trim has none: `<first offset>.json`).
-    A write finding that file reuses it only if it holds exactly the segment's
-    records; otherwise (an earlier, shorter flush, or another log's segment) the
-    segment goes to a file named by both offsets, then by both offsets and a digest
-    of its content. Temporary files left by a killed
+    `current_log_id()`). A write finding that file reuses it only if it holds exactly
+    the segment's records; otherwise (an earlier, shorter flush, or a segment of
+    another log) the segment goes to a file named by both offsets, then by both
+    offsets and a digest of its content. A write outside a log's trim has no log id:
+    its file is `<first offset>.json`, reused when it reaches as far (the upstream
+    rule, by first offset alone). Temporary files left by a killed
     process are removed once they are an hour old.
     """
 
@@ -72,7 +73,7 @@ class FileColdStorage:
                 if self._write_new(name, text):
                     return name
                 existing = self._load(name)
-            if _holds(existing, expected):
+            if _reusable(existing, expected, log_id):
                 return name
         raise ValueError(
             f"cold segment {segment.first_offset}..{segment.last_offset} of log "
@@ -146,6 +147,21 @@ def _candidates(segment: LogSegment[Any], log_id: str, text: str) -> list[str]:
     both = f"{first}-{segment.last_offset:020d}"
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
     return [f"{first}.json", f"{both}.json", f"{both}-{digest}.json"]
+
+
+def _reusable(data: object, expected: dict[str, Any], log_id: str) -> bool:
+    """Whether an existing segment file can stand for the segment being written.
+
+    With a log id, only a file holding exactly the segment's records. Without one (a
+    write outside a log's trim) nothing tells two segments with the same first offset
+    apart, so the upstream rule applies: a file reaching as far is trusted.
+    """
+    if log_id:
+        return _holds(data, expected)
+    if not isinstance(data, dict):
+        return False
+    last = data.get("lastOffset")
+    return isinstance(last, int) and last >= expected["lastOffset"]
 
 
 def _holds(data: object, expected: dict[str, Any]) -> bool:
