@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -58,7 +59,6 @@ from durability import (
     TerminalEvent,
     exponential,
 )
-from durability._operations import DurableJob
 from durability.runtime import Response, Runtime
 from durability.testing import VirtualClock
 
@@ -79,15 +79,20 @@ EXPECTED = [
     "DurableAttemptTimeoutError",
     "DurableAttemptsExhaustedError",
     "DurableCall",
+    "DurableJob",
+    "DurableOperation",
     "DurableResultSerializationError",
     "DurableRetryPolicyError",
     "EnqueueResult",
     "FanoutEnqueueError",
     "FanoutSettlementError",
     "FanoutTimeoutError",
+    "JsonValue",
     "LATEST",
     "LeaseRow",
     "LifecycleEvent",
+    "LifecycleEventType",
+    "LifecycleHook",
     "LoadSnapshot",
     "LogAppendError",
     "LogAppendInput",
@@ -104,6 +109,7 @@ EXPECTED = [
     "MAX_LOG_BYTES",
     "MethodOptions",
     "MigrationResult",
+    "NamedAlarm",
     "NonRetryableError",
     "OperationResult",
     "PurgedEvent",
@@ -158,6 +164,26 @@ def test_errors_exported_are_all_durability_errors() -> None:
     assert all(issubclass(error, durability.DurabilityError) for error in errors)
 
 
+def test_exported_classes_and_functions_name_durability_as_their_module() -> None:
+    """Reprs and tracebacks show `durability.X`, the import path, not a private module."""
+    defined = [
+        value
+        for value in (getattr(durability, name) for name in EXPECTED)
+        if isinstance(value, type) or inspect.isfunction(value)
+    ]
+    assert len(defined) > 40
+    assert all(value.__module__ == "durability" for value in defined)
+    assert repr(durability.DurableJob) == "<class 'durability.DurableJob'>"
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_type_hints_of_exported_names_resolve(name: str) -> None:
+    """`typing.get_type_hints` works on every exported class and function (tools rely on it)."""
+    value = getattr(durability, name)
+    if isinstance(value, type) or inspect.isfunction(value):
+        typing.get_type_hints(value)
+
+
 # -- names outside the package root ------------------------------------------------------
 
 MODULE_NAMES = [
@@ -201,7 +227,7 @@ KEYWORD_ONLY = [
     MethodOptions,
     AlarmMethodOptions,
     Runtime,
-    DurableJob.wait,
+    durability.DurableJob.wait,
 ]
 
 

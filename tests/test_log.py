@@ -294,6 +294,28 @@ async def test_commit_validates_offset_before_writing(clock: VirtualClock) -> No
         assert await p.cursors() == {}
 
 
+async def test_every_consumer_method_rejects_an_empty_or_non_string_name(
+    clock: VirtualClock,
+) -> None:
+    """Every consumer-taking method rejects "" and non-strings alike, storing nothing."""
+    async with runtime(LogConfig(leases=LogLeaseOptions()), clock) as rt:
+        p = partition(rt)
+        await p.append(items("a"))
+        for bad in ("", 5, None):
+            for call in (
+                p.cursor(bad),
+                p.commit(bad, 1),
+                p.lease(bad),
+                p.ack(bad, "batch"),
+                p.nack(bad, "batch"),
+                p.leases(bad),
+            ):
+                with pytest.raises(LogAppendError, match="Consumer must be a non-empty string"):
+                    await call
+        assert await p.cursors() == {}
+        assert (await p.lease("c"))["first_offset"] == 0
+
+
 async def test_load_backlog_follows_the_furthest_behind_cursor(clock: VirtualClock) -> None:
     """Backlog is next_offset minus the lowest cursor, and 0 without cursors."""
     async with runtime(LogConfig(), clock) as rt:

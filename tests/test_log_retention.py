@@ -10,6 +10,7 @@ import pytest
 
 from _log_host import LogConfig, items, partition, runtime
 from durability import LogRecord, LogRetention, LogSegment, LogTruncatedError
+from durability._log.retention import retention_prefix
 from durability.cold import FileColdStorage
 from durability.testing import VirtualClock
 
@@ -294,3 +295,54 @@ async def test_orphaned_segment_is_reused_not_overwritten(
         page = await p.read(0)
     assert [r["body"] for r in page["records"]] == ["a", "b"]
     assert list((tmp_path / "cold").iterdir()) == orphan
+
+
+def _prefix(
+    oldest: list[tuple[int, int]],
+    retention: LogRetention,
+    *,
+    hot_count: int | None = None,
+    total_bytes: int | None = None,
+    now: int = 10_000,
+) -> int:
+    return retention_prefix(
+        oldest,
+        retention=retention,
+        hot_count=len(oldest) if hot_count is None else hot_count,
+        total_bytes=sum(size for size, _ in oldest) if total_bytes is None else total_bytes,
+        now=now,
+    )
+
+
+def test_retention_prefix_without_limits_removes_nothing() -> None:
+    """A retention with every field off keeps every record."""
+    assert _prefix([(10, 0), (10, 1)], LogRetention()) == 0
+
+
+def test_retention_prefix_counts_records_beyond_max_records() -> None:
+    """max_records removes the oldest hot_count - max_records, counted over all hot records."""
+    oldest = [(1, 0), (1, 0), (1, 0)]
+    assert _prefix(oldest, LogRetention(max_records=2)) == 1
+    assert _prefix(oldest, LogRetention(max_records=2), hot_count=5) == 3
+    assert _prefix(oldest, LogRetention(max_records=5)) == 0
+
+
+def test_retention_prefix_reclaims_bytes_until_within_budget() -> None:
+    """max_bytes removes oldest records while the bytes held before each exceed the budget."""
+    oldest = [(30, 0), (30, 0), (30, 0), (30, 0)]
+    assert _prefix(oldest, LogRetention(max_bytes=60)) == 2
+    assert _prefix(oldest, LogRetention(max_bytes=61)) == 2
+    assert _prefix(oldest, LogRetention(max_bytes=59)) == 3
+    assert _prefix(oldest, LogRetention(max_bytes=120)) == 0
+
+
+def test_retention_prefix_expires_strictly_older_records() -> None:
+    """max_age_ms removes records appended strictly before now - max_age_ms."""
+    oldest = [(1, 100), (1, 199), (1, 200), (1, 50)]
+    assert _prefix(oldest, LogRetention(max_age_ms=800), now=1_000) == 2
+
+
+def test_retention_prefix_stops_at_the_first_kept_record() -> None:
+    """Rules combine per record, and the first record none removes ends the prefix."""
+    oldest = [(1, 0), (1, 900), (1, 0)]
+    assert _prefix(oldest, LogRetention(max_records=2, max_age_ms=500), now=1_000) == 1

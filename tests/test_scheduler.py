@@ -50,14 +50,30 @@ class Probe:
         self.host_wait_until = True
         self.deliver_alarms = True
         self.retries: list[AlarmRetryInfo] = []
+        self.broken_claims: set[str] = set()
+
+
+class _Sql:
+    """The object's SQL with the attempt claims of `probe.broken_claims` keys failing."""
+
+    def __init__(self, sql: Any, probe: Probe) -> None:
+        self._sql = sql
+        self._probe = probe
+
+    def exec(self, query: str, *bindings: Any) -> Any:
+        claim = query.startswith("UPDATE") and "SET attempt = ?" in query
+        if claim and not self._probe.broken_claims.isdisjoint(bindings):
+            raise OSError("claim refused")
+        return self._sql.exec(query, *bindings)
 
 
 class _Storage:
-    """The object's storage with a `set_alarm` the test can break."""
+    """The object's storage with a `set_alarm` and attempt claims the test can break."""
 
     def __init__(self, storage: Any, probe: Probe) -> None:
         self._storage = storage
         self._probe = probe
+        self.sql = _Sql(storage.sql, probe)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._storage, name)
@@ -441,6 +457,46 @@ async def test_failing_pass_arms_its_own_retry_and_returns(
         ]
         assert len(failures) == 10
         assert failures[0].details == {"retry_in_ms": 15_000}  # type: ignore[attr-defined]
+
+
+async def test_a_storage_failure_on_one_operation_fails_the_pass_after_the_others() -> None:
+    """A failing claim fails the pass (fallback, on_alarm_retry) once the other rows ran."""
+    probe = Probe()
+    probe.gate.set()
+    probe.broken_claims = {"a", "b", "c"}
+    async with lab(probe) as t:
+        for id in "abc":
+            await t.obj.register(id)
+        await t.clock.run_until_idle()
+        assert probe.started == []
+        failed_passes = len(probe.retries)
+        assert failed_passes > 0
+        probe.broken_claims = {"b"}
+        await t.clock.advance(15_000)
+        assert sorted(label for label, _ in probe.started) == ["op:a", "op:c"]
+        assert [retry.error for retry in probe.retries] == (failed_passes + 1) * [
+            SerializedError("OSError", "claim refused")
+        ]
+        assert await t.obj.alarm_at() == START_MS + 30_000
+        probe.broken_claims = set()
+        await t.clock.advance(15_000)
+        assert sorted(label for label, _ in probe.started) == ["op:a", "op:b", "op:c"]
+
+
+async def test_a_storage_failure_on_one_alarm_fails_the_pass_after_the_others() -> None:
+    """Named alarms keep the same pass rule: the other names run, the failed one later."""
+    probe = Probe()
+    probe.broken_claims = {"quick"}
+    async with lab(probe) as t:
+        for name in probe.alarm_names:
+            await t.obj.schedule(name, START_MS + 20_000)
+        await t.clock.advance(20_000)
+        assert sorted(label for label, _ in probe.started) == ["renew", "slow"]
+        assert len(probe.retries) == 1
+        assert await t.obj.alarm_at() == START_MS + 35_000
+        probe.broken_claims = set()
+        await t.clock.advance(15_000)
+        assert sorted(label for label, _ in probe.started) == ["quick", "renew", "slow"]
 
 
 async def test_failed_fallback_reaches_the_hosts_retries() -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import inspect as _inspect
+import typing as _typing
+
 from ._clock import now_ms
 from ._engine import (
     LATEST,
@@ -11,6 +14,8 @@ from ._engine import (
     AttemptStartedEvent,
     DurabilityScheduler,
     LifecycleEvent,
+    LifecycleEventType,
+    LifecycleHook,
     MethodOptions,
     MigrationResult,
     PurgedEvent,
@@ -54,9 +59,10 @@ from ._log import (
     LogRetention,
     LogSegment,
 )
-from ._named_alarms import DurabilityAlarms, DurableAlarmInfo
-from ._operations import Durability, DurableCall, OperationResult
+from ._named_alarms import DurabilityAlarms, DurableAlarmInfo, NamedAlarm
+from ._operations import Durability, DurableCall, DurableJob, DurableOperation, OperationResult
 from ._signal import AbortSignal
+from ._types import JsonValue
 
 __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports.py
     "AbortSignal",
@@ -75,15 +81,20 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "DurableAttemptTimeoutError",
     "DurableAttemptsExhaustedError",
     "DurableCall",
+    "DurableJob",
+    "DurableOperation",
     "DurableResultSerializationError",
     "DurableRetryPolicyError",
     "EnqueueResult",
     "FanoutEnqueueError",
     "FanoutSettlementError",
     "FanoutTimeoutError",
+    "JsonValue",
     "LATEST",
     "LeaseRow",
     "LifecycleEvent",
+    "LifecycleEventType",
+    "LifecycleHook",
     "LoadSnapshot",
     "LogAppendError",
     "LogAppendInput",
@@ -100,6 +111,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "MAX_LOG_BYTES",
     "MethodOptions",
     "MigrationResult",
+    "NamedAlarm",
     "NonRetryableError",
     "OperationResult",
     "PurgedEvent",
@@ -114,3 +126,18 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "jitter",
     "now_ms",
 ]
+
+# Classes and functions defined in private modules present themselves as `durability.X`
+# (reprs, tracebacks, help), which is where users import them from. A class's own
+# annotations are resolved first, in its defining module: `typing.get_type_hints` looks
+# names up in `__module__`, which no longer holds the private names they use.
+for _name in __all__:
+    _value = globals()[_name]
+    if isinstance(_value, type):
+        _own = _inspect.get_annotations(_value)
+        if _own:
+            _hints = _typing.get_type_hints(_value, include_extras=True)
+            _value.__annotations__ = {field: _hints[field] for field in _own}
+    if isinstance(_value, type) or _inspect.isfunction(_value):
+        _value.__module__ = __name__
+del _name, _value, _own, _hints

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._clock import now_ms
-from ._context import Context, Row, SqlStorage
+from ._context import Context, SqlStorage
 from ._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
     NAMED_ALARM_MIGRATIONS,
@@ -26,13 +26,12 @@ from ._engine import (
     ExecutionSpec,
     HandlerEntry,
     HostAlarmInfo,
+    LifecycleHook,
     RetryPolicy,
     ScheduledEvent,
     TableSpec,
     check_handlers,
-    due_rows,
     given_options,
-    run_execution,
 )
 from ._errors import DurableAlarmTimeoutError
 from ._signal import AbortSignal
@@ -42,7 +41,6 @@ from ._validate import to_epoch_ms
 
 ALARMS = TableSpec("durability_alarms", "name")
 CAPABILITY = "namedAlarms"
-DUE_BATCH = 100
 IDEMPOTENCY_PREFIX = "durability-alarm:v1:"
 DEFAULT_RETRIES = RetryPolicy()
 
@@ -82,6 +80,8 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
     _missing = 'No named alarm handler registered for "{}"'
     _purge_reason = "Durable alarm was purged"
     _timeout_error = DurableAlarmTimeoutError
+    _due_columns = "name, generation_id, scheduled_at, created_at, attempt"
+    _one_per_key = True
 
     def __init__(
         self,
@@ -92,7 +92,7 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
         attempt_timeout_ms: int = DEFAULT_ATTEMPT_TIMEOUT_MS,
         retries: RetryPolicy = DEFAULT_RETRIES,
         methods: Mapping[str, AlarmMethodOptions] | None = None,
-        on_lifecycle_event: Callable[[Any], Any] | None = None,
+        on_lifecycle_event: LifecycleHook | None = None,
         alarm_concurrency: int | None = None,
         alarm_min_delay_ms: int | None = None,
         alarm_handoff_ms: int | None = None,
@@ -149,41 +149,9 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
                 )
             )
 
-    async def _run_due(self, now: int, info: HostAlarmInfo | None) -> None:
-        errors: list[Exception] = []
-
-        async def run(due: tuple[str, str]) -> None:
-            try:
-                await self._execute(due[0], info)
-            except Exception as error:
-                errors.append(error)
-
-        await self._engine.run_concurrent(
-            due_rows(self._engine.sql, ALARMS, now, DUE_BATCH), run, table=ALARMS.name
-        )
-        if errors:
-            # An infrastructure failure fails the pass, which arms the fallback alarm.
-            raise errors[0]
-
-    async def _execute(self, name: str, info: HostAlarmInfo | None) -> None:
-        running = self._active.get(name)
-        if running is not None:
-            # One handler per name at a time: a replacement runs in a later pass.
-            if not self._engine.options.live_timers:
-                await running.settled.wait()
-            return
-        rows = self._engine.sql.exec(
-            "SELECT status, scheduled_at, next_attempt_at, generation_id, created_at, attempt "
-            "FROM durability_alarms WHERE name = ?",
-            name,
-        ).to_list()
-        if not rows or rows[0]["status"] != "pending" or rows[0]["next_attempt_at"] > now_ms():
-            return
-        await run_execution(self._engine, self._alarm_spec(name, rows[0], info))
-
-    def _alarm_spec(self, name: str, row: Row, info: HostAlarmInfo | None) -> ExecutionSpec:
-        generation = str(row["generation_id"])
-        scheduled_time = int(row["scheduled_at"])
+    def _due_spec(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> ExecutionSpec:
+        name, generation, scheduled_at, created_at, attempt = row
+        scheduled_time = int(scheduled_at)
 
         def argument(attempt: int, signal: AbortSignal) -> DurableAlarmInfo:
             return DurableAlarmInfo(
@@ -211,8 +179,8 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
             key=name,
             name=name,
             generation=generation,
-            created_at=int(row["created_at"]),
-            attempt=int(row["attempt"]),
+            created_at=int(created_at),
+            attempt=int(attempt),
             argument=argument,
             complete=complete,
         )

@@ -19,7 +19,6 @@ from ._context import Context, Row, SqlStorage
 from ._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
     OPERATION_MIGRATIONS,
-    ActiveExecution,
     AlarmRetryInfo,
     AttemptPolicy,
     DurabilityScheduler,
@@ -27,6 +26,7 @@ from ._engine import (
     ExecutionSpec,
     HandlerEntry,
     HostAlarmInfo,
+    LifecycleHook,
     MethodOptions,
     RegisteredEvent,
     Release,
@@ -34,7 +34,7 @@ from ._engine import (
     TableSpec,
     check_handlers,
     given_options,
-    report_failure,
+    read_stack,
     run_execution,
 )
 from ._errors import (
@@ -53,7 +53,6 @@ CALLS = TableSpec("durability_calls", "id")
 NULL_TEXT = serialize(None)
 """The stored envelope of `None`, the most common payload and result."""
 CAPABILITY = "operations"
-DUE_BATCH = 100
 DEFAULT_RETRIES = RetryPolicy()
 
 Status = Literal["not_found", "pending", "completed", "failed"]
@@ -107,6 +106,8 @@ class Durability(DurableHelper["DurableOperation"]):
     _missing = 'No handler registered for operation "{}"'
     _purge_reason = "Durable operation was purged"
     _timeout_error = DurableAttemptTimeoutError
+    _due_columns = "id, generation_id, operation, payload, created_at, attempt"
+    _one_per_key = False
 
     def __init__(
         self,
@@ -117,7 +118,7 @@ class Durability(DurableHelper["DurableOperation"]):
         attempt_timeout_ms: int = DEFAULT_ATTEMPT_TIMEOUT_MS,
         retries: RetryPolicy = DEFAULT_RETRIES,
         methods: Mapping[str, MethodOptions] | None = None,
-        on_lifecycle_event: Callable[[Any], Any] | None = None,
+        on_lifecycle_event: LifecycleHook | None = None,
         include_result_in_events: bool = False,
         alarm_concurrency: int | None = None,
         alarm_min_delay_ms: int | None = None,
@@ -224,7 +225,9 @@ class Durability(DurableHelper["DurableOperation"]):
             )
         elif status == "failed":
             error = SerializedError(
-                row["last_error_name"] or "Error", row["last_error"] or "Durable operation failed"
+                row["last_error_name"] or "Error",
+                row["last_error"] or "Durable operation failed",
+                read_stack(self._engine.sql, CALLS, str(id), str(row["generation_id"])),
             )
             result = OperationResult(status="failed", attempt=row["attempt"], error=error)
         else:
@@ -255,42 +258,9 @@ class Durability(DurableHelper["DurableOperation"]):
 
     # -- execution ----------------------------------------------------------------------
 
-    async def _run_due(self, now: int, info: HostAlarmInfo | None) -> None:
-        # Rows already executing here are attached to: the pass waits for them at its end
-        # instead of running them again (with live timers it skips them).
-        skip_running = self._engine.options.live_timers
-        attached: list[ActiveExecution] = []
-
-        def running(due: tuple[Any, ...]) -> bool:
-            found = self._active.get(due[0])
-            if found is None or found.generation != due[3]:
-                return False
-            if not skip_running:
-                attached.append(found)
-            return True
-
-        async def run(due: tuple[Any, ...]) -> None:
-            if running(due):
-                return
-            key, operation, payload, generation, created_at, attempt = due
-            try:
-                spec = self._call_spec(key, operation, payload, generation, created_at, attempt)
-                await run_execution(self._engine, spec)
-            except Exception as error:  # already persisted or reported; the pass goes on
-                report_failure("durability.background_execution.failed", {"id": key}, error)
-
-        cursor = self._engine.sql.exec(
-            "SELECT id, operation, payload, generation_id, created_at, attempt "
-            "FROM durability_calls "
-            "WHERE status = 'pending' AND next_attempt_at <= ? "
-            "ORDER BY next_attempt_at ASC LIMIT ?",
-            now,
-            DUE_BATCH,
-        )
-        due_rows = [due for due in cursor.raw() if not running(due)]
-        await self._engine.run_concurrent(due_rows, run, table=CALLS.name)
-        for execution in attached:
-            await execution.settled.wait()
+    def _due_spec(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> ExecutionSpec:
+        key, generation, operation, payload, created_at, attempt = row
+        return self._call_spec(key, operation, payload, generation, created_at, attempt)
 
     def _call_spec(
         self,

@@ -3,10 +3,10 @@
 Capabilities (operations, named alarms, the log) import from this package only. Its
 modules, top-down: the scheduler handle and attachment (`scheduler`), the `Engine`
 (`engine`) and its parts (`options`, `participants`, `reconcile`, `timer`, `permits`,
-`registry`, `tasks`), one attempt (`execution`), the fenced table SQL (`tables`),
-retry policies (`policy`), lifecycle events (`lifecycle`), schema migrations
-(`migrations`) and the built-in schemas (`schemas`), and the `DurableHelper` base
-(`helper`).
+`registry`, `tasks`), one attempt (`execution`) and its log records (`attempt_log`),
+the fenced table SQL (`tables`), retry policies (`policy`), lifecycle events
+(`lifecycle`), schema migrations (`migrations`) and the built-in schemas (`schemas`),
+and the `DurableHelper` base (`helper`).
 """
 
 from __future__ import annotations
@@ -18,13 +18,15 @@ from .lifecycle import (
     AttemptSettledEvent,
     AttemptStartedEvent,
     LifecycleEvent,
+    LifecycleEventType,
+    LifecycleHook,
     PurgedEvent,
     RegisteredEvent,
     ScheduledEvent,
     TerminalEvent,
     report_failure,
 )
-from .migrations import LATEST, MigrationResult, migrate
+from .migrations import LATEST, MigrationResult, MigrationTarget, migrate
 from .options import AlarmRetryInfo, given_options
 from .participants import HostAlarmInfo
 from .permits import Release
@@ -46,7 +48,7 @@ from .schemas import (
     NAMED_ALARM_MIGRATIONS,
     OPERATION_MIGRATIONS,
 )
-from .tables import TableSpec, due_rows
+from .tables import TableSpec, read_stack
 
 __all__ = [
     "DEFAULT_ATTEMPT_TIMEOUT_MS",
@@ -67,8 +69,11 @@ __all__ = [
     "HandlerEntry",
     "HostAlarmInfo",
     "LifecycleEvent",
+    "LifecycleEventType",
+    "LifecycleHook",
     "MethodOptions",
     "MigrationResult",
+    "MigrationTarget",
     "PurgedEvent",
     "RegisteredEvent",
     "Release",
@@ -80,11 +85,11 @@ __all__ = [
     "attach",
     "attach_storage",
     "check_handlers",
-    "due_rows",
     "exponential",
     "given_options",
     "jitter",
     "migrate",
+    "read_stack",
     "report_failure",
     "run_execution",
 ]

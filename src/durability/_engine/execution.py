@@ -22,6 +22,7 @@ from .._context import SqlStorage
 from .._errors import DurableRetryPolicyError, is_non_retryable, serialize_error
 from .._signal import AbortSignal, abort
 from .._types import MAX_SAFE_INTEGER, JsonValue
+from . import attempt_log
 from .engine import Engine
 from .lifecycle import (
     AttemptSettledEvent,
@@ -254,7 +255,9 @@ async def _settle(
         await _settle_failure(engine, spec, attempt, started_at, error)
         return
     if completed_at is None:
+        attempt_log.outcome_discarded(engine, spec, attempt)
         return
+    attempt_log.attempt_completed(engine, spec, attempt, max(0, completed_at - started_at))
     if engine.watchers.watched(spec.table.name, spec.key):
         engine.watchers.notify(
             spec.table.name,
@@ -335,6 +338,7 @@ async def _fail_exhausted(engine: Engine, spec: ExecutionSpec) -> None:
     )
     if attempt is None:
         return
+    attempt_log.record_failed(engine, spec, attempt, None, exhausted, "attempts_exhausted")
     engine.watchers.notify(spec.table.name, spec.key)
     if spec.emits:
         spec.emit(
@@ -360,9 +364,22 @@ async def _settle_failure(
         )
     )
     if not owned:
+        attempt_log.outcome_discarded(engine, spec, attempt)
         return
     if decision.terminal:
+        reason = attempt_log.terminal_reason(spec, attempt, error, decision.error)
+        attempt_log.record_failed(engine, spec, attempt, decision.error, stored, reason)
         engine.watchers.notify(spec.table.name, spec.key)
+    else:
+        attempt_log.attempt_failed(
+            engine,
+            spec,
+            attempt,
+            decision.error,
+            stored,
+            retry_in_ms=decision.next_attempt_at - decision.timestamp,
+            next_attempt_at=decision.next_attempt_at,
+        )
     if not spec.emits:
         return
     spec.emit(

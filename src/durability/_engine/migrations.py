@@ -24,7 +24,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, Literal, TypeAlias
 
 from .._clock import now_ms
 from .._context import SqlStorage, Storage
@@ -74,6 +74,9 @@ class _Latest(enum.Enum):
 LATEST: Final = _Latest.LATEST
 """Default `migrate` target: the last migration of the list."""
 
+MigrationTarget: TypeAlias = str | Literal[_Latest.LATEST] | None
+"""What `migrate(target=...)` accepts: `LATEST`, a migration name, or `None` for none."""
+
 
 @dataclass(frozen=True, slots=True)
 class MigrationResult:
@@ -92,7 +95,7 @@ def migrate(
     storage: Storage,
     capability: str,
     migrations: Sequence[Migration],
-    target: str | _Latest | None = LATEST,
+    target: MigrationTarget = LATEST,
 ) -> MigrationResult:
     """Move `capability`'s schema to `target` atomically and return what changed.
 
@@ -138,7 +141,7 @@ def _check_migrations(capability: str, migrations: Sequence[Migration]) -> tuple
     return steps
 
 
-def _resolve_target(steps: tuple[Migration, ...], target: str | _Latest | None) -> int:
+def _resolve_target(steps: tuple[Migration, ...], target: object) -> int:
     """Index of the last migration to keep applied; -1 means none."""
     if target is LATEST:
         return len(steps) - 1

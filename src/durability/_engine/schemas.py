@@ -65,7 +65,7 @@ OPERATION_MIGRATIONS: Final[tuple[Migration, ...]] = (
         ),
     ),
 )
-"""Capability "operations": the `durability_calls` table (spec/core.md §5.11)."""
+"""Capability "operations": the `durability_calls` table."""
 
 _ALARM_COLUMNS: Final = (
     "name, generation_id, status, scheduled_at, next_attempt_at, attempt, "
@@ -114,7 +114,7 @@ NAMED_ALARM_MIGRATIONS: Final[tuple[Migration, ...]] = (
         ),
     ),
 )
-"""Capability "namedAlarms": the `durability_alarms` table (spec/core.md §6.7)."""
+"""Capability "namedAlarms": the `durability_alarms` table."""
 
 FANOUT_MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
@@ -165,7 +165,7 @@ FANOUT_MIGRATIONS: Final[tuple[Migration, ...]] = (
         ),
     ),
 )
-"""Capability "fanout": manifests, deliveries and the sequence (log-fanout-routing §4.3)."""
+"""Capability "fanout": manifests, deliveries and the sequence."""
 
 LOG_MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
@@ -204,7 +204,7 @@ LOG_MIGRATIONS: Final[tuple[Migration, ...]] = (
         ),
     ),
 )
-"""Capability "log": records, cursors, segments and the sequence (log-fanout-routing §3.3)."""
+"""Capability "log": records, cursors, segments and the sequence."""
 
 LOG_LEASE_MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
@@ -235,4 +235,26 @@ LOG_LEASE_MIGRATIONS: Final[tuple[Migration, ...]] = (
         ),
     ),
 )
-"""Capability "logLeases", only with leases: lease ranges and allocations (§3.3)."""
+"""Capability "logLeases", only with leases: lease ranges and allocations."""
+
+STACKS_CAPABILITY: Final = "errorStacks"
+
+ERROR_STACK_MIGRATIONS: Final[tuple[Migration, ...]] = (
+    Migration(
+        name="durability_stacks_0001_create_error_stacks",
+        up=(
+            "CREATE TABLE durability_error_stacks ("
+            "record_table TEXT NOT NULL, "
+            "record_key TEXT NOT NULL, "
+            "generation_id TEXT NOT NULL, "
+            "stack TEXT NOT NULL, "
+            "PRIMARY KEY (record_table, record_key))",
+        ),
+        down=("DROP TABLE durability_error_stacks",),
+    ),
+)
+"""Capability "errorStacks": the traceback of each operation's or named alarm's last
+error, beside its record (one row per record, of the generation that failed).
+
+A capability of its own so the upstream tables and their migration lists stay as they
+are: a database stays readable by a library that does not know this table."""

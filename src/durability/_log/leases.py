@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .._clock import now_ms
@@ -93,6 +93,18 @@ class LogLeases:
         return None
 
     def _reclaim(self, consumer: str, now: int) -> _Reclaimed | None:
+        """Take `consumer`'s lowest claimable range (inside the caller's transaction)."""
+        row = self._claimable(consumer, now)
+        if row is None:
+            return None
+        oldest = self._store.bounds().oldest_offset
+        if row.first_offset < oldest:
+            self._drop_trimmed(row, oldest)
+            return _Reclaimed(row, LogTruncatedError(row.first_offset, oldest))
+        return _Reclaimed(self._redeliver(row, now), None)
+
+    def _claimable(self, consumer: str, now: int) -> LeaseRow | None:
+        """The lowest range of `consumer` that is nacked, or active and expired at `now`."""
         for found in self._sql.exec(
             f"SELECT {_COLUMNS} FROM {LEASES} WHERE consumer = ? AND "
             "(state = 'pending' OR (state = 'active' AND expires_at <= ?)) "
@@ -100,46 +112,42 @@ class LogLeases:
             consumer,
             now,
         ):
-            row = LeaseRow(**found)
-            oldest = self._store.bounds().oldest_offset
-            batch_id = random_uuid()
-            if row.first_offset < oldest:
-                # Retention trimmed part of the range: drop those offsets for good, report
-                # them once, and leave the rest claimable without counting an attempt.
-                state, first = ("skipped", row.first_offset)
-                if row.last_offset >= oldest:
-                    state, first = ("pending", oldest)
-                self._sql.exec(
-                    f"UPDATE {LEASES} SET batch_id = ?, state = ?, first_offset = ?, "
-                    "expires_at = 0 WHERE batch_id = ?",
-                    batch_id,
-                    state,
-                    first,
-                    row.batch_id,
-                )
-                return _Reclaimed(row, LogTruncatedError(row.first_offset, oldest))
-            expires_at = now + self._options.lease_ms
-            self._sql.exec(
-                f"UPDATE {LEASES} SET batch_id = ?, state = 'active', attempt = attempt + 1, "
-                "expires_at = ? WHERE batch_id = ?",
-                batch_id,
-                expires_at,
-                row.batch_id,
-            )
-            return _Reclaimed(
-                LeaseRow(
-                    batch_id=batch_id,
-                    consumer=consumer,
-                    first_offset=row.first_offset,
-                    last_offset=row.last_offset,
-                    state="active",
-                    attempt=row.attempt + 1,
-                    expires_at=expires_at,
-                    created_at=row.created_at,
-                ),
-                None,
-            )
+            return LeaseRow(**found)
         return None
+
+    def _drop_trimmed(self, row: LeaseRow, oldest: int) -> None:
+        """Retention trimmed the start of `row`: drop those offsets for good (reported
+        once by the caller) and leave the rest claimable without counting an attempt."""
+        state, first = ("skipped", row.first_offset)
+        if row.last_offset >= oldest:
+            state, first = ("pending", oldest)
+        self._sql.exec(
+            f"UPDATE {LEASES} SET batch_id = ?, state = ?, first_offset = ?, "
+            "expires_at = 0 WHERE batch_id = ?",
+            random_uuid(),
+            state,
+            first,
+            row.batch_id,
+        )
+
+    def _redeliver(self, row: LeaseRow, now: int) -> LeaseRow:
+        """Hand `row` out again under a fresh batch id (fencing its previous holder)."""
+        redelivered = replace(
+            row,
+            batch_id=random_uuid(),
+            state="active",
+            attempt=row.attempt + 1,
+            expires_at=now + self._options.lease_ms,
+        )
+        self._sql.exec(
+            f"UPDATE {LEASES} SET batch_id = ?, state = 'active', attempt = ?, "
+            "expires_at = ? WHERE batch_id = ?",
+            redelivered.batch_id,
+            redelivered.attempt,
+            redelivered.expires_at,
+            row.batch_id,
+        )
+        return redelivered
 
     async def _new_range(self, consumer: str, size: int, now: int) -> LogLease[Any] | None:
         held = self._sql.exec(

@@ -9,6 +9,7 @@ clock.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import os
 import sqlite3
@@ -40,8 +41,17 @@ DEFAULT_IDLE_EVICT_MS = 60_000
 """An instance with no call, alarm or background work for this long is evicted."""
 
 
+class _State(enum.Enum):
+    """Where a `Runtime` is in its one life: new, running, closing, then closed."""
+
+    NEW = "new"
+    RUNNING = "running"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
 class Runtime:
-    """An embedded host for Durable Objects (see API.md, "Hosts").
+    """An embedded host for Durable Objects (docs/runtime.md).
 
     `path=None` keeps every object in memory; a path keeps one SQLite file per object
     under `<path>/<NAMESPACE>/<id>.sqlite3`, the alarm catalog in
@@ -76,7 +86,7 @@ class Runtime:
         self._namespaces: dict[str, ObjectNamespace] = {}
         self._env = Env(self._bind(bindings if bindings is not None else {}))
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._state = "new"
+        self._state = _State.NEW
         self._instances: OrderedDict[Key, Instance] = OrderedDict()
         self._memory: dict[Key, Database] = {}
         self._lock = PathLock(self._path) if self._path is not None else None
@@ -133,7 +143,7 @@ class Runtime:
 
     async def start(self) -> None:
         """Take the path, attach the clock, and arm every alarm found in the catalog."""
-        if self._state != "new":
+        if self._state is not _State.NEW:
             raise RuntimeError("a Runtime can be started once; create a new one")
         loop = asyncio.get_running_loop()
         if self._lock is not None:
@@ -150,7 +160,7 @@ class Runtime:
         else:
             bind_clock(loop, self._clock)
         self._loop = loop
-        self._state = "running"
+        self._state = _State.RUNNING
         self._alarms.start(loop)
 
     async def close(self) -> None:
@@ -159,9 +169,9 @@ class Runtime:
         The path, the file handles and the clock are released even when a step fails;
         the first failure is raised afterwards.
         """
-        if self._state != "running" or self._loop is None:
+        if self._state is not _State.RUNNING or self._loop is None:
             return
-        self._state = "closing"
+        self._state = _State.CLOSING
         loop = self._loop
         try:
             pending: list[asyncio.Future[Any]] = list(self._alarms.close())
@@ -184,7 +194,7 @@ class Runtime:
         else:
             steps.append(lambda: unbind_clock(loop, self._clock))
         self._memory.clear()
-        self._state = "closed"
+        self._state = _State.CLOSED
         failure: BaseException | None = None
         for step in steps:
             try:
@@ -227,7 +237,7 @@ class Runtime:
 
     def instance_for_alarm(self, key: Key, name: str | None) -> Instance | None:
         """The live instance for an alarm (built if needed); `None` if its class is unbound."""
-        if key[0] not in self._namespaces or self._state != "running":
+        if key[0] not in self._namespaces or self._state is not _State.RUNNING:
             return None
         return self._instance(ObjectId(key[0], key[1], name))
 
@@ -237,7 +247,7 @@ class Runtime:
         if instance is not None:
             self._instances.move_to_end(key)
             return instance
-        if self._state != "running" or self._loop is None:
+        if self._state is not _State.RUNNING or self._loop is None:
             raise RuntimeError(
                 "the Runtime is not running: use `async with Runtime(...) as rt:` "
                 "(or `await rt.start()`), and make calls before it closes"
@@ -293,7 +303,7 @@ class Runtime:
         One timer per instance, re-armed only when it fires, so busy objects cost no
         timer operations per call.
         """
-        if self._idle_evict_ms is None or self._loop is None or self._state != "running":
+        if self._idle_evict_ms is None or self._loop is None or self._state is not _State.RUNNING:
             return
         instance.idle_since = self._loop.time()
         if instance.idle_timer is None:

@@ -134,6 +134,19 @@ def _check_key(key: object) -> str:
     return key
 
 
+def _refuse_awaitable(result: T) -> T:
+    """`transaction_sync`'s result, unless `fn` returned an awaitable (closed, refused)."""
+    if inspect.isawaitable(result):
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+        raise TypeError(
+            "transaction_sync(fn): fn returned an awaitable; pass a plain function "
+            "or use `await storage.transaction(fn)`"
+        )
+    return result
+
+
 def _drive(awaitable: object) -> Any:
     """Run an awaitable to completion without yielding to the loop, or refuse."""
     if not inspect.isawaitable(awaitable):
@@ -209,31 +222,20 @@ class ObjectStorage:
     def transaction_sync(self, fn: Callable[[], T]) -> T:
         """Run `fn()` atomically: on an exception its writes are undone and it propagates."""
         check_callable("fn", fn)
-        database = self.enter()
-        savepoint = database.savepoint()
-        try:
-            result = fn()
-            if inspect.isawaitable(result):
-                close = getattr(result, "close", None)
-                if close is not None:
-                    close()
-                raise TypeError(
-                    "transaction_sync(fn): fn returned an awaitable; pass a plain function "
-                    "or use `await storage.transaction(fn)`"
-                )
-        except BaseException:
-            database.rollback_to(savepoint)
-            raise
-        database.release(savepoint)
-        return result
+        return self._atomically(lambda: _refuse_awaitable(fn()))
 
     async def transaction(self, fn: Callable[[Transaction], Awaitable[T]]) -> T:
         """Run `await fn(txn)` atomically, without letting other work interleave."""
         check_callable("fn", fn)
+        result: T = self._atomically(lambda: _drive(fn(self._transaction)))
+        return result
+
+    def _atomically(self, body: Callable[[], T]) -> T:
+        """Run `body()` inside a savepoint of the turn's transaction: all or nothing."""
         database = self.enter()
         savepoint = database.savepoint()
         try:
-            result: T = _drive(fn(self._transaction))
+            result = body()
         except BaseException:
             database.rollback_to(savepoint)
             raise
