@@ -247,3 +247,12 @@ class Database:
         if self._connection is None:
             raise DatabaseClosedError("the object's database is closed")
         return self._connection
+
+
+def open_object_file(loop: asyncio.AbstractEventLoop, root: Path, key: tuple[str, str]) -> Database:
+    """Open the file of object `key` under `root`; its errors name the object too."""
+    try:
+        return Database.open(loop, root / key[0] / f"{key[1]}.sqlite3")
+    except sqlite3.Error as error:
+        message = f"object {key[0]}:{key[1]} cannot use its database: {error}"
+        raise type(error)(message) from error

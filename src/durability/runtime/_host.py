@@ -12,7 +12,6 @@ import asyncio
 import enum
 import logging
 import os
-import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -25,11 +24,11 @@ from .._validate import check_positive_int
 from ._alarm_driver import AlarmDriver
 from ._catalog import Catalog, Key, PathLock
 from ._copy import copy_value
-from ._database import Database
+from ._database import Database, open_object_file
 from ._errors import ObjectEvictedError
 from ._ids import ObjectId
 from ._instance import Instance
-from ._limits import default_max_live_objects
+from ._limits import default_max_live_objects, least_recent_idle
 from ._object import DurableObject
 from ._stub import Env, ObjectNamespace, ObjectStub
 
@@ -195,15 +194,7 @@ class Runtime:
             steps.append(lambda: unbind_clock(loop, self._clock))
         self._memory.clear()
         self._state = _State.CLOSED
-        failure: BaseException | None = None
-        for step in steps:
-            try:
-                step()
-            except BaseException as error:
-                logger.error("closing the runtime: %r", error)
-                failure = failure or error
-        if failure is not None:
-            raise failure
+        _run_every(steps)
 
     async def evict(self, target: ObjectStub | ObjectId) -> None:
         """Drop the live instance: cancel its work, fence its ctx; data and alarm stay."""
@@ -274,14 +265,7 @@ class Runtime:
         Busy ones (a call, an alarm or `wait_until` work) and `keep` (the instance just
         built) are skipped: the cap may be exceeded while that many objects are busy.
         """
-        excess = len(self._instances) - self._max_live
-        victims: list[Key] = []
-        for key, instance in self._instances.items():
-            if len(victims) == excess:
-                break
-            if key != keep and not instance.tasks:
-                victims.append(key)
-        for key in victims:
+        for key in least_recent_idle(self._instances, self._max_live, keep):
             self._discard(self._instances.pop(key), crash=False)
 
     def _database(self, key: Key) -> Database:
@@ -291,11 +275,7 @@ class Runtime:
             if database is None:
                 database = self._memory[key] = Database.open(self._loop, None)
             return database
-        try:
-            return Database.open(self._loop, self._path / key[0] / f"{key[1]}.sqlite3")
-        except sqlite3.Error as error:
-            message = f"object {key[0]}:{key[1]} cannot use its database: {error}"
-            raise type(error)(message) from error
+        return open_object_file(self._loop, self._path, key)
 
     def _schedule_idle(self, instance: Instance) -> None:
         """Note that `instance` just became idle; its idle timer checks it later.
@@ -372,6 +352,19 @@ class Runtime:
         if database.file is not None:
             database.close()
         return pending
+
+
+def _run_every(steps: list[Callable[[], object]]) -> None:
+    """Run each step even if an earlier one fails; then raise the first failure."""
+    failure: BaseException | None = None
+    for step in steps:
+        try:
+            step()
+        except BaseException as error:
+            logger.error("closing the runtime: %r", error)
+            failure = failure or error
+    if failure is not None:
+        raise failure
 
 
 async def _wind_down(tasks: list[asyncio.Future[Any]]) -> None:
