@@ -7,13 +7,15 @@ import logging
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from durability.runtime import Runtime
+from durability.runtime import Runtime, _catalog
 from durability.testing import VirtualClock
 
 from ._inject import StorageFaults
@@ -111,3 +113,26 @@ async def test_catalog_io_error_at_start_names_the_file_and_keeps_it(
         "_catalog.sqlite3",
     ]
     assert await fired_after(tmp_path, clock, 10_000) == ["a"]
+
+
+def abandoned_run(path: Path, name: str) -> None:
+    """A runtime in another process writes to object `name`, then dies without closing."""
+    child = Path(__file__).with_name("_abandoned_run.py")
+    subprocess.run([sys.executable, str(child), str(path), name], check=True, timeout=60)
+
+
+async def test_after_a_crash_only_what_the_crashed_run_touched_is_read(
+    tmp_path: Path, faults: StorageFaults, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each start records that the catalog agrees with the objects: after two crashed
+    runs, start() reads only the object the last one wrote, not the earlier one's."""
+    # The children run on the real clock: the alarms are far ahead of it, and stay armed.
+    clock = VirtualClock(int(time.time() * 1000))
+    await arm(tmp_path, clock, {f"o{index}": 3_600_000 for index in range(4)})
+    abandoned_run(tmp_path, "o2")
+    abandoned_run(tmp_path, "o1")
+    monkeypatch.setattr(_catalog, "AGREED_MARGIN_NS", 0)
+    faults.opened.clear()
+    async with Runtime(path=tmp_path, bindings=bindings([]), clock=clock) as rt:
+        read = sorted(Path(file).name for file in faults.opened)
+        assert read == sorted(["_catalog.sqlite3", f"{rt.env.NOTES.id_from_name('o1')}.sqlite3"])

@@ -7,11 +7,13 @@ an entry is written (durably) before an object commit that arms an earlier time,
 removed or raised only after the object's commit; a timer that finds nothing due on
 the object is a harmless spurious wake.
 
-The objects stay authoritative. A clean close records when it happened; at start,
-objects modified since the last one (all of them when the catalog is missing, corrupt,
-or has no such record) are read and the catalog corrected from them, with a warning
-when it had missed an alarm. After a clean close no object is opened; after a crash,
-only those the crashed runs modified.
+The objects stay authoritative. The catalog records when it last agreed with every
+object: at start, once checked, and at a clean close (from then on every object change
+goes through it). At start, objects modified since that time (all of them when the
+catalog is missing, corrupt, or has no such record) are read and the catalog
+corrected from them, with a warning when it had missed an alarm. After a clean close
+no object is opened; after a crash, only those the crashed run modified; with a
+catalog restored from an old copy, those modified since that copy.
 """
 
 from __future__ import annotations
@@ -35,9 +37,9 @@ Key = tuple[str, str]
 
 _held_paths: set[str] = set()
 
-CLEAN_MARGIN_NS = 2_000_000_000
-"""File times may lag the clock by a tick: objects modified this shortly before a clean
-close are read again at the next start."""
+AGREED_MARGIN_NS = 2_000_000_000
+"""File times may lag the clock by a tick: objects modified this shortly before the
+recorded time are read again at the next start."""
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS alarms (namespace TEXT NOT NULL, id TEXT NOT NULL,"
@@ -100,9 +102,9 @@ class Catalog:
         if file is None:
             return
         problem = None if file.exists() else "missing"
-        clean_ns: int | None = None
+        agreed_ns: int | None = None
         try:
-            connection, clean_ns = self._load(file)
+            connection, agreed_ns = self._load(file)
         except sqlite3.OperationalError as error:
             # An I/O error or the like, not a damaged file: keep the file, name it.
             raise type(error)(f"alarm catalog {file}: {error}") from error
@@ -113,14 +115,16 @@ class Catalog:
             connection, _ = self._load(file)
         self._connection = connection
         if problem is not None:
-            clean_ns = None
+            agreed_ns = None
             # A new path has no objects: nothing to rebuild, nothing to warn about.
             if not any(object_files(file.parent, None)):
                 problem = None
-        self._reconcile(file.parent, clean_ns, problem)
+        self._reconcile(file.parent, agreed_ns, problem)
+        _record_agreement(connection)
 
     def _load(self, file: Path) -> tuple[sqlite3.Connection, int | None]:
-        """Open `file`, read its entries and its clean-close time; close it on failure."""
+        """Open `file`, read its entries and when it last agreed with every object (close
+        the file on failure)."""
         created = not file.exists()
         connection = sqlite3.connect(file, isolation_level=None)
         try:
@@ -132,18 +136,18 @@ class Catalog:
                 "SELECT namespace, id, name, wake_ms FROM alarms"
             ):
                 self._entries[(namespace, object_id)] = (name, wake_ms)
-            rows = connection.execute("SELECT value FROM meta WHERE key = 'clean_close_ns'")
-            clean_ns = next((int(value) for (value,) in rows), None)
+            rows = connection.execute("SELECT value FROM meta WHERE key = 'agreed_ns'")
+            agreed_ns = next((int(value) for (value,) in rows), None)
         except BaseException:
             connection.close()
             raise
         if created:
             sync_directory(file.parent)
-        return connection, clean_ns
+        return connection, agreed_ns
 
-    def _reconcile(self, root: Path, clean_ns: int | None, problem: str | None) -> None:
-        """Correct the entries from the objects modified since `clean_ns` (all if `None`)."""
-        since = None if clean_ns is None else clean_ns - CLEAN_MARGIN_NS
+    def _reconcile(self, root: Path, agreed_ns: int | None, problem: str | None) -> None:
+        """Correct the entries from the objects modified since `agreed_ns` (all if `None`)."""
+        since = None if agreed_ns is None else agreed_ns - AGREED_MARGIN_NS
         read = 0
         missed: list[StoredAlarm] = []
         for key, object_file in object_files(root, since):
@@ -248,7 +252,7 @@ class Catalog:
             raise
 
     def close(self) -> None:
-        """Flush, record the clean close, and close the file (closed even if that fails).
+        """Flush, record the agreement, and close the file (closed even if that fails).
 
         Call it only once every object database is closed: the recorded time says no
         object changed after it without the catalog knowing.
@@ -257,13 +261,18 @@ class Catalog:
         if connection is not None:
             try:
                 self._flush(connection)
-                connection.execute(
-                    "INSERT INTO meta (key, value) VALUES ('clean_close_ns', ?)"
-                    " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    (time.time_ns(),),
-                )
+                _record_agreement(connection)
             finally:
                 connection.close()
+
+
+def _record_agreement(connection: sqlite3.Connection) -> None:
+    """Durably note that the catalog agrees with every object as of now."""
+    connection.execute(
+        "INSERT INTO meta (key, value) VALUES ('agreed_ns', ?)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (time.time_ns(),),
+    )
 
 
 def _set_aside(file: Path) -> None:
