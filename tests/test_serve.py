@@ -235,11 +235,12 @@ def test_load_worker_by_path_and_by_dotted_name(
     [
         ("bindings = {}\n", "does not define `async def fetch"),
         ("async def fetch(request, env): ...\n", "does not define `bindings`"),
-        ("bindings = [1]\nasync def fetch(request, env): ...\n", "does not define `bindings`"),
+        ("bindings = [1]\nasync def fetch(request, env): ...\n", "`bindings` must be a dict.*list"),
+        ("bindings = {1: 2}\nasync def fetch(request, env): ...\n", "got non-str keys"),
     ],
 )
 def test_load_worker_names_what_is_missing(tmp_path: Path, source: str, message: str) -> None:
-    """A module without fetch or a bindings dict is refused with a clear message."""
+    """A module without fetch or bindings, or with bindings of the wrong type, is refused."""
     module = tmp_path / "broken_worker.py"
     module.write_text(source)
     with pytest.raises(WorkerModuleError, match=message):

@@ -82,6 +82,7 @@ class Database:
         self._loop = loop
         self._pending: asyncio.Future[None] | None = None
         self._savepoints = 0
+        self._unrecorded_name: str | None = None
 
     @classmethod
     def open(cls, loop: asyncio.AbstractEventLoop, file: Path | None) -> Database:
@@ -121,15 +122,49 @@ class Database:
         return self._pending
 
     def create_private_tables(self) -> None:
-        """The runtime's own tables (KV pairs, the alarm), in this transaction if any."""
-        for statement in _PRIVATE_TABLES:
-            self._conn().execute(statement)
+        """The runtime's own tables (KV pairs, alarm, name), in this transaction if any.
+
+        Otherwise in one transaction of their own: a new file costs one commit, not one
+        per table.
+        """
+        connection = self._conn()
+        if connection.in_transaction:
+            for statement in _PRIVATE_TABLES:
+                connection.execute(statement)
+            return
+        connection.execute("BEGIN")
+        try:
+            for statement in _PRIVATE_TABLES:
+                connection.execute(statement)
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+
+    def recorded_name(self) -> str | None:
+        """The object's name as recorded in its file, if one was."""
+        row = self._conn().execute("SELECT name FROM _durability_name WHERE id = 1").fetchone()
+        return None if row is None else str(row[0])
+
+    def record_name(self, name: str) -> None:
+        """Store the object's name with its next commit (kept if one is recorded already).
+
+        Written inside a transaction the object opens anyway, so it costs no commit.
+        """
+        self._unrecorded_name = name
 
     def join(self) -> asyncio.Future[None]:
         """The commit future of the current turn's transaction, opening it if needed."""
         pending = self._pending
         if pending is None:
-            self._conn().execute("BEGIN IMMEDIATE")
+            connection = self._conn()
+            connection.execute("BEGIN IMMEDIATE")
+            if self._unrecorded_name is not None:
+                connection.execute(
+                    "INSERT INTO _durability_name (id, name) VALUES (1, ?)"
+                    " ON CONFLICT (id) DO NOTHING",
+                    (self._unrecorded_name,),
+                )
             pending = self._loop.create_future()
             pending.add_done_callback(_retrieve)
             self._pending = pending
@@ -206,6 +241,7 @@ class Database:
             return
         self._pending = None
         self._savepoints = 0
+        self._unrecorded_name = None
         self.commits += 1
         changed, self.alarm_changed = self.alarm_changed, False
         if changed and self.after_commit is not None:

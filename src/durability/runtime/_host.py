@@ -245,7 +245,12 @@ class Runtime:
             )
         namespace = self._namespaces[object_id.namespace]
         database = self._database(key)
+        recorded = database.recorded_name()
         name = object_id.name if object_id.name is not None else self._alarms.name_of(key)
+        if name is None:
+            name = recorded
+        elif recorded is None:
+            database.record_name(name)
         if name != object_id.name:
             object_id = ObjectId(key[0], key[1], name)
         self._alarms.watch(key, name, database)

@@ -320,11 +320,12 @@ class ObjectStorage:
         return {key: json.loads(text) for key, text in rows}
 
     async def delete_all(self) -> None:
-        """Drop every table, key and the alarm: the object is as new."""
+        """Drop every table, key and the alarm: the object is as new (its name stays)."""
         database = self.enter()
         schema = database.query(
             "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'view')"
-            " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY type = 'table'"
+            " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name <> '_durability_name'"
+            " ORDER BY type = 'table'"
         )
         for kind, name in schema:
             quoted = '"' + name.replace('"', '""') + '"'
