@@ -104,13 +104,6 @@ class AlarmDriver:
         wake_ms = row.wake_ms if row is not None else None
         self._committing[key] = wake_ms
         if wake_ms is not None:
-            if name is not None:
-                # Kept with the object, so a rebuilt catalog still knows its name.
-                database.execute(
-                    "INSERT INTO _durability_name (id, name) VALUES (1, ?)"
-                    " ON CONFLICT (id) DO NOTHING",
-                    name,
-                )
             self._catalog.lower(key, name, wake_ms)
 
     def _after_commit(self, key: Key, name: str | None) -> None:
