@@ -111,6 +111,16 @@ class Runtime:
         except KeyError:
             raise KeyError(f"no DurableObject class is bound as {name!r}") from None
 
+    @property
+    def path(self) -> Path | None:
+        """The directory of the objects' files, or `None` for an in-memory runtime."""
+        return self._path
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the runtime keeps time by (a `VirtualClock` in tests and demos)."""
+        return self._clock
+
     def now_ms(self) -> int:
         """The runtime clock's current time."""
         return self._clock.now_ms()
