@@ -15,6 +15,7 @@ from _served import call, served
 from conftest import START_MS
 from durability._dashboard.app import MAX_ADVANCE_MS
 from durability._dashboard.html import relative_time
+from durability._dashboard.render import OBJECT_CARDS, Snapshot, render_panel
 from durability._inspect import inspect_path
 from durability.runtime import Request, Response, Runtime
 from durability.runtime.server import WorkerApp, WorkerModule, load_worker
@@ -198,6 +199,31 @@ async def test_an_in_memory_runtime_has_nothing_to_show() -> None:
             page = await client.get("/_durability")
     assert page.status_code == 200
     assert "in-memory runtime: nothing on disk" in page.text
+
+
+def test_many_objects_are_counted_and_the_first_ones_shown() -> None:
+    """Past OBJECT_CARDS objects the summary still counts all; the rest are named by count."""
+    reports = [
+        {
+            "namespace": "SHOPS",
+            "name": f"shop-{n:04d}",
+            "id": f"{n:064x}",
+            "size_bytes": 4096,
+            "alarm_at": None,
+            "operations": {"pending": 1},
+            "operation_details": [],
+            "named_alarms": [],
+            "log": None,
+            "fanout": None,
+        }
+        for n in range(OBJECT_CARDS + 3)
+    ]
+    panel = render_panel(Snapshot(START_MS, False, "data", reports))
+    assert f"<dd>{OBJECT_CARDS + 3}</dd>" in panel
+    assert panel.count('<article class="object"') == OBJECT_CARDS
+    assert f"shop-{OBJECT_CARDS - 1:04d}" in panel
+    assert f"shop-{OBJECT_CARDS:04d}" not in panel
+    assert "3 more objects not shown here" in panel
 
 
 @pytest.mark.parametrize(

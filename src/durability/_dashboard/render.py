@@ -19,6 +19,9 @@ from .html import error_cell, moment, size, stable_id, table, tag, text, traceba
 FAILURE_ROWS = 50
 """At most this many entries in the recent failures section."""
 
+OBJECT_CARDS = 200
+"""At most this many objects are shown one by one (the summary counts them all)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
@@ -39,8 +42,12 @@ def render_panel(snapshot: Snapshot) -> str:
         parts.append(tag("p", text(snapshot.error), class_="problem"))
     parts.append(_failures(snapshot))
     objects = sorted(snapshot.objects, key=_order)
-    for namespace, group in groupby(objects, key=lambda report: report["namespace"]):
+    for namespace, group in groupby(objects[:OBJECT_CARDS], key=lambda report: report["namespace"]):
         parts.append(_namespace(namespace, list(group), snapshot.now_ms))
+    if len(objects) > OBJECT_CARDS:
+        hidden = f"{len(objects) - OBJECT_CARDS} more objects not shown here: "
+        command = tag("code", "durability inspect PATH NAMESPACE [NAME]")
+        parts.append(tag("p", text(hidden) + command + " shows any of them.", class_="muted"))
     if not snapshot.objects and snapshot.error is None:
         parts.append(
             tag("p", "No objects yet: they appear once a request reaches one.", class_="muted")
