@@ -164,7 +164,9 @@ def lab(probe: Probe) -> AbstractAsyncContextManager[Lab[Probe]]:
     return open_lab("SCHED", Sched, probe)
 
 
-FAKE_CONTEXT: Any = SimpleNamespace(storage=SimpleNamespace(sql=None))
+def fake_context() -> Any:
+    """A context of a new object that has storage but is never used (one per test)."""
+    return SimpleNamespace(storage=SimpleNamespace(sql=None))
 
 
 @pytest.mark.parametrize(
@@ -184,7 +186,7 @@ def test_scheduler_options_are_validated(
 ) -> None:
     """Bad scheduler options raise at construction with the option's name."""
     with pytest.raises(error, match=message):
-        DurabilityScheduler(context=FAKE_CONTEXT, **options)
+        DurabilityScheduler(context=fake_context(), **options)
 
 
 def test_context_needs_storage() -> None:
@@ -195,18 +197,19 @@ def test_context_needs_storage() -> None:
 
 def test_attach_needs_exactly_one_of_scheduler_and_context() -> None:
     """attach() takes a scheduler or a context (with options), never both or neither."""
-    scheduler = DurabilityScheduler(context=FAKE_CONTEXT)
+    context = fake_context()
+    scheduler = DurabilityScheduler(context=context)
     with pytest.raises(ValueError, match="either scheduler= or context=, not both"):
-        attach(scheduler=scheduler, context=FAKE_CONTEXT, kind="k", options={})
+        attach(scheduler=scheduler, context=context, kind="k", options={})
     with pytest.raises(TypeError, match="either scheduler= or context= is required"):
         attach(scheduler=None, context=None, kind="k", options={})
     with pytest.raises(TypeError, match="unknown scheduler option storage_backend"):
-        attach(scheduler=None, context=FAKE_CONTEXT, kind="k", options={"storage_backend": "kv"})
+        attach(scheduler=None, context=context, kind="k", options={"storage_backend": "kv"})
     with pytest.raises(TypeError, match="scheduler must be a DurabilityScheduler"):
         attach(scheduler=object(), context=None, kind="k", options={})
     private = attach(
         scheduler=None,
-        context=FAKE_CONTEXT,
+        context=fake_context(),
         kind="k",
         options={"alarm_concurrency": 3},
     )
@@ -215,7 +218,7 @@ def test_attach_needs_exactly_one_of_scheduler_and_context() -> None:
 
 def test_one_helper_per_kind_on_a_scheduler() -> None:
     """A kind can attach once per scheduler; other kinds share the same engine."""
-    scheduler = DurabilityScheduler(context=FAKE_CONTEXT)
+    scheduler = DurabilityScheduler(context=fake_context())
     engine = attach(scheduler=scheduler, context=None, kind="Durability", options={})
     assert attach(scheduler=scheduler, context=None, kind="DurabilityLog", options={}) is engine
     with pytest.raises(ValueError, match="A Durability helper is already attached"):

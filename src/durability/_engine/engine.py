@@ -59,6 +59,9 @@ class Engine:
         self._participants: list[Participant] = []
         self._migrated: set[str] = set()
         self._refresh: asyncio.Future[None] | None = None
+        self.handle: object = None
+        """The `DurabilityScheduler` of this engine: helpers hold the engine, and through
+        it the object's registered scheduler stays alive as long as they do."""
 
     # -- attachment ---------------------------------------------------------------------
 
