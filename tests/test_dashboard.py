@@ -20,6 +20,8 @@ from durability._inspect import inspect_path
 from durability.runtime import Request, Response, Runtime
 from durability.runtime.server import WorkerApp, WorkerModule, load_worker
 from durability.testing import VirtualClock
+from test_inspect import Fanout
+from test_inspect import Shop as FilledShop
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "_dashboard_worker.py"
@@ -86,6 +88,38 @@ async def test_page_shows_objects_work_alarms_log_and_failures(
         assert shown in html, shown
     assert "<b>" not in html
     assert (await shops.get("/_durability/")).text.count("acme") == html.count("acme")
+
+
+async def test_leases_fanout_and_failing_alarms_show_too(
+    tmp_path: Path, clock: VirtualClock
+) -> None:
+    """A held log lease, fanout backlog and dead letters, and a named alarm whose attempts
+    fail (among the recent failures) are on the page as well."""
+
+    async def fetch(request: Request, env: Any) -> Response:
+        return Response("worker")
+
+    bindings = {"SHOPS": FilledShop, "FANOUT": Fanout}
+    async with Runtime(path=tmp_path, bindings=bindings, clock=clock) as runtime:
+        await runtime.env.SHOPS.get_by_name("acme").fill()
+        await runtime.env.FANOUT.get_by_name("topic").seed()
+        await clock.advance(60_000)
+        app = WorkerApp(WorkerModule(name="inline", fetch=fetch, bindings={}), runtime)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            panel = (await client.get("/_durability/api/panel")).text
+    failures = panel[panel.index('id="failures"') : panel.index('class="namespace"')]
+    assert "named alarm" in failures
+    assert "LookupError: nothing to sweep" in failures
+    for shown in (
+        "Leased by",
+        "<code>indexer</code>",
+        "backlog 1 · dead letters 1",
+        "<code>target-d2</code>",
+        "TargetError: gone",
+        '<div class="total bad"><dt>dead letters</dt><dd>1</dd></div>',
+    ):
+        assert shown in panel, shown
 
 
 async def test_stored_strings_never_become_markup(shops: httpx.AsyncClient) -> None:
