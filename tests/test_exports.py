@@ -14,10 +14,12 @@ import pytest
 import durability
 from durability import (
     LATEST,
+    AbortSignal,
     AlarmMethodOptions,
     AlarmRetryInfo,
     AttemptSettledEvent,
     AttemptStartedEvent,
+    CancelledEvent,
     DuplicateDurableCallError,
     Durability,
     DurabilityAlarms,
@@ -29,6 +31,7 @@ from durability import (
     DurableAttemptsExhaustedError,
     DurableAttemptTimeoutError,
     DurableCall,
+    DurableCancelledError,
     DurableResultSerializationError,
     DurableRetryPolicyError,
     EnqueueResult,
@@ -52,6 +55,8 @@ from durability import (
     OperationResult,
     PurgedEvent,
     RegisteredEvent,
+    RetriedEvent,
+    RetryAfter,
     RetryPolicy,
     RoutingError,
     ScheduledEvent,
@@ -68,17 +73,20 @@ EXPECTED = [
     "AlarmRetryInfo",
     "AttemptSettledEvent",
     "AttemptStartedEvent",
+    "CancelledEvent",
     "DuplicateDurableCallError",
     "Durability",
     "DurabilityAlarms",
     "DurabilityError",
     "DurabilityLog",
     "DurabilityScheduler",
+    "Durable",
     "DurableAlarmInfo",
     "DurableAlarmTimeoutError",
     "DurableAttemptTimeoutError",
     "DurableAttemptsExhaustedError",
     "DurableCall",
+    "DurableCancelledError",
     "DurableJob",
     "DurableOperation",
     "DurableResultSerializationError",
@@ -114,6 +122,8 @@ EXPECTED = [
     "OperationResult",
     "PurgedEvent",
     "RegisteredEvent",
+    "RetriedEvent",
+    "RetryAfter",
     "RetryPolicy",
     "RoutingError",
     "RoutingLoad",
@@ -122,7 +132,9 @@ EXPECTED = [
     "TerminalEvent",
     "exponential",
     "jitter",
+    "named_alarm",
     "now_ms",
+    "operation",
 ]
 
 
@@ -160,7 +172,7 @@ def test_errors_exported_are_all_durability_errors() -> None:
         for value in (getattr(durability, name) for name in EXPECTED)
         if isinstance(value, type) and issubclass(value, BaseException)
     ]
-    assert len(errors) == 15
+    assert len(errors) == 17
     assert all(issubclass(error, durability.DurabilityError) for error in errors)
 
 
@@ -301,7 +313,7 @@ def _values(obj: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("obj", "expected"),
     [
-        (RetryPolicy(), {"max_attempts": 5, "delay": None}),
+        (RetryPolicy(), {"max_attempts": 5, "delay": None, "non_retryable": ()}),
         (MethodOptions(), {"attempt_timeout_ms": None, "retries": None}),
         (
             AlarmMethodOptions(),
@@ -322,11 +334,12 @@ def test_option_object_defaults(obj: Any, expected: dict[str, Any]) -> None:
 
 
 FIELDS = [
-    (DurableCall, "id operation payload attempt signal"),
-    (OperationResult, "status result attempt next_attempt_at last_error error"),
+    (DurableCall, "id operation payload attempt signal idempotency_key"),
+    (OperationResult, "status result attempt next_attempt_at last_error error id operation"),
     (
         DurableAlarmInfo,
-        "name scheduled_time attempt is_retry retry_count idempotency_key signal platform",
+        "name scheduled_time attempt is_retry retry_count idempotency_key signal platform "
+        "payload occurrence",
     ),
     (AlarmRetryInfo, "error retry_in_ms retry_count is_retry object_id"),
     (SerializedError, "name message"),
@@ -340,7 +353,7 @@ FIELDS = [
     (LogLease, "batch_id consumer records first_offset last_offset attempt expires_at"),
     (EnqueueResult, "success value error load"),
     (LoadSnapshot, "observed_at window_ms inbound outbound"),
-    (RetryPolicy, "max_attempts delay"),
+    (RetryPolicy, "max_attempts delay non_retryable"),
     (MethodOptions, "attempt_timeout_ms retries"),
     (AlarmMethodOptions, "attempt_timeout_ms retries retry_timeouts"),
     (RegisteredEvent, "type entity_kind operation id generation timestamp attempt"),
@@ -356,6 +369,11 @@ FIELDS = [
         "type entity_kind operation alarm id generation timestamp attempt reason error",
     ),
     (PurgedEvent, "type entity_kind timestamp before count"),
+    (
+        CancelledEvent,
+        "type entity_kind operation alarm id generation timestamp attempt running",
+    ),
+    (RetriedEvent, "type entity_kind operation id generation timestamp attempt"),
 ]
 
 
@@ -421,6 +439,12 @@ ERRORS: list[tuple[DurabilityError, str, dict[str, Any]]] = [
         {"timeout_ms": 250},
     ),
     (RoutingError("empty shard"), "empty shard", {}),
+    (
+        DurableCancelledError("charge", "inv-1"),
+        'Durable operation "charge" call "inv-1" was cancelled',
+        {"operation": "charge", "id": "inv-1"},
+    ),
+    (RetryAfter(5000), "Retry requested after 5000ms", {"delay_ms": 5000}),
 ]
 
 
@@ -435,3 +459,18 @@ def test_error_class_message_and_attributes(
     assert isinstance(error, Exception)
     assert str(error) == message
     assert {name: getattr(error, name) for name in attributes} == attributes
+
+
+def test_durable_call_is_generic_in_its_payload() -> None:
+    """DurableCall[Order] is a valid annotation and builds a plain DurableCall."""
+    alias = DurableCall[dict[str, int]]
+    call = alias(
+        id="i",
+        operation="op",
+        payload={"n": 1},
+        attempt=1,
+        signal=AbortSignal(),
+        idempotency_key="k",
+    )
+    assert type(call) is DurableCall
+    assert call.payload == {"n": 1}

@@ -6,12 +6,14 @@ import inspect as _inspect
 import typing as _typing
 
 from ._clock import now_ms
+from ._declare import Durable, named_alarm, operation
 from ._engine import (
     LATEST,
     AlarmMethodOptions,
     AlarmRetryInfo,
     AttemptSettledEvent,
     AttemptStartedEvent,
+    CancelledEvent,
     DurabilityScheduler,
     LifecycleEvent,
     LifecycleEventType,
@@ -20,6 +22,7 @@ from ._engine import (
     MigrationResult,
     PurgedEvent,
     RegisteredEvent,
+    RetriedEvent,
     RetryPolicy,
     ScheduledEvent,
     TerminalEvent,
@@ -32,6 +35,7 @@ from ._errors import (
     DurableAlarmTimeoutError,
     DurableAttemptsExhaustedError,
     DurableAttemptTimeoutError,
+    DurableCancelledError,
     DurableResultSerializationError,
     DurableRetryPolicyError,
     FanoutEnqueueError,
@@ -41,6 +45,7 @@ from ._errors import (
     LogLeaseError,
     LogTruncatedError,
     NonRetryableError,
+    RetryAfter,
     RoutingError,
     SerializedError,
 )
@@ -60,7 +65,9 @@ from ._log import (
     LogSegment,
 )
 from ._named_alarms import DurabilityAlarms, DurableAlarmInfo, NamedAlarm
-from ._operations import Durability, DurableCall, DurableJob, DurableOperation, OperationResult
+from ._operation_handles import DurableJob, DurableOperation
+from ._operation_records import OperationResult
+from ._operations import Durability, DurableCall
 from ._signal import AbortSignal
 from ._types import JsonValue
 
@@ -70,17 +77,20 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "AlarmRetryInfo",
     "AttemptSettledEvent",
     "AttemptStartedEvent",
+    "CancelledEvent",
     "DuplicateDurableCallError",
     "Durability",
     "DurabilityAlarms",
     "DurabilityError",
     "DurabilityLog",
     "DurabilityScheduler",
+    "Durable",
     "DurableAlarmInfo",
     "DurableAlarmTimeoutError",
     "DurableAttemptTimeoutError",
     "DurableAttemptsExhaustedError",
     "DurableCall",
+    "DurableCancelledError",
     "DurableJob",
     "DurableOperation",
     "DurableResultSerializationError",
@@ -116,6 +126,8 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "OperationResult",
     "PurgedEvent",
     "RegisteredEvent",
+    "RetriedEvent",
+    "RetryAfter",
     "RetryPolicy",
     "RoutingError",
     "RoutingLoad",
@@ -124,7 +136,9 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "TerminalEvent",
     "exponential",
     "jitter",
+    "named_alarm",
     "now_ms",
+    "operation",
 ]
 
 # Classes and functions defined in private modules present themselves as `durability.X`
