@@ -39,6 +39,15 @@ from ._errors import (
     RoutingError,
     SerializedError,
 )
+from ._fanout import (
+    DurabilityFanout,
+    FanoutInput,
+    FanoutMessage,
+    FanoutTarget,
+    MessageWrite,
+    StoredFailure,
+    StoredMessage,
+)
 from ._load import EnqueueResult, LoadSnapshot, RoutingLoad
 from ._log import (
     MAX_LOG_BYTES,
@@ -68,6 +77,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "Durability",
     "DurabilityAlarms",
     "DurabilityError",
+    "DurabilityFanout",
     "DurabilityLog",
     "DurabilityScheduler",
     "DurableAlarmInfo",
@@ -79,7 +89,10 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "DurableRetryPolicyError",
     "EnqueueResult",
     "FanoutEnqueueError",
+    "FanoutInput",
+    "FanoutMessage",
     "FanoutSettlementError",
+    "FanoutTarget",
     "FanoutTimeoutError",
     "LATEST",
     "LeaseRow",
@@ -98,6 +111,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "LogSegment",
     "LogTruncatedError",
     "MAX_LOG_BYTES",
+    "MessageWrite",
     "MethodOptions",
     "MigrationResult",
     "NonRetryableError",
@@ -109,6 +123,8 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "RoutingLoad",
     "ScheduledEvent",
     "SerializedError",
+    "StoredFailure",
+    "StoredMessage",
     "TerminalEvent",
     "exponential",
     "jitter",

@@ -1,6 +1,6 @@
 """The engine layer: `DurabilityScheduler` and what capabilities build on.
 
-Capabilities (operations, named alarms, the log) import from this package only; its
+Capabilities (operations, named alarms, the log, fanout) import from this package only; its
 modules are the scheduler and engine, the attempt execution, the fenced table SQL,
 retry policies, lifecycle events, schema migrations and the `DurableHelper` base.
 """
@@ -20,6 +20,7 @@ from .lifecycle import (
     report_failure,
 )
 from .migrations import (
+    FANOUT_MIGRATIONS,
     LATEST,
     LOG_LEASE_MIGRATIONS,
     LOG_MIGRATIONS,
@@ -43,6 +44,7 @@ from .scheduler import (
     AlarmInvocationInfo,
     AlarmRetryInfo,
     DurabilityScheduler,
+    Participant,
     Release,
     attach,
     given_options,
@@ -51,6 +53,7 @@ from .tables import TableSpec, due_rows, new_generation
 
 __all__ = [
     "DEFAULT_ATTEMPT_TIMEOUT_MS",
+    "FANOUT_MIGRATIONS",
     "LATEST",
     "LOG_LEASE_MIGRATIONS",
     "LOG_MIGRATIONS",
@@ -70,6 +73,7 @@ __all__ = [
     "LifecycleEvent",
     "MethodOptions",
     "MigrationResult",
+    "Participant",
     "PurgedEvent",
     "RegisteredEvent",
     "Release",
