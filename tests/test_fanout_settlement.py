@@ -44,7 +44,8 @@ async def test_settlement_after_the_batch_ended_raises() -> None:
     async with hub(probe) as t:
         await t.obj.enqueue(bodies("x"))
         await t.clock.run_until_idle()
-        with pytest.raises(FanoutSettlementError, match='Fanout delivery "m1" was already settled as "retry"'):
+        stale = 'Fanout delivery "m1" was already settled as "retry"'
+        with pytest.raises(FanoutSettlementError, match=stale):
             await probe.received[0].ack()
 
 
@@ -72,9 +73,10 @@ async def test_unsettled_message_is_retried_with_the_policy_delay() -> None:
 async def test_consumer_error_is_stored_and_started_settlements_still_complete() -> None:
     """A raising consumer: the ack it started is awaited, the other message is retried."""
     probe = Probe(consumers={"email": {}}, options={"retries": FIXED})
+    started: list[asyncio.Future[None]] = []
 
     async def ack_first_then_raise(messages: Sequence[FanoutMessage[Any]]) -> None:
-        asyncio.ensure_future(messages[0].ack())
+        started.append(asyncio.ensure_future(messages[0].ack()))
         await asyncio.sleep(0)
         raise RuntimeError("smtp down")
 
