@@ -41,7 +41,7 @@ class _Settlement:
         self.row = row
         self.closed = False
         self.outcome: str | None = None
-        self.task: asyncio.Task[None] | None = None
+        self.task: asyncio.Future[None] | None = None
         self.completed = False
 
     async def ack(self) -> None:
@@ -68,13 +68,27 @@ class _Settlement:
         if self.closed or self.outcome is not None:
             raise FanoutSettlementError(str(self.row.message_id), self.outcome)
         self.outcome = outcome
-        self.task = self._batch.engine.spawn(self._run(action))
-        # The action runs to its end even if the caller is cancelled (a batch deadline).
-        await asyncio.shield(self.task)
-
-    async def _run(self, action: Callable[[], Awaitable[None]]) -> None:
-        await action()
+        # Run in the caller's task: settlements awaited one after another then share
+        # the caller's turn, and so one commit. `task` lets the batch wait for it.
+        finished = asyncio.get_running_loop().create_future()
+        finished.add_done_callback(_retrieve)
+        self.task = finished
+        try:
+            await action()
+        except asyncio.CancelledError:
+            finished.cancel()
+            raise
+        except Exception as error:
+            finished.set_exception(error)
+            raise
         self.completed = True
+        finished.set_result(None)
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    """Mark a settlement's failure as seen: the caller got it, the batch may read it."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _valid_delay(delay_ms: object) -> bool:

@@ -105,6 +105,7 @@ class DurabilityFanout(Generic[Body]):
         self._store = DeliveryStore(self._engine)
         self._settler = Settler(self._store, dlq, self._emit, self._events)
         self._running: dict[str, asyncio.Future[None]] = {}
+        self._eager_pending = False
         self._engine.start(self._run_due)
 
     @classmethod
@@ -156,7 +157,9 @@ class DurabilityFanout(Generic[Body]):
                     DeliveryRegisteredEvent(**entity(row), timestamp=row.created_at, attempt=0)
                 )
         load = await self.load()
-        if created and self._batch_delay_ms == 0:
+        if created and self._batch_delay_ms == 0 and not self._eager_pending:
+            # One eager pass serves every enqueue that commits before it starts.
+            self._eager_pending = True
             self._engine.in_background(self._eager_pass(), "durability.fanout.failed", {})
         return EnqueueResult(True, request.ids, None, load)
 
@@ -170,6 +173,7 @@ class DurabilityFanout(Generic[Body]):
     # -- delivery passes ----------------------------------------------------------------
 
     async def _eager_pass(self) -> None:
+        self._eager_pending = False
         await self._run_due(now_ms(), None)
         await self._engine.schedule_next_alarm()
 

@@ -10,14 +10,14 @@ which frees its deduplication key. The number of delivery rows is cached in memo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from .._context import SqlStorage
-from .._errors import FanoutEnqueueError, SerializedError
+from .._errors import SerializedError
 from .engine import FanoutEngine
-from .rows import Delivery, NewMessage, from_sql, json_pair, new_row
+from .rows import Delivery, NewMessage, from_sql
+from .writes import claim_rows, register_rows, remove_rows
 
 T = TypeVar("T")
 
@@ -70,13 +70,17 @@ class DeliveryStore:
             found.append(str(row[0]))
 
     def due(self, target: str, now: int, limit: int) -> list[Delivery]:
-        """Up to `limit` due rows of `target`: never-delivered ones first, then by sequence."""
+        """Up to `limit` due rows of `target`: never-delivered ones first, then by sequence.
+
+        Both queries walk the per-target index (the unary `+` keeps the planner from
+        scanning every due row of every target through the pending-time index).
+        """
         sql = self._engine.sql
         first = [
             from_sql(row)
             for row in sql.exec(
                 _ROW_QUERY + "WHERE d.target_id = ? AND d.phase = 'delivery' "
-                "AND d.status = 'pending' AND d.attempt = 0 AND d.next_attempt_at <= ? "
+                "AND d.status = 'pending' AND d.attempt = 0 AND +d.next_attempt_at <= ? "
                 "ORDER BY d.seq LIMIT ?",
                 target,
                 now,
@@ -86,8 +90,9 @@ class DeliveryStore:
         if len(first) == limit:
             return first
         retries = sql.exec(
-            _ROW_QUERY + "WHERE d.target_id = ? AND d.status = 'pending' AND d.attempt > 0 "
-            "AND d.next_attempt_at <= ? ORDER BY d.seq LIMIT ?",
+            _ROW_QUERY + "WHERE d.target_id = ? AND d.phase IN ('delivery', 'dead_letter') "
+            "AND d.status = 'pending' AND d.attempt > 0 AND +d.next_attempt_at <= ? "
+            "ORDER BY d.seq LIMIT ?",
             target,
             now,
             limit - len(first),
@@ -130,66 +135,10 @@ class DeliveryStore:
         and targets is skipped; with different ones the whole batch is rejected with
         `FanoutEnqueueError` and nothing is written.
         """
-        targets_text = json.dumps(list(targets), ensure_ascii=False, separators=(",", ":"))
-
-        def write(sql: SqlStorage) -> list[Delivery]:
-            created: list[Delivery] = []
-            seq: int | None = None
-            for entry in entries:
-                existing = next(
-                    sql.exec(
-                        "SELECT id, payload, targets FROM durability_fanout_messages WHERE key = ?",
-                        entry.key,
-                    ).raw(),
-                    None,
-                )
-                if existing is not None:
-                    if tuple(existing) != (entry.id, entry.payload, targets_text):
-                        raise FanoutEnqueueError(
-                            f'Deduplication key "{entry.key}" already identifies different work'
-                        )
-                    continue
-                if seq is None:
-                    seq = int(next(sql.exec("SELECT next_seq FROM durability_fanout_seq").raw())[0])
-                generation = new_generation()
-                sql.exec(
-                    "INSERT INTO durability_fanout_messages (key, id, payload, targets, "
-                    "remaining, seq, created_at, generation_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    entry.key,
-                    entry.id,
-                    entry.payload,
-                    targets_text,
-                    len(targets),
-                    seq,
-                    now,
-                    generation,
-                )
-                for target in targets:
-                    row_id = json_pair(entry.key, target)
-                    written = sql.exec(
-                        "INSERT INTO durability_fanout_deliveries (id, message_key, target_id, "
-                        "seq, status, phase, attempt, next_attempt_at, created_at, generation_id) "
-                        "VALUES (?, ?, ?, ?, 'pending', 'delivery', 0, ?, ?, ?) "
-                        "ON CONFLICT(id) DO NOTHING",
-                        row_id,
-                        entry.key,
-                        target,
-                        seq,
-                        first_attempt_at,
-                        now,
-                        generation,
-                    ).rows_written
-                    if not written:
-                        raise RuntimeError("Fanout manifest and delivery state disagree")
-                    created.append(
-                        new_row(row_id, entry, target, seq, first_attempt_at, now, generation)
-                    )
-                seq += 1
-            if seq is not None:
-                sql.exec("UPDATE durability_fanout_seq SET next_seq = ? WHERE id = 1", seq)
-            return created
-
-        created = await self._write(write, due_now=first_attempt_at <= now)
+        created = await self._write(
+            lambda sql: register_rows(sql, entries, targets, now, first_attempt_at, new_generation),
+            due_now=first_attempt_at <= now,
+        )
         self._adjust(len(created))
         return created
 
@@ -197,26 +146,7 @@ class DeliveryStore:
         self, rows: Sequence[Delivery], max_attempts: int, lease_until: int
     ) -> list[Delivery]:
         """Count one more attempt of each row still as read, leased until `lease_until`."""
-
-        def write(sql: SqlStorage) -> list[Delivery]:
-            claimed = []
-            for row in rows:
-                written = sql.exec(
-                    "UPDATE durability_fanout_deliveries SET attempt = attempt + 1, "
-                    "next_attempt_at = ? WHERE id = ? AND generation_id = ? "
-                    "AND status = 'pending' AND phase = 'delivery' AND attempt = ? "
-                    "AND attempt < ?",
-                    lease_until,
-                    row.id,
-                    row.generation,
-                    row.attempt,
-                    max_attempts,
-                ).rows_written
-                if written:
-                    claimed.append(row.claimed(row.attempt + 1))
-            return claimed
-
-        return await self._write(write)
+        return await self._write(lambda sql: claim_rows(sql, rows, max_attempts, lease_until))
 
     async def postpone(self, rows: Sequence[Delivery], until: int) -> None:
         """Make rows due at `until` without counting an attempt (a missing target)."""
@@ -236,15 +166,7 @@ class DeliveryStore:
 
     async def remove(self, rows: Sequence[Delivery]) -> set[str]:
         """Delete each row still at its claimed attempt; the ids actually removed."""
-
-        def write(sql: SqlStorage) -> set[str]:
-            removed = set()
-            for row in rows:
-                if _remove(sql, row):
-                    removed.add(row.id)
-            return removed
-
-        removed = await self._write(write)
+        removed = await self._write(lambda sql: remove_rows(sql, rows))
         self._adjust(-len(removed))
         return removed
 
@@ -298,32 +220,3 @@ class DeliveryStore:
             return bool(written)
 
         return await self._write(write)
-
-
-def _remove(sql: SqlStorage, row: Delivery) -> bool:
-    """Delete one delivery row (fenced) and release its share of the manifest."""
-    deleted = sql.exec(
-        "DELETE FROM durability_fanout_deliveries WHERE id = ? AND generation_id = ? "
-        "AND status = 'pending' AND attempt = ?",
-        row.id,
-        row.generation,
-        row.attempt,
-    ).rows_written
-    if not deleted:
-        return False
-    remaining = next(
-        sql.exec(
-            "UPDATE durability_fanout_messages SET remaining = remaining - 1 "
-            "WHERE key = ? AND generation_id = ? RETURNING remaining",
-            row.message_key,
-            row.generation,
-        ).raw(),
-        None,
-    )
-    if remaining is not None and int(remaining[0]) <= 0:
-        sql.exec(
-            "DELETE FROM durability_fanout_messages WHERE key = ? AND generation_id = ?",
-            row.message_key,
-            row.generation,
-        )
-    return True
