@@ -8,10 +8,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from conftest import START_MS
 from durability.runtime import DurableObject, ObjectStub, Runtime
 from durability.testing import VirtualClock
-
-T0 = 1_700_000_000_000
 
 P = TypeVar("P")
 
@@ -28,7 +27,7 @@ class Lab(Generic[P]):
 async def open_lab(
     binding: str, cls: type[DurableObject], probe: P, path: Path | None = None
 ) -> AsyncIterator[Lab[P]]:
-    """Object "a" of `cls` bound as `binding`, with `probe` bound as PROBE, at T0."""
-    clock = VirtualClock(T0)
+    """Object "a" of `cls` bound as `binding`, with `probe` bound as PROBE, at START_MS."""
+    clock = VirtualClock(START_MS)
     async with Runtime(bindings={binding: cls, "PROBE": probe}, clock=clock, path=path) as rt:
         yield Lab(clock, rt, rt.env[binding].get_by_name("a"), probe)

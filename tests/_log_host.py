@@ -22,8 +22,6 @@ from durability import (
 from durability.runtime import DurableObject, ObjectStub, Runtime
 from durability.testing import VirtualClock
 
-START_MS = 1_700_000_000_000
-
 
 @dataclass
 class LogConfig:

@@ -1,8 +1,9 @@
-"""Named alarms on the real runtime under a virtual clock (spec/core.md §6)."""
+"""Named alarms on the real runtime under a virtual clock."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
@@ -10,11 +11,14 @@ from typing import Any
 
 import pytest
 
-from _lab import T0, Lab, open_lab
+from _lab import Lab, open_lab
+from conftest import START_MS, LiveObject, noop
 from durability import (
     AlarmMethodOptions,
     AttemptSettledEvent,
+    Durability,
     DurabilityAlarms,
+    DurabilityScheduler,
     DurableAlarmInfo,
     NonRetryableError,
     PurgedEvent,
@@ -110,14 +114,14 @@ async def test_far_alarm_runs_at_its_time_from_the_physical_alarm() -> None:
     """An occurrence beyond the min delay arms the alarm at its exact time and runs there."""
     probe = Probe()
     async with lab(probe) as t:
-        await t.obj.schedule("renew", T0 + 3_600_000)
-        assert await t.obj.alarm_at() == T0 + 3_600_000
+        await t.obj.schedule("renew", START_MS + 3_600_000)
+        assert await t.obj.alarm_at() == START_MS + 3_600_000
         await t.clock.advance(3_599_999)
         assert probe.runs == []
         await t.clock.advance(1)
         [info] = probe.runs
-        assert probe.started_at == [T0 + 3_600_000]
-        assert (info.name, info.scheduled_time, info.attempt) == ("renew", T0 + 3_600_000, 1)
+        assert probe.started_at == [START_MS + 3_600_000]
+        assert (info.name, info.scheduled_time, info.attempt) == ("renew", START_MS + 3_600_000, 1)
         assert (info.is_retry, info.retry_count) == (False, 0)
         assert info.idempotency_key.startswith("durability-alarm:v1:")
         assert info.platform == AlarmInvocationInfo(retry_count=0, is_retry=False)
@@ -129,10 +133,10 @@ async def test_near_alarm_runs_on_time_from_the_early_timer() -> None:
     """An occurrence due before the min delay starts at its exact time, without platform info."""
     probe = Probe()
     async with lab(probe) as t:
-        await t.obj.schedule("renew", T0 + 3_000)
-        assert await t.obj.alarm_at() == T0 + 15_000
+        await t.obj.schedule("renew", START_MS + 3_000)
+        assert await t.obj.alarm_at() == START_MS + 15_000
         await t.clock.advance(3_000)
-        assert probe.started_at == [T0 + 3_000]
+        assert probe.started_at == [START_MS + 3_000]
         assert probe.runs[0].platform is None
 
 
@@ -140,24 +144,24 @@ async def test_near_alarm_runs_after_eviction_at_most_min_delay_late() -> None:
     """Evicted before its timer fired, a near-term occurrence runs when the alarm fires."""
     probe = Probe()
     async with lab(probe) as t:
-        await t.obj.schedule("renew", T0 + 3_000)
+        await t.obj.schedule("renew", START_MS + 3_000)
         await t.rt.evict(t.obj)
         await t.clock.advance(14_999)
         assert probe.runs == []
         await t.clock.advance(1)
-        assert probe.started_at == [T0 + 15_000]
+        assert probe.started_at == [START_MS + 15_000]
 
 
 async def test_scheduling_again_replaces_the_pending_occurrence() -> None:
     """Only the replacement runs, once, at its own time."""
     probe = Probe()
     async with lab(probe) as t:
-        await t.obj.schedule("renew", T0 + 60_000)
-        await t.obj.schedule("renew", T0 + 120_000)
+        await t.obj.schedule("renew", START_MS + 60_000)
+        await t.obj.schedule("renew", START_MS + 120_000)
         await t.clock.advance(600_000)
-        assert probe.started_at == [T0 + 120_000]
+        assert probe.started_at == [START_MS + 120_000]
         scheduled = [e for e in probe.events if isinstance(e, ScheduledEvent)]
-        assert [e.scheduled_time for e in scheduled] == [T0 + 60_000, T0 + 120_000]
+        assert [e.scheduled_time for e in scheduled] == [START_MS + 60_000, START_MS + 120_000]
         assert scheduled[0].generation != scheduled[1].generation
         assert probe.runs[0].idempotency_key.endswith(scheduled[1].generation)
         assert all((e.alarm, e.id, e.attempt) == ("renew", "renew", 0) for e in scheduled)
@@ -173,12 +177,12 @@ async def test_idempotency_key_is_stable_across_retries_and_new_per_schedule() -
 
     probe.behaviour["renew"] = fail_first
     async with lab(probe) as t:
-        await t.obj.schedule("renew", T0)
+        await t.obj.schedule("renew", START_MS)
         await t.clock.advance(1_000)
         first, retry = probe.runs
         assert (retry.attempt, retry.is_retry, retry.retry_count) == (2, True, 1)
         assert first.idempotency_key == retry.idempotency_key
-        await t.obj.schedule("renew", T0 + 2_000)
+        await t.obj.schedule("renew", START_MS + 2_000)
         await t.clock.advance(1_000)
         assert probe.runs[2].idempotency_key != first.idempotency_key
         assert probe.runs[2].attempt == 1
@@ -194,8 +198,8 @@ async def test_timeouts_are_terminal_unless_retry_timeouts() -> None:
     probe.behaviour["strict"] = parked(probe, "never")
     probe.behaviour["lenient"] = parked(probe, "never")
     async with lab(probe) as t:
-        await t.obj.schedule("strict", T0)
-        await t.obj.schedule("lenient", T0)
+        await t.obj.schedule("strict", START_MS)
+        await t.obj.schedule("lenient", START_MS)
         await t.clock.advance(60_000)
         assert [(i.name, i.attempt) for i in probe.runs] == [
             ("strict", 1),
@@ -207,7 +211,7 @@ async def test_timeouts_are_terminal_unless_retry_timeouts() -> None:
                 "name": "strict",
                 "status": "failed",
                 "attempt": 1,
-                "next_attempt_at": T0 + 1_000,
+                "next_attempt_at": START_MS + 1_000,
                 "last_error_name": "DurableAlarmTimeoutError",
                 "last_error": 'Durable alarm "strict" timed out after 1000ms',
             }
@@ -225,12 +229,18 @@ async def test_success_deletes_only_the_occurrence_that_ran() -> None:
 
     probe.behaviour["tick"] = recur
     async with lab(probe) as t:
-        await t.obj.schedule("tick", T0)
+        await t.obj.schedule("tick", START_MS)
         alarms_ref.append(lambda at: t.obj.schedule("tick", at))
         await t.clock.advance(4_000)
-        assert probe.started_at == [T0, T0 + 1_000, T0 + 2_000, T0 + 3_000, T0 + 4_000]
+        assert probe.started_at == [
+            START_MS,
+            START_MS + 1_000,
+            START_MS + 2_000,
+            START_MS + 3_000,
+            START_MS + 4_000,
+        ]
         [row] = await t.obj.rows()
-        assert (row["status"], row["next_attempt_at"]) == ("pending", T0 + 5_000)
+        assert (row["status"], row["next_attempt_at"]) == ("pending", START_MS + 5_000)
 
 
 async def test_replacement_while_running_waits_for_the_old_handler() -> None:
@@ -238,9 +248,9 @@ async def test_replacement_while_running_waits_for_the_old_handler() -> None:
     probe = Probe()
     probe.behaviour["renew"] = parked(probe, "old")
     async with lab(probe) as t:
-        await t.obj.schedule("renew", T0)
+        await t.obj.schedule("renew", START_MS)
         await t.clock.run_until_idle()
-        await t.obj.schedule("renew", T0 + 1_000)
+        await t.obj.schedule("renew", START_MS + 1_000)
         await t.clock.advance(5_000)
         assert len(probe.runs) == 1
         probe.gate("old").set()
@@ -261,12 +271,12 @@ async def test_failed_occurrence_stays_until_rescheduled() -> None:
 
     probe.behaviour["renew"] = refuse_first
     async with lab(probe) as t:
-        await t.obj.schedule("renew", T0)
+        await t.obj.schedule("renew", START_MS)
         await t.clock.advance(60_000)
         [row] = await t.obj.rows()
         assert (row["status"], row["last_error"]) == ("failed", "card expired")
         assert await t.obj.alarm_at() is None
-        await t.obj.schedule("renew", T0 + 61_000)
+        await t.obj.schedule("renew", START_MS + 61_000)
         await t.clock.advance(1_000)
         assert len(probe.runs) == 2
         assert await t.obj.rows() == []
@@ -277,7 +287,7 @@ async def test_interrupted_occurrence_exhausts_without_running_again() -> None:
     probe = Probe(retries=RetryPolicy(max_attempts=1))
     probe.behaviour["renew"] = parked(probe, "never")
     async with lab(probe) as t:
-        await t.obj.schedule("renew", T0)
+        await t.obj.schedule("renew", START_MS)
         await t.clock.run_until_idle()
         await t.rt.evict(t.obj)
         await t.clock.advance(15_000)
@@ -294,38 +304,72 @@ async def test_purge_deletes_counts_and_aborts_running() -> None:
     probe = Probe()
     probe.behaviour["renew"] = parked(probe, "never")
     async with lab(probe) as t:
-        await t.obj.schedule("renew", T0)
-        await t.obj.schedule("tick", T0 + 3_600_000)
+        await t.obj.schedule("renew", START_MS)
+        await t.obj.schedule("tick", START_MS + 3_600_000)
         await t.clock.run_until_idle()
         await t.clock.advance(10)
-        await t.obj.schedule("strict", T0 + 3_600_000)
-        assert await t.obj.purge(T0 + 10) == 2
+        await t.obj.schedule("strict", START_MS + 3_600_000)
+        assert await t.obj.purge(START_MS + 10) == 2
         assert [row["name"] for row in await t.obj.rows()] == ["strict"]
         signal = probe.runs[0].signal
         assert signal.aborted and str(signal.reason) == "Durable alarm was purged"
         [purged] = [e for e in probe.events if isinstance(e, PurgedEvent)]
-        assert (purged.entity_kind, purged.before, purged.count) == ("named_alarm", T0 + 10, 2)
+        assert (purged.entity_kind, purged.before, purged.count) == (
+            "named_alarm",
+            START_MS + 10,
+            2,
+        )
 
 
 async def test_schedule_accepts_aware_datetimes_and_rejects_bad_times() -> None:
     """Times are ms or aware datetimes; naive datetimes and negatives raise ValueError."""
     probe = Probe()
     async with lab(probe) as t:
-        at = datetime.fromtimestamp((T0 + 60_000) / 1000, tz=UTC)
+        at = datetime.fromtimestamp((START_MS + 60_000) / 1000, tz=UTC)
         await t.obj.schedule_at_datetime("renew", at.isoformat())
-        assert (await t.obj.rows())[0]["next_attempt_at"] == T0 + 60_000
+        assert (await t.obj.rows())[0]["next_attempt_at"] == START_MS + 60_000
         with pytest.raises(ValueError, match="aware datetime"):
             await t.obj.schedule_at_datetime("renew", "2030-01-01T00:00:00")
         with pytest.raises(ValueError, match="scheduled_time must be a non-negative"):
             await t.obj.schedule("renew", -5)
-        assert (await t.obj.rows())[0]["next_attempt_at"] == T0 + 60_000
+        assert (await t.obj.rows())[0]["next_attempt_at"] == START_MS + 60_000
+
+
+def _aware(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+async def test_aware_datetimes_are_accepted_where_times_are(live: LiveObject) -> None:
+    """Named-alarm times, purge cutoffs and `set_alarm` take aware datetimes as ms."""
+    seen: list[DurableAlarmInfo] = []
+    scheduler = DurabilityScheduler(context=live.ctx)
+    alarms = DurabilityAlarms(scheduler=scheduler, handlers={"renew": seen.append})
+    operations = Durability(scheduler=scheduler, handlers={"charge": noop})
+    await alarms.renew(_aware(START_MS + 5_000))
+    await live.clock.advance(5_000)
+    assert [info.scheduled_time for info in seen] == [START_MS + 5_000]
+    await operations.charge(id="a", payload=1)
+    assert await operations.purge_before(_aware(START_MS + 5_001)) == 1
+    assert await alarms.purge_before(_aware(START_MS)) == 0
+    storage = live.ctx.storage
+    await storage.set_alarm(_aware(START_MS + 9_000))
+    assert await storage.get_alarm() == START_MS + 9_000
+
+
+async def test_naive_datetimes_are_rejected(live: LiveObject) -> None:
+    """A naive datetime is ambiguous and raises `ValueError` naming the argument."""
+    alarms = DurabilityAlarms(context=live.ctx, handlers={"renew": noop})
+    with pytest.raises(ValueError, match="scheduled_time"):
+        await alarms.renew(datetime(2030, 1, 1))
+    with pytest.raises(ValueError, match="before"):
+        await alarms.purge_before(datetime(2030, 1, 1))
 
 
 async def test_lifecycle_events_name_the_alarm() -> None:
     """Attempt events of named alarms carry entity_kind named_alarm and the name."""
     probe = Probe()
     async with lab(probe) as t:
-        await t.obj.schedule("renew", T0)
+        await t.obj.schedule("renew", START_MS)
         await t.clock.run_until_idle()
         kinds = [type(e).__name__ for e in probe.events]
         assert kinds == ["ScheduledEvent", "AttemptStartedEvent", "AttemptSettledEvent"]
@@ -352,7 +396,33 @@ async def test_migrate_classmethod_moves_the_named_alarm_schema() -> None:
             back = self.ctx.storage.sql.exec(tables).one()["n"]
             return [len(down.rolled_back), gone, len(up.applied), back]
 
-    async with Runtime(bindings={"MIG": Migrating}, clock=VirtualClock(T0)) as rt:
+    async with Runtime(bindings={"MIG": Migrating}, clock=VirtualClock(START_MS)) as rt:
         rolled_back, gone, applied, back = await rt.env.MIG.get_by_name("m").cycle()
         assert (gone, back) == (0, 1)
         assert rolled_back == applied > 0
+
+
+INVALID_OPTIONS: list[tuple[dict[str, Any], type[Exception], str]] = [
+    ({"handlers": {"renew": 1}}, TypeError, "handlers.renew"),
+    ({"attempt_timeout_ms": -1}, ValueError, "attempt_timeout_ms must be a positive integer"),
+    ({"on_lifecycle_event": 1}, TypeError, "on_lifecycle_event must be callable"),
+    (
+        {"methods": {"run": AlarmMethodOptions(retry_timeouts="yes")}},  # type: ignore[arg-type]
+        TypeError,
+        "methods.run.retry_timeouts",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    INVALID_OPTIONS,
+    ids=[sorted(options)[-1] for options, _, _ in INVALID_OPTIONS],
+)
+async def test_invalid_option_raises_and_writes_nothing(
+    live: LiveObject, options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    """A bad option raises at construction with a message naming it, and writes nothing."""
+    with pytest.raises(error, match=re.escape(message)):
+        DurabilityAlarms(context=live.ctx, **{"handlers": {"run": noop}, **options})
+    assert live.tables() == []

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import START_MS
 from durability import LogRecord, LogSegment
 from durability.cold import FileColdStorage
 
@@ -110,3 +111,16 @@ async def test_non_json_body_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         await store.write(LogSegment(0, 0, [LogRecord(0, "k", {1, 2}, 0)]))
     assert list(tmp_path.iterdir()) == []
+
+
+async def test_file_cold_storage_round_trip(tmp_path: Path) -> None:
+    """`FileColdStorage` returns a non-empty locator, reads the records back, None if gone."""
+    cold = FileColdStorage(tmp_path / "cold")
+    segment = LogSegment(
+        0, 1, [LogRecord(0, "k0", {"a": 1}, START_MS), LogRecord(1, "k1", "b", START_MS)]
+    )
+    locator = await cold.write(segment)
+    assert isinstance(locator, str) and locator
+    assert await cold.read(locator) == segment.records
+    assert await cold.write(segment) == locator
+    assert await cold.read("00000000000000000099.json") is None

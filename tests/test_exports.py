@@ -1,12 +1,66 @@
-"""The public surface of `durability` is a decision: this pins it name by name."""
+"""The public surface is a decision: names, signatures, defaults, value types, errors."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import inspect
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 import durability
+from durability import (
+    LATEST,
+    AlarmMethodOptions,
+    AlarmRetryInfo,
+    AttemptSettledEvent,
+    AttemptStartedEvent,
+    DuplicateDurableCallError,
+    Durability,
+    DurabilityAlarms,
+    DurabilityError,
+    DurabilityLog,
+    DurabilityScheduler,
+    DurableAlarmInfo,
+    DurableAlarmTimeoutError,
+    DurableAttemptsExhaustedError,
+    DurableAttemptTimeoutError,
+    DurableCall,
+    DurableResultSerializationError,
+    DurableRetryPolicyError,
+    EnqueueResult,
+    FanoutEnqueueError,
+    FanoutSettlementError,
+    FanoutTimeoutError,
+    LoadSnapshot,
+    LogAppendError,
+    LogAppendInput,
+    LogBounds,
+    LogLease,
+    LogLeaseError,
+    LogLeaseOptions,
+    LogPage,
+    LogRecord,
+    LogRetention,
+    LogSegment,
+    LogTruncatedError,
+    MethodOptions,
+    NonRetryableError,
+    OperationResult,
+    PurgedEvent,
+    RegisteredEvent,
+    RetryPolicy,
+    RoutingError,
+    ScheduledEvent,
+    SerializedError,
+    TerminalEvent,
+    exponential,
+)
+from durability._operations import DurableJob
+from durability.runtime import Response, Runtime
+from durability.testing import VirtualClock
 
 EXPECTED = [
     "AbortSignal",
@@ -109,3 +163,256 @@ def test_errors_exported_are_all_durability_errors() -> None:
     ]
     assert len(errors) == 15
     assert all(issubclass(error, durability.DurabilityError) for error in errors)
+
+
+# -- names outside the package root ------------------------------------------------------
+
+MODULE_NAMES = [
+    ("durability.runtime", "Runtime"),
+    ("durability.runtime", "DurableObject"),
+    ("durability.runtime", "AlarmInvocationInfo"),
+    ("durability.runtime", "Request"),
+    ("durability.runtime", "Response"),
+    ("durability.runtime", "ObjectNamespace"),
+    ("durability.runtime", "ObjectStub"),
+    ("durability.runtime", "ObjectId"),
+    ("durability.testing", "VirtualClock"),
+    ("durability.cold", "FileColdStorage"),
+    ("durability.routing", "EnqueueResult"),
+    ("durability.routing", "RoutingLoad"),
+    ("durability.routing", "LoadSnapshot"),
+]
+
+
+@pytest.mark.parametrize(("module", "name"), MODULE_NAMES)
+def test_documented_name_imports_from_its_module(module: str, name: str) -> None:
+    """Every documented name of a submodule is importable from the module it names."""
+    assert hasattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("name", ["EnqueueResult", "RoutingLoad", "LoadSnapshot"])
+def test_routing_names_are_the_same_objects_in_both_modules(name: str) -> None:
+    """`durability.X` and `durability.routing.X` are one class, not two copies."""
+    routing = importlib.import_module("durability.routing")
+    assert getattr(durability, name) is getattr(routing, name)
+
+
+# -- signatures and defaults ------------------------------------------------------------
+
+KEYWORD_ONLY = [
+    DurabilityScheduler,
+    Durability,
+    DurabilityAlarms,
+    DurabilityLog,
+    RetryPolicy,
+    MethodOptions,
+    AlarmMethodOptions,
+    Runtime,
+    DurableJob.wait,
+]
+
+
+@pytest.mark.parametrize("target", KEYWORD_ONLY, ids=lambda t: t.__qualname__)
+def test_options_are_keyword_only(target: Callable[..., Any]) -> None:
+    """Every option of these constructors and methods is keyword-only."""
+    parameters = [p for p in inspect.signature(target).parameters.values() if p.name != "self"]
+    assert parameters
+    assert {p.kind for p in parameters} == {inspect.Parameter.KEYWORD_ONLY}
+
+
+SIGNATURE_DEFAULTS = [
+    (DurabilityScheduler, "alarm_concurrency", 10),
+    (DurabilityScheduler, "alarm_min_delay_ms", 15_000),
+    (DurabilityScheduler, "alarm_handoff_ms", 840_000),
+    (DurabilityScheduler, "live_timers", False),
+    (DurabilityScheduler, "on_alarm_retry", None),
+    (Durability, "scheduler", None),
+    (Durability, "context", None),
+    (Durability, "attempt_timeout_ms", 300_000),
+    (Durability, "retries", RetryPolicy()),
+    (Durability, "methods", None),
+    (Durability, "on_lifecycle_event", None),
+    (Durability, "include_result_in_events", False),
+    (DurabilityAlarms, "scheduler", None),
+    (DurabilityAlarms, "context", None),
+    (DurabilityAlarms, "attempt_timeout_ms", 300_000),
+    (DurabilityAlarms, "retries", RetryPolicy()),
+    (DurabilityAlarms, "methods", None),
+    (DurabilityAlarms, "on_lifecycle_event", None),
+    (DurabilityLog, "scheduler", None),
+    (DurabilityLog, "context", None),
+    (DurabilityLog, "max_batch_size", 100),
+    (DurabilityLog, "retention", None),
+    (DurabilityLog, "cold", None),
+    (DurabilityLog, "leases", None),
+    (DurabilityLog, "routing", None),
+    (DurabilityLog.read, "limit", None),
+    (DurabilityLog.lease, "limit", None),
+    (DurabilityScheduler.alarm, "info", None),
+    (Durability.alarm, "info", None),
+    (DurabilityAlarms.alarm, "info", None),
+    (Durability.migrate, "target", LATEST),
+    (DurabilityAlarms.migrate, "target", LATEST),
+    (DurabilityLog.migrate, "target", LATEST),
+    (Runtime, "path", None),
+    (Runtime, "clock", None),
+    (VirtualClock, "start_ms", 1_700_000_000_000),
+    (exponential, "initial_delay_ms", 1000),
+    (exponential, "max_delay_ms", 300_000),
+    (Response, "status", 200),
+    (Response, "headers", None),
+    (Response.json, "status", 200),
+]
+
+
+@pytest.mark.parametrize(
+    ("target", "name", "default"),
+    SIGNATURE_DEFAULTS,
+    ids=[f"{t.__qualname__}.{n}" for t, n, _ in SIGNATURE_DEFAULTS],
+)
+def test_signature_default(target: Callable[..., Any], name: str, default: object) -> None:
+    """Each documented option has the documented default."""
+    assert inspect.signature(target).parameters[name].default == default
+
+
+def _values(obj: Any) -> dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        (RetryPolicy(), {"max_attempts": 5, "delay": None}),
+        (MethodOptions(), {"attempt_timeout_ms": None, "retries": None}),
+        (
+            AlarmMethodOptions(),
+            {"attempt_timeout_ms": None, "retries": None, "retry_timeouts": False},
+        ),
+        (LogRetention(), {"max_age_ms": None, "max_records": None, "max_bytes": None}),
+        (
+            LogLeaseOptions(),
+            {"max_parallelism": 1, "lease_ms": 30_000, "max_attempts": None, "on_poison": None},
+        ),
+        (LogAppendInput("x"), {"body": "x", "deduplication_key": None}),
+    ],
+    ids=lambda v: type(v).__name__ if dataclasses.is_dataclass(v) else "",
+)
+def test_option_object_defaults(obj: Any, expected: dict[str, Any]) -> None:
+    """Option objects built without arguments carry the documented defaults."""
+    assert _values(obj) == expected
+
+
+FIELDS = [
+    (DurableCall, "id operation payload attempt signal"),
+    (OperationResult, "status result attempt next_attempt_at last_error error"),
+    (
+        DurableAlarmInfo,
+        "name scheduled_time attempt is_retry retry_count idempotency_key signal platform",
+    ),
+    (AlarmRetryInfo, "error retry_in_ms retry_count is_retry object_id"),
+    (SerializedError, "name message"),
+    (LogAppendInput, "body deduplication_key"),
+    (LogRecord, "offset deduplication_key body appended_at"),
+    (LogPage, "records next_offset lag"),
+    (LogBounds, "oldest_offset hot_offset next_offset"),
+    (LogSegment, "first_offset last_offset records"),
+    (LogRetention, "max_age_ms max_records max_bytes"),
+    (LogLeaseOptions, "max_parallelism lease_ms max_attempts on_poison"),
+    (LogLease, "batch_id consumer records first_offset last_offset attempt expires_at"),
+    (EnqueueResult, "success value error load"),
+    (LoadSnapshot, "observed_at window_ms inbound outbound"),
+    (RetryPolicy, "max_attempts delay"),
+    (MethodOptions, "attempt_timeout_ms retries"),
+    (AlarmMethodOptions, "attempt_timeout_ms retries retry_timeouts"),
+    (RegisteredEvent, "type entity_kind operation id generation timestamp attempt"),
+    (ScheduledEvent, "type entity_kind alarm id generation timestamp scheduled_time attempt"),
+    (AttemptStartedEvent, "type entity_kind operation alarm id generation timestamp attempt"),
+    (
+        AttemptSettledEvent,
+        "type entity_kind operation alarm id generation timestamp attempt outcome duration_ms "
+        "error next_attempt_at result",
+    ),
+    (
+        TerminalEvent,
+        "type entity_kind operation alarm id generation timestamp attempt reason error",
+    ),
+    (PurgedEvent, "type entity_kind timestamp before count"),
+]
+
+
+@pytest.mark.parametrize(("cls", "names"), FIELDS, ids=[c.__name__ for c, _ in FIELDS])
+def test_value_types_are_frozen_dataclasses_with_documented_fields(cls: type, names: str) -> None:
+    """Value types are frozen dataclasses whose fields are the documented ones, in order."""
+    assert dataclasses.is_dataclass(cls)
+    assert cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    assert [f.name for f in dataclasses.fields(cls)] == names.split()
+
+
+# -- errors -----------------------------------------------------------------------------
+
+ERRORS: list[tuple[DurabilityError, str, dict[str, Any]]] = [
+    (NonRetryableError("stop now"), "stop now", {}),
+    (
+        DurableAttemptTimeoutError("charge", 1000),
+        'Durable operation "charge" timed out after 1000ms',
+        {"operation": "charge", "timeout_ms": 1000},
+    ),
+    (
+        DurableAlarmTimeoutError("renew", 50),
+        'Durable alarm "renew" timed out after 50ms',
+        {"timeout_ms": 50},
+    ),
+    (
+        DurableRetryPolicyError("fanout"),
+        "Retry policy for fanout must produce a non-negative safe-integer timestamp",
+        {},
+    ),
+    (
+        DurableResultSerializationError("charge"),
+        'Result for durable operation "charge" is not JSON-serializable',
+        {"operation": "charge"},
+    ),
+    (
+        DurableAttemptsExhaustedError("named alarm", "renew", 5),
+        'Durable named alarm "renew" exhausted its 5 attempts',
+        {"max_attempts": 5},
+    ),
+    (
+        DuplicateDurableCallError("inv-1", "charge", "refund"),
+        'Durable call "inv-1" already belongs to operation "charge", not "refund"',
+        {"id": "inv-1", "existing_operation": "charge", "requested_operation": "refund"},
+    ),
+    (LogAppendError("bad batch"), "bad batch", {}),
+    (
+        LogTruncatedError(3, 7),
+        "Log offset 3 was trimmed; the oldest retained offset is 7",
+        {"requested_offset": 3, "oldest_offset": 7},
+    ),
+    (LogLeaseError("b-1"), 'Log lease "b-1" is not held', {"batch_id": "b-1"}),
+    (FanoutEnqueueError("no targets"), "no targets", {}),
+    (FanoutSettlementError("d-1"), 'Fanout delivery "d-1" is stale', {"id": "d-1"}),
+    (
+        FanoutSettlementError("d-1", "acked"),
+        'Fanout delivery "d-1" was already settled as "acked"',
+        {"outcome": "acked"},
+    ),
+    (
+        FanoutTimeoutError(250),
+        "Fanout delivery timed out after 250ms",
+        {"timeout_ms": 250},
+    ),
+    (RoutingError("empty shard"), "empty shard", {}),
+]
+
+
+@pytest.mark.parametrize(
+    ("error", "message", "attributes"), ERRORS, ids=[type(e[0]).__name__ for e in ERRORS]
+)
+def test_error_class_message_and_attributes(
+    error: DurabilityError, message: str, attributes: dict[str, Any]
+) -> None:
+    """Each error subclasses `DurabilityError`, has its documented text and its attributes."""
+    assert isinstance(error, DurabilityError)
+    assert isinstance(error, Exception)
+    assert str(error) == message
+    assert {name: getattr(error, name) for name in attributes} == attributes

@@ -1,4 +1,4 @@
-"""The engine's shortcuts keep the spec's outcomes (spec/core.md §3.5, §3.6, §3.8, §4, §5.5)."""
+"""The engine's shortcuts give the same outcomes as the general paths they bypass."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from conftest import START_MS
 from durability import Durability, DurableCall, now_ms
 from durability._engine.tables import TableSpec, claim_attempt, is_exhausted, new_generation
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
 
-T0 = 1_700_000_000_000
 MIN_DELAY = 5_000
 CALLS = TableSpec("durability_calls", "id")
 
@@ -128,16 +128,16 @@ async def test_registration_reconcile_matches_the_window_rule(
     seed_offset: int | None, alarm_offset: int | None
 ) -> None:
     """A registration arms max(earliest, now + min delay) unless the alarm is in the window."""
-    clock = VirtualClock(start_ms=T0)
+    clock = VirtualClock(start_ms=START_MS)
     rt, obj = await lab(clock, alarm_concurrency=1)
     try:
         await obj.register("hold")
         if seed_offset is not None:
-            await obj.seed("seeded", T0 + seed_offset)
-        current = None if alarm_offset is None else T0 + alarm_offset
+            await obj.seed("seeded", START_MS + seed_offset)
+        current = None if alarm_offset is None else START_MS + alarm_offset
         stored = await obj.arm_and_register(current, "new")
-        earliest = T0 + min(0, seed_offset or 0)
-        target = max(earliest, T0 + MIN_DELAY)
+        earliest = START_MS + min(0, seed_offset or 0)
+        target = max(earliest, START_MS + MIN_DELAY)
         inside = current is not None and earliest <= current <= target
         assert stored == (current if inside else target)
     finally:
@@ -146,7 +146,7 @@ async def test_registration_reconcile_matches_the_window_rule(
 
 async def test_timer_passes_wait_for_a_pass_still_taking_rows() -> None:
     """Timer passes fired while a pass still has rows to take are deferred; all run once."""
-    clock = VirtualClock(start_ms=T0)
+    clock = VirtualClock(start_ms=START_MS)
     rt, obj = await lab(clock, alarm_concurrency=2)
     try:
         ids = [f"op-{number:02d}" for number in range(20)]
@@ -166,10 +166,10 @@ async def test_timer_passes_wait_for_a_pass_still_taking_rows() -> None:
 
 async def test_claim_takes_only_a_due_row_with_the_attempts_it_was_read_with() -> None:
     """A claim loses when the row is not due yet or its attempt changed since it was read."""
-    clock = VirtualClock(start_ms=T0)
+    clock = VirtualClock(start_ms=START_MS)
     rt, obj = await lab(clock)
     try:
-        await obj.seed("later", T0 + 1_000)
+        await obj.seed("later", START_MS + 1_000)
         assert await obj.claims("later", 0, 0) == [None, False]
         assert await obj.claims("later", 0, 1_000) == [1, True]
         assert await obj.claims("later", 0, 1_000) == [None, True]
@@ -180,7 +180,7 @@ async def test_claim_takes_only_a_due_row_with_the_attempts_it_was_read_with() -
 
 async def test_many_savepoints_in_one_turn_keep_exactly_their_writes() -> None:
     """Savepoints reused by depth: sequential and nested rollbacks keep the right rows."""
-    clock = VirtualClock(start_ms=T0)
+    clock = VirtualClock(start_ms=START_MS)
     rt, obj = await lab(clock)
     try:
         kept = await obj.many_transactions(40)
@@ -191,7 +191,7 @@ async def test_many_savepoints_in_one_turn_keep_exactly_their_writes() -> None:
 
 async def test_a_handler_whose_task_is_cancelled_fails_the_attempt_and_is_retried() -> None:
     """A cancelled handler task ends its attempt as a failure; the retry then completes."""
-    clock = VirtualClock(start_ms=T0)
+    clock = VirtualClock(start_ms=START_MS)
     rt, obj = await lab(clock)
     try:
         await obj.release()

@@ -1,4 +1,4 @@
-"""The 17 runtime-lab fault-injection scenarios (spec/log-fanout-routing.md §9).
+"""The 17 runtime-lab fault-injection scenarios.
 
 A `Lab` object runs durable operations and named alarms whose handlers deliver to a
 separate `EffectLedger` object. The ledger records every delivery apart from the

@@ -1,4 +1,4 @@
-"""Lifecycle events, the hook emitter and structured failure reports (spec/core.md §8.3, §9)."""
+"""Lifecycle events, the hook emitter and structured failure reports."""
 
 from __future__ import annotations
 
@@ -10,9 +10,13 @@ from typing import Any
 
 import pytest
 
+from conftest import START_MS, LiveObject, noop
 from durability import (
     AttemptSettledEvent,
     AttemptStartedEvent,
+    Durability,
+    DurabilityAlarms,
+    DurabilityScheduler,
     PurgedEvent,
     RegisteredEvent,
     ScheduledEvent,
@@ -147,3 +151,34 @@ def test_report_failure_never_raises(caplog: pytest.LogCaptureFixture) -> None:
         {"name": "Error", "message": "null"},
     ]
     assert all(r.details == {"retry_in_ms": 1000} for r in records)  # type: ignore[attr-defined]
+
+
+async def test_lifecycle_events_are_frozen_dataclasses(live: LiveObject) -> None:
+    """Hooks get frozen events with `type` and `entity_kind`; a raising hook changes nothing."""
+    events: list[Any] = []
+
+    def hook(event: Any) -> None:
+        events.append(event)
+        raise RuntimeError("hook broke")
+
+    scheduler = DurabilityScheduler(context=live.ctx)
+    operations = Durability(scheduler=scheduler, handlers={"charge": noop}, on_lifecycle_event=hook)
+    alarms = DurabilityAlarms(
+        scheduler=scheduler, handlers={"renew": noop}, on_lifecycle_event=hook
+    )
+    await operations.charge(id="a", payload=None)
+    await alarms.renew(START_MS)
+    await live.clock.run_until_idle()
+    await operations.purge_before(START_MS + 1)
+    assert (await operations.charge.get_result("a")).status == "not_found"
+    kinds = {(type(e), e.type, e.entity_kind) for e in events}
+    assert {
+        (RegisteredEvent, "registered", "operation"),
+        (AttemptStartedEvent, "attempt_started", "operation"),
+        (AttemptSettledEvent, "attempt_settled", "operation"),
+        (ScheduledEvent, "scheduled", "named_alarm"),
+        (PurgedEvent, "purged", "operation"),
+    } <= kinds
+    for event in events:
+        assert type(event).__dataclass_params__.frozen
+    assert TerminalEvent.__dataclass_params__.frozen  # type: ignore[attr-defined]

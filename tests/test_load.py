@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import pytest
 
+from conftest import START_MS
 from durability import EnqueueResult, LoadSnapshot, RoutingLoad, SerializedError
 from durability.routing import InboundLoad, OutboundLoad
 from durability.testing import VirtualClock
 
-START = 1_700_000_000_000
-
 
 async def test_empty_snapshot_has_no_average() -> None:
     """Without samples the average is None, never 0, and the window is 60 s."""
-    async with VirtualClock(START):
+    async with VirtualClock(START_MS):
         snapshot = RoutingLoad().snapshot(0)
     assert snapshot == LoadSnapshot(
-        observed_at=START,
+        observed_at=START_MS,
         window_ms=60_000,
         inbound=InboundLoad(in_flight=0, completed=0, average_processing_ms=None),
         outbound=OutboundLoad(
@@ -27,7 +29,7 @@ async def test_empty_snapshot_has_no_average() -> None:
 
 async def test_begin_counts_in_flight_and_finish_records_duration() -> None:
     """begin() counts a request in flight; its finisher completes it with its duration."""
-    async with VirtualClock(START) as clock:
+    async with VirtualClock(START_MS) as clock:
         load = RoutingLoad()
         finish = load.begin("inbound")
         assert load.snapshot().inbound.in_flight == 1
@@ -40,7 +42,7 @@ async def test_begin_counts_in_flight_and_finish_records_duration() -> None:
 
 async def test_finisher_is_idempotent() -> None:
     """Calling a finisher twice completes the request once."""
-    async with VirtualClock(START):
+    async with VirtualClock(START_MS):
         load = RoutingLoad()
         finish = load.begin("outbound")
         finish()
@@ -52,7 +54,7 @@ async def test_finisher_is_idempotent() -> None:
 
 async def test_average_over_several_completions() -> None:
     """The average is the summed duration over the window's completions."""
-    async with VirtualClock(START) as clock:
+    async with VirtualClock(START_MS) as clock:
         load = RoutingLoad()
         first = load.begin("inbound")
         second = load.begin("inbound")
@@ -67,7 +69,7 @@ async def test_average_over_several_completions() -> None:
 
 async def test_completions_leave_the_window_after_sixty_seconds() -> None:
     """A completion counts for 60 one-second buckets, then drops out."""
-    async with VirtualClock(START) as clock:
+    async with VirtualClock(START_MS) as clock:
         load = RoutingLoad()
         load.begin("inbound")()
         await clock.advance(59_000)
@@ -80,7 +82,7 @@ async def test_completions_leave_the_window_after_sixty_seconds() -> None:
 
 async def test_reused_bucket_is_reset() -> None:
     """A slot holding an older second is reset before a new completion is counted."""
-    async with VirtualClock(START) as clock:
+    async with VirtualClock(START_MS) as clock:
         load = RoutingLoad()
         load.begin("inbound")()
         await clock.advance(60_000)
@@ -91,7 +93,7 @@ async def test_reused_bucket_is_reset() -> None:
 
 async def test_in_flight_survives_the_window() -> None:
     """A long request stays in flight past 60 s."""
-    async with VirtualClock(START) as clock:
+    async with VirtualClock(START_MS) as clock:
         load = RoutingLoad()
         finish = load.begin("outbound")
         await clock.advance(120_000)
@@ -103,7 +105,7 @@ async def test_in_flight_survives_the_window() -> None:
 
 async def test_directions_are_independent() -> None:
     """Inbound and outbound are counted separately."""
-    async with VirtualClock(START):
+    async with VirtualClock(START_MS):
         load = RoutingLoad()
         load.begin("outbound")
         snapshot = load.snapshot()
@@ -131,3 +133,24 @@ def test_enqueue_result_is_frozen() -> None:
     with pytest.raises(AttributeError):
         result.success = True  # type: ignore[misc]
     assert result.error == SerializedError("LogAppendError", "no")
+
+
+def _values(obj: Any) -> dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
+def test_load_snapshot_directions_have_documented_fields() -> None:
+    """`inbound` has in_flight/completed/average_processing_ms; `outbound` adds pending."""
+    snapshot = RoutingLoad().snapshot(3)
+    assert snapshot.window_ms == 60_000
+    assert _values(snapshot.inbound) == {
+        "in_flight": 0,
+        "completed": 0,
+        "average_processing_ms": None,
+    }
+    assert _values(snapshot.outbound) == {
+        "in_flight": 0,
+        "completed": 0,
+        "average_processing_ms": None,
+        "pending_deliveries": 3,
+    }

@@ -3,29 +3,28 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from _log_host import START_MS, LogConfig, items, partition, runtime
+from _log_host import LogConfig, items, partition, runtime
+from conftest import START_MS, LiveObject
 from durability import (
     MAX_LOG_BYTES,
     DurabilityLog,
     DurabilityScheduler,
+    LoadSnapshot,
     LogAppendError,
     LogAppendInput,
     LogLeaseOptions,
     LogRetention,
     LogTruncatedError,
+    SerializedError,
 )
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
-
-
-@pytest.fixture
-def clock() -> VirtualClock:
-    return VirtualClock(START_MS)
 
 
 async def test_append_returns_dense_offsets_in_input_order(clock: VirtualClock) -> None:
@@ -102,6 +101,26 @@ async def test_definite_rejections_return_failure_and_write_nothing(
     assert result["error"] == {"name": "LogAppendError", "message": message}
     assert result["load"]["window_ms"] == 60_000
     assert bounds["next_offset"] == 0
+
+
+async def test_log_definite_rejections_come_back_as_enqueue_results(live: LiveObject) -> None:
+    """Empty, oversize and empty-key appends return success=False with a LogAppendError."""
+    log = DurabilityLog(context=live.ctx, max_batch_size=2)
+    cases = [
+        ([], "Append requires at least one record"),
+        ([LogAppendInput(1), LogAppendInput(2), LogAppendInput(3)], "exceeds maxBatchSize 2"),
+        ([LogAppendInput(1, deduplication_key="")], "must be non-empty"),
+    ]
+    for records, message in cases:
+        result = await log.append(records)
+        assert (result.success, result.value) == (False, None)
+        assert isinstance(result.error, SerializedError)
+        assert result.error.name == "LogAppendError"
+        assert message in result.error.message
+        assert isinstance(result.load, LoadSnapshot)
+    assert (await log.bounds()).next_offset == 0
+    accepted = await log.append([LogAppendInput("a"), LogAppendInput("b")])
+    assert (accepted.success, accepted.value, accepted.error) == (True, [0, 1], None)
 
 
 class Direct(DurableObject):
@@ -212,6 +231,19 @@ async def test_read_below_oldest_raises_truncated(clock: VirtualClock) -> None:
     assert (caught.value.requested_offset, caught.value.oldest_offset) == (1, 3)
     assert str(caught.value) == "Log offset 1 was trimmed; the oldest retained offset is 3"
     assert [r["body"] for r in page["records"]] == ["d", "e"]
+
+
+async def test_log_read_below_oldest_raises_truncated(live: LiveObject) -> None:
+    """Reading a trimmed offset raises LogTruncatedError with both offsets."""
+    log = DurabilityLog(context=live.ctx, retention=LogRetention(max_records=1))
+    await log.append([LogAppendInput(n) for n in range(3)])
+    assert await log.trim() == 2
+    with pytest.raises(LogTruncatedError) as raised:
+        await log.read(0)
+    assert (raised.value.requested_offset, raised.value.oldest_offset) == (0, 2)
+    page = await log.read(2)
+    assert [r.body for r in page.records] == [2]
+    assert (page.next_offset, page.lag) == (3, 0)
 
 
 async def test_bounds_of_empty_and_filled_log(clock: VirtualClock) -> None:
@@ -378,6 +410,29 @@ async def test_constructor_rejects_bad_options(
     assert fragment in failure[1]
 
 
+INVALID_OPTIONS: list[tuple[dict[str, Any], type[Exception], str]] = [
+    ({"max_batch_size": 0}, ValueError, "max_batch_size must be a positive integer"),
+    ({"retention": {"max_records": 1}}, TypeError, "retention"),
+    ({"leases": {}}, TypeError, "leases"),
+    ({"cold": object()}, TypeError, "cold"),
+    ({"routing": object()}, TypeError, "routing"),
+]
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    INVALID_OPTIONS,
+    ids=[sorted(options)[-1] for options, _, _ in INVALID_OPTIONS],
+)
+async def test_invalid_option_raises_and_writes_nothing(
+    live: LiveObject, options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    """A bad option raises at construction with a message naming it, and writes nothing."""
+    with pytest.raises(error, match=re.escape(message)):
+        DurabilityLog(context=live.ctx, **options)
+    assert live.tables() == []
+
+
 async def test_one_log_per_scheduler(clock: VirtualClock) -> None:
     """A second log on the same scheduler is rejected."""
     async with Runtime(bindings={"B": Builder}, clock=clock) as rt:
@@ -401,6 +456,7 @@ async def test_migrate_down_and_up(clock: VirtualClock) -> None:
     [
         ({"max_age_ms": 0}, "retention.max_age_ms must be a positive integer"),
         ({"max_records": -1}, "retention.max_records must be a positive integer"),
+        ({"max_records": 0}, "retention.max_records must be a positive integer"),
         ({"max_bytes": 0}, "retention.max_bytes must be a positive integer"),
         ({"max_bytes": MAX_LOG_BYTES + 1}, "retention.max_bytes must not exceed 1073741824 bytes"),
     ],
@@ -409,6 +465,12 @@ def test_retention_validates_at_construction(kwargs: dict[str, int], message: st
     """LogRetention fields must be positive integers; max_bytes at most 1 GiB."""
     with pytest.raises(ValueError, match=message):
         LogRetention(**kwargs)
+    assert LogRetention(max_bytes=MAX_LOG_BYTES).max_bytes == MAX_LOG_BYTES
+
+
+def test_max_log_bytes_is_one_gib() -> None:
+    """`MAX_LOG_BYTES` is 1 GiB and is the largest allowed `max_bytes`."""
+    assert MAX_LOG_BYTES == 1 << 30
     assert LogRetention(max_bytes=MAX_LOG_BYTES).max_bytes == MAX_LOG_BYTES
 
 

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
-from _log_host import START_MS, LogConfig, items, partition, runtime
+from _log_host import LogConfig, items, partition, runtime
+from conftest import START_MS, LiveObject
 from durability import (
+    DurabilityLog,
     LogAppendError,
     LogLease,
     LogLeaseError,
@@ -20,11 +22,6 @@ from durability import (
 )
 from durability.runtime import ObjectStub
 from durability.testing import VirtualClock
-
-
-@pytest.fixture
-def clock() -> VirtualClock:
-    return VirtualClock(START_MS)
 
 
 def leased(max_parallelism: int = 1, lease_ms: int = 1_000, **extra: Any) -> LogConfig:
@@ -415,3 +412,11 @@ async def test_lost_segment_of_a_held_range_truncates_until_forgotten(clock: Vir
     assert (cut.value.requested_offset, cut.value.oldest_offset) == (0, 2)
     assert (offsets(again), again["attempt"]) == ([2], 3)
     assert cursor == 3
+
+
+async def test_log_ack_of_unknown_batch_raises_lease_error(live: LiveObject) -> None:
+    """An ack of a batch that is not held raises LogLeaseError naming it."""
+    log = DurabilityLog(context=live.ctx, leases=LogLeaseOptions())
+    with pytest.raises(LogLeaseError) as raised:
+        await log.ack("workers", "nope")
+    assert raised.value.batch_id == "nope"

@@ -16,7 +16,8 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from _log_host import START_MS, LogConfig, partition, runtime
+from _log_host import LogConfig, partition, runtime
+from conftest import START_MS
 from durability import (
     LogLease,
     LogLeaseError,

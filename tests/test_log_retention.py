@@ -8,15 +8,11 @@ from typing import Any
 
 import pytest
 
-from _log_host import START_MS, LogConfig, items, partition, runtime
+from _log_host import LogConfig, items, partition, runtime
+from conftest import START_MS
 from durability import LogRecord, LogRetention, LogSegment, LogTruncatedError
 from durability.cold import FileColdStorage
 from durability.testing import VirtualClock
-
-
-@pytest.fixture
-def clock() -> VirtualClock:
-    return VirtualClock(START_MS)
 
 
 class MemoryCold:

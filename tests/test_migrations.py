@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from conftest import START_MS
 from durability import LATEST, MigrationResult
 from durability._engine.migrations import (
     FANOUT_MIGRATIONS,
@@ -33,7 +34,8 @@ BUILTIN = {
 }
 CALLS_0004 = "durability_0004_calls_generation_and_created_at"
 ALARMS_0004 = "durability_0004_alarms_generation_and_created_at"
-START_MS = 1_700_000_000_123
+LAB_START_MS = START_MS + 123
+"""An odd millisecond, so stamped times show they keep millisecond precision."""
 
 
 def _steps(capability: str, steps: list[dict[str, Any]] | None) -> tuple[Migration, ...]:
@@ -80,7 +82,7 @@ class MigrationLab(DurableObject):
 
 @pytest.fixture
 async def lab(tmp_path: Path) -> AsyncIterator[ObjectStub]:
-    clock = VirtualClock(start_ms=START_MS)
+    clock = VirtualClock(start_ms=LAB_START_MS)
     async with Runtime(path=str(tmp_path), bindings={"LAB": MigrationLab}, clock=clock) as rt:
         yield rt.env.LAB.get_by_name("lab")
 
@@ -317,7 +319,7 @@ async def test_rebuild_preserves_calls_and_stamps_legacy_generations(lab: Object
             "next_attempt_at": 10,
             "completed_at": 20,
             "generation_id": f"legacy:{key}",
-            "created_at": START_MS,
+            "created_at": LAB_START_MS,
         }
         for key, status in (("a", "pending"), ("b", "completed"))
     ]
@@ -337,7 +339,7 @@ async def test_rebuild_preserves_named_alarms(lab: ObjectStub) -> None:
         "SELECT name, generation_id, next_attempt_at, created_at FROM durability_alarms"
     )
     assert rows == [
-        {"name": "renew", "generation_id": "g1", "next_attempt_at": 6, "created_at": START_MS}
+        {"name": "renew", "generation_id": "g1", "next_attempt_at": 6, "created_at": LAB_START_MS}
     ]
     await lab.migrate("namedAlarms", "durability_0003_create_alarms")
     columns = [row["name"] for row in await lab.query("PRAGMA table_info(durability_alarms)")]

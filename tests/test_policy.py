@@ -1,12 +1,15 @@
-"""Retry policies, method options and their validation (spec/core.md §7)."""
+"""Retry policies, method options and their validation."""
 
 from __future__ import annotations
 
 import dataclasses
 import random
+import re
+from typing import Any
 
 import pytest
 
+from conftest import LiveObject, noop
 from durability import (
     AlarmMethodOptions,
     Durability,
@@ -28,12 +31,35 @@ def test_exponential_doubles_from_initial_and_caps() -> None:
     assert exponential(2, initial_delay_ms=10, max_delay_ms=35) == 20
 
 
+@pytest.mark.parametrize(
+    ("attempt", "options", "expected"),
+    [
+        (9, {}, 256_000),
+        (200, {}, 300_000),
+        (3, {"initial_delay_ms": 100}, 400),
+        (5, {"initial_delay_ms": 100, "max_delay_ms": 1000}, 1000),
+    ],
+)
+def test_exponential(attempt: int, options: dict[str, int], expected: int) -> None:
+    """`exponential` is `min(initial_delay_ms * 2 ** (attempt - 1), max_delay_ms)`."""
+    assert exponential(attempt, **options) == expected
+
+
 def test_jitter_stays_in_the_upper_half() -> None:
     """Equal jitter picks a delay in [delay/2, delay)."""
     random.seed(7)
     samples = [jitter(1000) for _ in range(2000)]
     assert all(500 <= sample < 1000 for sample in samples)
     assert min(samples) < 550 and max(samples) > 950
+
+
+@pytest.mark.parametrize(("draw", "expected"), [(0.0, 500.0), (0.5, 750.0), (0.998, 999.0)])
+def test_jitter_is_equal_jitter(
+    monkeypatch: pytest.MonkeyPatch, draw: float, expected: float
+) -> None:
+    """`jitter(d)` is `d/2 + random() * d/2`: uniformly in `[d/2, d)`."""
+    monkeypatch.setattr(random, "random", lambda: draw)
+    assert jitter(1000) == pytest.approx(expected)
 
 
 def test_default_delay_is_jittered_exponential() -> None:
@@ -65,6 +91,22 @@ def test_retry_policy_rejects_wrong_types() -> None:
         RetryPolicy(max_attempts=2.0)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="delay must be callable"):
         RetryPolicy(delay=5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"max_attempts": 2.5}, TypeError, "max_attempts"),
+        ({"max_attempts": True}, TypeError, "max_attempts"),
+        ({"delay": 1000}, TypeError, "delay"),
+    ],
+)
+def test_retry_policy_validates_at_construction(
+    options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    """`RetryPolicy` rejects a bad `max_attempts` or `delay` when it is built."""
+    with pytest.raises(error, match=re.escape(message)):
+        RetryPolicy(**options)
 
 
 def test_resolution_merges_method_overrides() -> None:
@@ -150,6 +192,19 @@ def test_alarm_retry_timeouts_must_be_bool() -> None:
             methods={"a": AlarmMethodOptions(retry_timeouts=1)},  # type: ignore[arg-type]
             options_type=AlarmMethodOptions,
         )
+
+
+RESERVED = [(Durability, name) for name in ("alarm", "purge_before", "operation", "migrate")] + [
+    (DurabilityAlarms, name) for name in ("alarm", "purge_before", "named", "migrate")
+]
+
+
+@pytest.mark.parametrize(("cls", "name"), RESERVED, ids=[f"{c.__name__}.{n}" for c, n in RESERVED])
+async def test_reserved_handler_name_raises(live: LiveObject, cls: type, name: str) -> None:
+    """A handler named like a public attribute of its helper raises `ValueError`."""
+    with pytest.raises(ValueError, match=re.escape(f'"{name}" is reserved by {cls.__name__}')):
+        cls(context=live.ctx, handlers={name: noop})
+    assert live.tables() == []
 
 
 @pytest.mark.parametrize("name", ["alarm", "purge_before", "operation", "migrate"])

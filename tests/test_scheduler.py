@@ -1,20 +1,24 @@
-"""The scheduler engine: one alarm, reconcile, timers, permits, passes (spec/core.md §3)."""
+"""The scheduler engine: one alarm, reconcile, timers, permits, passes."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from _lab import T0, Lab, open_lab
+from _lab import Lab, open_lab
+from conftest import START_MS, LiveObject, noop
 from durability import (
     AlarmRetryInfo,
     Durability,
     DurabilityAlarms,
+    DurabilityLog,
     DurabilityScheduler,
     DurableAlarmInfo,
     DurableCall,
@@ -191,40 +195,123 @@ def test_one_helper_per_kind_on_a_scheduler() -> None:
         attach(scheduler=scheduler, context=None, kind="Durability", options={})
 
 
+BETWEEN = "alarm_min_delay_ms must be between 1000 and 15000"
+
+
+INVALID_OPTIONS: list[tuple[dict[str, Any], type[Exception], str]] = [
+    ({"alarm_concurrency": 0}, ValueError, "alarm_concurrency must be a positive integer"),
+    ({"alarm_concurrency": 1.5}, TypeError, "alarm_concurrency"),
+    ({"alarm_concurrency": True}, TypeError, "alarm_concurrency"),
+    ({"alarm_min_delay_ms": 999}, ValueError, BETWEEN),
+    ({"alarm_min_delay_ms": 15_001}, ValueError, BETWEEN),
+    ({"alarm_handoff_ms": 0}, ValueError, "alarm_handoff_ms must be a positive integer"),
+    ({"live_timers": 1}, TypeError, "live_timers"),
+    ({"on_alarm_retry": 1, "alarm_concurrency": 0}, TypeError, "on_alarm_retry"),
+]
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    INVALID_OPTIONS,
+    ids=[sorted(options)[-1] for options, _, _ in INVALID_OPTIONS],
+)
+async def test_invalid_option_raises_and_writes_nothing(
+    live: LiveObject, options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    """A bad option raises at construction with a message naming it, and writes nothing."""
+    with pytest.raises(error, match=re.escape(message)):
+        DurabilityScheduler(context=live.ctx, **options)
+    assert live.tables() == []
+
+
+async def test_scheduler_and_context_together_raise(live: LiveObject) -> None:
+    """A helper takes `scheduler=` or `context=`, not both, and not neither."""
+    scheduler = DurabilityScheduler(context=live.ctx)
+    with pytest.raises(ValueError, match="scheduler"):
+        Durability(context=live.ctx, scheduler=scheduler, handlers={"charge": noop})
+    with pytest.raises(ValueError, match="alarm_concurrency"):
+        Durability(scheduler=scheduler, handlers={"charge": noop}, alarm_concurrency=2)
+    with pytest.raises(TypeError):
+        Durability(handlers={"charge": noop})
+    assert live.tables() == []
+
+
+HELPERS: list[tuple[str, Callable[[DurabilityScheduler], object]]] = [
+    ("Durability", lambda s: Durability(scheduler=s, handlers={"charge": noop})),
+    ("DurabilityAlarms", lambda s: DurabilityAlarms(scheduler=s, handlers={"renew": noop})),
+    ("DurabilityLog", lambda s: DurabilityLog(scheduler=s)),
+]
+
+
+@pytest.mark.parametrize("build", [h[1] for h in HELPERS], ids=[h[0] for h in HELPERS])
+async def test_second_helper_of_a_kind_raises(
+    live: LiveObject, build: Callable[[DurabilityScheduler], object]
+) -> None:
+    """A second helper of the same kind on one scheduler raises `ValueError`."""
+    scheduler = DurabilityScheduler(context=live.ctx)
+    build(scheduler)
+    with pytest.raises(ValueError, match="already attached"):
+        build(scheduler)
+
+
+async def test_rejected_helper_leaves_the_scheduler_free(live: LiveObject) -> None:
+    """A helper rejected at construction does not claim its kind on the shared scheduler."""
+    scheduler = DurabilityScheduler(context=live.ctx)
+    with pytest.raises(TypeError):
+        Durability(scheduler=scheduler, handlers={"charge": noop}, on_lifecycle_event=1)
+    with pytest.raises(ValueError):
+        DurabilityAlarms(scheduler=scheduler, handlers={"renew": noop}, attempt_timeout_ms=0)
+    assert live.tables() == []
+    Durability(scheduler=scheduler, handlers={"charge": noop})
+    DurabilityAlarms(scheduler=scheduler, handlers={"renew": noop})
+
+
+async def test_helpers_of_different_kinds_share_a_scheduler(live: LiveObject) -> None:
+    """One helper of each kind attaches to one shared scheduler."""
+    scheduler = DurabilityScheduler(context=live.ctx)
+    for _, build in HELPERS:
+        build(scheduler)
+    tables = set(live.tables())
+    assert {"durability_alarms", "durability_calls", "durability_migrations"} <= tables
+    assert any(name.startswith("durability_log") for name in tables)
+
+
 async def test_alarm_target_is_the_later_of_earliest_and_min_delay() -> None:
     """The alarm is max(earliest pending, now + alarm_min_delay_ms)."""
     probe = Probe(alarm_min_delay_ms=5_000)
     async with lab(probe) as t:
-        await t.obj.schedule("renew", T0 + 1_000)
-        assert await t.obj.alarm_at() == T0 + 5_000
-        await t.obj.schedule("renew", T0 + 60_000)
-        assert await t.obj.alarm_at() == T0 + 60_000
+        await t.obj.schedule("renew", START_MS + 1_000)
+        assert await t.obj.alarm_at() == START_MS + 5_000
+        await t.obj.schedule("renew", START_MS + 60_000)
+        assert await t.obj.alarm_at() == START_MS + 60_000
 
 
 async def test_alarm_inside_the_window_is_left_alone() -> None:
     """An alarm in [earliest, target] is not pushed later; one before earliest is moved."""
     probe = Probe()
     async with lab(probe) as t:
-        await t.obj.schedule("slow", T0 + 60_000)
+        await t.obj.schedule("slow", START_MS + 60_000)
         await t.clock.advance(50_000)
-        await t.obj.schedule("quick", T0 + 100_000)
-        assert await t.obj.alarm_at() == T0 + 60_000
-        await t.obj.schedule("slow", T0 + 200_000)
-        assert await t.obj.alarm_at() == T0 + 100_000
+        await t.obj.schedule("quick", START_MS + 100_000)
+        assert await t.obj.alarm_at() == START_MS + 60_000
+        await t.obj.schedule("slow", START_MS + 200_000)
+        assert await t.obj.alarm_at() == START_MS + 100_000
 
 
 async def test_no_pending_work_deletes_the_alarm() -> None:
     """When the last pending row is gone, reconciliation deletes the alarm."""
     probe = Probe()
     async with lab(probe) as t:
-        await t.obj.schedule("renew", T0 + 60_000)
-        assert await t.obj.alarm_at() == T0 + 60_000
+        await t.obj.schedule("renew", START_MS + 60_000)
+        assert await t.obj.alarm_at() == START_MS + 60_000
         await t.clock.advance(60_000)
         assert len(probe.started) == 1
         assert await t.obj.alarm_at() is None
 
 
-@pytest.mark.parametrize(("live_timers", "quick_at"), [(True, T0 + 40_000), (False, T0 + 200_000)])
+@pytest.mark.parametrize(
+    ("live_timers", "quick_at"), [(True, START_MS + 40_000), (False, START_MS + 200_000)]
+)
 async def test_live_timers_run_due_work_beside_a_long_handler(
     live_timers: bool, quick_at: int
 ) -> None:
@@ -232,10 +319,10 @@ async def test_live_timers_run_due_work_beside_a_long_handler(
     probe = Probe(live_timers=live_timers)
     probe.alarm_sleep_ms["slow"] = 200_000
     async with lab(probe) as t:
-        await t.obj.schedule("slow", T0)
-        await t.obj.schedule("quick", T0 + 40_000)
+        await t.obj.schedule("slow", START_MS)
+        await t.obj.schedule("quick", START_MS + 40_000)
         await t.clock.advance(300_000)
-        assert probe.started == [("slow", T0), ("quick", quick_at)]
+        assert probe.started == [("slow", START_MS), ("quick", quick_at)]
 
 
 @pytest.mark.parametrize(
@@ -249,9 +336,9 @@ async def test_timer_serves_near_work_and_with_live_timers_all_work(
     probe = Probe(live_timers=live_timers)
     probe.deliver_alarms = False
     async with lab(probe) as t:
-        await t.obj.schedule("renew", T0 + due_in_ms)
+        await t.obj.schedule("renew", START_MS + due_in_ms)
         await t.clock.advance(120_000)
-        assert probe.started == ([("renew", T0 + due_in_ms)] if runs else [])
+        assert probe.started == ([("renew", START_MS + due_in_ms)] if runs else [])
 
 
 async def test_permits_are_fifo_and_eager_start_needs_a_free_permit() -> None:
@@ -262,7 +349,7 @@ async def test_permits_are_fifo_and_eager_start_needs_a_free_permit() -> None:
             await t.obj.register(id)
         await t.clock.run_until_idle()
         assert [label for label, _ in probe.started] == ["op:a", "op:b"]
-        await t.obj.schedule("renew", T0)
+        await t.obj.schedule("renew", START_MS)
         await t.clock.advance(1_000)
         assert probe.running == 2 and len(probe.started) == 2
         probe.gate.set()
@@ -309,7 +396,7 @@ async def test_a_pass_takes_100_due_rows_per_helper() -> None:
     probe.alarm_names = tuple(f"n{index}" for index in range(150))
     async with lab(probe) as t:
         for name in probe.alarm_names:
-            await t.obj.schedule(name, T0 + 60_000)
+            await t.obj.schedule(name, START_MS + 60_000)
         await t.clock.advance(60_000)
         assert len(probe.platforms) == 150
         assert sum(platform is not None for platform in probe.platforms) == 100
@@ -321,11 +408,11 @@ async def test_long_pass_hands_off_and_the_next_pass_attaches() -> None:
     probe = Probe(alarm_handoff_ms=60_000)
     probe.alarm_sleep_ms["slow"] = 200_000
     async with lab(probe) as t:
-        await t.obj.schedule("slow", T0 + 20_000)
+        await t.obj.schedule("slow", START_MS + 20_000)
         await t.clock.advance(20_000 + 60_000 + 1)
-        assert await t.obj.alarm_at() == T0 + 95_000
+        assert await t.obj.alarm_at() == START_MS + 95_000
         await t.clock.advance(200_000)
-        assert probe.started == [("slow", T0 + 20_000)]
+        assert probe.started == [("slow", START_MS + 20_000)]
         assert await t.obj.alarm_at() is None
 
 
@@ -334,13 +421,13 @@ async def test_failing_pass_arms_its_own_retry_and_returns(
 ) -> None:
     """A raising pass sets the alarm at now + min delay, logs, calls on_alarm_retry."""
     probe = Probe()
-    probe.failing_at = T0 + 20_000
+    probe.failing_at = START_MS + 20_000
     async with lab(probe) as t:
         with caplog.at_level(logging.ERROR, logger="durability"):
             await t.obj.arm()
-            assert await t.obj.alarm_at() == T0 + 20_000
+            assert await t.obj.alarm_at() == START_MS + 20_000
             await t.clock.advance(20_000)
-            assert await t.obj.alarm_at() == T0 + 35_000
+            assert await t.obj.alarm_at() == START_MS + 35_000
             await t.clock.advance(15_000 * 9)
         assert len(probe.failing_passes) == 10
         assert all(info is not None and not info.is_retry for info in probe.failing_passes)
@@ -359,7 +446,7 @@ async def test_failing_pass_arms_its_own_retry_and_returns(
 async def test_failed_fallback_reaches_the_hosts_retries() -> None:
     """When even the fallback set_alarm fails, the error propagates and the host retries."""
     probe = Probe()
-    probe.failing_at = T0 + 20_000
+    probe.failing_at = START_MS + 20_000
     async with lab(probe) as t:
         await t.obj.arm()
         probe.break_set_alarm = True
@@ -388,13 +475,13 @@ async def test_retry_hook_failure_is_only_logged(
 ) -> None:
     """on_alarm_retry raising (sync or async) is only logged; scheduling is unchanged."""
     probe = Probe()
-    probe.failing_at = T0 + 20_000
+    probe.failing_at = START_MS + 20_000
     probe.retries = _Raising(broken)  # type: ignore[assignment]
     async with lab(probe) as t:
         with caplog.at_level(logging.ERROR, logger="durability"):
             await t.obj.arm()
             await t.clock.advance(20_000)
-        assert await t.obj.alarm_at() == T0 + 35_000
+        assert await t.obj.alarm_at() == START_MS + 35_000
     events = [getattr(r, "event", "") for r in caplog.records]
     assert events.count("durability.alarm.retry_hook_failed") == 1
 

@@ -20,13 +20,13 @@ from typing import Any
 import httpx
 import pytest
 
-from durability.runtime import Request, Response, Runtime
+from conftest import START_MS
+from durability.runtime import AlarmInvocationInfo, Request, Response, Runtime
 from durability.runtime.server import WorkerApp, WorkerModule, WorkerModuleError, load_worker
 from durability.testing import VirtualClock
 
 ROOT = Path(__file__).resolve().parent.parent
 COUNTER = ROOT / "examples" / "counter.py"
-START = 1_700_000_000_000
 
 
 @pytest.fixture
@@ -98,7 +98,7 @@ async def test_counter_alarm_resets_on_the_virtual_clock(
     client, clock = counter_client
     await client.post("/apples/increment")
     armed = (await client.post("/apples/reset-in/30")).json()
-    assert armed["reset_at_ms"] == START + 30_000
+    assert armed["reset_at_ms"] == START_MS + 30_000
     await clock.advance(29_999)
     assert (await client.get("/apples")).json()["value"] == 1
     await clock.advance(1)
@@ -315,3 +315,16 @@ def test_real_server_serves_stops_on_sigint_and_keeps_data(tmp_path: Path) -> No
     finally:
         _stop_server(server)
     assert state == {"name": "apples", "value": 3, "reset_at_ms": armed["reset_at_ms"]}
+
+
+async def test_request_and_response_mirror_workers() -> None:
+    """`Request` exposes method/url/headers/text()/json(); `Response` status and json()."""
+    request = Request("http://host/path", method="POST", body='{"q": 1}')
+    assert (request.method, request.url) == ("POST", "http://host/path")
+    assert await request.text() == '{"q": 1}'
+    assert await request.json() == {"q": 1}
+    assert Response("hi").status == 200
+    assert Response("gone", status=404).status == 404
+    assert Response.json({"a": 1}).status == 200
+    assert Response.json({"a": 1}, status=201).status == 201
+    assert isinstance(AlarmInvocationInfo(retry_count=1, is_retry=True).retry_count, int)

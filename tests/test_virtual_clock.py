@@ -9,17 +9,17 @@ import time
 import pytest
 
 import durability
+from conftest import START_MS, LiveObject
 from durability import _virtual_loop
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
 from durability.testing import VirtualClock
 
-START = 1_700_000_000_000
 DAY_MS = 86_400_000
 
 
 async def test_now_ms_starts_at_start_ms() -> None:
     """now_ms() is start_ms until time is advanced, default and custom."""
-    assert VirtualClock().now_ms() == START
+    assert VirtualClock().now_ms() == START_MS
     clock = VirtualClock(start_ms=5_000)
     assert clock.now_ms() == 5_000
     async with clock:
@@ -42,8 +42,8 @@ async def test_bad_arguments_are_rejected() -> None:
         with pytest.raises(TypeError, match="ms"):
             await clock.advance(True)
         with pytest.raises(ValueError, match="past"):
-            await clock.advance_to(START - 1)
-        assert clock.now_ms() == START
+            await clock.advance_to(START_MS - 1)
+        assert clock.now_ms() == START_MS
 
 
 async def test_sleep_follows_virtual_time() -> None:
@@ -60,7 +60,7 @@ async def test_sleep_follows_virtual_time() -> None:
         assert woke_at == []
         assert not task.done()
         await clock.advance(1)
-        assert woke_at == [START + 10_000]
+        assert woke_at == [START_MS + 10_000]
         assert task.done()
 
 
@@ -87,7 +87,7 @@ async def test_timeout_and_wait_for_follow_virtual_time() -> None:
         await clock.advance(4_999)
         assert outcomes == []
         await clock.advance(10_000)
-        assert outcomes == [("timeout", START + 5_000), ("wait_for", START + 7_000)]
+        assert outcomes == [("timeout", START_MS + 5_000), ("wait_for", START_MS + 7_000)]
         await asyncio.gather(*tasks)
 
 
@@ -105,8 +105,12 @@ async def test_advance_fires_call_later_and_call_at_in_time_order() -> None:
         loop.call_at(loop.time() + 20, record, "b")
         loop.call_later(60, record, "late")
         await clock.advance(30_000)
-        assert fired == [("a", START + 10_000), ("b", START + 20_000), ("c", START + 30_000)]
-        assert clock.now_ms() == START + 30_000
+        assert fired == [
+            ("a", START_MS + 10_000),
+            ("b", START_MS + 20_000),
+            ("c", START_MS + 30_000),
+        ]
+        assert clock.now_ms() == START_MS + 30_000
 
 
 async def test_timers_due_at_one_instant_all_fire_there() -> None:
@@ -117,7 +121,7 @@ async def test_timers_due_at_one_instant_all_fire_there() -> None:
         for _ in range(5):
             loop.call_later(3, lambda: seen.append(durability.now_ms()))
         await clock.advance(60_000)
-        assert seen == [START + 3_000] * 5
+        assert seen == [START_MS + 3_000] * 5
 
 
 async def test_cancelled_timers_do_not_fire() -> None:
@@ -130,7 +134,7 @@ async def test_cancelled_timers_do_not_fire() -> None:
         handle.cancel()
         await clock.advance(5_000)
         assert fired == ["kept"]
-        assert clock.now_ms() == START + 5_000
+        assert clock.now_ms() == START_MS + 5_000
 
 
 async def test_work_started_by_a_timer_runs_until_it_waits_on_time() -> None:
@@ -155,9 +159,9 @@ async def test_work_started_by_a_timer_runs_until_it_waits_on_time() -> None:
 
         tasks = [asyncio.create_task(producer()), asyncio.create_task(consumer())]
         await clock.advance(1_000)
-        assert log == [("open", START + 1_000)]
+        assert log == [("open", START_MS + 1_000)]
         await clock.advance(5_000)
-        assert log == [("open", START + 1_000), ("again", START + 3_000)]
+        assert log == [("open", START_MS + 1_000), ("again", START_MS + 3_000)]
         await asyncio.gather(*tasks)
 
 
@@ -179,7 +183,7 @@ async def test_run_until_idle_runs_ready_work_without_moving_time() -> None:
         await clock.run_until_idle()
         assert task.done()
         assert sorted(done) == ["bottom", "due-now"]
-        assert clock.now_ms() == START
+        assert clock.now_ms() == START_MS
 
 
 async def test_settling_waits_for_executor_work() -> None:
@@ -211,8 +215,8 @@ async def test_thirty_days_of_minute_sleeps() -> None:
         await clock.advance(30 * DAY_MS)
         task.cancel()
         assert len(wakeups) == 30 * 24 * 60
-        assert wakeups[0] == START + 60_000
-        assert wakeups[-1] == START + 30 * DAY_MS
+        assert wakeups[0] == START_MS + 60_000
+        assert wakeups[-1] == START_MS + 30 * DAY_MS
         assert all(b - a == 60_000 for a, b in itertools.pairwise(wakeups))
 
 
@@ -266,9 +270,9 @@ async def test_attach_nests_and_refuses_a_second_loop() -> None:
     finally:
         other.close()
     clock.detach(loop)
-    assert durability.now_ms() == START
+    assert durability.now_ms() == START_MS
     clock.detach(loop)
-    assert durability.now_ms() != START
+    assert durability.now_ms() != START_MS
     with pytest.raises(RuntimeError, match="not attached"):
         clock.detach(loop)
 
@@ -278,8 +282,8 @@ async def test_advance_while_detached_only_moves_time() -> None:
     clock = VirtualClock()
     await clock.advance(DAY_MS)
     await clock.run_until_idle()
-    assert clock.now_ms() == START + DAY_MS
-    assert durability.now_ms() != START + DAY_MS
+    assert clock.now_ms() == START_MS + DAY_MS
+    assert durability.now_ms() != START_MS + DAY_MS
 
 
 async def test_one_advance_at_a_time() -> None:
@@ -325,8 +329,8 @@ async def test_detach_during_advance_ends_it() -> None:
     clock.attach(loop)
     loop.call_later(1, clock.detach, loop)
     await clock.advance(DAY_MS)
-    assert clock.now_ms() == START + DAY_MS
-    assert durability.now_ms() != START + DAY_MS
+    assert clock.now_ms() == START_MS + DAY_MS
+    assert durability.now_ms() != START_MS + DAY_MS
 
 
 class _HourlyTicker(DurableObject):
@@ -353,7 +357,7 @@ async def test_thirty_days_of_runtime_alarms() -> None:
         await ticker.start()
         await clock.advance(30 * DAY_MS)
         fired = await ticker.fired()
-    assert fired == [START + hour * 3_600_000 for hour in range(1, 30 * 24 + 1)]
+    assert fired == [START_MS + hour * 3_600_000 for hour in range(1, 30 * 24 + 1)]
 
 
 async def test_a_runtime_inside_an_attached_clock_leaves_it_bound() -> None:
@@ -361,9 +365,9 @@ async def test_a_runtime_inside_an_attached_clock_leaves_it_bound() -> None:
     async with VirtualClock() as clock:
         async with Runtime(clock=clock):
             await clock.advance(1_000)
-        assert durability.now_ms() == START + 1_000
+        assert durability.now_ms() == START_MS + 1_000
         await clock.advance(1_000)
-        assert durability.now_ms() == START + 2_000
+        assert durability.now_ms() == START_MS + 2_000
     assert abs(durability.now_ms() - time.time() * 1000) < 60_000
 
 
@@ -379,3 +383,13 @@ async def test_times_may_be_aware_datetimes() -> None:
         assert durability.now_ms() == int(start.timestamp() * 1000) + 5_000
     with pytest.raises(ValueError, match="aware"):
         VirtualClock(start_ms=datetime(2030, 1, 1))
+
+
+async def test_now_ms_follows_the_virtual_clock_inside_a_runtime(live: LiveObject) -> None:
+    """`durability.now_ms()` reads the runtime's virtual clock, moved only by advance."""
+    assert await live.stub.now() == START_MS
+    assert durability.now_ms() == START_MS
+    await live.clock.advance(1_234)
+    assert await live.stub.now() == START_MS + 1_234
+    await live.clock.advance_to(START_MS + 10_000)
+    assert durability.now_ms() == live.clock.now_ms() == START_MS + 10_000

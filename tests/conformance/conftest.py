@@ -21,12 +21,6 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def clock() -> VirtualClock:
-    """A fresh virtual clock."""
-    return VirtualClock()
-
-
-@pytest.fixture
 def make_runtime(backend: str, tmp_path: Path, clock: VirtualClock) -> RuntimeFactory:
     """Build a Runtime on the backend under test, driven by the virtual clock."""
 

@@ -1,14 +1,17 @@
-"""Instance lifecycle: evict, crash, fencing, hibernation, wait_until, input gate."""
+"""Instance lifecycle: evict, crash, restart, fencing, hibernation, wait_until, input gate."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from conftest import START_MS, Holder, LiveObject
 from durability import now_ms
-from durability.runtime import AlarmInvocationInfo, DurableObject, ObjectEvictedError
+from durability.runtime import AlarmInvocationInfo, DurableObject, ObjectEvictedError, Runtime
 from durability.testing import VirtualClock
 
 from .conftest import RuntimeFactory
@@ -301,3 +304,36 @@ async def test_close_fails_calls_in_flight(make_runtime: RuntimeFactory) -> None
     await rt.close()
     with pytest.raises(ObjectEvictedError):
         await pending
+
+
+async def test_evict_keeps_committed_data_and_alarm(live: LiveObject) -> None:
+    """After `evict` (by stub or id) the next call builds an instance that sees data and alarm."""
+    old = live.ctx
+    await old.storage.put("k", "v")
+    await old.storage.set_alarm(START_MS + 30_000)
+    await live.runtime.evict(live.stub)
+    await live.stub.now()
+    assert live.ctx is not old
+    await live.runtime.evict(live.stub.id)
+    await live.stub.now()
+    assert live.ctx is not old
+    assert await live.ctx.storage.get("k") == "v"
+    assert await live.ctx.storage.get_alarm() == START_MS + 30_000
+
+
+async def test_runtime_on_a_path_finds_objects_data_and_due_alarms(tmp_path: Path) -> None:
+    """A new Runtime on the same path finds the data; an alarm that came due fires at start."""
+    probe = SimpleNamespace(ctx=None, alarms=[])
+    bindings = {"OBJ": Holder, "PROBE": probe}
+    clock = VirtualClock()
+    async with Runtime(path=tmp_path, bindings=bindings, clock=clock) as runtime:
+        await runtime.env.OBJ.get_by_name("kept").now()
+        await probe.ctx.storage.put("k", "v")
+        await probe.ctx.storage.set_alarm(START_MS + 10_000)
+    later = VirtualClock(start_ms=START_MS + 60_000)
+    async with Runtime(path=tmp_path, bindings=bindings, clock=later) as runtime:
+        await later.run_until_idle()
+        assert [at for at, _ in probe.alarms] == [START_MS + 60_000]
+        await runtime.env.OBJ.get_by_name("kept").now()
+        assert await probe.ctx.storage.get("k") == "v"
+        assert await probe.ctx.storage.get_alarm() is None

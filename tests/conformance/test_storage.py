@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from conftest import START_MS, LiveObject
 from durability.runtime import DurableObject
 
 from .conftest import RuntimeFactory
@@ -294,3 +295,70 @@ async def test_kv_list_prefix_edges(make_runtime: RuntimeFactory) -> None:
     assert result["a"] == ["a", "a/", "a/x", "a0", f"a{top}", f"a{top}z"]
     assert result["\ud7ff"] == ["\ud7ff"]
     assert len(result[""]) == 9
+
+
+async def test_sql_cursor_surface(live: LiveObject) -> None:
+    """`sql.exec` returns a cursor with rows as dicts, raw tuples, names and counters."""
+    sql = live.ctx.storage.sql
+    sql.exec("CREATE TABLE t (k TEXT, v INTEGER)")
+    assert sql.exec("INSERT INTO t VALUES (?, ?), (?, ?)", "a", 1, "b", 2).rows_written == 2
+    cursor = sql.exec("SELECT k, v FROM t ORDER BY k")
+    assert cursor.column_names == ["k", "v"]
+    assert list(cursor) == [{"k": "a", "v": 1}, {"k": "b", "v": 2}]
+    assert cursor.rows_read == 2
+    assert sql.exec("SELECT k, v FROM t ORDER BY k").to_list()[1] == {"k": "b", "v": 2}
+    assert list(sql.exec("SELECT k, v FROM t ORDER BY k").raw()) == [("a", 1), ("b", 2)]
+    assert sql.exec("SELECT v FROM t WHERE k = ?", "b").one() == {"v": 2}
+    with pytest.raises(ValueError):
+        sql.exec("SELECT v FROM t").one()
+    for statement in ("BEGIN", "COMMIT", "SAVEPOINT s"):
+        with pytest.raises(ValueError):
+            sql.exec(statement)
+
+
+async def test_transactions_roll_back_on_exception(live: LiveObject) -> None:
+    """`transaction_sync` and `transaction` are atomic and re-raise the error."""
+    storage = live.ctx.storage
+    storage.sql.exec("CREATE TABLE t (v INTEGER)")
+
+    def sync_body() -> None:
+        storage.sql.exec("INSERT INTO t VALUES (1)")
+        raise LookupError("undo")
+
+    async def async_body(txn: Any) -> None:
+        await txn.put("k", 1)
+        await txn.set_alarm(START_MS + 1000)
+        raise LookupError("undo")
+
+    async def committed(txn: Any) -> int | None:
+        await txn.put("k", 2)
+        await txn.set_alarm(START_MS + 2000)
+        alarm: int | None = await txn.get_alarm()
+        return alarm
+
+    with pytest.raises(LookupError):
+        storage.transaction_sync(sync_body)
+    with pytest.raises(LookupError):
+        await storage.transaction(async_body)
+    assert storage.sql.exec("SELECT count(*) AS n FROM t").one() == {"n": 0}
+    assert (await storage.get("k"), await storage.get_alarm()) == (None, None)
+    assert storage.transaction_sync(lambda: 7) == 7
+    assert await storage.transaction(committed) == START_MS + 2000
+    assert await storage.get("k") == 2
+
+
+async def test_kv_methods_and_delete_all(live: LiveObject) -> None:
+    """KV get/put/delete/list behave as documented; delete_all leaves the object as new."""
+    storage = live.ctx.storage
+    for key, value in (("a:1", 1), ("a:2", [2]), ("b", {"c": None})):
+        await storage.put(key, value)
+    assert await storage.get("a:2") == [2]
+    assert await storage.list() == {"a:1": 1, "a:2": [2], "b": {"c": None}}
+    assert await storage.list(prefix="a:", limit=1) == {"a:1": 1}
+    assert (await storage.delete("b"), await storage.delete("b")) == (True, False)
+    storage.sql.exec("CREATE TABLE t (v INTEGER)")
+    await storage.set_alarm(START_MS + 60_000)
+    await storage.delete_all()
+    assert await storage.list() == {}
+    assert await storage.get_alarm() is None
+    assert storage.sql.exec("SELECT name FROM sqlite_master WHERE name = 't'").to_list() == []

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
 
+from conftest import START_MS, LiveObject
 from durability.runtime import DurableObject, ObjectId, Runtime
 
 from .conftest import RuntimeFactory
@@ -152,3 +154,37 @@ async def test_calls_need_a_running_runtime() -> None:
         await rt.env.BOX.get_by_name("a").snapshot()
     with pytest.raises(RuntimeError, match="not running"):
         await rt.env.BOX.get_by_name("a").snapshot()
+
+
+async def test_stub_calls_public_methods_only(live: LiveObject) -> None:
+    """Stubs call public methods with JSON copies; other names raise AttributeError."""
+    value = {"a": [1, 2.5, None, True, "x"]}
+    assert await live.stub.echo(value) == value
+    with pytest.raises(KeyError, match="missing"):
+        await live.stub.fail()
+    for name in ("_hidden", "no_such_method", "probe"):
+        with pytest.raises(AttributeError):
+            await getattr(live.stub, name)()
+
+
+async def test_env_namespaces_and_ids(live: LiveObject) -> None:
+    """Bindings become namespaces or pass through; ids are stable 64-hex with a name."""
+    runtime = live.runtime
+    assert runtime.env.PROBE is live.probe
+    assert runtime.env["PROBE"] is live.probe
+    namespace = runtime.namespace("OBJ")
+    object_id = namespace.id_from_name("live")
+    assert object_id == runtime.env.OBJ.id_from_name("live")
+    assert re.fullmatch("[0-9a-f]{64}", str(object_id))
+    assert object_id.name == "live"
+    assert str(live.ctx.id) == str(object_id)
+    unique = namespace.new_unique_id()
+    assert unique.name is None
+    assert str(unique) != str(object_id)
+    assert await namespace.get(object_id).now() == START_MS
+
+
+async def test_runtime_without_arguments_is_empty_and_in_memory() -> None:
+    """`Runtime()` starts with no bindings and needs no path."""
+    async with Runtime() as runtime:
+        assert list(runtime.env) == []
