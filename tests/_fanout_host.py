@@ -155,7 +155,7 @@ class Hub(DurableObject):
 
 @asynccontextmanager
 async def hub(probe: Probe, **options: Any) -> AsyncIterator[Lab[Probe]]:
-    """Object "a" of `Hub` at T0 (options go to the fanout)."""
+    """Object "a" of `Hub` at START_MS (options go to the fanout)."""
     probe.options.update(options)
     async with open_lab("HUB", Hub, probe) as lab:
         yield lab

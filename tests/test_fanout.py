@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from _fanout_host import Probe, bodies, hub
-from _lab import T0
+from conftest import START_MS
 from durability import (
     DurabilityFanout,
     FanoutTarget,
@@ -54,7 +54,7 @@ async def test_message_stays_until_every_target_settled_it() -> None:
         assert (row["target_id"], row["attempt"], row["next_attempt_at"]) == (
             "audit",
             1,
-            T0 + 5_000,
+            START_MS + 5_000,
         )
         probe.behaviour.pop("audit")
         await t.clock.advance(5_000)
@@ -202,7 +202,7 @@ async def test_batch_delay_holds_first_deliveries_until_the_window_boundary() ->
         await t.obj.enqueue(bodies("x"))
         await t.clock.advance(2_000)
         await t.obj.enqueue([{"id": "m2", "body": "y"}])
-        boundary = -(-(T0 + 3_000) // 10_000) * 10_000
+        boundary = -(-(START_MS + 3_000) // 10_000) * 10_000
         assert [row["next_attempt_at"] for row in await t.obj.rows()] == [boundary, boundary]
         await t.clock.advance_to(boundary - 1)
         assert probe.batches == []
@@ -287,6 +287,6 @@ class _Bare(DurableObject):
 )
 async def test_invalid_options_raise_before_anything_is_stored(kind: str, expected: str) -> None:
     """Bad targets and options raise at construction, naming the target or option."""
-    async with Runtime(bindings={"BARE": _Bare}, clock=VirtualClock(T0)) as rt:
+    async with Runtime(bindings={"BARE": _Bare}, clock=VirtualClock(START_MS)) as rt:
         stub = rt.env.BARE.get_by_name("a")
         assert await stub.build(kind) == expected

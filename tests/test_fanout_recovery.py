@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from _fanout_host import Hub, Probe, bodies, hub
-from _lab import T0
+from conftest import START_MS
 from durability import (
     LATEST,
     Durability,
@@ -73,13 +73,13 @@ async def test_interrupted_final_attempt_is_dead_lettered_without_redelivery() -
 async def test_messages_survive_a_restart_of_the_runtime(tmp_path: Path) -> None:
     """Accepted messages not yet delivered are delivered by the alarm after a restart."""
     probe = Probe(consumers={"email": {}}, options={"batch_delay_ms": 60_000})
-    clock = VirtualClock(T0 + 1)
+    clock = VirtualClock(START_MS + 1)
     async with Runtime(bindings={"HUB": Hub, "PROBE": probe}, clock=clock, path=tmp_path) as rt:
         result = await rt.env.HUB.get_by_name("a").enqueue(bodies("x"))
         assert result["success"] is True
     assert probe.batches == []
     async with Runtime(bindings={"HUB": Hub, "PROBE": probe}, clock=clock, path=tmp_path) as rt:
-        await clock.advance_to(T0 + 60_000)
+        await clock.advance_to(START_MS + 60_000)
         assert probe.delivered("email") == [("m1", 1)]
 
 
@@ -93,7 +93,7 @@ async def test_removed_target_keeps_its_work_and_new_targets_get_only_new_messag
         await t.obj.enqueue(bodies("x"))
         probe.consumers = {"email": {}}
         await t.rt.evict(t.obj)
-        boundary = -(-(T0 + 1) // 60_000) * 60_000
+        boundary = -(-(START_MS + 1) // 60_000) * 60_000
         with caplog.at_level(logging.ERROR, logger="durability"):
             await t.clock.advance_to(boundary)
         assert probe.delivered("email") == [("m1", 1)]
@@ -137,7 +137,7 @@ async def test_physical_alarm_follows_the_earliest_pending_delivery() -> None:
     async with hub(probe) as t:
         await t.obj.enqueue(bodies("x"))
         await t.clock.run_until_idle()
-        assert await t.obj.alarm_at() == T0 + 3_600_000
+        assert await t.obj.alarm_at() == START_MS + 3_600_000
         await t.clock.advance(3_600_000)
         assert probe.delivered("email") == [("m1", 1), ("m1", 2)]
         assert await t.obj.alarm_at() is None
@@ -196,7 +196,7 @@ class Shared(DurableObject):
 async def test_fanout_operations_and_named_alarms_share_one_scheduler_and_alarm() -> None:
     """One alarm serves all three: it always sits at the earliest pending work of any helper."""
     log: list[tuple[str, int]] = []
-    clock = VirtualClock(T0)
+    clock = VirtualClock(START_MS)
     async with Runtime(bindings={"SHARED": Shared, "PROBE": log}, clock=clock) as rt:
         stub = rt.env.SHARED.get_by_name("a")
         await stub.start()
@@ -204,15 +204,15 @@ async def test_fanout_operations_and_named_alarms_share_one_scheduler_and_alarm(
         assert sorted(log) == [("charge", 1), ("email", 1)]
         # The operation's retry (within seconds) comes first, then the fanout's, then renew.
         retry_at = await stub.alarm_at()
-        assert retry_at is not None and retry_at <= T0 + 15_000
+        assert retry_at is not None and retry_at <= START_MS + 15_000
         await clock.advance(60_000)
         assert ("charge", 2) in log
-        assert await stub.alarm_at() == T0 + 1_200_000
+        assert await stub.alarm_at() == START_MS + 1_200_000
         await rt.evict(stub)
-        await clock.advance_to(T0 + 1_200_000)
+        await clock.advance_to(START_MS + 1_200_000)
         assert log[-1] == ("email", 2)
-        assert await stub.alarm_at() == T0 + 3_600_000
-        await clock.advance_to(T0 + 3_600_000)
+        assert await stub.alarm_at() == START_MS + 3_600_000
+        await clock.advance_to(START_MS + 3_600_000)
         assert log[-1] == ("renew", 1)
         assert await stub.alarm_at() is None
         assert (
@@ -239,7 +239,7 @@ class Schema(DurableObject):
 
 async def test_migrate_creates_and_drops_the_fanout_tables() -> None:
     """migrate(LATEST) creates the three tables; migrate(None) drops them again."""
-    async with Runtime(bindings={"SCHEMA": Schema}, clock=VirtualClock(T0)) as rt:
+    async with Runtime(bindings={"SCHEMA": Schema}, clock=VirtualClock(START_MS)) as rt:
         stub = rt.env.SCHEMA.get_by_name("a")
         up = await stub.migrate("latest")
         assert up == {

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from _fanout_host import Probe, bodies, hub, settle_nothing
-from _lab import T0
+from conftest import START_MS
 from durability import FanoutMessage, FanoutSettlementError, RetryPolicy, StoredFailure
 from durability._errors import SerializedError
 
@@ -57,14 +57,14 @@ async def test_unsettled_message_is_retried_with_the_policy_delay() -> None:
         await t.obj.enqueue(bodies("x"))
         await t.clock.run_until_idle()
         [row] = await t.obj.rows()
-        assert (row["attempt"], row["next_attempt_at"]) == (1, T0 + 1_000)
+        assert (row["attempt"], row["next_attempt_at"]) == (1, START_MS + 1_000)
         assert (row["last_error_name"], row["last_error"]) == (
             "Error",
             "Consumer returned without settling the message",
         )
         [settled] = probe.of_type("attempt_settled")
         assert settled.outcome == "retry_scheduled"
-        assert settled.next_attempt_at == T0 + 1_000
+        assert settled.next_attempt_at == START_MS + 1_000
         assert settled.error == SerializedError(
             "Error", "Consumer returned without settling the message"
         )
@@ -106,7 +106,7 @@ async def test_retry_delay_overrides_the_policy() -> None:
         await t.obj.enqueue(bodies("x"))
         await t.clock.run_until_idle()
         [row] = await t.obj.rows()
-        assert row["next_attempt_at"] == T0 + 7_000
+        assert row["next_attempt_at"] == START_MS + 7_000
         assert (row["last_error_name"], row["last_error"]) == ("Retry", "Retried by consumer")
         await t.clock.advance(7_000)
         assert probe.delivered("email") == [("m1", 1), ("m1", 2)]
@@ -194,14 +194,14 @@ async def test_batch_timeout_retries_with_fanout_timeout_error() -> None:
         await t.obj.enqueue(bodies("x"))
         await t.clock.run_until_idle()
         [claimed] = await t.obj.rows()
-        assert claimed["next_attempt_at"] == T0 + 5_000
+        assert claimed["next_attempt_at"] == START_MS + 5_000
         await t.clock.advance(5_000)
         [row] = await t.obj.rows()
         assert (row["last_error_name"], row["last_error"]) == (
             "FanoutTimeoutError",
             "Fanout delivery timed out after 5000ms",
         )
-        assert row["next_attempt_at"] == T0 + 6_000
+        assert row["next_attempt_at"] == START_MS + 6_000
         with pytest.raises(FanoutSettlementError):
             await probe.received[0].ack()
 
@@ -216,7 +216,7 @@ async def test_storage_target_writes_each_message_and_acks_it() -> None:
         generation = probe.of_type("registered")[0].generation
         assert stored.id == f'["{generation}","archive"]'
         assert (stored.message_id, stored.target, stored.body) == ("m1", "archive", {"n": 1})
-        assert (stored.enqueued_at, stored.stored_at, stored.attempts) == (T0, T0, 1)
+        assert (stored.enqueued_at, stored.stored_at, stored.attempts) == (START_MS, START_MS, 1)
         assert stored.failure is None
         assert await t.obj.rows() == []
 
@@ -249,7 +249,7 @@ async def test_exhausted_delivery_goes_to_the_dlq_with_its_last_error() -> None:
         await t.clock.advance(1_000)
         [dead] = probe.dead
         assert dead.attempts == 2
-        assert dead.stored_at == T0 + 1_000
+        assert dead.stored_at == START_MS + 1_000
         assert dead.failure == StoredFailure(
             reason="exhausted", error=SerializedError("RuntimeError", "bounced")
         )
@@ -308,10 +308,10 @@ async def test_dlq_failure_keeps_the_intent_and_retries_only_the_write_every_min
         await t.clock.run_until_idle()
         [row] = await t.obj.rows()
         assert (row["phase"], row["dead_letter_reason"]) == ("dead_letter", "explicit")
-        assert row["next_attempt_at"] == T0 + 60_000
+        assert row["next_attempt_at"] == START_MS + 60_000
         await t.clock.advance(60_000)
         [dead] = probe.dead
-        assert dead.stored_at == T0
+        assert dead.stored_at == START_MS
         assert probe.delivered("email") == [("m1", 1)]
         assert await t.obj.rows() == []
 
@@ -349,7 +349,7 @@ async def test_lifecycle_events_follow_one_delivery() -> None:
         registered, started, settled = probe.events
         assert {e.entity_kind for e in probe.events} == {"fanout_delivery"}
         assert (registered.id, registered.target, registered.attempt) == ("m1", "email", 0)
-        assert registered.timestamp == T0
+        assert registered.timestamp == START_MS
         assert (started.attempt, settled.attempt, settled.outcome) == (1, 1, "completed")
         assert settled.duration_ms == 0
         assert len({e.generation for e in probe.events}) == 1

@@ -14,7 +14,7 @@ Body = TypeVar("Body")
 FailureReason: TypeAlias = Literal["exhausted", "explicit"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class FanoutInput(Generic[Body]):
     """One message to enqueue.
 
@@ -27,7 +27,7 @@ class FanoutInput(Generic[Body]):
     deduplication_key: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class StoredFailure:
     """Why a dead letter was written: `exhausted` attempts or an `explicit` dead_letter().
 
@@ -39,7 +39,7 @@ class StoredFailure:
     error: SerializedError | None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class StoredMessage(Generic[Body]):
     """What a storage target or the dead-letter queue receives.
 
@@ -163,7 +163,7 @@ class FanoutMessage(Generic[Body]):
         await self._settle.dead_letter()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class FanoutTarget(Generic[Body]):
     """A named recipient: exactly one of `deliver` (a consumer) and `storage`.
 
