@@ -25,7 +25,7 @@ from .events import DeliveryStartedEvent
 from .rows import Delivery
 from .settlement import Settler, entity, within
 from .store import DeliveryStore
-from .types import FanoutMessage, FanoutTarget, StoredMessage
+from .types import FanoutMessage, FanoutTarget, MessageWrite, StoredMessage
 
 UNSETTLED = SerializedError("Error", "Consumer returned without settling the message")
 RETRIED = SerializedError("Retry", "Retried by consumer")
@@ -191,22 +191,21 @@ class Batch:
                 raise task.exception()  # type: ignore[misc]
 
     async def _hand_over(self, messages: list[FanoutMessage[Any]]) -> None:
-        deliver = self.target.deliver
+        deliver, storage = self.target.deliver, self.target.storage
         if deliver is not None:
             result = deliver(messages)
             if inspect.isawaitable(result):
                 await result
-            return
-        writes = await asyncio.gather(
-            *(self._store_one(message) for message in messages), return_exceptions=True
-        )
-        for outcome in writes:
-            if isinstance(outcome, BaseException):
-                raise outcome
+        elif storage is not None:
+            writes = await asyncio.gather(
+                *(self._store_one(storage, message) for message in messages),
+                return_exceptions=True,
+            )
+            for outcome in writes:
+                if isinstance(outcome, BaseException):
+                    raise outcome
 
-    async def _store_one(self, message: FanoutMessage[Any]) -> None:
-        write = self.target.storage
-        assert write is not None
+    async def _store_one(self, write: MessageWrite, message: FanoutMessage[Any]) -> None:
         result: Any = write(
             StoredMessage(
                 id=message.delivery_id,

@@ -9,6 +9,7 @@ or a failed write then retries only the write, 60 s later, never the consumer.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import math
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -56,9 +57,12 @@ def entity(row: Delivery) -> dict[str, Any]:
 def retry_delay(policy: AttemptPolicy, attempt: int, override: int | None) -> int:
     """The delay before the next attempt; `DurableRetryPolicyError` if it is unusable."""
     raw = override if override is not None else policy.delay(attempt)
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw):
-        raise DurableRetryPolicyError("fanout")
-    if raw < 0:
+    if (
+        isinstance(raw, bool)
+        or not isinstance(raw, (int, float))
+        or not math.isfinite(raw)
+        or raw < 0
+    ):
         raise DurableRetryPolicyError("fanout")
     delay = math.floor(raw + 0.5)
     if now_ms() + delay > MAX_SAFE_INTEGER:
@@ -199,5 +203,5 @@ class Settler:
 async def _call(write: MessageWrite, message: StoredMessage[Any]) -> None:
     """Call a `MessageWrite` (its result may be a plain value or an awaitable)."""
     result: Any = write(message)
-    if result is not None and hasattr(result, "__await__"):
+    if inspect.isawaitable(result):
         await result
