@@ -40,13 +40,14 @@ def _values(count: int, width: int) -> str:
 def _fenced(count: int) -> str:
     """The WHERE clause matching `count` pending rows on (id, generation, attempt).
 
-    The plain `id IN` list is what lets SQLite look rows up by key: a row-value IN
-    alone is answered with a table scan.
+    The plain `id IN` list is what lets SQLite look rows up by key (a row-value IN
+    alone is answered with a table scan); the unary `+` on the other columns keeps an
+    UPDATE of indexed columns on that one-pass path (without it, 40 times slower).
     """
     marks = ", ".join("?" * count)
     return (
         f"id IN ({marks}) AND (id, generation_id, attempt) IN ({_values(count, 3)}) "
-        "AND status = 'pending'"
+        "AND +status = 'pending'"
     )
 
 
@@ -153,7 +154,7 @@ def claim_rows(
     for chunk in _chunks(rows, 4):
         cursor = sql.exec(
             "UPDATE durability_fanout_deliveries SET attempt = attempt + 1, next_attempt_at = ? "
-            f"WHERE {_fenced(len(chunk))} AND phase = 'delivery' AND attempt < ? RETURNING id",
+            f"WHERE {_fenced(len(chunk))} AND +phase = 'delivery' AND +attempt < ? RETURNING id",
             lease_until,
             *_fence_bindings(chunk),
             max_attempts,
