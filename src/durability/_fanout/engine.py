@@ -16,15 +16,19 @@ from .._clock import now_ms
 from .._context import Context, SqlStorage
 from .._engine import (
     FANOUT_MIGRATIONS,
-    AlarmInvocationInfo,
     DurabilityScheduler,
     Participant,
     Release,
     TableSpec,
     attach,
 )
+from .._engine import (
+    AlarmInvocationInfo as HostInfo,
+)
 
 T = TypeVar("T")
+
+__all__ = ["CAPABILITY", "DELIVERIES", "FanoutEngine", "HostInfo", "next_pending_at"]
 
 CAPABILITY = "fanout"
 KIND = "DurabilityFanout"
@@ -58,7 +62,7 @@ class FanoutEngine:
     ) -> None:
         self._engine = attach(scheduler=scheduler, context=context, kind=KIND, options=options)
 
-    def start(self, run_due: Callable[[int, AlarmInvocationInfo | None], Awaitable[None]]) -> None:
+    def start(self, run_due: Callable[[int, HostInfo | None], Awaitable[None]]) -> None:
         """Migrate the fanout tables and make alarm passes call `run_due(now, info)`."""
         self._engine.migrate_schema(CAPABILITY, FANOUT_MIGRATIONS)
         self._engine.register(Participant(DELIVERIES, run_due, next_pending_at=next_pending_at))
@@ -97,7 +101,7 @@ class FanoutEngine:
         """A lifecycle emitter that never raises; async hooks go to `wait_until`."""
         return self._engine.emitter(hook)
 
-    async def alarm(self, info: AlarmInvocationInfo | None) -> None:
+    async def alarm(self, info: HostInfo | None) -> None:
         """Run an alarm pass of every helper on this scheduler."""
         await self._engine.alarm(info)
 

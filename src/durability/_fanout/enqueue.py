@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._errors import FanoutEnqueueError
 from .._serialization import serialize
-from .rows import NewMessage
+from .rows import NewMessage, random_id
 from .types import FanoutInput
 
 TARGETS_RULE = "Enqueue targets must be distinct configured target IDs"
 IDS_RULE = "Message IDs and deduplication keys must be non-empty strings"
-
-
-def random_id() -> str:
-    """A random (version 4) UUID string, without `uuid.UUID`'s per-call checks."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    text = raw.hex()
-    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 def first_attempt_at(created_at: int, batch_delay_ms: int) -> int:

@@ -19,7 +19,6 @@ from .._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
     FANOUT_MIGRATIONS,
     LATEST,
-    AlarmInvocationInfo,
     AlarmRetryInfo,
     AttemptPolicy,
     DurabilityScheduler,
@@ -29,14 +28,13 @@ from .._engine import (
     given_options,
     jitter,
     migrate,
-    new_generation,
     report_failure,
 )
 from .._errors import FanoutEnqueueError, serialize_error
 from .._load import EnqueueResult, LoadSnapshot, RoutingLoad
 from .._validate import check_callable, check_positive_int
 from .delivery import Batch
-from .engine import CAPABILITY, FanoutEngine
+from .engine import CAPABILITY, FanoutEngine, HostInfo
 from .enqueue import EnqueueRequest, first_attempt_at
 from .events import DeliveryRegisteredEvent
 from .rows import Delivery
@@ -113,7 +111,7 @@ class DurabilityFanout(Generic[Body]):
         """Move only the fanout schema to `target` (`LATEST`, `None` for none, or a name)."""
         return migrate(context.storage, CAPABILITY, FANOUT_MIGRATIONS, target)
 
-    async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
+    async def alarm(self, info: HostInfo | None = None) -> None:
         """Run due work of every helper on this fanout's scheduler (the object's alarm)."""
         await self._engine.alarm(info)
 
@@ -145,7 +143,6 @@ class DurabilityFanout(Generic[Body]):
                     request.targets,
                     now,
                     first_attempt_at(now, self._batch_delay_ms),
-                    new_generation,
                 )
             except FanoutEnqueueError as rejection:
                 return await self._rejected(finish, rejection)
@@ -177,7 +174,7 @@ class DurabilityFanout(Generic[Body]):
         await self._run_due(now_ms(), None)
         await self._engine.schedule_next_alarm()
 
-    async def _run_due(self, now: int, info: AlarmInvocationInfo | None) -> None:
+    async def _run_due(self, now: int, info: HostInfo | None) -> None:
         """One pass: one bounded batch per target with delivery rows, targets in parallel."""
         outcomes = await asyncio.gather(
             *(self._target_pass(target) for target in self._store.target_ids()),

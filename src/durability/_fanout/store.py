@@ -127,7 +127,6 @@ class DeliveryStore:
         targets: Sequence[str],
         now: int,
         first_attempt_at: int,
-        new_generation: Callable[[], str],
     ) -> list[Delivery]:
         """Store every new entry with one row per target; returns the new rows.
 
@@ -136,7 +135,7 @@ class DeliveryStore:
         `FanoutEnqueueError` and nothing is written.
         """
         created = await self._write(
-            lambda sql: register_rows(sql, entries, targets, now, first_attempt_at, new_generation),
+            lambda sql: register_rows(sql, entries, targets, now, first_attempt_at),
             due_now=first_attempt_at <= now,
         )
         self._adjust(len(created))

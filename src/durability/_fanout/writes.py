@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
 from .._context import SqlStorage
 from .._errors import FanoutEnqueueError
 from .._types import SqlValue
-from .rows import Delivery, NewMessage, json_pair, new_row
+from .rows import Delivery, NewMessage, json_pair, new_row, random_id
 
 Item = TypeVar("Item")
 
@@ -65,7 +65,6 @@ def register_rows(
     targets: Sequence[str],
     now: int,
     first_attempt_at: int,
-    new_generation: Callable[[], str],
 ) -> list[Delivery]:
     """Insert a manifest and one delivery per target for each new entry; the new rows.
 
@@ -85,7 +84,7 @@ def register_rows(
     )
     created: list[Delivery] = []
     for seq, entry in enumerate(entries, end - len(entries)):
-        generation = new_generation()
+        generation = random_id()
         inserted = sql.exec(
             "INSERT INTO durability_fanout_messages (key, id, payload, targets, remaining, "
             "seq, created_at, generation_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
