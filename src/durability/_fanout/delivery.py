@@ -20,7 +20,6 @@ from .._errors import FanoutSettlementError, SerializedError, serialize_error
 from .._load import RoutingLoad
 from .._serialization import deserialize
 from .._types import MAX_SAFE_INTEGER
-from .engine import FanoutEngine
 from .events import DeliveryStartedEvent
 from .rows import Delivery
 from .settlement import Settler, entity, within
@@ -100,19 +99,17 @@ def _valid_delay(delay_ms: object) -> bool:
 class Batch:
     """One claimed batch of one target, from hand-over to the last retry it schedules."""
 
-    __slots__ = ("engine", "policy", "settler", "started_at", "states", "store", "target")
+    __slots__ = ("policy", "settler", "started_at", "states", "store", "target")
 
     def __init__(
         self,
         *,
-        engine: FanoutEngine,
         store: DeliveryStore,
         settler: Settler,
         target: FanoutTarget[Any],
         policy: AttemptPolicy,
         rows: list[Delivery],
     ) -> None:
-        self.engine = engine
         self.store = store
         self.settler = settler
         self.target = target
@@ -179,11 +176,12 @@ class Batch:
             failure = error
         self._close()
         if failure is None and self.target.ack_on_return:
-            self._ack_unsettled()
+            await self._ack_unsettled()
         started = [state.task for state in self.states if state.task is not None]
-        if started:
+        running = [task for task in started if not task.done()]
+        if running:
             # A consumer that raised must not bypass settlements already in flight.
-            await asyncio.wait(started)
+            await asyncio.wait(running)
         if failure is not None:
             raise failure
         for task in started:
@@ -221,20 +219,31 @@ class Batch:
             await result
         await message.ack()
 
-    def _ack_unsettled(self) -> None:
+    async def _ack_unsettled(self) -> None:
+        """Ack what the consumer left unsettled, in one transaction, in this task.
+
+        Running it here (not in a task of its own) lets the removal share the turn, and
+        so the commit, of the claim when the consumer never really waited.
+        """
         unsettled = [state for state in self.states if state.outcome is None]
         if not unsettled:
             return
-
-        async def ack_all() -> None:
-            removed = await self.store.remove([state.row for state in unsettled])
-            for state in unsettled:
-                # A row a later attempt already reclaimed stays with that attempt.
-                if state.row.id in removed:
-                    state.completed = True
-                    self.settler.completed(state.row, self.started_at)
-
-        task = self.engine.spawn(ack_all())
+        finished = asyncio.get_running_loop().create_future()
+        finished.add_done_callback(_retrieve)
         for state in unsettled:
             state.outcome = "ack"
-            state.task = task
+            state.task = finished
+        try:
+            removed = await self.store.remove([state.row for state in unsettled])
+        except asyncio.CancelledError:
+            finished.cancel()
+            raise
+        except Exception as error:
+            finished.set_exception(error)
+            return
+        for state in unsettled:
+            # A row a later attempt already reclaimed stays with that attempt.
+            if state.row.id in removed:
+                state.completed = True
+                self.settler.completed(state.row, self.started_at)
+        finished.set_result(None)

@@ -231,7 +231,6 @@ class DurabilityFanout(Generic[Body]):
             )
             if claimed:
                 batch = Batch(
-                    engine=self._engine,
                     store=self._store,
                     settler=self._settler,
                     target=target,

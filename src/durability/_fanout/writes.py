@@ -8,13 +8,13 @@ Workers limit of 100 bound parameters per statement.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
 from .._context import SqlStorage
 from .._errors import FanoutEnqueueError
+from .._serialization import to_json_text
 from .._types import SqlValue
 from .rows import Delivery, NewMessage, json_pair, new_row, random_id
 
@@ -71,7 +71,7 @@ def register_rows(
     A stored key (or one repeated in the batch) with the same id, body and targets is
     skipped; with different ones `FanoutEnqueueError` rolls the whole batch back.
     """
-    targets_text = json.dumps(list(targets), ensure_ascii=False, separators=(",", ":"))
+    targets_text = to_json_text(list(targets))
     # Reserved for the whole batch up front; a skipped duplicate leaves a harmless gap.
     end = int(
         next(
