@@ -81,6 +81,14 @@ class FanoutEngine:
             return await self._engine.transaction(write, due_at=_due_now)
         return await self._engine.transaction(write)
 
+    def removal(self, write: Callable[[SqlStorage], T]) -> T:
+        """Run `write`, which only deletes pending rows, atomically without reconciling.
+
+        Removing work never needs an earlier alarm, and every removal happens inside a
+        delivery pass, whose end reconciles the alarm and the timer anyway.
+        """
+        return self._engine.transaction_sync(write)
+
     async def acquire_permit(self) -> Release:
         """A permit of the scheduler's shared FIFO pool."""
         return self._engine.try_acquire_permit() or await self._engine.acquire_permit()

@@ -165,7 +165,11 @@ class DeliveryStore:
 
     async def remove(self, rows: Sequence[Delivery]) -> set[str]:
         """Delete each row still at its claimed attempt; the ids actually removed."""
-        removed = await self._write(lambda sql: remove_rows(sql, rows))
+        try:
+            removed = self._engine.removal(lambda sql: remove_rows(sql, rows))
+        except BaseException:
+            self._count = None
+            raise
         self._adjust(-len(removed))
         return removed
 
