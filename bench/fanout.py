@@ -3,11 +3,12 @@
     python bench/fanout.py [--messages 20000] [--callers 200] [--rounds 3] [--dir DIR]
 
 Everything runs in one process on real files (WAL, synchronous=FULL) and the real clock.
-Concurrent callers enqueue one message per call on ONE file-backed object (each call
+Concurrent callers enqueue messages on ONE file-backed object (each call
 returns once the message is durable); the clock stops when both consumer targets have
-settled every message, so every manifest and delivery row is gone again. Two
-configurations: the defaults (batches of 10, an explicit `ack()` per message) and
-`ack_on_return` with batches of 100 (one transaction settles a whole batch).
+settled every message, so every manifest and delivery row is gone again. Three
+configurations: the defaults (batches of 10, an explicit `ack()` per message),
+`ack_on_return` with batches of 100 (one transaction settles a whole batch), and the
+same with callers that enqueue 10 messages per call.
 
 Beside them, raw sqlite3 does the same row work per message (insert the manifest and
 two delivery rows, bump the sequence, claim each delivery, delete it, release the
@@ -78,9 +79,9 @@ class FanoutBench(DurableObject):
 
         return deliver
 
-    async def enqueue(self, id: str) -> None:
-        """Enqueue one message; returns once it is durable."""
-        result = await self.fanout.enqueue(FanoutInput(id=id, body=0))
+    async def enqueue(self, ids: list[str]) -> None:
+        """Enqueue messages with these ids in one call; returns once they are durable."""
+        result = await self.fanout.enqueue([FanoutInput(0, id=id) for id in ids])
         assert result.success, result.error
 
     async def expect(self, count: int) -> None:
@@ -171,19 +172,24 @@ def _raw_message(connection: sqlite3.Connection, key: str, now: int, payload: st
 
 
 async def bench_fanout(
-    directory: Path, messages: int, callers: int, max_batch_size: int, ack_on_return: bool
+    directory: Path,
+    messages: int,
+    callers: int,
+    configuration: tuple[str, int, bool, int],
 ) -> float:
     """Seconds from the first enqueue until both targets settled all `messages`."""
+    _, max_batch_size, ack_on_return, per_call = configuration
     settings.max_batch_size = max_batch_size
     settings.ack_on_return = ack_on_return
     async with Runtime(path=directory, bindings={"FANOUT": FanoutBench}) as rt:
         bench = rt.env.FANOUT.get_by_name("fanout")
         await bench.expect(messages)
-        ids = iter(range(messages))
+        calls = iter(range(0, messages, per_call))
 
         async def caller() -> None:
-            for number in ids:
-                await bench.enqueue(f"m-{number}")
+            for first in calls:
+                last = min(first + per_call, messages)
+                await bench.enqueue([f"m-{number}" for number in range(first, last)])
 
         started = time.perf_counter()
         await asyncio.gather(*(caller() for _ in range(callers)))
@@ -203,8 +209,9 @@ def _rates(count: int, seconds: list[float]) -> tuple[float, str]:
 
 
 CONFIGURATIONS = (
-    ("defaults: batches of 10, ack() per message", 10, False),
-    ("ack_on_return, batches of 100", 100, True),
+    ("1 message per enqueue; defaults: batches of 10, ack() per message", 10, False, 1),
+    ("1 message per enqueue; ack_on_return, batches of 100", 100, True, 1),
+    ("10 messages per enqueue; ack_on_return, batches of 100", 100, True, 10),
 )
 
 
@@ -222,22 +229,18 @@ def main() -> None:
     args = parser.parse_args()
     raw_one: list[float] = []
     raw_batched: list[float] = []
-    runtime: dict[str, list[float]] = {label: [] for label, _, _ in CONFIGURATIONS}
+    runtime: dict[str, list[float]] = {configuration[0]: [] for configuration in CONFIGURATIONS}
     with tempfile.TemporaryDirectory(prefix="durability-bench-", dir=args.dir) as tmp:
         for round_number in range(args.rounds):
             here = Path(tmp) / f"round-{round_number}"
             here.mkdir()
             raw_one.append(bench_raw(here, args.raw_messages, 1))
             raw_batched.append(bench_raw(here, args.messages, 100))
-            for index, (label, batch, ack_on_return) in enumerate(CONFIGURATIONS):
-                runtime[label].append(
+            for index, configuration in enumerate(CONFIGURATIONS):
+                runtime[configuration[0]].append(
                     asyncio.run(
                         bench_fanout(
-                            here / f"runtime-{index}",
-                            args.messages,
-                            args.callers,
-                            batch,
-                            ack_on_return,
+                            here / f"runtime-{index}", args.messages, args.callers, configuration
                         )
                     )
                 )
