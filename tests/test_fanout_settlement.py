@@ -353,3 +353,33 @@ async def test_lifecycle_events_follow_one_delivery() -> None:
         assert (started.attempt, settled.attempt, settled.outcome) == (1, 1, "completed")
         assert settled.duration_ms == 0
         assert len({e.generation for e in probe.events}) == 1
+
+
+async def test_redrive_of_a_dead_letter_registers_fresh_attempts() -> None:
+    """Enqueueing a dead letter by its delivery id for its target starts again at attempt 1."""
+    probe = Probe(use_dlq=True)
+    redriven = False
+
+    async def reject_first(messages: Sequence[FanoutMessage[Any]]) -> None:
+        for message in messages:
+            if redriven:
+                await message.ack()
+            else:
+                await message.dead_letter()
+
+    async def hold(messages: Sequence[FanoutMessage[Any]]) -> None:
+        await asyncio.Event().wait()
+
+    probe.behaviour["email"] = reject_first
+    probe.behaviour["audit"] = hold
+    async with hub(probe) as t:
+        await t.obj.enqueue(bodies({"n": 1}))
+        await t.clock.run_until_idle()
+        [dead] = probe.dead
+        redriven = True
+        entry = {"id": dead.message_id, "body": dead.body, "key": dead.id}
+        result = await t.obj.enqueue([entry], [dead.target])
+        await t.clock.run_until_idle()
+        assert result["success"] is True
+        assert probe.delivered("email") == [("m1", 1), ("m1", 1)]
+        assert [row["target_id"] for row in await t.obj.rows()] == ["audit"]
