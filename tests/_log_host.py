@@ -19,6 +19,7 @@ from durability import (
     LogLeaseOptions,
     LogRetention,
 )
+from durability.cloudflare import adapt
 from durability.runtime import DurableObject, ObjectStub, Runtime
 from durability.testing import VirtualClock
 
@@ -101,7 +102,7 @@ class LogHost(DurableObject):
 
     async def tables(self) -> list[str]:
         """The log's tables present in this object's database."""
-        rows = self.ctx.storage.sql.exec(
+        rows = adapt(self.ctx).storage.sql.exec(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'durability_log%' "
             "ORDER BY name"
         )

@@ -1,8 +1,9 @@
-"""What every test shares: the one start time, a virtual clock, and a live object's ctx."""
+"""What every test shares: the one start time, a virtual clock, a live object's ctx, and
+the host the objects of the host-independent suites run on."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 import pytest
 
 import durability
+from _cloudflare_double import BUILTIN, WORKERS_SDK, install
+from durability.cloudflare import adapt
 from durability.runtime import AlarmInvocationInfo, DurableObject, ObjectStub, Runtime
 from durability.testing import VirtualClock
 
@@ -17,6 +20,23 @@ START_MS = 1_700_000_000_000
 """Where every test's virtual clock starts (the VirtualClock default)."""
 
 DURABILITY_TABLES = "SELECT name FROM sqlite_master WHERE name LIKE 'durability%' ORDER BY name"
+
+
+HOSTS = ["embedded", WORKERS_SDK, BUILTIN]
+
+
+@pytest.fixture(params=HOSTS)
+def host(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Where the objects of the test run: the embedded runtime as it is, or as on
+    Cloudflare (each object's ctx is the Cloudflare double, which helpers adapt); no
+    double may have seen a call Cloudflare would complain about."""
+    name = str(request.param)
+    if name == "embedded":
+        yield name
+        return
+    doubles = install(monkeypatch, name)
+    yield name
+    assert [ctx.complaints for ctx in doubles if ctx.complaints] == []
 
 
 @pytest.fixture
@@ -71,7 +91,8 @@ class LiveObject:
         return self.probe.ctx
 
     def tables(self) -> list[str]:
-        return [row["name"] for row in self.ctx.storage.sql.exec(DURABILITY_TABLES)]
+        sql = adapt(self.ctx).storage.sql
+        return [row["name"] for row in sql.exec(DURABILITY_TABLES)]
 
 
 @pytest.fixture

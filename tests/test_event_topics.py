@@ -15,7 +15,7 @@ from durability.runtime import Request, Runtime
 from durability.runtime.server import WorkerModule, load_worker
 from durability.testing import VirtualClock
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "event_topics.py"
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "event_topics"
 HOUR_MS = 60 * 60 * 1000
 
 

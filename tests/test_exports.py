@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 import durability
 from durability import (
     LATEST,
+    AbortSignal,
     AlarmMethodOptions,
     AlarmRetryInfo,
     AttemptSettledEvent,
@@ -64,7 +66,6 @@ from durability import (
     TerminalEvent,
     exponential,
 )
-from durability._operations import DurableJob
 from durability.runtime import Response, Runtime
 from durability.testing import VirtualClock
 
@@ -81,11 +82,14 @@ EXPECTED = [
     "DurabilityFanout",
     "DurabilityLog",
     "DurabilityScheduler",
+    "Durable",
     "DurableAlarmInfo",
     "DurableAlarmTimeoutError",
     "DurableAttemptTimeoutError",
     "DurableAttemptsExhaustedError",
     "DurableCall",
+    "DurableJob",
+    "DurableOperation",
     "DurableResultSerializationError",
     "DurableRetryPolicyError",
     "EnqueueResult",
@@ -95,9 +99,12 @@ EXPECTED = [
     "FanoutSettlementError",
     "FanoutTarget",
     "FanoutTimeoutError",
+    "JsonValue",
     "LATEST",
     "LeaseRow",
     "LifecycleEvent",
+    "LifecycleEventType",
+    "LifecycleHook",
     "LoadSnapshot",
     "LogAppendError",
     "LogAppendInput",
@@ -115,6 +122,7 @@ EXPECTED = [
     "MessageWrite",
     "MethodOptions",
     "MigrationResult",
+    "NamedAlarm",
     "NonRetryableError",
     "OperationResult",
     "PurgedEvent",
@@ -129,7 +137,9 @@ EXPECTED = [
     "TerminalEvent",
     "exponential",
     "jitter",
+    "named_alarm",
     "now_ms",
+    "operation",
 ]
 
 
@@ -169,6 +179,26 @@ def test_errors_exported_are_all_durability_errors() -> None:
     ]
     assert len(errors) == 15
     assert all(issubclass(error, durability.DurabilityError) for error in errors)
+
+
+def test_exported_classes_and_functions_name_durability_as_their_module() -> None:
+    """Reprs and tracebacks show `durability.X`, the import path, not a private module."""
+    defined = [
+        value
+        for value in (getattr(durability, name) for name in EXPECTED)
+        if isinstance(value, type) or inspect.isfunction(value)
+    ]
+    assert len(defined) > 40
+    assert all(value.__module__ == "durability" for value in defined)
+    assert repr(durability.DurableJob) == "<class 'durability.DurableJob'>"
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_type_hints_of_exported_names_resolve(name: str) -> None:
+    """`typing.get_type_hints` works on every exported class and function (tools rely on it)."""
+    value = getattr(durability, name)
+    if isinstance(value, type) or inspect.isfunction(value):
+        typing.get_type_hints(value)
 
 
 # -- names outside the package root ------------------------------------------------------
@@ -215,7 +245,7 @@ KEYWORD_ONLY = [
     MethodOptions,
     AlarmMethodOptions,
     Runtime,
-    DurableJob.wait,
+    durability.DurableJob.wait,
 ]
 
 
@@ -302,7 +332,7 @@ def _values(obj: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("obj", "expected"),
     [
-        (RetryPolicy(), {"max_attempts": 5, "delay": None}),
+        (RetryPolicy(), {"max_attempts": 5, "delay": None, "non_retryable": ()}),
         (MethodOptions(), {"attempt_timeout_ms": None, "retries": None}),
         (
             AlarmMethodOptions(),
@@ -334,11 +364,12 @@ def test_option_object_defaults(obj: Any, expected: dict[str, Any]) -> None:
 
 
 FIELDS = [
-    (DurableCall, "id operation payload attempt signal"),
+    (DurableCall, "id operation payload attempt signal idempotency_key"),
     (OperationResult, "status result attempt next_attempt_at last_error error"),
     (
         DurableAlarmInfo,
-        "name scheduled_time attempt is_retry retry_count idempotency_key signal platform",
+        "name scheduled_time attempt is_retry retry_count idempotency_key signal platform "
+        "payload occurrence",
     ),
     (AlarmRetryInfo, "error retry_in_ms retry_count is_retry object_id"),
     (SerializedError, "name message"),
@@ -352,7 +383,7 @@ FIELDS = [
     (LogLease, "batch_id consumer records first_offset last_offset attempt expires_at"),
     (EnqueueResult, "success value error load"),
     (LoadSnapshot, "observed_at window_ms inbound outbound"),
-    (RetryPolicy, "max_attempts delay"),
+    (RetryPolicy, "max_attempts delay non_retryable"),
     (MethodOptions, "attempt_timeout_ms retries"),
     (AlarmMethodOptions, "attempt_timeout_ms retries retry_timeouts"),
     (RegisteredEvent, "type entity_kind operation id generation timestamp attempt"),
@@ -454,3 +485,18 @@ def test_error_class_message_and_attributes(
     assert isinstance(error, Exception)
     assert str(error) == message
     assert {name: getattr(error, name) for name in attributes} == attributes
+
+
+def test_durable_call_is_generic_in_its_payload() -> None:
+    """DurableCall[Order] is a valid annotation and builds a plain DurableCall."""
+    alias = DurableCall[dict[str, int]]
+    call = alias(
+        id="i",
+        operation="op",
+        payload={"n": 1},
+        attempt=1,
+        signal=AbortSignal(),
+        idempotency_key="k",
+    )
+    assert type(call) is DurableCall
+    assert call.payload == {"n": 1}

@@ -10,7 +10,8 @@ import pytest
 
 from conftest import START_MS
 from durability import Durability, DurableCall, now_ms
-from durability._engine.tables import TableSpec, claim_attempt, is_exhausted, new_generation
+from durability._engine.tables import TableSpec, claim_attempt, is_exhausted
+from durability._uuid import random_uuid
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
 
@@ -70,7 +71,7 @@ class Lab(DurableObject):
             "VALUES (?, 'work', '{\"kind\":\"value\",\"value\":null}', 'pending', 0, ?, ?, ?)",
             id,
             due_at,
-            new_generation(),
+            random_uuid(),
             due_at,
         )
 

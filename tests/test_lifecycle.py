@@ -17,6 +17,7 @@ from durability import (
     Durability,
     DurabilityAlarms,
     DurabilityScheduler,
+    LifecycleEventType,
     PurgedEvent,
     RegisteredEvent,
     ScheduledEvent,
@@ -70,6 +71,20 @@ def test_events_carry_fixed_type_and_kind() -> None:
     assert purged.type == "purged"
     with pytest.raises(dataclasses.FrozenInstanceError):
         EVENT.id = "other"  # type: ignore[misc]
+
+
+def test_event_type_constants_name_every_event_type() -> None:
+    """LifecycleEventType has one string constant per event type, equal to the events' `type`."""
+    assert [member.value for member in LifecycleEventType] == [
+        "registered",
+        "scheduled",
+        "attempt_started",
+        "attempt_settled",
+        "terminal",
+        "purged",
+    ]
+    assert EVENT.type == LifecycleEventType.REGISTERED
+    assert type(EVENT.type) is str
 
 
 def test_emitter_without_hook_is_a_no_op() -> None:

@@ -154,3 +154,52 @@ def test_load_snapshot_directions_have_documented_fields() -> None:
         "average_processing_ms": None,
         "pending_deliveries": 3,
     }
+
+
+def test_results_round_trip_as_json_with_camel_case_keys() -> None:
+    """to_json() gives the upstream JSON shape; from_json() reads it (and snake_case) back."""
+    snapshot = LoadSnapshot(START_MS, 60_000, InboundLoad(1, 2, 3.5), OutboundLoad(0, 4, None, 9))
+    result: EnqueueResult[list[int]] = EnqueueResult(
+        False, None, SerializedError("LogAppendError", "no"), snapshot
+    )
+    data = result.to_json()
+    assert data["load"] == {
+        "observedAt": START_MS,
+        "windowMs": 60_000,
+        "inbound": {"inFlight": 1, "completed": 2, "averageProcessingMs": 3.5},
+        "outbound": {
+            "inFlight": 0,
+            "completed": 4,
+            "averageProcessingMs": None,
+            "pendingDeliveries": 9,
+        },
+    }
+    assert data["error"] == {"name": "LogAppendError", "message": "no"}
+    assert EnqueueResult.from_json(data) == result
+    snake = {
+        "observed_at": float(START_MS),
+        "window_ms": 60_000,
+        "inbound": {"in_flight": 1, "completed": 2, "average_processing_ms": 3.5},
+        "outbound": {
+            "in_flight": 0,
+            "completed": 4,
+            "average_processing_ms": None,
+            "pending_deliveries": 9,
+        },
+    }
+    assert LoadSnapshot.from_json(snake) == snapshot
+
+
+def test_from_json_names_the_bad_field() -> None:
+    """A malformed result or load raises TypeError naming the field."""
+    good = RoutingLoad().snapshot().to_json()
+    with pytest.raises(TypeError, match=r"result\.success must be a bool"):
+        EnqueueResult.from_json({"success": 1, "load": good})
+    outbound = dict(good["outbound"])  # type: ignore[arg-type]
+    del outbound["pendingDeliveries"]
+    with pytest.raises(TypeError, match=r"load\.outbound\.pending_deliveries is missing"):
+        LoadSnapshot.from_json({**good, "outbound": outbound})
+    with pytest.raises(TypeError, match=r"load\.observed_at must be an integer"):
+        LoadSnapshot.from_json({**good, "observedAt": "now"})
+    with pytest.raises(TypeError, match="load must be a mapping"):
+        LoadSnapshot.from_json([1])

@@ -23,8 +23,11 @@ from durability import (
     LogTruncatedError,
     SerializedError,
 )
+from durability.cloudflare import adapt
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
+
+pytestmark = pytest.mark.usefixtures("host")
 
 
 async def test_append_returns_dense_offsets_in_input_order(clock: VirtualClock) -> None:
@@ -144,7 +147,7 @@ class Direct(DurableObject):
         return (await self.log.bounds()).next_offset
 
     async def break_storage(self) -> None:
-        self.ctx.storage.sql.exec("DROP TABLE durability_log_records")
+        adapt(self.ctx).storage.sql.exec("DROP TABLE durability_log_records")
 
     async def append_ok(self) -> Any:
         return (await self.log.append(LogAppendInput("x"))).success
@@ -289,6 +292,28 @@ async def test_commit_validates_offset_before_writing(clock: VirtualClock) -> No
             with pytest.raises(LogAppendError, match="Commit offset must be a non-negative"):
                 await p.commit("c", bad)
         assert await p.cursors() == {}
+
+
+async def test_every_consumer_method_rejects_an_empty_or_non_string_name(
+    clock: VirtualClock,
+) -> None:
+    """Every consumer-taking method rejects "" and non-strings alike, storing nothing."""
+    async with runtime(LogConfig(leases=LogLeaseOptions()), clock) as rt:
+        p = partition(rt)
+        await p.append(items("a"))
+        for bad in ("", 5, None):
+            for call in (
+                p.cursor(bad),
+                p.commit(bad, 1),
+                p.lease(bad),
+                p.ack(bad, "batch"),
+                p.nack(bad, "batch"),
+                p.leases(bad),
+            ):
+                with pytest.raises(LogAppendError, match="Consumer must be a non-empty string"):
+                    await call
+        assert await p.cursors() == {}
+        assert (await p.lease("c"))["first_offset"] == 0
 
 
 async def test_load_backlog_follows_the_furthest_behind_cursor(clock: VirtualClock) -> None:
@@ -512,9 +537,9 @@ def test_random_keys_are_version_4_uuids() -> None:
     """Keys drawn for records without one are distinct version-4 UUID strings."""
     import uuid
 
-    from durability._log.log import _random_key
+    from durability._uuid import random_uuid
 
-    keys = {_random_key() for _ in range(1_000)}
+    keys = {random_uuid() for _ in range(1_000)}
     assert len(keys) == 1_000
     for key in keys:
         parsed = uuid.UUID(key)

@@ -23,6 +23,8 @@ from durability import (
 from durability.runtime import ObjectStub
 from durability.testing import VirtualClock
 
+pytestmark = pytest.mark.usefixtures("host")
+
 
 def leased(max_parallelism: int = 1, lease_ms: int = 1_000, **extra: Any) -> LogConfig:
     return LogConfig(

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from _cloudflare_double import BUILTIN, WORKERS_SDK, install
 from _log_host import LogConfig, partition, runtime
 from conftest import START_MS
 from durability import (
@@ -335,6 +337,30 @@ class LogModel(RuleBasedStateMachine):
         assert len(self.config.poisoned) == self.poisoned
 
 
+class CloudflareLogModel(LogModel):
+    """The same model, with the log's object hosted as on Cloudflare (the ctx double)."""
+
+    flavour = WORKERS_SDK
+
+    def __init__(self) -> None:
+        self.patch = pytest.MonkeyPatch()
+        self.doubles = install(self.patch, self.flavour)
+        super().__init__()
+
+    def teardown(self) -> None:
+        try:
+            super().teardown()
+            assert [ctx.complaints for ctx in self.doubles if ctx.complaints] == []
+        finally:
+            self.patch.undo()
+
+
+class BuiltinSdkLogModel(CloudflareLogModel):
+    """The model on the built-in SDK's flavour of the double."""
+
+    flavour = BUILTIN
+
+
 LogModel.TestCase.settings = settings(
     max_examples=120,
     stateful_step_count=50,
@@ -342,3 +368,7 @@ LogModel.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestLogModel = LogModel.TestCase
+for model in (CloudflareLogModel, BuiltinSdkLogModel):
+    model.TestCase.settings = settings(LogModel.TestCase.settings, max_examples=40)
+TestLogModelOnWorkersSdk = CloudflareLogModel.TestCase
+TestLogModelOnBuiltinSdk = BuiltinSdkLogModel.TestCase

@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 
 from _log_host import LogConfig, items, partition, runtime
-from conftest import START_MS
 from durability import LogRecord, LogRetention, LogSegment, LogTruncatedError
+from durability._log.retention import retention_prefix
 from durability.cold import FileColdStorage
 from durability.testing import VirtualClock
+
+pytestmark = pytest.mark.usefixtures("host")
 
 
 class MemoryCold:
@@ -260,24 +262,87 @@ async def test_file_cold_store_survives_restart(tmp_path: Path, clock: VirtualCl
     ]
     assert bounds == {"oldest_offset": 0, "hot_offset": 2, "next_offset": 3}
     files = sorted((tmp_path / "cold").iterdir())
-    assert [f.name for f in files] == ["00000000000000000000.json"]
+    assert [f.name[-25:] for f in files] == ["00000000000000000000.json"]
     assert json.loads(files[0].read_text())["lastOffset"] == 1
+
+
+class _IndexNeverStored(FileColdStorage):
+    """Writes the segment, then fails as a crash before the index update would."""
+
+    async def write(self, segment: LogSegment[Any]) -> str:
+        await super().write(segment)
+        raise OSError("crashed after the cold write")
 
 
 async def test_orphaned_segment_is_reused_not_overwritten(
     tmp_path: Path, clock: VirtualClock
 ) -> None:
     """A segment written by a flush that never committed is kept when the flush repeats."""
-    store = FileColdStorage(tmp_path / "cold")
-    orphan = LogSegment(
-        0, 1, [LogRecord(0, "ka", "a", START_MS), LogRecord(1, "kb", "b", START_MS)]
+    failing = LogConfig(
+        retention=LogRetention(max_records=1), cold=_IndexNeverStored(tmp_path / "cold")
     )
-    await store.write(orphan)
-    config = LogConfig(retention=LogRetention(max_records=1), cold=store)
-    async with runtime(config, clock) as rt:
+    async with runtime(failing, clock, tmp_path / "db") as rt:
+        await partition(rt).append([["a", "ka"], ["b", "kb"], ["c", "kc"]])
+        with pytest.raises(OSError, match="crashed"):
+            await partition(rt).trim()
+    orphan = list((tmp_path / "cold").iterdir())
+    config = LogConfig(
+        retention=LogRetention(max_records=1), cold=FileColdStorage(tmp_path / "cold")
+    )
+    async with runtime(config, clock, tmp_path / "db") as rt:
         p = partition(rt)
-        await p.append([["a", "ka"], ["b", "kb"], ["c", "kc"]])
         assert await p.trim() == 2
         page = await p.read(0)
     assert [r["body"] for r in page["records"]] == ["a", "b"]
-    assert len(list((tmp_path / "cold").iterdir())) == 1
+    assert list((tmp_path / "cold").iterdir()) == orphan
+
+
+def _prefix(
+    oldest: list[tuple[int, int]],
+    retention: LogRetention,
+    *,
+    hot_count: int | None = None,
+    total_bytes: int | None = None,
+    now: int = 10_000,
+) -> int:
+    return retention_prefix(
+        oldest,
+        retention=retention,
+        hot_count=len(oldest) if hot_count is None else hot_count,
+        total_bytes=sum(size for size, _ in oldest) if total_bytes is None else total_bytes,
+        now=now,
+    )
+
+
+def test_retention_prefix_without_limits_removes_nothing() -> None:
+    """A retention with every field off keeps every record."""
+    assert _prefix([(10, 0), (10, 1)], LogRetention()) == 0
+
+
+def test_retention_prefix_counts_records_beyond_max_records() -> None:
+    """max_records removes the oldest hot_count - max_records, counted over all hot records."""
+    oldest = [(1, 0), (1, 0), (1, 0)]
+    assert _prefix(oldest, LogRetention(max_records=2)) == 1
+    assert _prefix(oldest, LogRetention(max_records=2), hot_count=5) == 3
+    assert _prefix(oldest, LogRetention(max_records=5)) == 0
+
+
+def test_retention_prefix_reclaims_bytes_until_within_budget() -> None:
+    """max_bytes removes oldest records while the bytes held before each exceed the budget."""
+    oldest = [(30, 0), (30, 0), (30, 0), (30, 0)]
+    assert _prefix(oldest, LogRetention(max_bytes=60)) == 2
+    assert _prefix(oldest, LogRetention(max_bytes=61)) == 2
+    assert _prefix(oldest, LogRetention(max_bytes=59)) == 3
+    assert _prefix(oldest, LogRetention(max_bytes=120)) == 0
+
+
+def test_retention_prefix_expires_strictly_older_records() -> None:
+    """max_age_ms removes records appended strictly before now - max_age_ms."""
+    oldest = [(1, 100), (1, 199), (1, 200), (1, 50)]
+    assert _prefix(oldest, LogRetention(max_age_ms=800), now=1_000) == 2
+
+
+def test_retention_prefix_stops_at_the_first_kept_record() -> None:
+    """Rules combine per record, and the first record none removes ends the prefix."""
+    oldest = [(1, 0), (1, 900), (1, 0)]
+    assert _prefix(oldest, LogRetention(max_records=2, max_age_ms=500), now=1_000) == 1

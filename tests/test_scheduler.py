@@ -25,9 +25,15 @@ from durability import (
     SerializedError,
     now_ms,
 )
-from durability._engine.scheduler import Participant, attach
+from durability._engine.options import SchedulerOptions
+from durability._engine.participants import Participant
+from durability._engine.permits import PermitPool
+from durability._engine.reconcile import TimerTimes
+from durability._engine.scheduler import attach
 from durability._engine.tables import TableSpec
+from durability._engine.timer import EarlyTimer
 from durability.runtime import AlarmInvocationInfo, DurableObject
+from durability.testing import VirtualClock
 
 
 class Probe:
@@ -48,17 +54,38 @@ class Probe:
         self.host_wait_until = True
         self.deliver_alarms = True
         self.retries: list[AlarmRetryInfo] = []
+        self.broken_claims: set[str] = set()
+        self.transactions = 0
+
+
+class _Sql:
+    """The object's SQL with the attempt claims of `probe.broken_claims` keys failing."""
+
+    def __init__(self, sql: Any, probe: Probe) -> None:
+        self._sql = sql
+        self._probe = probe
+
+    def exec(self, query: str, *bindings: Any) -> Any:
+        claim = query.startswith("UPDATE") and "SET attempt = ?" in query
+        if claim and not self._probe.broken_claims.isdisjoint(bindings):
+            raise OSError("claim refused")
+        return self._sql.exec(query, *bindings)
 
 
 class _Storage:
-    """The object's storage with a `set_alarm` the test can break."""
+    """The object's storage with a `set_alarm` and attempt claims the test can break."""
 
     def __init__(self, storage: Any, probe: Probe) -> None:
         self._storage = storage
         self._probe = probe
+        self.sql = _Sql(storage.sql, probe)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._storage, name)
+
+    async def transaction(self, body: Any) -> Any:
+        self._probe.transactions += 1
+        return await self._storage.transaction(body)
 
     async def set_alarm(self, scheduled_time: int) -> None:
         if self._probe.break_set_alarm:
@@ -137,7 +164,9 @@ def lab(probe: Probe) -> AbstractAsyncContextManager[Lab[Probe]]:
     return open_lab("SCHED", Sched, probe)
 
 
-FAKE_CONTEXT: Any = SimpleNamespace(storage=SimpleNamespace(sql=None))
+def fake_context() -> Any:
+    """A context of a new object that has storage but is never used (one per test)."""
+    return SimpleNamespace(storage=SimpleNamespace(sql=None))
 
 
 @pytest.mark.parametrize(
@@ -157,7 +186,7 @@ def test_scheduler_options_are_validated(
 ) -> None:
     """Bad scheduler options raise at construction with the option's name."""
     with pytest.raises(error, match=message):
-        DurabilityScheduler(context=FAKE_CONTEXT, **options)
+        DurabilityScheduler(context=fake_context(), **options)
 
 
 def test_context_needs_storage() -> None:
@@ -168,27 +197,28 @@ def test_context_needs_storage() -> None:
 
 def test_attach_needs_exactly_one_of_scheduler_and_context() -> None:
     """attach() takes a scheduler or a context (with options), never both or neither."""
-    scheduler = DurabilityScheduler(context=FAKE_CONTEXT)
+    context = fake_context()
+    scheduler = DurabilityScheduler(context=context)
     with pytest.raises(ValueError, match="either scheduler= or context=, not both"):
-        attach(scheduler=scheduler, context=FAKE_CONTEXT, kind="k", options={})
+        attach(scheduler=scheduler, context=context, kind="k", options={})
     with pytest.raises(TypeError, match="either scheduler= or context= is required"):
         attach(scheduler=None, context=None, kind="k", options={})
     with pytest.raises(TypeError, match="unknown scheduler option storage_backend"):
-        attach(scheduler=None, context=FAKE_CONTEXT, kind="k", options={"storage_backend": "kv"})
+        attach(scheduler=None, context=context, kind="k", options={"storage_backend": "kv"})
     with pytest.raises(TypeError, match="scheduler must be a DurabilityScheduler"):
         attach(scheduler=object(), context=None, kind="k", options={})
     private = attach(
         scheduler=None,
-        context=FAKE_CONTEXT,
+        context=fake_context(),
         kind="k",
         options={"alarm_concurrency": 3},
     )
-    assert private.alarm_concurrency == 3
+    assert private.options.alarm_concurrency == 3
 
 
 def test_one_helper_per_kind_on_a_scheduler() -> None:
     """A kind can attach once per scheduler; other kinds share the same engine."""
-    scheduler = DurabilityScheduler(context=FAKE_CONTEXT)
+    scheduler = DurabilityScheduler(context=fake_context())
     engine = attach(scheduler=scheduler, context=None, kind="Durability", options={})
     assert attach(scheduler=scheduler, context=None, kind="DurabilityLog", options={}) is engine
     with pytest.raises(ValueError, match="A Durability helper is already attached"):
@@ -362,16 +392,14 @@ async def test_permits_are_fifo_and_eager_start_needs_a_free_permit() -> None:
 
 async def test_permit_pool_is_fifo_and_releases_are_idempotent() -> None:
     """Waiters get permits in arrival order; a second release is a no-op."""
-    engine = attach(
-        scheduler=None, context=FAKE_CONTEXT, kind="k", options={"alarm_concurrency": 1}
-    )
-    first = engine.try_acquire_permit()
+    pool = PermitPool(1)
+    first = pool.try_acquire()
     assert first is not None
-    assert engine.try_acquire_permit() is None
+    assert pool.try_acquire() is None
     order: list[str] = []
 
     async def take(name: str) -> None:
-        release = await engine.acquire_permit()
+        release = await pool.acquire()
         order.append(name)
         release()
         release()
@@ -385,9 +413,9 @@ async def test_permit_pool_is_fifo_and_releases_are_idempotent() -> None:
     first()
     await asyncio.gather(*waiters)
     assert order == ["w1", "w2", "w3"]
-    again = engine.try_acquire_permit()
+    again = pool.try_acquire()
     assert again is not None
-    assert engine.try_acquire_permit() is None
+    assert pool.try_acquire() is None
 
 
 async def test_a_pass_takes_100_due_rows_per_helper() -> None:
@@ -441,6 +469,46 @@ async def test_failing_pass_arms_its_own_retry_and_returns(
         ]
         assert len(failures) == 10
         assert failures[0].details == {"retry_in_ms": 15_000}  # type: ignore[attr-defined]
+
+
+async def test_a_storage_failure_on_one_operation_fails_the_pass_after_the_others() -> None:
+    """A failing claim fails the pass (fallback, on_alarm_retry) once the other rows ran."""
+    probe = Probe()
+    probe.gate.set()
+    probe.broken_claims = {"a", "b", "c"}
+    async with lab(probe) as t:
+        for id in "abc":
+            await t.obj.register(id)
+        await t.clock.run_until_idle()
+        assert probe.started == []
+        failed_passes = len(probe.retries)
+        assert failed_passes > 0
+        probe.broken_claims = {"b"}
+        await t.clock.advance(15_000)
+        assert sorted(label for label, _ in probe.started) == ["op:a", "op:c"]
+        assert [retry.error for retry in probe.retries] == (failed_passes + 1) * [
+            SerializedError("OSError", "claim refused")
+        ]
+        assert await t.obj.alarm_at() == START_MS + 30_000
+        probe.broken_claims = set()
+        await t.clock.advance(15_000)
+        assert sorted(label for label, _ in probe.started) == ["op:a", "op:b", "op:c"]
+
+
+async def test_a_storage_failure_on_one_alarm_fails_the_pass_after_the_others() -> None:
+    """Named alarms keep the same pass rule: the other names run, the failed one later."""
+    probe = Probe()
+    probe.broken_claims = {"quick"}
+    async with lab(probe) as t:
+        for name in probe.alarm_names:
+            await t.obj.schedule(name, START_MS + 20_000)
+        await t.clock.advance(20_000)
+        assert sorted(label for label, _ in probe.started) == ["renew", "slow"]
+        assert len(probe.retries) == 1
+        assert await t.obj.alarm_at() == START_MS + 35_000
+        probe.broken_claims = set()
+        await t.clock.advance(15_000)
+        assert sorted(label for label, _ in probe.started) == ["quick", "renew", "slow"]
 
 
 async def test_failed_fallback_reaches_the_hosts_retries() -> None:
@@ -507,3 +575,100 @@ async def test_engine_runs_without_a_host_wait_until() -> None:
         probe.gate.set()
         await t.clock.run_until_idle()
         assert [label for label, _ in probe.started] == ["op:a", "op:b"]
+
+
+@pytest.mark.parametrize("live_timers", [False, True])
+async def test_operations_starved_of_permits_leave_the_loop_idle(live_timers: bool) -> None:
+    """Operations waiting for the one permit cost no transactions until it frees."""
+    probe = Probe(alarm_concurrency=1, live_timers=live_timers)
+    async with lab(probe) as t:
+        for id in "abc":
+            await t.obj.register(id)
+        await t.clock.run_until_idle()
+        settled = probe.transactions
+        await t.obj.schedule("quick", START_MS + 1_000)
+        await t.clock.advance(100_000)
+        assert probe.transactions - settled <= 3
+        assert [label for label, _ in probe.started] == ["op:a"]
+        probe.gate.set()
+        await t.clock.run_until_idle()
+        labels = [label for label, _ in probe.started]
+        assert labels[:2] == ["op:a", "op:b"]
+        assert sorted(labels[2:]) == ["op:c", "quick"]
+        assert probe.max_running == 1
+
+
+@pytest.mark.parametrize("live_timers", [False, True])
+async def test_named_alarms_starved_of_permits_leave_the_loop_idle(live_timers: bool) -> None:
+    """Named alarms waiting for the one permit cost no transactions until it frees."""
+    probe = Probe(alarm_concurrency=1, live_timers=live_timers)
+    probe.alarm_names = ("slow", "quick", "renew", "later")
+    probe.alarm_sleep_ms["slow"] = 200_000
+    probe.gate.set()
+    async with lab(probe) as t:
+        await t.obj.schedule("slow", START_MS)
+        await t.obj.schedule("quick", START_MS + 1_000)
+        await t.obj.schedule("renew", START_MS + 1_000)
+        await t.clock.advance(1_000)
+        settled = probe.transactions
+        await t.obj.schedule("later", START_MS + 300_000)
+        await t.obj.register("a")
+        await t.clock.advance(100_000)
+        assert probe.transactions - settled <= 4
+        assert probe.started == [("slow", START_MS)]
+        await t.clock.advance(200_000)
+        labels = [label for label, _ in probe.started]
+        assert labels == ["slow", "quick", "op:a", "renew", "later"]
+        assert probe.max_running == 1
+
+
+@pytest.mark.parametrize("live_timers", [False, True])
+async def test_work_behind_a_starved_pass_starts_at_its_exact_time(live_timers: bool) -> None:
+    """Near-term work scheduled while a pass waits for permits starts on time once they free."""
+    probe = Probe(alarm_concurrency=1, live_timers=live_timers)
+    probe.alarm_names = ("quick", "renew", "later")
+    probe.deliver_alarms = False
+    async with lab(probe) as t:
+        await t.obj.register("a")
+        await t.obj.schedule("quick", START_MS + 1_000)
+        await t.obj.schedule("renew", START_MS + 1_000)
+        await t.clock.advance(1_000)
+        await t.obj.schedule("later", START_MS + 5_000)
+        await t.clock.advance(1_000)
+        assert [label for label, _ in probe.started] == ["op:a"]
+        probe.gate.set()
+        await t.clock.advance(10_000)
+        assert probe.started == [
+            ("op:a", START_MS),
+            ("quick", START_MS + 2_000),
+            ("renew", START_MS + 2_000),
+            ("later", START_MS + 5_000),
+        ]
+
+
+async def test_a_deferred_table_is_owed_a_pass_until_its_rows_are_taken(
+    clock: VirtualClock,
+) -> None:
+    """A table whose pass is taking rows gets no timer: one pass once taken, else a timer."""
+    passes: list[tuple[int, list[str]]] = []
+
+    def start_pass(at: int, wanted: Callable[[str], bool]) -> None:
+        passes.append((at, [table for table in ("ops", "alarms") if wanted(table)]))
+
+    async with clock:
+        timer = EarlyTimer(SchedulerOptions(), start_pass)
+        taken = timer.pulling("ops")
+        timer.schedule(TimerTimes(None, {"ops": START_MS}))
+        await clock.advance(1_000)
+        assert passes == []
+        taken()
+        taken()
+        assert passes == [(START_MS + 1_000, ["ops"])]
+        timer.schedule(TimerTimes(None, {"alarms": START_MS + 3_000}))
+        await clock.advance(5_000)
+        assert passes[1:] == [(START_MS + 3_000, ["ops", "alarms"])]
+        taken = timer.pulling("ops")
+        timer.schedule(TimerTimes(None, {"ops": START_MS + 60_000}))
+        taken()
+        await clock.advance(60_000)
+        assert passes[2:] == []

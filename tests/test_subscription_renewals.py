@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import sys
@@ -16,9 +17,71 @@ from durability.runtime import Request, Runtime
 from durability.runtime.server import WorkerModule, load_worker
 from durability.testing import VirtualClock
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "subscription_renewals.py"
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "subscription_renewals"
 DAY_MS = 24 * 60 * 60 * 1000
 HOUR_MS = 60 * 60 * 1000
+
+
+class PaymentsUnavailableError(Exception):
+    """The fake payments service refused a charge this time; the caller retries."""
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """One charge the fake payments service accepted."""
+
+    idempotency_key: str
+    customer_id: str
+    period_start: int
+
+
+class PaymentsService:
+    """A fake payments provider bound as PAYMENTS: one charge per key, injectable faults.
+
+    It answers `getByName(name)` with itself, so it stands where the example's
+    `Payments` namespace would. Each call takes a random latency below
+    `max_latency_ms` and fails with probability `failure_rate`; `fail_next(count)`
+    fails the next `count` calls. `calls` counts every call and `repeats` the calls
+    for a key that was already charged.
+    """
+
+    def __init__(self, *, failure_rate: float, max_latency_ms: int, seed: int) -> None:
+        self.failure_rate = failure_rate
+        self.max_latency_ms = max_latency_ms
+        self.calls = 0
+        self.repeats = 0
+        self._random = random.Random(seed)
+        self._forced_failures = 0
+        self._charges: dict[str, Charge] = {}
+
+    def getByName(self, name: str) -> PaymentsService:
+        return self
+
+    def fail_next(self, count: int) -> None:
+        self._forced_failures = count
+
+    async def charge(self, idempotency_key: str, customer_id: str, period_start: int) -> str:
+        """Charge once per key, committed halfway through the call's latency."""
+        self.calls += 1
+        await self._network_delay()
+        if self._forced_failures > 0:
+            self._forced_failures -= 1
+            raise PaymentsUnavailableError("payments service unavailable")
+        if self._random.random() < self.failure_rate:
+            raise PaymentsUnavailableError("payments service unavailable")
+        if idempotency_key in self._charges:
+            self.repeats += 1
+        else:
+            self._charges[idempotency_key] = Charge(idempotency_key, customer_id, period_start)
+        await self._network_delay()
+        return idempotency_key
+
+    async def _network_delay(self) -> None:
+        if self.max_latency_ms:
+            await asyncio.sleep(self._random.randrange(self.max_latency_ms) / 2000)
+
+    def charges(self, customer_id: str | None = None) -> list[Charge]:
+        return [c for c in self._charges.values() if customer_id in (None, c.customer_id)]
 
 
 @dataclass
@@ -28,7 +91,7 @@ class Shop:
     worker: WorkerModule
     rt: Runtime
     clock: VirtualClock
-    payments: Any
+    payments: PaymentsService
     period: int
 
     async def post(self, path: str) -> tuple[int, str]:
@@ -54,7 +117,7 @@ class Shop:
 async def shop(tmp_path: Path) -> AsyncIterator[Shop]:
     worker = load_worker(str(EXAMPLE))
     module = sys.modules[worker.name]
-    payments = module.PaymentsService(failure_rate=0.25, max_latency_ms=5_000, seed=2024)
+    payments = PaymentsService(failure_rate=0.25, max_latency_ms=5_000, seed=2024)
     bindings = {**worker.bindings, "PAYMENTS": payments}
     clock = VirtualClock()
     async with Runtime(path=str(tmp_path), bindings=bindings, clock=clock) as rt:
@@ -162,6 +225,36 @@ async def test_a_year_with_crashes_and_failing_payments(shop: Shop) -> None:
         assert await shop.state(customer) == {"customer_id": None, "next_renewal_at": None}
 
 
+async def test_a_period_renewed_twice_is_charged_once(tmp_path: Path) -> None:
+    """Charges dedupe per billing period, not per alarm occurrence: a period whose renewal
+    is scheduled again (here by an operator) is not charged a second time."""
+    worker = load_worker(str(EXAMPLE))
+    module = sys.modules[worker.name]
+
+    class Operated(module.Subscription):  # type: ignore[name-defined,misc]
+        """The example's object plus what an operator re-running a renewal would call."""
+
+        async def renew_again(self, period_start: int, period_ms: int) -> None:
+            await self.renew(period_start, payload={"period_ms": period_ms})
+
+    payments = PaymentsService(failure_rate=0.0, max_latency_ms=0, seed=1)
+    bindings = {**worker.bindings, "SUBSCRIPTIONS": Operated, "PAYMENTS": payments}
+    clock = VirtualClock()
+    async with Runtime(path=str(tmp_path), bindings=bindings, clock=clock) as rt:
+        period = module.RENEWAL_PERIOD_MS
+        frank = rt.env.SUBSCRIPTIONS.get_by_name("frank")
+        first = await frank.subscribe("frank")
+        await clock.advance(period + DAY_MS)
+        assert [c.period_start for c in payments.charges()] == [first]
+        await frank.renew_again(first, period)
+        await clock.advance(DAY_MS)
+        assert [c.period_start for c in payments.charges()] == [first]
+        assert payments.calls == 1  # the charge was already settled: not even attempted
+        await clock.advance(period)
+        assert [c.period_start for c in payments.charges()] == [first, first + period]
+        assert payments.repeats == 0
+
+
 async def test_purge_history_removes_old_settled_charges(shop: Shop) -> None:
     """purge_history deletes charge records older than the retention window only."""
     period = shop.period
@@ -171,3 +264,20 @@ async def test_purge_history_removes_old_settled_charges(shop: Shop) -> None:
     purged = await shop.stub("carol").purge_history()
     assert purged["operations"] == 2
     assert purged["alarms"] == 0
+
+
+async def test_the_example_payments_object_takes_each_charge_once(tmp_path: Path) -> None:
+    """With the example's own Payments object bound, each renewal charges it exactly once."""
+    worker = load_worker(str(EXAMPLE))
+    clock = VirtualClock()
+    async with Runtime(path=str(tmp_path), bindings=worker.bindings, clock=clock) as rt:
+        module = sys.modules[worker.name]
+        started = clock.now_ms()
+        subscribe = Request("http://shop/erin/subscribe", method="POST")
+        assert (await worker.fetch(subscribe, rt.env)).status == 201
+        await clock.advance(2 * module.RENEWAL_PERIOD_MS + DAY_MS)
+        provider = rt.env.PAYMENTS.getByName(module.PROVIDER)
+        assert await provider.charges("erin") == [
+            started + module.RENEWAL_PERIOD_MS,
+            started + 2 * module.RENEWAL_PERIOD_MS,
+        ]

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import inspect as _inspect
+import typing as _typing
+
 from ._clock import now_ms
+from ._declare import Durable, named_alarm, operation
 from ._engine import (
     LATEST,
     AlarmMethodOptions,
@@ -11,6 +15,8 @@ from ._engine import (
     AttemptStartedEvent,
     DurabilityScheduler,
     LifecycleEvent,
+    LifecycleEventType,
+    LifecycleHook,
     MethodOptions,
     MigrationResult,
     PurgedEvent,
@@ -63,9 +69,10 @@ from ._log import (
     LogRetention,
     LogSegment,
 )
-from ._named_alarms import DurabilityAlarms, DurableAlarmInfo
-from ._operations import Durability, DurableCall, OperationResult
+from ._named_alarms import DurabilityAlarms, DurableAlarmInfo, NamedAlarm
+from ._operations import Durability, DurableCall, DurableJob, DurableOperation, OperationResult
 from ._signal import AbortSignal
+from ._types import JsonValue
 
 __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports.py
     "AbortSignal",
@@ -80,11 +87,14 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "DurabilityFanout",
     "DurabilityLog",
     "DurabilityScheduler",
+    "Durable",
     "DurableAlarmInfo",
     "DurableAlarmTimeoutError",
     "DurableAttemptTimeoutError",
     "DurableAttemptsExhaustedError",
     "DurableCall",
+    "DurableJob",
+    "DurableOperation",
     "DurableResultSerializationError",
     "DurableRetryPolicyError",
     "EnqueueResult",
@@ -94,9 +104,12 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "FanoutSettlementError",
     "FanoutTarget",
     "FanoutTimeoutError",
+    "JsonValue",
     "LATEST",
     "LeaseRow",
     "LifecycleEvent",
+    "LifecycleEventType",
+    "LifecycleHook",
     "LoadSnapshot",
     "LogAppendError",
     "LogAppendInput",
@@ -114,6 +127,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "MessageWrite",
     "MethodOptions",
     "MigrationResult",
+    "NamedAlarm",
     "NonRetryableError",
     "OperationResult",
     "PurgedEvent",
@@ -128,5 +142,22 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "TerminalEvent",
     "exponential",
     "jitter",
+    "named_alarm",
     "now_ms",
+    "operation",
 ]
+
+# Classes and functions defined in private modules present themselves as `durability.X`
+# (reprs, tracebacks, help), which is where users import them from. A class's own
+# annotations are resolved first, in its defining module: `typing.get_type_hints` looks
+# names up in `__module__`, which no longer holds the private names they use.
+for _name in __all__:
+    _value = globals()[_name]
+    if isinstance(_value, type):
+        _own = _inspect.get_annotations(_value)
+        if _own:
+            _hints = _typing.get_type_hints(_value, include_extras=True)
+            _value.__annotations__ = {field: _hints[field] for field in _own}
+    if isinstance(_value, type) or _inspect.isfunction(_value):
+        _value.__module__ = __name__
+del _name, _value, _own, _hints

@@ -24,6 +24,11 @@ Storage contract (method by method):
 - KV values are JSON values; `list` returns keys in ascending order.
 - `await sync()` returns once every write made so far is durable (Cloudflare's
   `storage.sync()`); use it before an effect that must not outrun its own record.
+
+`ctx.wait_until(task)` is optional: it makes a task the instance's work (eviction
+cancels it). Once the instance is gone a host may refuse by raising (the embedded
+runtime raises `ObjectEvictedError`); the engine reports such a refusal, or raises it
+where the caller must know.
 """
 
 from __future__ import annotations

@@ -16,23 +16,50 @@ The tree (catch at the level you need)::
     ├── FanoutEnqueueError                 a definite fanout input rejection
     ├── FanoutSettlementError              a delivery was already settled or is stale
     ├── FanoutTimeoutError                 a fanout delivery ran out of time
-    └── RoutingError                       an invalid shard or routing target
+    ├── RoutingError                       an invalid shard or routing target
+    └── CallerTimeoutError                 a caller-side `timeout` transform expired
+                                           (also a `TimeoutError`)
 
-Stored errors are reduced to `SerializedError(name, message)` by `serialize_error`,
-which never raises. A `__cause__` is never stored.
+Stored errors are reduced to `SerializedError(name, message, stack)` by
+`serialize_error`, which never raises. A `__cause__` is never stored as an error of its
+own; it only shows in the formatted `stack`.
 """
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass
 
+MAX_STACK_BYTES = 8192
+"""The most UTF-8 bytes of formatted traceback kept with a stored error."""
 
-@dataclass(frozen=True, slots=True)
+_STACK_CUT = "[...]\n"
+"""What replaces the start of a traceback cut to `MAX_STACK_BYTES`."""
+
+
+@dataclass(frozen=True, init=False)
 class SerializedError:
-    """An error as it is persisted: its class name and message."""
+    """An error as it is persisted: its class name, its message and, if known, its traceback.
+
+    `stack` is the formatted traceback (at most 8 KB, keeping its end, which holds the
+    raise site), or `None` for an error that was never raised or was stored without
+    one. It is diagnostic, kept beside the two fields rather than as a third: equality,
+    `repr` and `dataclasses.asdict` see `name` and `message` only, as they always did.
+    """
 
     name: str
     message: str
+
+    def __init__(self, name: str, message: str, stack: str | None = None) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "message", message)
+        object.__setattr__(self, "_stack", stack)
+
+    @property
+    def stack(self) -> str | None:
+        """The formatted traceback of the error, or `None` when there is none."""
+        stack: str | None = self.__dict__.get("_stack")
+        return stack
 
 
 class DurabilityError(Exception):
@@ -155,6 +182,15 @@ class RoutingError(DurabilityError):
     """An invalid shard, an unresolvable namespace or an unknown routing method."""
 
 
+class CallerTimeoutError(DurabilityError, TimeoutError):
+    """The caller-side `timeout` transform expired; the remote call was not cancelled."""
+
+    def __init__(self, method: str, timeout_ms: float) -> None:
+        super().__init__(f"RPC call to {method} timed out after {timeout_ms}ms")
+        self.method = method
+        self.timeout_ms = timeout_ms
+
+
 def serialize_error(value: object) -> SerializedError:
     """Reduce any thrown value to `SerializedError`; never raises."""
     if value is None:
@@ -172,7 +208,26 @@ def serialize_error(value: object) -> SerializedError:
         message = str(value)
     except Exception:
         message = ""
-    return SerializedError(name, message or "Unknown thrown value")
+    return SerializedError(name, message or "Unknown thrown value", format_stack(value))
+
+
+def format_stack(error: BaseException) -> str | None:
+    """`error`'s formatted traceback cut to `MAX_STACK_BYTES`, or `None` if it has none.
+
+    An error that was never raised but has a raised cause (a wrapped failure) still
+    gets the chain. The cut keeps the end: the innermost frames and the error line.
+    """
+    try:
+        if error.__traceback__ is None and error.__cause__ is None and error.__context__ is None:
+            return None
+        text = "".join(traceback.format_exception(error))
+    except Exception:
+        return None
+    encoded = text.encode("utf-8", "replace")
+    if len(encoded) <= MAX_STACK_BYTES:
+        return text
+    room = MAX_STACK_BYTES - len(_STACK_CUT)
+    return _STACK_CUT + encoded[-room:].decode("utf-8", "ignore")
 
 
 def is_non_retryable(error: object) -> bool:

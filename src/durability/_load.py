@@ -8,12 +8,13 @@ Backlog (`pending_deliveries`) is always supplied by the caller from durable sta
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from ._clock import now_ms
 from ._errors import SerializedError
+from ._types import JsonValue
 from ._validate import check_non_negative_int
 
 T = TypeVar("T")
@@ -57,6 +58,48 @@ class LoadSnapshot:
     inbound: InboundLoad
     outbound: OutboundLoad
 
+    def to_json(self) -> dict[str, JsonValue]:
+        """The snapshot as JSON with the upstream camelCase keys, to return over RPC."""
+        inbound, outbound = self.inbound, self.outbound
+        return {
+            "observedAt": self.observed_at,
+            "windowMs": self.window_ms,
+            "inbound": {
+                "inFlight": inbound.in_flight,
+                "completed": inbound.completed,
+                "averageProcessingMs": inbound.average_processing_ms,
+            },
+            "outbound": {
+                "inFlight": outbound.in_flight,
+                "completed": outbound.completed,
+                "averageProcessingMs": outbound.average_processing_ms,
+                "pendingDeliveries": outbound.pending_deliveries,
+            },
+        }
+
+    @classmethod
+    def from_json(cls, value: object) -> LoadSnapshot:
+        """A snapshot from `to_json()` output (camelCase or snake_case keys); `TypeError`
+        names the field that is missing or of the wrong type."""
+        data = _mapping("load", value)
+        inbound = _mapping("load.inbound", _field(data, "load", "inbound"))
+        outbound = _mapping("load.outbound", _field(data, "load", "outbound"))
+        return cls(
+            observed_at=_int(data, "load", "observed_at"),
+            window_ms=_int(data, "load", "window_ms"),
+            inbound=InboundLoad(
+                _int(inbound, "load.inbound", "in_flight"),
+                _int(inbound, "load.inbound", "completed"),
+                _average(inbound, "load.inbound"),
+            ),
+            outbound=OutboundLoad(
+                _int(outbound, "load.outbound", "in_flight"),
+                _int(outbound, "load.outbound", "completed"),
+                _average(outbound, "load.outbound"),
+                _int(outbound, "load.outbound", "pending_deliveries"),
+            ),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class EnqueueResult(Generic[T]):
@@ -71,6 +114,71 @@ class EnqueueResult(Generic[T]):
     value: T | None
     error: SerializedError | None
     load: LoadSnapshot
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The result as JSON (`value` must be JSON), to return from an RPC method:
+        stubs copy JSON values, not dataclasses."""
+        error = self.error
+        return {
+            "success": self.success,
+            "value": self.value,  # type: ignore[dict-item]
+            "error": None if error is None else {"name": error.name, "message": error.message},
+            "load": self.load.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, value: object) -> EnqueueResult[Any]:
+        """A result from `to_json()` output, e.g. what a stub returned."""
+        data = _mapping("result", value)
+        success = _field(data, "result", "success")
+        if not isinstance(success, bool):
+            raise TypeError("result.success must be a bool")
+        error = data.get("error")
+        serialized: SerializedError | None = None
+        if error is not None:
+            fields = _mapping("result.error", error)
+            name, message = fields.get("name"), fields.get("message")
+            if not isinstance(name, str) or not isinstance(message, str):
+                raise TypeError("result.error must have string name and message")
+            serialized = SerializedError(name, message)
+        load = LoadSnapshot.from_json(_field(data, "result", "load"))
+        return cls(success, data.get("value"), serialized, load)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _mapping(path: str, value: object) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{path} must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def _field(data: Mapping[str, Any], path: str, name: str) -> Any:
+    for key in (_camel(name), name):
+        if key in data:
+            return data[key]
+    raise TypeError(f"{path}.{name} is missing")
+
+
+def _int(data: Mapping[str, Any], path: str, name: str) -> int:
+    value = _field(data, path, name)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{path}.{name} must be an integer, got {type(value).__name__}")
+    return value
+
+
+def _average(data: Mapping[str, Any], path: str) -> float | None:
+    value = _field(data, path, "average_processing_ms")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{path}.average_processing_ms must be a number or None")
+    return float(value)
 
 
 class _Bucket:

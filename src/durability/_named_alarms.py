@@ -1,7 +1,8 @@
 """`DurabilityAlarms`: named logical alarms sharing the object's one physical alarm.
 
-`await alarms.<name>(scheduled_time)` persists the occurrence (replacing any previous one
-of that name, whatever its state) and returns. Each occurrence has a generation; its
+`await alarms.<name>(scheduled_time, payload=None)` persists the occurrence (replacing any
+previous one of that name, whatever its state) and returns; the handler gets the JSON
+`payload` back in its `DurableAlarmInfo`. Each occurrence has a generation; its
 `idempotency_key` is stable across its retries and new for every schedule, so a handler
 that passes it to an idempotent receiver cannot double an effect. A success deletes only
 the occurrence that ran; a failure keeps the row until it is rescheduled or purged.
@@ -14,11 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._clock import now_ms
-from ._context import Context, Row, SqlStorage
+from ._context import Context, SqlStorage
 from ._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
     NAMED_ALARM_MIGRATIONS,
-    AlarmInvocationInfo,
     AlarmMethodOptions,
     AlarmRetryInfo,
     AttemptPolicy,
@@ -26,23 +26,23 @@ from ._engine import (
     DurableHelper,
     ExecutionSpec,
     HandlerEntry,
+    HostAlarmInfo,
+    LifecycleHook,
     RetryPolicy,
     ScheduledEvent,
     TableSpec,
     check_handlers,
-    due_rows,
     given_options,
-    new_generation,
-    run_execution,
 )
 from ._errors import DurableAlarmTimeoutError
+from ._serialization import deserialize, serialize
 from ._signal import AbortSignal
-from ._types import TimeInput
+from ._types import JsonValue, TimeInput
+from ._uuid import random_uuid
 from ._validate import to_epoch_ms
 
 ALARMS = TableSpec("durability_alarms", "name")
 CAPABILITY = "namedAlarms"
-DUE_BATCH = 100
 IDEMPOTENCY_PREFIX = "durability-alarm:v1:"
 DEFAULT_RETRIES = RetryPolicy()
 
@@ -53,7 +53,9 @@ class DurableAlarmInfo:
 
     `idempotency_key` is stable across the retries of one occurrence and new for every
     schedule; `platform` is the host's alarm invocation info for passes driven by the
-    physical alarm (`None` when the in-memory timer started the pass).
+    physical alarm (`None` when the in-memory timer started the pass). `payload` is the
+    JSON value given when the occurrence was scheduled (else `None`); `occurrence`
+    numbers the slots of a recurrence from 0 and is `None` for a one-shot.
     """
 
     name: str
@@ -63,14 +65,16 @@ class DurableAlarmInfo:
     retry_count: int
     idempotency_key: str
     signal: AbortSignal
-    platform: AlarmInvocationInfo | None
+    platform: HostAlarmInfo | None
+    payload: JsonValue
+    occurrence: int | None
 
 
 class DurabilityAlarms(DurableHelper["NamedAlarm"]):
     """Named alarms: `await alarms.<handler>(scheduled_time)` schedules (or replaces) one.
 
-    Construct it in the object's `__init__` with `scheduler=` (shared) or `context=`
-    (a private scheduler, which then accepts the scheduler options).
+    Construct it in the object's `__init__` with `scheduler=` or `context=` (the
+    object's scheduler, built with the scheduler options given here if it has none yet).
     """
 
     _kind = "DurabilityAlarms"
@@ -82,6 +86,8 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
     _missing = 'No named alarm handler registered for "{}"'
     _purge_reason = "Durable alarm was purged"
     _timeout_error = DurableAlarmTimeoutError
+    _due_columns = "name, generation_id, scheduled_at, created_at, attempt, payload, occurrence"
+    _one_per_key = True
 
     def __init__(
         self,
@@ -92,7 +98,7 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
         attempt_timeout_ms: int = DEFAULT_ATTEMPT_TIMEOUT_MS,
         retries: RetryPolicy = DEFAULT_RETRIES,
         methods: Mapping[str, AlarmMethodOptions] | None = None,
-        on_lifecycle_event: Callable[[Any], Any] | None = None,
+        on_lifecycle_event: LifecycleHook | None = None,
         alarm_concurrency: int | None = None,
         alarm_min_delay_ms: int | None = None,
         alarm_handoff_ms: int | None = None,
@@ -108,13 +114,7 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
             methods=methods,
             options_type=AlarmMethodOptions,
             on_lifecycle_event=on_lifecycle_event,
-            options=given_options(
-                alarm_concurrency=alarm_concurrency,
-                alarm_min_delay_ms=alarm_min_delay_ms,
-                alarm_handoff_ms=alarm_handoff_ms,
-                live_timers=live_timers,
-                on_alarm_retry=on_alarm_retry,
-            ),
+            options=given_options(locals()),
         )
 
     def named(self, name: str) -> NamedAlarm:
@@ -126,25 +126,28 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
     def _new_entry(self, name: str) -> NamedAlarm:
         return NamedAlarm(self, name)
 
-    async def _schedule(self, name: str, scheduled_time: object) -> None:
+    async def _schedule(self, name: str, scheduled_time: object, payload: object) -> None:
         at = to_epoch_ms("scheduled_time", scheduled_time)
+        text = None if payload is None else serialize(payload, "payload")
         now = now_ms()
-        generation = new_generation()
+        generation = random_uuid()
 
         def write(sql: SqlStorage) -> None:
             sql.exec(
                 "INSERT INTO durability_alarms (name, generation_id, status, scheduled_at, "
-                "next_attempt_at, attempt, last_error, last_error_name, created_at) "
-                "VALUES (?, ?, 'pending', ?, ?, 0, NULL, NULL, ?) "
+                "next_attempt_at, attempt, last_error, last_error_name, created_at, payload, "
+                "occurrence) VALUES (?, ?, 'pending', ?, ?, 0, NULL, NULL, ?, ?, NULL) "
                 "ON CONFLICT(name) DO UPDATE SET generation_id = excluded.generation_id, "
                 "status = 'pending', scheduled_at = excluded.scheduled_at, "
                 "next_attempt_at = excluded.next_attempt_at, attempt = 0, last_error = NULL, "
-                "last_error_name = NULL, created_at = excluded.created_at",
+                "last_error_name = NULL, created_at = excluded.created_at, "
+                "payload = excluded.payload, occurrence = NULL",
                 name,
                 generation,
                 at,
                 at,
                 now,
+                text,
             )
 
         await self._engine.transaction(write)
@@ -155,41 +158,9 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
                 )
             )
 
-    async def _run_due(self, now: int, info: AlarmInvocationInfo | None) -> None:
-        errors: list[Exception] = []
-
-        async def run(due: tuple[str, str]) -> None:
-            try:
-                await self._execute(due[0], info)
-            except Exception as error:
-                errors.append(error)
-
-        await self._engine.run_concurrent(
-            due_rows(self._engine.sql, ALARMS, now, DUE_BATCH), run, table=ALARMS.name
-        )
-        if errors:
-            # An infrastructure failure fails the pass, which arms the fallback alarm.
-            raise errors[0]
-
-    async def _execute(self, name: str, info: AlarmInvocationInfo | None) -> None:
-        running = self._active.get(name)
-        if running is not None:
-            # One handler per name at a time: a replacement runs in a later pass.
-            if not self._engine.live_timers:
-                await running.settled.wait()
-            return
-        rows = self._engine.sql.exec(
-            "SELECT status, scheduled_at, next_attempt_at, generation_id, created_at, attempt "
-            "FROM durability_alarms WHERE name = ?",
-            name,
-        ).to_list()
-        if not rows or rows[0]["status"] != "pending" or rows[0]["next_attempt_at"] > now_ms():
-            return
-        await run_execution(self._engine, self._alarm_spec(name, rows[0], info))
-
-    def _alarm_spec(self, name: str, row: Row, info: AlarmInvocationInfo | None) -> ExecutionSpec:
-        generation = str(row["generation_id"])
-        scheduled_time = int(row["scheduled_at"])
+    def _due_spec(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> ExecutionSpec:
+        name, generation, scheduled_at, created_at, attempt, payload_text, occurrence = row
+        scheduled_time = int(scheduled_at)
 
         def argument(attempt: int, signal: AbortSignal) -> DurableAlarmInfo:
             return DurableAlarmInfo(
@@ -201,6 +172,8 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
                 idempotency_key=IDEMPOTENCY_PREFIX + generation,
                 signal=signal,
                 platform=info,
+                payload=None if payload_text is None else deserialize(payload_text),
+                occurrence=None if occurrence is None else int(occurrence),
             )
 
         def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
@@ -217,8 +190,8 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
             key=name,
             name=name,
             generation=generation,
-            created_at=int(row["created_at"]),
-            attempt=int(row["attempt"]),
+            created_at=int(created_at),
+            attempt=int(attempt),
             argument=argument,
             complete=complete,
         )
@@ -233,6 +206,7 @@ class NamedAlarm(HandlerEntry[DurabilityAlarms]):
 
     __slots__ = ()
 
-    async def __call__(self, scheduled_time: TimeInput) -> None:
-        """Schedule the occurrence at `scheduled_time` (ms or aware datetime), replacing any."""
-        await self._owner._schedule(self.name, scheduled_time)
+    async def __call__(self, scheduled_time: TimeInput, payload: JsonValue = None) -> None:
+        """Schedule the occurrence at `scheduled_time` (ms or aware datetime), replacing any;
+        its handler gets `payload` (a JSON value) as `info.payload`."""
+        await self._owner._schedule(self.name, scheduled_time, payload)

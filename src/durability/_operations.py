@@ -12,21 +12,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
+from urllib.parse import quote
 
 from ._clock import now_ms
 from ._context import Context, Row, SqlStorage
 from ._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
     OPERATION_MIGRATIONS,
-    ActiveExecution,
-    AlarmInvocationInfo,
     AlarmRetryInfo,
     AttemptPolicy,
     DurabilityScheduler,
     DurableHelper,
     ExecutionSpec,
     HandlerEntry,
+    HostAlarmInfo,
+    LifecycleHook,
     MethodOptions,
     RegisteredEvent,
     Release,
@@ -34,8 +35,7 @@ from ._engine import (
     TableSpec,
     check_handlers,
     given_options,
-    new_generation,
-    report_failure,
+    read_stack,
     run_execution,
 )
 from ._errors import (
@@ -47,30 +47,39 @@ from ._errors import (
 from ._serialization import deserialize, serialize
 from ._signal import AbortSignal
 from ._types import JsonValue
+from ._uuid import random_uuid
 from ._validate import check_non_negative_int
 
 CALLS = TableSpec("durability_calls", "id")
 NULL_TEXT = serialize(None)
 """The stored envelope of `None`, the most common payload and result."""
 CAPABILITY = "operations"
-DUE_BATCH = 100
 DEFAULT_RETRIES = RetryPolicy()
+IDEMPOTENCY_PREFIX = "durability-call:v1:"
+
+P = TypeVar("P")
+"""The payload type a handler declares (`DurableCall[Order]`); unchecked at run time."""
 
 Status = Literal["not_found", "pending", "completed", "failed"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DurableCall:
+@dataclass(frozen=True, kw_only=True)
+class DurableCall(Generic[P]):
     """What an operation handler receives: the call's id, payload and attempt (1-based).
 
     `signal` is aborted when the attempt times out or the record is purged.
+    `idempotency_key` is the same for every attempt of this call and differs between
+    objects: it holds the object's id, the operation and the call's id, so an external
+    service given it applies the call's effect once. (Not slotted: `DurableCall[Order](...)`
+    must be able to record its type argument.)
     """
 
     id: str
     operation: str
-    payload: JsonValue
+    payload: P
     attempt: int
     signal: AbortSignal
+    idempotency_key: str
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -93,9 +102,10 @@ class OperationResult:
 class Durability(DurableHelper["DurableOperation"]):
     """Durable operations: `await durability.<handler>(id=..., payload=...)` registers one.
 
-    Construct it in the object's `__init__` with `scheduler=` (shared) or `context=`
-    (a private scheduler, which then accepts the scheduler options), and delegate the
-    object's `alarm()` to the scheduler (or to this helper when it is alone).
+    Construct it in the object's `__init__` with `scheduler=` or `context=` (the
+    object's scheduler, built with the scheduler options given here if it has none
+    yet), and delegate the object's `alarm()` to the scheduler (or to any of its
+    helpers).
     """
 
     _kind = "Durability"
@@ -107,17 +117,19 @@ class Durability(DurableHelper["DurableOperation"]):
     _missing = 'No handler registered for operation "{}"'
     _purge_reason = "Durable operation was purged"
     _timeout_error = DurableAttemptTimeoutError
+    _due_columns = "id, generation_id, operation, payload, created_at, attempt"
+    _one_per_key = False
 
     def __init__(
         self,
         *,
-        handlers: Mapping[str, Callable[[DurableCall], Any]],
+        handlers: Mapping[str, Callable[[DurableCall[Any]], Any]],
         scheduler: DurabilityScheduler | None = None,
         context: Context | None = None,
         attempt_timeout_ms: int = DEFAULT_ATTEMPT_TIMEOUT_MS,
         retries: RetryPolicy = DEFAULT_RETRIES,
         methods: Mapping[str, MethodOptions] | None = None,
-        on_lifecycle_event: Callable[[Any], Any] | None = None,
+        on_lifecycle_event: LifecycleHook | None = None,
         include_result_in_events: bool = False,
         alarm_concurrency: int | None = None,
         alarm_min_delay_ms: int | None = None,
@@ -135,13 +147,7 @@ class Durability(DurableHelper["DurableOperation"]):
             options_type=MethodOptions,
             on_lifecycle_event=on_lifecycle_event,
             include_result_in_events=include_result_in_events,
-            options=given_options(
-                alarm_concurrency=alarm_concurrency,
-                alarm_min_delay_ms=alarm_min_delay_ms,
-                alarm_handoff_ms=alarm_handoff_ms,
-                live_timers=live_timers,
-                on_alarm_retry=on_alarm_retry,
-            ),
+            options=given_options(locals()),
         )
 
     def operation(self, name: str) -> DurableOperation:
@@ -157,7 +163,7 @@ class Durability(DurableHelper["DurableOperation"]):
         key = _check_id(id)
         text = NULL_TEXT if payload is None else serialize(payload, "payload")
         now = now_ms()
-        generation = new_generation()
+        generation = random_uuid()
 
         def write(sql: SqlStorage) -> bool:
             inserted = sql.exec(
@@ -187,12 +193,12 @@ class Durability(DurableHelper["DurableOperation"]):
             self._emit(
                 RegisteredEvent(operation=operation, id=key, generation=generation, timestamp=now)
             )
-        permit = self._engine.try_acquire_permit()
+        permit = self._engine.permits.try_acquire()
         if permit is None:
             return  # the reconciled alarm or the early timer picks the row up
         # The row was just inserted by this registration: nothing can be running it yet.
         spec = self._call_spec(key, operation, text, generation, now, 0)
-        self._engine.run_in_background(
+        self._engine.tasks.run_in_background(
             self._run_eagerly(spec, permit),
             "durability.background_execution.failed",
             {"operation": operation, "id": key},
@@ -230,7 +236,9 @@ class Durability(DurableHelper["DurableOperation"]):
             )
         elif status == "failed":
             error = SerializedError(
-                row["last_error_name"] or "Error", row["last_error"] or "Durable operation failed"
+                row["last_error_name"] or "Error",
+                row["last_error"] or "Durable operation failed",
+                read_stack(self._engine.sql, CALLS, str(id), str(row["generation_id"])),
             )
             result = OperationResult(status="failed", attempt=row["attempt"], error=error)
         else:
@@ -247,7 +255,7 @@ class Durability(DurableHelper["DurableOperation"]):
         if row is None or current.status != "pending" or timeout == 0:
             return current
         woken = asyncio.Event()
-        unsubscribe = self._engine.watch(CALLS.name, str(id), lambda _row: woken.set())
+        unsubscribe = self._engine.watchers.watch(CALLS.name, str(id), lambda _row: woken.set())
         try:
             # The watcher is registered before this await, so no settlement can slip by.
             try:
@@ -261,42 +269,9 @@ class Durability(DurableHelper["DurableOperation"]):
 
     # -- execution ----------------------------------------------------------------------
 
-    async def _run_due(self, now: int, info: AlarmInvocationInfo | None) -> None:
-        # Rows already executing here are attached to: the pass waits for them at its end
-        # instead of running them again (with live timers it skips them).
-        skip_running = self._engine.live_timers
-        attached: list[ActiveExecution] = []
-
-        def running(due: tuple[Any, ...]) -> bool:
-            found = self._active.get(due[0])
-            if found is None or found.generation != due[3]:
-                return False
-            if not skip_running:
-                attached.append(found)
-            return True
-
-        async def run(due: tuple[Any, ...]) -> None:
-            if running(due):
-                return
-            key, operation, payload, generation, created_at, attempt = due
-            try:
-                spec = self._call_spec(key, operation, payload, generation, created_at, attempt)
-                await run_execution(self._engine, spec)
-            except Exception as error:  # already persisted or reported; the pass goes on
-                report_failure("durability.background_execution.failed", {"id": key}, error)
-
-        cursor = self._engine.sql.exec(
-            "SELECT id, operation, payload, generation_id, created_at, attempt "
-            "FROM durability_calls "
-            "WHERE status = 'pending' AND next_attempt_at <= ? "
-            "ORDER BY next_attempt_at ASC LIMIT ?",
-            now,
-            DUE_BATCH,
-        )
-        due_rows = [due for due in cursor.raw() if not running(due)]
-        await self._engine.run_concurrent(due_rows, run, table=CALLS.name)
-        for execution in attached:
-            await execution.settled.wait()
+    def _due_spec(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> ExecutionSpec:
+        key, generation, operation, payload, created_at, attempt = row
+        return self._call_spec(key, operation, payload, generation, created_at, attempt)
 
     def _call_spec(
         self,
@@ -307,19 +282,22 @@ class Durability(DurableHelper["DurableOperation"]):
         created_at: int,
         attempt: int,
     ) -> ExecutionSpec:
-        def argument(attempt: int, signal: AbortSignal) -> DurableCall:
+        idempotency_key = call_idempotency_key(self._engine.object_id(), operation, key)
+
+        def argument(attempt: int, signal: AbortSignal) -> DurableCall[JsonValue]:
             return DurableCall(
                 id=key,
                 operation=operation,
                 payload=None if payload_text == NULL_TEXT else deserialize(payload_text),
                 attempt=attempt,
                 signal=signal,
+                idempotency_key=idempotency_key,
             )
 
         def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
             try:
                 text = NULL_TEXT if result is None else serialize(result, "result")
-            except TypeError as error:
+            except (TypeError, ValueError) as error:
                 raise DurableResultSerializationError(operation) from error
             completed_at = now_ms()
             won = sql.exec(
@@ -346,6 +324,12 @@ class Durability(DurableHelper["DurableOperation"]):
     def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
         """A result that cannot be stored fails the call: running it again would not help."""
         return isinstance(error, DurableResultSerializationError)
+
+
+def call_idempotency_key(object_id: str | None, operation: str, id: str) -> str:
+    """`durability-call:v1:<object id>:<operation>:<id>`, the operation name escaped so
+    no two (operation, id) pairs give one key (the id, last, is kept as it is)."""
+    return f"{IDEMPOTENCY_PREFIX}{object_id or ''}:{quote(operation, safe='')}:{id}"
 
 
 def _check_id(id: object) -> str:

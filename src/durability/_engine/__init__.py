@@ -1,34 +1,35 @@
 """The engine layer: `DurabilityScheduler` and what capabilities build on.
 
-Capabilities (operations, named alarms, the log, fanout) import from this package only; its
-modules are the scheduler and engine, the attempt execution, the fenced table SQL,
-retry policies, lifecycle events, schema migrations and the `DurableHelper` base.
+Capabilities (operations, named alarms, the log, fanout) import from this package only. Its
+modules, top-down: the scheduler handle and attachment (`scheduler`), the `Engine`
+(`engine`) and its parts (`options`, `participants`, `reconcile`, `timer`, `permits`,
+`registry`, `tasks`), one attempt (`execution`) and its log records (`attempt_log`),
+the fenced table SQL (`tables`), retry policies (`policy`), lifecycle events
+(`lifecycle`), schema migrations (`migrations`) and the built-in schemas (`schemas`),
+and the `DurableHelper` base (`helper`).
 """
 
 from __future__ import annotations
 
+from .._cloudflare import as_context
 from .execution import ExecutionSpec, run_execution
 from .helper import DurableHelper, HandlerEntry
 from .lifecycle import (
     AttemptSettledEvent,
     AttemptStartedEvent,
     LifecycleEvent,
+    LifecycleEventType,
+    LifecycleHook,
     PurgedEvent,
     RegisteredEvent,
     ScheduledEvent,
     TerminalEvent,
     report_failure,
 )
-from .migrations import (
-    FANOUT_MIGRATIONS,
-    LATEST,
-    LOG_LEASE_MIGRATIONS,
-    LOG_MIGRATIONS,
-    NAMED_ALARM_MIGRATIONS,
-    OPERATION_MIGRATIONS,
-    MigrationResult,
-    migrate,
-)
+from .migrations import LATEST, MigrationResult, MigrationTarget, migrate
+from .options import AlarmRetryInfo, given_options
+from .participants import HostAlarmInfo, Participant
+from .permits import Release
 from .policy import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
     AlarmMethodOptions,
@@ -39,17 +40,16 @@ from .policy import (
     exponential,
     jitter,
 )
-from .scheduler import (
-    ActiveExecution,
-    AlarmInvocationInfo,
-    AlarmRetryInfo,
-    DurabilityScheduler,
-    Participant,
-    Release,
-    attach,
-    given_options,
+from .registry import ActiveExecution
+from .scheduler import DurabilityScheduler, attach, attach_storage
+from .schemas import (
+    FANOUT_MIGRATIONS,
+    LOG_LEASE_MIGRATIONS,
+    LOG_MIGRATIONS,
+    NAMED_ALARM_MIGRATIONS,
+    OPERATION_MIGRATIONS,
 )
-from .tables import TableSpec, due_rows, new_generation
+from .tables import TableSpec, read_stack
 
 __all__ = [
     "DEFAULT_ATTEMPT_TIMEOUT_MS",
@@ -60,7 +60,6 @@ __all__ = [
     "NAMED_ALARM_MIGRATIONS",
     "OPERATION_MIGRATIONS",
     "ActiveExecution",
-    "AlarmInvocationInfo",
     "AlarmMethodOptions",
     "AlarmRetryInfo",
     "AttemptPolicy",
@@ -70,9 +69,13 @@ __all__ = [
     "DurableHelper",
     "ExecutionSpec",
     "HandlerEntry",
+    "HostAlarmInfo",
     "LifecycleEvent",
+    "LifecycleEventType",
+    "LifecycleHook",
     "MethodOptions",
     "MigrationResult",
+    "MigrationTarget",
     "Participant",
     "PurgedEvent",
     "RegisteredEvent",
@@ -81,14 +84,15 @@ __all__ = [
     "ScheduledEvent",
     "TableSpec",
     "TerminalEvent",
+    "as_context",
     "attach",
+    "attach_storage",
     "check_handlers",
-    "due_rows",
     "exponential",
     "given_options",
     "jitter",
     "migrate",
-    "new_generation",
+    "read_stack",
     "report_failure",
     "run_execution",
 ]

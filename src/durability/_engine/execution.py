@@ -1,6 +1,6 @@
 """One attempt of a record, from claim to persisted outcome (operations and named alarms).
 
-The order is what makes it crash-safe: the key is marked active before waiting for a
+The order is what makes it crash-safe: the key is marked running before waiting for a
 permit, the attempt is counted durably before the handler runs (so interrupted attempts
 count), and every later write is a generation-fenced compare-and-set (so a stale
 execution loses silently). A timed-out handler is aborted and cancelled, but its permit
@@ -22,6 +22,8 @@ from .._context import SqlStorage
 from .._errors import DurableRetryPolicyError, is_non_retryable, serialize_error
 from .._signal import AbortSignal, abort
 from .._types import MAX_SAFE_INTEGER, JsonValue
+from . import attempt_log
+from .engine import Engine
 from .lifecycle import (
     AttemptSettledEvent,
     AttemptStartedEvent,
@@ -29,8 +31,9 @@ from .lifecycle import (
     EntityKind,
     TerminalEvent,
 )
+from .permits import Release
 from .policy import AttemptPolicy
-from .scheduler import ActiveExecution, Engine, Release
+from .registry import ActiveExecution
 from .tables import TableSpec, claim_attempt, exhaust_attempts, is_exhausted, settle_failure
 
 
@@ -55,7 +58,6 @@ class ExecutionSpec:
     label: str
     entity_kind: EntityKind
     name: str
-    active: dict[str, ActiveExecution]
     policy: AttemptPolicy
     emit: Emit
     exhausted_error: Callable[[], BaseException]
@@ -88,8 +90,14 @@ class RetryDecision:
 
 
 def decide_retry(spec: ExecutionSpec, attempt: int, error: BaseException) -> RetryDecision:
-    """Apply the retry rules in order: non-retryable, attempt limit, kind rule, policy delay."""
-    if is_non_retryable(error) or attempt >= spec.policy.max_attempts or spec.is_terminal(error):
+    """Apply the retry rules in order: non-retryable (by class, name or the policy's
+    `non_retryable`), attempt limit, kind rule, policy delay."""
+    if (
+        is_non_retryable(error)
+        or isinstance(error, spec.policy.non_retryable)
+        or attempt >= spec.policy.max_attempts
+        or spec.is_terminal(error)
+    ):
         timestamp = now_ms()
         return RetryDecision(error, True, timestamp, timestamp)
     try:
@@ -162,58 +170,47 @@ class _Gate:
         self.released = True
         if self.permit is not None:
             self.permit()
-        spec = self.spec
-        self.entry.settled.set()
-        if spec.active.get(spec.key) is self.entry:
-            del spec.active[spec.key]
-            self.engine.release_active(spec.table.name, spec.key)
-        if self.engine.live_timers:
+        engine, spec = self.engine, self.spec
+        engine.running.finish(spec.table.name, spec.key, self.entry)
+        if engine.options.live_timers:
             # The key is eligible for the timer again: re-arm it for work it skipped.
-            self.engine.run_in_background(
-                self.engine.schedule_next_alarm(),
+            engine.tasks.run_in_background(
+                engine.schedule_next_alarm(),
                 "durability.scheduler.refresh_failed",
                 {"table": spec.table.name, "key": spec.key},
             )
 
 
-def start_execution(
-    engine: Engine, spec: ExecutionSpec, permit: Release | None = None
-) -> asyncio.Task[None]:
-    """Mark the key active now, then claim and run one attempt in the background.
-
-    The task ends when the outcome is persisted (not when a timed-out handler ends) and
-    raises only for storage failures. `permit`, if given, is owned by the execution.
-    """
-    return engine.spawn(run_execution(engine, spec, permit))
-
-
 def run_execution(
     engine: Engine, spec: ExecutionSpec, permit: Release | None = None
 ) -> Awaitable[None]:
-    """`start_execution` in the awaiting task: for callers that wait for the outcome anyway.
+    """Mark the key running now; the awaitable claims and runs one attempt.
 
-    The key is marked active when this is called, before anything is awaited.
+    It ends when the outcome is persisted (not when a timed-out handler ends) and raises
+    only for storage failures. `permit`, if given, is owned by the execution.
     """
-    entry = ActiveExecution(spec.generation, spec.created_at)
-    spec.active[spec.key] = entry
-    engine.track_active(spec.table.name, spec.key)
-    return _run(engine, spec, entry, _Gate(engine, spec, entry, permit))
+    entry = engine.running.start(spec.table.name, spec.key, spec.generation, spec.created_at)
+    return _execute(engine, spec, _Gate(engine, spec, entry, permit))
 
 
-async def _run(engine: Engine, spec: ExecutionSpec, entry: ActiveExecution, gate: _Gate) -> None:
+async def _execute(engine: Engine, spec: ExecutionSpec, gate: _Gate) -> None:
+    """Claim an attempt, run the handler, settle the outcome; then release the gate."""
     try:
-        await _execute(engine, spec, entry, gate)
+        if gate.permit is None:
+            gate.permit = engine.permits.try_acquire() or await engine.permits.acquire()
+        started_at = now_ms()
+        attempt = await _claim(engine, spec, started_at)
+        if attempt is None:
+            return
+        ended = await _run(engine, spec, gate, attempt, started_at)
+        await _settle(engine, spec, attempt, started_at, ended)
     finally:
         gate.execution_done()
 
 
-async def _execute(
-    engine: Engine, spec: ExecutionSpec, entry: ActiveExecution, gate: _Gate
-) -> None:
-    if gate.permit is None:
-        gate.permit = engine.try_acquire_permit() or await engine.acquire_permit()
+async def _claim(engine: Engine, spec: ExecutionSpec, started_at: int) -> int | None:
+    """Durably count the attempt (`None` if the row moved on; at its limit it fails)."""
     max_attempts = spec.policy.max_attempts
-    started_at = now_ms()
     attempt = None
     if spec.attempt < max_attempts:
         attempt = claim_attempt(
@@ -222,13 +219,19 @@ async def _execute(
     if attempt is None:
         if is_exhausted(engine.sql, spec.table, spec.key, spec.generation, max_attempts):
             await _fail_exhausted(engine, spec)
-        return
-    entity = spec.entity() if spec.emits else {}
+        return None
     if spec.emits:
-        spec.emit(AttemptStartedEvent(**entity, timestamp=started_at, attempt=attempt))
+        spec.emit(AttemptStartedEvent(**spec.entity(), timestamp=started_at, attempt=attempt))
+    return attempt
+
+
+async def _run(
+    engine: Engine, spec: ExecutionSpec, gate: _Gate, attempt: int, started_at: int
+) -> _Outcome:
+    """Run the handler in its own task until it ends or times out (then it is aborted)."""
     signal = AbortSignal()
-    entry.signal = signal
-    handler = engine.spawn(_invoke(spec, attempt, signal, gate.outcome))
+    gate.entry.signal = signal
+    handler = engine.tasks.spawn(_invoke(spec, attempt, signal, gate.outcome))
     gate.handler = handler
     handler.add_done_callback(gate.handler_done)
     try:
@@ -236,12 +239,18 @@ async def _execute(
     except asyncio.CancelledError:
         handler.cancel()
         raise
-    if ended is _TIMED_OUT:
-        timeout_error = spec.timeout_error()
-        abort(signal, timeout_error)
-        handler.cancel()
-        await _settle_failure(engine, spec, attempt, started_at, timeout_error)
-        return
+    if ended is not _TIMED_OUT:
+        return ended
+    timeout_error = spec.timeout_error()
+    abort(signal, timeout_error)
+    handler.cancel()
+    return _Outcome(error=timeout_error)
+
+
+async def _settle(
+    engine: Engine, spec: ExecutionSpec, attempt: int, started_at: int, ended: _Outcome
+) -> None:
+    """Persist the outcome with a fenced write, then wake watchers and emit."""
     if ended.error is not None:
         await _settle_failure(engine, spec, attempt, started_at, ended.error)
         return
@@ -252,9 +261,11 @@ async def _execute(
         await _settle_failure(engine, spec, attempt, started_at, error)
         return
     if completed_at is None:
+        attempt_log.outcome_discarded(engine, spec, attempt)
         return
-    if engine.watched(spec.table.name, spec.key):
-        engine.notify(
+    attempt_log.attempt_completed(engine, spec, attempt, max(0, completed_at - started_at))
+    if engine.watchers.watched(spec.table.name, spec.key):
+        engine.watchers.notify(
             spec.table.name,
             spec.key,
             {"generation_id": spec.generation, "created_at": spec.created_at},
@@ -264,7 +275,7 @@ async def _execute(
     included: JsonValue = result if spec.include_result else None
     spec.emit(
         AttemptSettledEvent(
-            **entity,
+            **spec.entity(),
             timestamp=completed_at,
             attempt=attempt,
             outcome="completed",
@@ -333,7 +344,8 @@ async def _fail_exhausted(engine: Engine, spec: ExecutionSpec) -> None:
     )
     if attempt is None:
         return
-    engine.notify(spec.table.name, spec.key)
+    attempt_log.record_failed(engine, spec, attempt, None, exhausted, "attempts_exhausted")
+    engine.watchers.notify(spec.table.name, spec.key)
     if spec.emits:
         spec.emit(
             TerminalEvent(**spec.entity(), timestamp=now_ms(), attempt=attempt, error=exhausted)
@@ -358,9 +370,22 @@ async def _settle_failure(
         )
     )
     if not owned:
+        attempt_log.outcome_discarded(engine, spec, attempt)
         return
     if decision.terminal:
-        engine.notify(spec.table.name, spec.key)
+        reason = attempt_log.terminal_reason(spec, attempt, error, decision.error)
+        attempt_log.record_failed(engine, spec, attempt, decision.error, stored, reason)
+        engine.watchers.notify(spec.table.name, spec.key)
+    else:
+        attempt_log.attempt_failed(
+            engine,
+            spec,
+            attempt,
+            decision.error,
+            stored,
+            retry_in_ms=decision.next_attempt_at - decision.timestamp,
+            next_attempt_at=decision.next_attempt_at,
+        )
     if not spec.emits:
         return
     spec.emit(

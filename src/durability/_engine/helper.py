@@ -2,9 +2,9 @@
 
 Both validate their handlers, hook and policies the same way, attach to a scheduler,
 migrate their own tables, register one participant, hand out one object per handler
-name (also as an attribute), delegate `alarm()`, purge their table, and run attempts
-through `run_execution` with an `ExecutionSpec` that differs only in the handler's
-argument and how a success is stored.
+name (also as an attribute), delegate `alarm()`, purge their table, run their due rows
+in one alarm-pass template, and run attempts through `run_execution` with an
+`ExecutionSpec` that differs only in the handler's argument and how a success is stored.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 from .._clock import now_ms
+from .._cloudflare import alarm_info, as_context
 from .._context import Context, SqlStorage
 from .._errors import (
     DurableAlarmTimeoutError,
@@ -24,21 +25,21 @@ from .._errors import (
 from .._signal import AbortSignal
 from .._types import TimeInput
 from .._validate import check_callable, to_epoch_ms
-from .execution import ExecutionSpec
-from .lifecycle import EntityKind, PurgedEvent
-from .migrations import LATEST, Migration, MigrationResult, migrate
+from .execution import ExecutionSpec, run_execution
+from .lifecycle import EntityKind, LifecycleHook, PurgedEvent, report_failure
+from .migrations import LATEST, Migration, MigrationResult, MigrationTarget, migrate
+from .participants import HostAlarmInfo, Participant
 from .policy import AttemptPolicy, resolve_policies
-from .scheduler import (
-    ActiveExecution,
-    AlarmInvocationInfo,
-    DurabilityScheduler,
-    Participant,
-    attach,
-)
-from .tables import TableSpec
+from .registry import ActiveExecution
+from .scheduler import DurabilityScheduler, attach
+from .schemas import ERROR_STACK_MIGRATIONS, STACKS_CAPABILITY
+from .tables import TableSpec, due_rows
 
 Entry = TypeVar("Entry")
 Owner = TypeVar("Owner")
+
+DUE_BATCH = 100
+"""How many due rows of one table an alarm pass reads and runs."""
 
 
 class HandlerEntry(Generic[Owner]):
@@ -74,6 +75,11 @@ class DurableHelper(ABC, Generic[Entry]):
     """The message for an unknown handler name, with one ``{}`` for the name."""
     _purge_reason: ClassVar[str]
     _timeout_error: ClassVar[type[DurableAttemptTimeoutError] | type[DurableAlarmTimeoutError]]
+    _due_columns: ClassVar[str]
+    """The columns `_due_spec` reads from a due row, starting with the key and generation."""
+    _one_per_key: ClassVar[bool]
+    """True: a key runs one handler at a time, whatever the generation (named alarms).
+    False: a new generation of a key (purged and added again) may overlap the old one."""
 
     def __init__(
         self,
@@ -85,7 +91,7 @@ class DurableHelper(ABC, Generic[Entry]):
         retries: object,
         methods: Mapping[str, Any] | None,
         options_type: type[Any],
-        on_lifecycle_event: Callable[[Any], Any] | None,
+        on_lifecycle_event: LifecycleHook | None,
         include_result_in_events: bool = False,
         options: Mapping[str, Any],
     ) -> None:
@@ -104,10 +110,11 @@ class DurableHelper(ABC, Generic[Entry]):
         self._engine = attach(
             scheduler=scheduler, context=context, kind=self._kind, options=options
         )
-        self._emit = self._engine.emitter(on_lifecycle_event)
+        self._emit = self._engine.tasks.emitter(on_lifecycle_event)
         self._events = on_lifecycle_event is not None
-        self._active: dict[str, ActiveExecution] = {}
+        self._active = self._engine.running.of(self._table.name)
         self._entries: dict[str, Entry] = {}
+        self._engine.migrate_schema(STACKS_CAPABILITY, ERROR_STACK_MIGRATIONS)
         self._engine.migrate_schema(self._capability, self._migrations)
         self._engine.register(Participant(self._table, self._run_due))
 
@@ -121,9 +128,9 @@ class DurableHelper(ABC, Generic[Entry]):
         self.__dict__[name] = found
         return found
 
-    async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
+    async def alarm(self, info: HostAlarmInfo | None = None) -> None:
         """Run due work of every helper on this helper's scheduler (the object's alarm)."""
-        await self._engine.alarm(info)
+        await self._engine.alarm(alarm_info(info))
 
     async def purge_before(self, before: TimeInput) -> int:
         """Delete every record created strictly before `before` (any status); the count.
@@ -132,7 +139,7 @@ class DurableHelper(ABC, Generic[Entry]):
         reusable at once and late settlements of the old records are ignored.
         """
         cutoff = to_epoch_ms("before", before)
-        count = await self._engine.purge(self._table, cutoff, self._active, self._purge_reason)
+        count = await self._engine.purge(self._table, cutoff, self._purge_reason)
         if self._events:
             self._emit(
                 PurgedEvent(
@@ -142,9 +149,9 @@ class DurableHelper(ABC, Generic[Entry]):
         return count
 
     @classmethod
-    def migrate(cls, context: Context, target: Any = LATEST) -> MigrationResult:
+    def migrate(cls, context: Context, target: MigrationTarget = LATEST) -> MigrationResult:
         """Move this helper's schema to `target` (`LATEST`, a migration name, or `None`)."""
-        return migrate(context.storage, cls._capability, cls._migrations, target)
+        return migrate(as_context(context).storage, cls._capability, cls._migrations, target)
 
     # -- internals ----------------------------------------------------------------------
 
@@ -162,8 +169,51 @@ class DurableHelper(ABC, Generic[Entry]):
         """A new object of handler `name` (called once per name)."""
 
     @abstractmethod
-    async def _run_due(self, now: int, info: AlarmInvocationInfo | None) -> None:
-        """Run this helper's due records (the participant callback of an alarm pass)."""
+    def _due_spec(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> ExecutionSpec:
+        """The execution of due `row` (the `_due_columns`, in order) in the pass of `info`."""
+
+    async def _run_due(self, now: int, info: HostAlarmInfo | None) -> None:
+        """Run this helper's due records: the participant callback of an alarm pass.
+
+        A key already executing here is attached to: the pass waits for it at its end
+        instead of running it again (with live timers it is skipped). Every due row is
+        tried even when some fail; a failure (only storage can fail here: handler errors
+        are settled into their rows) then fails the pass, which arms the fallback alarm,
+        so the rows it could not settle run again.
+        """
+        skip_running = self._engine.options.live_timers
+        attached: list[ActiveExecution] = []
+        failures: list[tuple[str, Exception]] = []
+
+        def running(row: tuple[Any, ...]) -> bool:
+            found = self._active.get(row[0])
+            if found is None or (not self._one_per_key and found.generation != row[1]):
+                return False
+            if not skip_running:
+                attached.append(found)
+            return True
+
+        async def run(row: tuple[Any, ...]) -> None:
+            if running(row):
+                return
+            try:
+                await run_execution(self._engine, self._due_spec(row, info))
+            except Exception as error:
+                failures.append((str(row[0]), error))
+
+        table = self._table
+        rows = due_rows(self._engine.sql, table, self._due_columns, now, DUE_BATCH)
+        due = [row for row in rows if not running(row)]
+        await self._engine.run_concurrent(due, run, table=table.name)
+        for execution in attached:
+            await execution.settled.wait()
+        if not failures:
+            return
+        for key, error in failures[1:]:
+            report_failure(
+                "durability.background_execution.failed", {"table": table.name, "key": key}, error
+            )
+        raise failures[0][1]
 
     @abstractmethod
     def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
@@ -199,7 +249,6 @@ class DurableHelper(ABC, Generic[Entry]):
             label=f'{self._noun} "{name}"',
             entity_kind=self._entity_kind,
             name=name,
-            active=self._active,
             policy=policy,
             emit=self._emit,
             exhausted_error=lambda: DurableAttemptsExhaustedError(

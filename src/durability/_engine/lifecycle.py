@@ -13,6 +13,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
 from .._errors import SerializedError, serialize_error
@@ -22,6 +23,22 @@ logger = logging.getLogger("durability")
 
 EntityKind: TypeAlias = Literal["operation", "named_alarm"]
 SettledOutcome: TypeAlias = Literal["completed", "retry_scheduled", "failed"]
+
+
+class LifecycleEventType(StrEnum):
+    """The `type` of every lifecycle event, as named constants.
+
+    Members are strings, so `event.type == LifecycleEventType.REGISTERED` and
+    `match event.type: case LifecycleEventType.REGISTERED:` both work; the events
+    themselves carry the plain string.
+    """
+
+    REGISTERED = "registered"
+    SCHEDULED = "scheduled"
+    ATTEMPT_STARTED = "attempt_started"
+    ATTEMPT_SETTLED = "attempt_settled"
+    TERMINAL = "terminal"
+    PURGED = "purged"
 
 
 def report_failure(event: str, details: Mapping[str, Any], error: object) -> None:
@@ -50,7 +67,7 @@ def report_failure(event: str, details: Mapping[str, Any], error: object) -> Non
 class RegisteredEvent:
     """A new operation record was inserted (not emitted for duplicate registrations)."""
 
-    type: Literal["registered"] = field(default="registered", init=False)
+    type: Literal["registered"] = field(default=LifecycleEventType.REGISTERED.value, init=False)
     entity_kind: Literal["operation"] = field(default="operation", init=False)
     operation: str
     id: str
@@ -63,7 +80,7 @@ class RegisteredEvent:
 class ScheduledEvent:
     """A named alarm occurrence was scheduled (every call, replacements included)."""
 
-    type: Literal["scheduled"] = field(default="scheduled", init=False)
+    type: Literal["scheduled"] = field(default=LifecycleEventType.SCHEDULED.value, init=False)
     entity_kind: Literal["named_alarm"] = field(default="named_alarm", init=False)
     alarm: str
     id: str
@@ -94,7 +111,9 @@ class AttemptStartedEvent(_AttemptEvent):
     `operation` is set for operations and `alarm` for named alarms.
     """
 
-    type: Literal["attempt_started"] = field(default="attempt_started", init=False)
+    type: Literal["attempt_started"] = field(
+        default=LifecycleEventType.ATTEMPT_STARTED.value, init=False
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -105,7 +124,9 @@ class AttemptSettledEvent(_AttemptEvent):
     ``retry_scheduled``; `result` only for ``completed`` when results are opted in.
     """
 
-    type: Literal["attempt_settled"] = field(default="attempt_settled", init=False)
+    type: Literal["attempt_settled"] = field(
+        default=LifecycleEventType.ATTEMPT_SETTLED.value, init=False
+    )
     outcome: SettledOutcome
     duration_ms: int
     error: SerializedError | None = None
@@ -117,7 +138,7 @@ class AttemptSettledEvent(_AttemptEvent):
 class TerminalEvent(_AttemptEvent):
     """A record at its attempt limit was failed without calling its handler."""
 
-    type: Literal["terminal"] = field(default="terminal", init=False)
+    type: Literal["terminal"] = field(default=LifecycleEventType.TERMINAL.value, init=False)
     reason: Literal["attempts_exhausted"] = "attempts_exhausted"
     error: SerializedError
 
@@ -126,7 +147,7 @@ class TerminalEvent(_AttemptEvent):
 class PurgedEvent:
     """`purge_before(before)` deleted `count` records (emitted even when `count` is 0)."""
 
-    type: Literal["purged"] = field(default="purged", init=False)
+    type: Literal["purged"] = field(default=LifecycleEventType.PURGED.value, init=False)
     entity_kind: EntityKind
     timestamp: int
     before: int
@@ -143,7 +164,7 @@ LifecycleEvent: TypeAlias = (
 )
 """Every lifecycle event of operations and named alarms."""
 
-LifecycleHook: TypeAlias = Callable[[Any], Any]
+LifecycleHook: TypeAlias = Callable[[LifecycleEvent], object]
 """`on_lifecycle_event(event)`: sync or async; its result and failures never matter."""
 
 Emit: TypeAlias = Callable[[Any], None]

@@ -7,8 +7,9 @@ was. The history table `durability_migrations` is shared by every capability and
 for each applied migration, its capability and its `down` statements, so an older
 version of this library can revert (at most two) migrations it does not know.
 
-Stored `down` scripts are JSON arrays of SQL statements: `sql.exec` runs one statement
-at a time on the embedded runtime, so a list is the form every host can replay.
+The capabilities' migration lists live in `schemas`. Stored `down` scripts are JSON
+arrays of SQL statements: `sql.exec` runs one statement at a time on the embedded
+runtime, so a list is the form every host can replay.
 
 The 0004 rebuilds stamp old rows with the migration time. That time is read from the
 history row the runner writes just before a migration's `up` statements (its
@@ -23,7 +24,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, Literal, TypeAlias
 
 from .._clock import now_ms
 from .._context import SqlStorage, Storage
@@ -35,8 +36,9 @@ MAX_FUTURE_MIGRATIONS: Final = 2
 """How many unknown (newer) migrations `migrate` reverts through their stored downs."""
 
 _LEGACY_COMBINED_0004: Final = "durability_0004_generation_and_created_at"
-_CALLS_0004: Final = "durability_0004_calls_generation_and_created_at"
-_ALARMS_0004: Final = "durability_0004_alarms_generation_and_created_at"
+CALLS_0004: Final = "durability_0004_calls_generation_and_created_at"
+ALARMS_0004: Final = "durability_0004_alarms_generation_and_created_at"
+"""The two halves `_LEGACY_COMBINED_0004` was split into (the runner translates it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +74,9 @@ class _Latest(enum.Enum):
 LATEST: Final = _Latest.LATEST
 """Default `migrate` target: the last migration of the list."""
 
+MigrationTarget: TypeAlias = str | Literal[_Latest.LATEST] | None
+"""What `migrate(target=...)` accepts: `LATEST`, a migration name, or `None` for none."""
+
 
 @dataclass(frozen=True, slots=True)
 class MigrationResult:
@@ -90,7 +95,7 @@ def migrate(
     storage: Storage,
     capability: str,
     migrations: Sequence[Migration],
-    target: str | _Latest | None = LATEST,
+    target: MigrationTarget = LATEST,
 ) -> MigrationResult:
     """Move `capability`'s schema to `target` atomically and return what changed.
 
@@ -136,7 +141,7 @@ def _check_migrations(capability: str, migrations: Sequence[Migration]) -> tuple
     return steps
 
 
-def _resolve_target(steps: tuple[Migration, ...], target: str | _Latest | None) -> int:
+def _resolve_target(steps: tuple[Migration, ...], target: object) -> int:
     """Index of the last migration to keep applied; -1 means none."""
     if target is LATEST:
         return len(steps) - 1
@@ -228,7 +233,7 @@ def _translate_legacy_history(sql: SqlStorage) -> None:
 
     The combined row stays, so a rollback to the v2 library still sees its history.
     """
-    for half in (_CALLS_0004, _ALARMS_0004):
+    for half in (CALLS_0004, ALARMS_0004):
         sql.exec(
             f"INSERT INTO {HISTORY_TABLE} (name, applied_at) "
             f"SELECT ?, applied_at FROM {HISTORY_TABLE} WHERE name = ? "
@@ -284,237 +289,9 @@ def _timestamp_text(ms: int) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M:%S") + f".{millis:03d}"
 
 
-def _migration_time_ms(name: str) -> str:
+def migration_time_ms(name: str) -> str:
     """SQL for the ms timestamp of migration `name`, read from its history row."""
     return (
         "(SELECT CAST(round((julianday(applied_at) - 2440587.5) * 86400000.0) AS INTEGER) "
         f"FROM {HISTORY_TABLE} WHERE name = '{name}')"
     )
-
-
-_CALL_COLUMNS: Final = (
-    "id, operation, payload, status, result, attempt, next_attempt_at, "
-    "last_error, last_error_name, completed_at"
-)
-_CALL_TABLE_BODY: Final = (
-    "id TEXT PRIMARY KEY, "
-    "operation TEXT NOT NULL, "
-    "payload TEXT NOT NULL, "
-    "status TEXT NOT NULL CHECK (status IN ('pending', 'completed', 'failed')), "
-    "result TEXT, "
-    "attempt INTEGER NOT NULL DEFAULT 0, "
-    "next_attempt_at INTEGER NOT NULL, "
-    "last_error TEXT, "
-    "last_error_name TEXT, "
-    "completed_at INTEGER"
-)
-_CALLS_PENDING_INDEX: Final = (
-    "CREATE INDEX durability_calls_pending_idx ON durability_calls (status, next_attempt_at)"
-)
-
-OPERATION_MIGRATIONS: Final[tuple[Migration, ...]] = (
-    Migration(
-        name="durability_0001_create_calls",
-        up=(f"CREATE TABLE durability_calls ({_CALL_TABLE_BODY})",),
-        down=("DROP TABLE durability_calls",),
-    ),
-    Migration(
-        name="durability_0002_pending_index",
-        up=(_CALLS_PENDING_INDEX,),
-        down=("DROP INDEX durability_calls_pending_idx",),
-    ),
-    Migration(
-        name=_CALLS_0004,
-        up=(
-            f"CREATE TABLE durability_calls_next ({_CALL_TABLE_BODY}, "
-            "generation_id TEXT NOT NULL DEFAULT 'legacy', "
-            "created_at INTEGER NOT NULL)",
-            f"INSERT INTO durability_calls_next ({_CALL_COLUMNS}, generation_id, created_at) "
-            f"SELECT {_CALL_COLUMNS}, 'legacy:' || id, {_migration_time_ms(_CALLS_0004)} "
-            "FROM durability_calls",
-            "DROP TABLE durability_calls",
-            "ALTER TABLE durability_calls_next RENAME TO durability_calls",
-            _CALLS_PENDING_INDEX,
-            "CREATE INDEX durability_calls_created_idx ON durability_calls (created_at)",
-        ),
-        down=(
-            f"CREATE TABLE durability_calls_previous ({_CALL_TABLE_BODY})",
-            f"INSERT INTO durability_calls_previous ({_CALL_COLUMNS}) "
-            f"SELECT {_CALL_COLUMNS} FROM durability_calls",
-            "DROP TABLE durability_calls",
-            "ALTER TABLE durability_calls_previous RENAME TO durability_calls",
-            _CALLS_PENDING_INDEX,
-        ),
-    ),
-)
-"""Capability "operations": the `durability_calls` table (spec/core.md §5.11)."""
-
-_ALARM_COLUMNS: Final = (
-    "name, generation_id, status, scheduled_at, next_attempt_at, attempt, "
-    "last_error, last_error_name"
-)
-_ALARM_TABLE_BODY: Final = (
-    "name TEXT PRIMARY KEY, "
-    "generation_id TEXT NOT NULL, "
-    "status TEXT NOT NULL CHECK (status IN ('pending', 'failed')), "
-    "scheduled_at INTEGER NOT NULL, "
-    "next_attempt_at INTEGER NOT NULL, "
-    "attempt INTEGER NOT NULL DEFAULT 0, "
-    "last_error TEXT, "
-    "last_error_name TEXT"
-)
-_ALARMS_PENDING_INDEX: Final = (
-    "CREATE INDEX durability_alarms_pending_idx ON durability_alarms (status, next_attempt_at)"
-)
-
-NAMED_ALARM_MIGRATIONS: Final[tuple[Migration, ...]] = (
-    Migration(
-        name="durability_0003_create_alarms",
-        up=(f"CREATE TABLE durability_alarms ({_ALARM_TABLE_BODY})", _ALARMS_PENDING_INDEX),
-        down=("DROP INDEX durability_alarms_pending_idx", "DROP TABLE durability_alarms"),
-    ),
-    Migration(
-        name=_ALARMS_0004,
-        up=(
-            f"CREATE TABLE durability_alarms_next ({_ALARM_TABLE_BODY}, "
-            "created_at INTEGER NOT NULL)",
-            f"INSERT INTO durability_alarms_next ({_ALARM_COLUMNS}, created_at) "
-            f"SELECT {_ALARM_COLUMNS}, {_migration_time_ms(_ALARMS_0004)} "
-            "FROM durability_alarms",
-            "DROP TABLE durability_alarms",
-            "ALTER TABLE durability_alarms_next RENAME TO durability_alarms",
-            _ALARMS_PENDING_INDEX,
-            "CREATE INDEX durability_alarms_created_idx ON durability_alarms (created_at)",
-        ),
-        down=(
-            f"CREATE TABLE durability_alarms_previous ({_ALARM_TABLE_BODY})",
-            f"INSERT INTO durability_alarms_previous ({_ALARM_COLUMNS}) "
-            f"SELECT {_ALARM_COLUMNS} FROM durability_alarms",
-            "DROP TABLE durability_alarms",
-            "ALTER TABLE durability_alarms_previous RENAME TO durability_alarms",
-            _ALARMS_PENDING_INDEX,
-        ),
-    ),
-)
-"""Capability "namedAlarms": the `durability_alarms` table (spec/core.md §6.7)."""
-
-FANOUT_MIGRATIONS: Final[tuple[Migration, ...]] = (
-    Migration(
-        name="durability_0005_create_fanout",
-        up=(
-            "CREATE TABLE durability_fanout_messages ("
-            "key TEXT PRIMARY KEY, "
-            "id TEXT NOT NULL, "
-            "payload TEXT NOT NULL, "
-            "targets TEXT NOT NULL, "
-            "remaining INTEGER NOT NULL, "
-            "seq INTEGER NOT NULL, "
-            "created_at INTEGER NOT NULL, "
-            "generation_id TEXT NOT NULL)",
-            "CREATE TABLE durability_fanout_deliveries ("
-            "id TEXT PRIMARY KEY, "
-            "message_key TEXT NOT NULL, "
-            "target_id TEXT NOT NULL, "
-            "seq INTEGER NOT NULL, "
-            "status TEXT NOT NULL CHECK (status = 'pending'), "
-            "phase TEXT NOT NULL CHECK (phase IN ('delivery', 'dead_letter')), "
-            "attempt INTEGER NOT NULL DEFAULT 0, "
-            "next_attempt_at INTEGER NOT NULL, "
-            "last_error TEXT, "
-            "last_error_name TEXT, "
-            "created_at INTEGER NOT NULL, "
-            "generation_id TEXT NOT NULL, "
-            "dead_lettered_at INTEGER, "
-            "dead_letter_reason TEXT CHECK (dead_letter_reason IN ('explicit', 'exhausted')))",
-            "CREATE INDEX durability_fanout_deliveries_target_idx ON durability_fanout_deliveries "
-            "(target_id, phase, status, attempt, seq, next_attempt_at)",
-            "CREATE INDEX durability_fanout_deliveries_pending_idx "
-            "ON durability_fanout_deliveries (phase, status, next_attempt_at)",
-            "CREATE INDEX durability_fanout_deliveries_created_idx "
-            "ON durability_fanout_deliveries (created_at)",
-            "CREATE TABLE durability_fanout_seq ("
-            "id INTEGER PRIMARY KEY CHECK (id = 1), "
-            "next_seq INTEGER NOT NULL)",
-            "INSERT INTO durability_fanout_seq (id, next_seq) VALUES (1, 0)",
-        ),
-        down=(
-            "DROP TABLE durability_fanout_seq",
-            "DROP INDEX durability_fanout_deliveries_created_idx",
-            "DROP INDEX durability_fanout_deliveries_pending_idx",
-            "DROP INDEX durability_fanout_deliveries_target_idx",
-            "DROP TABLE durability_fanout_deliveries",
-            "DROP TABLE durability_fanout_messages",
-        ),
-    ),
-)
-"""Capability "fanout": manifests, deliveries and the sequence (log-fanout-routing §4.3)."""
-
-LOG_MIGRATIONS: Final[tuple[Migration, ...]] = (
-    Migration(
-        name="durability_0006_create_log",
-        up=(
-            "CREATE TABLE durability_log_records ("
-            "offset INTEGER PRIMARY KEY, "
-            "dedup_key TEXT NOT NULL UNIQUE, "
-            "payload TEXT NOT NULL, "
-            "bytes INTEGER NOT NULL, "
-            "appended_at INTEGER NOT NULL)",
-            "CREATE INDEX durability_log_records_appended_idx "
-            "ON durability_log_records (appended_at, offset)",
-            "CREATE TABLE durability_log_cursors ("
-            "consumer TEXT PRIMARY KEY, "
-            "offset INTEGER NOT NULL, "
-            "committed_at INTEGER NOT NULL)",
-            "CREATE TABLE durability_log_segments ("
-            "first_offset INTEGER PRIMARY KEY, "
-            "last_offset INTEGER NOT NULL, "
-            "locator TEXT NOT NULL, "
-            "bytes INTEGER NOT NULL, "
-            "flushed_at INTEGER NOT NULL)",
-            "CREATE TABLE durability_log_seq ("
-            "id INTEGER PRIMARY KEY CHECK (id = 1), "
-            "next_offset INTEGER NOT NULL, "
-            "total_bytes INTEGER NOT NULL)",
-            "INSERT INTO durability_log_seq (id, next_offset, total_bytes) VALUES (1, 0, 0)",
-        ),
-        down=(
-            "DROP TABLE durability_log_seq",
-            "DROP TABLE durability_log_segments",
-            "DROP TABLE durability_log_cursors",
-            "DROP INDEX durability_log_records_appended_idx",
-            "DROP TABLE durability_log_records",
-        ),
-    ),
-)
-"""Capability "log": records, cursors, segments and the sequence (log-fanout-routing §3.3)."""
-
-LOG_LEASE_MIGRATIONS: Final[tuple[Migration, ...]] = (
-    Migration(
-        name="durability_0007_create_log_leases",
-        up=(
-            "CREATE TABLE durability_log_leases ("
-            "batch_id TEXT PRIMARY KEY, "
-            "consumer TEXT NOT NULL, "
-            "first_offset INTEGER NOT NULL, "
-            "last_offset INTEGER NOT NULL, "
-            "state TEXT NOT NULL CHECK (state IN ('active', 'pending', 'acked', 'skipped')), "
-            "attempt INTEGER NOT NULL CHECK (attempt >= 1), "
-            "expires_at INTEGER NOT NULL, "
-            "created_at INTEGER NOT NULL)",
-            "CREATE INDEX durability_log_leases_state_idx "
-            "ON durability_log_leases (consumer, state, expires_at, first_offset)",
-            "CREATE INDEX durability_log_leases_range_idx "
-            "ON durability_log_leases (consumer, first_offset)",
-            "CREATE TABLE durability_log_allocations ("
-            "consumer TEXT PRIMARY KEY, "
-            "allocated_offset INTEGER NOT NULL)",
-        ),
-        down=(
-            "DROP TABLE durability_log_allocations",
-            "DROP INDEX durability_log_leases_range_idx",
-            "DROP INDEX durability_log_leases_state_idx",
-            "DROP TABLE durability_log_leases",
-        ),
-    ),
-)
-"""Capability "logLeases", only with leases: lease ranges and allocations (§3.3)."""

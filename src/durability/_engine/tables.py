@@ -6,12 +6,16 @@ returned) whether it won.
 A stale execution (timed out, purged, replaced) therefore loses silently and can never
 touch a newer record. Table and column names are fixed identifiers owned by the
 capabilities; every value is a bound parameter.
+
+A stored error's traceback lives beside its record in ``durability_error_stacks`` (one
+row per record, of the generation that failed), written in the same transaction as the
+error and swept when records are purged.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+from typing import Any
 
 from .._context import SqlStorage
 from .._errors import SerializedError
@@ -23,17 +27,6 @@ class TableSpec:
 
     name: str
     key: str
-
-
-def new_generation() -> str:
-    """A fresh generation id: a random version-4 UUID as 32 hex digits.
-
-    Built from `os.urandom` directly: `uuid.uuid4()` costs about three times as much.
-    """
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    return raw.hex()
 
 
 def claim_attempt(
@@ -91,7 +84,10 @@ def exhaust_attempts(
         generation,
         max_attempts,
     ).to_list()
-    return int(rows[0]["attempt"]) if rows else None
+    if not rows:
+        return None
+    _keep_stack(sql, table, key, generation, error.stack)
+    return int(rows[0]["attempt"])
 
 
 def settle_failure(
@@ -119,7 +115,44 @@ def settle_failure(
         generation,
         attempt,
     ).to_list()
-    return bool(rows)
+    if not rows:
+        return False
+    _keep_stack(sql, table, key, generation, error.stack)
+    return True
+
+
+def _keep_stack(
+    sql: SqlStorage, table: TableSpec, key: str, generation: str, stack: str | None
+) -> None:
+    """Store `stack` as the traceback of the record's last error (none: forget the old one)."""
+    if stack is None:
+        sql.exec(
+            "DELETE FROM durability_error_stacks WHERE record_table = ? AND record_key = ?",
+            table.name,
+            key,
+        )
+        return
+    sql.exec(
+        "INSERT INTO durability_error_stacks (record_table, record_key, generation_id, stack) "
+        "VALUES (?, ?, ?, ?) ON CONFLICT (record_table, record_key) DO UPDATE SET "
+        "generation_id = excluded.generation_id, stack = excluded.stack",
+        table.name,
+        key,
+        generation,
+        stack,
+    )
+
+
+def read_stack(sql: SqlStorage, table: TableSpec, key: str, generation: str) -> str | None:
+    """The traceback stored with the last error of the record's `generation`, if any."""
+    rows = sql.exec(
+        "SELECT stack FROM durability_error_stacks "
+        "WHERE record_table = ? AND record_key = ? AND generation_id = ?",
+        table.name,
+        key,
+        generation,
+    ).to_list()
+    return str(rows[0]["stack"]) if rows else None
 
 
 def pending_head(sql: SqlStorage, table: TableSpec, limit: int) -> list[tuple[str, int]]:
@@ -132,19 +165,27 @@ def pending_head(sql: SqlStorage, table: TableSpec, limit: int) -> list[tuple[st
     return [(str(row["pk"]), int(row["next_attempt_at"])) for row in cursor]
 
 
-def due_rows(sql: SqlStorage, table: TableSpec, now: int, limit: int) -> list[tuple[str, str]]:
-    """`(key, generation)` of at most `limit` pending rows due at `now`, earliest first."""
-    cursor = sql.exec(
-        f"SELECT {table.key} AS pk, generation_id FROM {table.name} "
-        "WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at ASC LIMIT ?",
-        now,
-        limit,
+def due_rows(
+    sql: SqlStorage, table: TableSpec, columns: str, now: int, limit: int
+) -> list[tuple[Any, ...]]:
+    """`columns` (fixed identifiers) of at most `limit` pending rows due at `now`, earliest
+    first."""
+    return list(
+        sql.exec(
+            f"SELECT {columns} FROM {table.name} "
+            "WHERE status = 'pending' AND next_attempt_at <= ? "
+            "ORDER BY next_attempt_at ASC LIMIT ?",
+            now,
+            limit,
+        ).raw()
     )
-    return [(str(key), str(generation)) for key, generation in cursor.raw()]
 
 
 def purge_created_before(sql: SqlStorage, table: TableSpec, before: int) -> int:
-    """Delete every row created strictly before `before`; the number deleted."""
+    """Delete every row created strictly before `before`; the number deleted.
+
+    Tracebacks whose record is gone (purged now, or deleted some other way) go too.
+    """
     count = int(
         sql.exec(f"SELECT COUNT(*) AS count FROM {table.name} WHERE created_at < ?", before).one()[
             "count"
@@ -152,4 +193,9 @@ def purge_created_before(sql: SqlStorage, table: TableSpec, before: int) -> int:
     )
     if count:
         sql.exec(f"DELETE FROM {table.name} WHERE created_at < ?", before)
+    sql.exec(
+        "DELETE FROM durability_error_stacks WHERE record_table = ? "
+        f"AND record_key NOT IN (SELECT {table.key} FROM {table.name})",
+        table.name,
+    )
     return count

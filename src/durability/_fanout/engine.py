@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from .._clock import now_ms
+from .._cloudflare import alarm_info
 from .._context import Context, SqlStorage
 from .._engine import (
     FANOUT_MIGRATIONS,
@@ -20,15 +21,23 @@ from .._engine import (
     Participant,
     Release,
     TableSpec,
+    as_context,
     attach,
 )
 from .._engine import (
-    AlarmInvocationInfo as HostInfo,
+    HostAlarmInfo as HostInfo,
 )
 
 T = TypeVar("T")
 
-__all__ = ["CAPABILITY", "DELIVERIES", "FanoutEngine", "HostInfo", "next_pending_at"]
+__all__ = [
+    "CAPABILITY",
+    "DELIVERIES",
+    "FanoutEngine",
+    "HostInfo",
+    "migrate_storage",
+    "next_pending_at",
+]
 
 CAPABILITY = "fanout"
 KIND = "DurabilityFanout"
@@ -91,15 +100,15 @@ class FanoutEngine:
 
     async def acquire_permit(self) -> Release:
         """A permit of the scheduler's shared FIFO pool."""
-        return self._engine.try_acquire_permit() or await self._engine.acquire_permit()
+        return self._engine.permits.try_acquire() or await self._engine.permits.acquire()
 
     def spawn(self, work: Awaitable[T]) -> asyncio.Task[T]:
         """Run `work` as a task of this instance (counted by the host, cancelled on eviction)."""
-        return self._engine.spawn(work)
+        return self._engine.tasks.spawn(work)
 
     def in_background(self, work: Awaitable[Any], event: str, details: Mapping[str, Any]) -> None:
         """Run `work` detached; a failure is reported as `event`."""
-        self._engine.run_in_background(work, event, details)
+        self._engine.tasks.run_in_background(work, event, details)
 
     def schedule_next_alarm(self) -> Awaitable[None]:
         """Reconcile the alarm (and the in-memory timer) with the pending rows."""
@@ -107,13 +116,18 @@ class FanoutEngine:
 
     def emitter(self, hook: Callable[[Any], Any] | None) -> Callable[[Any], None]:
         """A lifecycle emitter that never raises; async hooks go to `wait_until`."""
-        return self._engine.emitter(hook)
+        return self._engine.tasks.emitter(hook)
 
     async def alarm(self, info: HostInfo | None) -> None:
         """Run an alarm pass of every helper on this scheduler."""
-        await self._engine.alarm(info)
+        await self._engine.alarm(alarm_info(info))
 
 
 def _due_now(value: object) -> int:
     """The due time of a row added due at once: now."""
     return now_ms()
+
+
+def migrate_storage(context: Context) -> Any:
+    """The storage `DurabilityFanout.migrate` works on (a Cloudflare ctx is adapted)."""
+    return as_context(context).storage

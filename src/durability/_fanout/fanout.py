@@ -34,7 +34,7 @@ from .._errors import FanoutEnqueueError, serialize_error
 from .._load import EnqueueResult, LoadSnapshot, RoutingLoad
 from .._validate import check_callable, check_positive_int
 from .delivery import Batch
-from .engine import CAPABILITY, FanoutEngine, HostInfo
+from .engine import CAPABILITY, FanoutEngine, HostInfo, migrate_storage
 from .enqueue import EnqueueRequest, first_attempt_at
 from .events import DeliveryRegisteredEvent
 from .rows import Delivery
@@ -89,13 +89,7 @@ class DurabilityFanout(Generic[Body]):
         self._engine = FanoutEngine(
             scheduler=scheduler,
             context=context,
-            options=given_options(
-                alarm_concurrency=alarm_concurrency,
-                alarm_min_delay_ms=alarm_min_delay_ms,
-                alarm_handoff_ms=alarm_handoff_ms,
-                live_timers=live_timers,
-                on_alarm_retry=on_alarm_retry,
-            ),
+            options=given_options(locals()),
         )
         self._routing = routing if routing is not None else RoutingLoad()
         self._emit = self._engine.emitter(on_lifecycle_event)
@@ -109,7 +103,7 @@ class DurabilityFanout(Generic[Body]):
     @classmethod
     def migrate(cls, context: Context, target: Any = LATEST) -> MigrationResult:
         """Move only the fanout schema to `target` (`LATEST`, `None` for none, or a name)."""
-        return migrate(context.storage, CAPABILITY, FANOUT_MIGRATIONS, target)
+        return migrate(migrate_storage(context), CAPABILITY, FANOUT_MIGRATIONS, target)
 
     async def alarm(self, info: HostInfo | None = None) -> None:
         """Run due work of every helper on this fanout's scheduler (the object's alarm)."""

@@ -1,7 +1,7 @@
 """The retained log: `DurabilityLog` and its record, lease and retention types.
 
 `log` is the capability, `store` its SQL, `reader` hot and cold reads, `leases` the
-leased consumption, `types` the public value types.
+leased consumption, `retention` what `trim()` removes, `types` the public value types.
 """
 
 from __future__ import annotations

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .._clock import now_ms
 from .._context import Storage
 from .._engine import report_failure
 from .._errors import LogLeaseError, LogTruncatedError
+from .._uuid import random_uuid
 from .reader import LogReader
 from .store import LogStore
 from .types import LeaseRow, LeaseState, LogLease, LogLeaseOptions
@@ -93,6 +93,18 @@ class LogLeases:
         return None
 
     def _reclaim(self, consumer: str, now: int) -> _Reclaimed | None:
+        """Take `consumer`'s lowest claimable range (inside the caller's transaction)."""
+        row = self._claimable(consumer, now)
+        if row is None:
+            return None
+        oldest = self._store.bounds().oldest_offset
+        if row.first_offset < oldest:
+            self._drop_trimmed(row, oldest)
+            return _Reclaimed(row, LogTruncatedError(row.first_offset, oldest))
+        return _Reclaimed(self._redeliver(row, now), None)
+
+    def _claimable(self, consumer: str, now: int) -> LeaseRow | None:
+        """The lowest range of `consumer` that is nacked, or active and expired at `now`."""
         for found in self._sql.exec(
             f"SELECT {_COLUMNS} FROM {LEASES} WHERE consumer = ? AND "
             "(state = 'pending' OR (state = 'active' AND expires_at <= ?)) "
@@ -100,46 +112,42 @@ class LogLeases:
             consumer,
             now,
         ):
-            row = LeaseRow(**found)
-            oldest = self._store.bounds().oldest_offset
-            batch_id = str(uuid.uuid4())
-            if row.first_offset < oldest:
-                # Retention trimmed part of the range: drop those offsets for good, report
-                # them once, and leave the rest claimable without counting an attempt.
-                state, first = ("skipped", row.first_offset)
-                if row.last_offset >= oldest:
-                    state, first = ("pending", oldest)
-                self._sql.exec(
-                    f"UPDATE {LEASES} SET batch_id = ?, state = ?, first_offset = ?, "
-                    "expires_at = 0 WHERE batch_id = ?",
-                    batch_id,
-                    state,
-                    first,
-                    row.batch_id,
-                )
-                return _Reclaimed(row, LogTruncatedError(row.first_offset, oldest))
-            expires_at = now + self._options.lease_ms
-            self._sql.exec(
-                f"UPDATE {LEASES} SET batch_id = ?, state = 'active', attempt = attempt + 1, "
-                "expires_at = ? WHERE batch_id = ?",
-                batch_id,
-                expires_at,
-                row.batch_id,
-            )
-            return _Reclaimed(
-                LeaseRow(
-                    batch_id=batch_id,
-                    consumer=consumer,
-                    first_offset=row.first_offset,
-                    last_offset=row.last_offset,
-                    state="active",
-                    attempt=row.attempt + 1,
-                    expires_at=expires_at,
-                    created_at=row.created_at,
-                ),
-                None,
-            )
+            return LeaseRow(**found)
         return None
+
+    def _drop_trimmed(self, row: LeaseRow, oldest: int) -> None:
+        """Retention trimmed the start of `row`: drop those offsets for good (reported
+        once by the caller) and leave the rest claimable without counting an attempt."""
+        state, first = ("skipped", row.first_offset)
+        if row.last_offset >= oldest:
+            state, first = ("pending", oldest)
+        self._sql.exec(
+            f"UPDATE {LEASES} SET batch_id = ?, state = ?, first_offset = ?, "
+            "expires_at = 0 WHERE batch_id = ?",
+            random_uuid(),
+            state,
+            first,
+            row.batch_id,
+        )
+
+    def _redeliver(self, row: LeaseRow, now: int) -> LeaseRow:
+        """Hand `row` out again under a fresh batch id (fencing its previous holder)."""
+        redelivered = replace(
+            row,
+            batch_id=random_uuid(),
+            state="active",
+            attempt=row.attempt + 1,
+            expires_at=now + self._options.lease_ms,
+        )
+        self._sql.exec(
+            f"UPDATE {LEASES} SET batch_id = ?, state = 'active', attempt = ?, "
+            "expires_at = ? WHERE batch_id = ?",
+            redelivered.batch_id,
+            redelivered.attempt,
+            redelivered.expires_at,
+            row.batch_id,
+        )
+        return redelivered
 
     async def _new_range(self, consumer: str, size: int, now: int) -> LogLease[Any] | None:
         held = self._sql.exec(
@@ -160,7 +168,7 @@ class LogLeases:
         if not records:
             return None
         first, last = records[0].offset, records[-1].offset
-        batch_id = str(uuid.uuid4())
+        batch_id = random_uuid()
         expires_at = now + self._options.lease_ms
 
         def write() -> None:
@@ -190,15 +198,20 @@ class LogLeases:
             return int(offset)
         return 0
 
-    def _settle_row(self, batch_id: str, state: LeaseState, expires_at: int) -> None:
+    def _settle_row(self, batch_id: str, state: LeaseState, hold_ended_at: int) -> None:
+        """End the hold on a range: `expires_at` becomes `hold_ended_at`.
+
+        A settled range's `expires_at` is when its hold ended: now when it is acked or
+        skipped, 0 when it is nacked (so it is claimable at once).
+        """
         self._sql.exec(
             f"UPDATE {LEASES} SET state = ?, expires_at = ? WHERE batch_id = ?",
             state,
-            expires_at,
+            hold_ended_at,
             batch_id,
         )
 
-    def _settle(self, consumer: str, batch_id: str, state: LeaseState, expires_at: int) -> None:
+    def _settle(self, consumer: str, batch_id: str, state: LeaseState, hold_ended_at: int) -> None:
         found = self._sql.exec(
             f"SELECT 1 FROM {LEASES} WHERE batch_id = ? AND consumer = ? AND state = 'active'",
             batch_id,
@@ -206,7 +219,7 @@ class LogLeases:
         ).to_list()
         if not found:
             raise LogLeaseError(batch_id)
-        self._settle_row(batch_id, state, expires_at)
+        self._settle_row(batch_id, state, hold_ended_at)
 
     async def ack(self, consumer: str, batch_id: str) -> None:
         """Settle a held range as done, then commit over every settled range in a row."""

@@ -11,7 +11,6 @@ work; schedule `trim()` yourself (a named alarm is the usual way).
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Sequence
 from typing import Any, Generic
 
@@ -23,17 +22,22 @@ from .._engine import (
     LOG_MIGRATIONS,
     DurabilityScheduler,
     MigrationResult,
-    attach,
+    MigrationTarget,
+    as_context,
+    attach_storage,
     migrate,
 )
 from .._errors import LogAppendError, serialize_error
 from .._load import EnqueueResult, LoadSnapshot, RoutingLoad
 from .._serialization import serialize
 from .._types import MAX_SAFE_INTEGER
+from .._uuid import random_uuid
 from .._validate import check_positive_int
+from .identity import log_id, object_id_of, writing_for
 from .leases import LogLeases
 from .reader import LogReader
-from .store import LogStore, NewRecord, SegmentRow, to_records
+from .retention import retention_prefix
+from .store import LogStore, NewRecord, SegmentRow, StoredRecord, to_records
 from .types import (
     Body,
     LeaseRow,
@@ -48,15 +52,6 @@ from .types import (
 )
 
 
-def _random_key() -> str:
-    """A random (version 4) UUID string, without `uuid.UUID`'s per-call checks."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    text = raw.hex()
-    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
-
-
 def _utf8_length(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8"))
 
@@ -69,6 +64,11 @@ def _offset(value: object, message: str) -> int:
 
 
 def _consumer(value: object) -> str:
+    """`value` as a consumer name, else `LogAppendError` (raised before any I/O).
+
+    Every method taking a consumer checks it here, so a name that cannot lease can
+    neither hold a cursor nor be listed.
+    """
     if not isinstance(value, str) or not value:
         raise LogAppendError("Consumer must be a non-empty string")
     return value
@@ -105,27 +105,32 @@ class DurabilityLog(Generic[Body]):
             raise TypeError(f"leases must be a LogLeaseOptions, got {type(leases).__name__}")
         if routing is not None and not isinstance(routing, RoutingLoad):
             raise TypeError(f"routing must be a RoutingLoad, got {type(routing).__name__}")
-        engine = attach(scheduler=scheduler, context=context, kind="log", options={})
-        engine.migrate_schema("log", LOG_MIGRATIONS)
+        schemas = {"log": LOG_MIGRATIONS}
         if leases is not None:
-            engine.migrate_schema("logLeases", LOG_LEASE_MIGRATIONS)
-        self._storage = engine.storage
+            schemas["logLeases"] = LOG_LEASE_MIGRATIONS
+        # Kept: it holds the log's place on the object's one scheduler.
+        self._engine = attach_storage(
+            scheduler=scheduler, context=context, kind="log", schemas=schemas
+        )
+        storage = self._engine.storage
+        self._storage = storage
+        self._object_id = object_id_of(scheduler, context)
         self._retention = retention
         self._cold = cold
         self._routing = routing if routing is not None else RoutingLoad()
-        self._store = LogStore(engine.storage)
+        self._store = LogStore(storage)
         self._reader = LogReader(self._store, cold)
         self._trim_lock = asyncio.Lock()
         self._leases = (
             None
             if leases is None
-            else LogLeases(engine.storage, self._store, self._reader, leases, max_batch_size)
+            else LogLeases(storage, self._store, self._reader, leases, max_batch_size)
         )
 
     @classmethod
-    def migrate(cls, context: Context, target: Any = LATEST) -> MigrationResult:
+    def migrate(cls, context: Context, target: MigrationTarget = LATEST) -> MigrationResult:
         """Move only the `log` schema to `target` (`LATEST`, `None` for none, or a name)."""
-        return migrate(context.storage, "log", LOG_MIGRATIONS, target)
+        return migrate(as_context(context).storage, "log", LOG_MIGRATIONS, target)
 
     @property
     def max_batch_size(self) -> int:
@@ -154,7 +159,7 @@ class DurabilityLog(Generic[Body]):
                 key = item.deduplication_key
                 prepared.append(
                     NewRecord(
-                        key=_random_key() if key is None else key,
+                        key=random_uuid() if key is None else key,
                         payload=payload,
                         bytes=_utf8_length(payload),
                         user_key=key is not None,
@@ -216,12 +221,12 @@ class DurabilityLog(Generic[Body]):
 
     async def cursor(self, consumer: str) -> int | None:
         """The committed cursor of `consumer`; `None` until it first commits."""
-        return self._store.cursor(_consumer_name(consumer))
+        return self._store.cursor(_consumer(consumer))
 
     async def commit(self, consumer: str, offset: int) -> None:
         """Advance `consumer`'s cursor to `offset`; an equal or lower offset is ignored."""
         value = _offset(offset, "Commit offset must be a non-negative integer")
-        self._store.commit(_consumer_name(consumer), value, now_ms())
+        self._store.commit(_consumer(consumer), value, now_ms())
 
     async def cursors(self) -> dict[str, int]:
         """Every committed cursor, ordered by consumer name."""
@@ -248,39 +253,43 @@ class DurabilityLog(Generic[Body]):
                 if not rows:
                     return removed
                 hot_count, total_bytes = self._store.hot_stats()
-                excess = 0 if retention.max_records is None else hot_count - retention.max_records
-                over_bytes = 0 if retention.max_bytes is None else total_bytes - retention.max_bytes
-                cutoff = None if retention.max_age_ms is None else now_ms() - retention.max_age_ms
-                prefix = []
-                for index, row in enumerate(rows):
-                    expired = cutoff is not None and row.appended_at < cutoff
-                    if not (index < excess or over_bytes > 0 or expired):
-                        break
-                    over_bytes -= row.bytes
-                    prefix.append(row)
-                if not prefix:
+                count = retention_prefix(
+                    [(row.bytes, row.appended_at) for row in rows],
+                    retention=retention,
+                    hot_count=hot_count,
+                    total_bytes=total_bytes,
+                    now=now_ms(),
+                )
+                if count == 0:
                     return removed
-                first, last = prefix[0].offset, prefix[-1].offset
-                if self._cold is None:
-                    deleted = self._store.delete_oldest(len(prefix), last + 1)
-                else:
-                    segment: LogSegment[Any] = LogSegment(
-                        first,
-                        last,
-                        to_records([(r.offset, r.key, r.payload, r.appended_at) for r in prefix]),
-                    )
-                    locator = await self._cold.write(segment)
-                    if not isinstance(locator, str) or not locator:
-                        raise TypeError("Cold storage must return a non-empty locator")
-                    deleted = self._store.flush(
-                        SegmentRow(first, last, locator),
-                        sum(row.bytes for row in prefix),
-                        len(prefix),
-                        now_ms(),
-                    )
+                deleted = await self._remove(rows[:count])
                 removed += deleted
-                if deleted < len(prefix):
+                if deleted < count:
+                    # Fewer went than asked: stop, so this call never flushes the rest again.
                     return removed
+
+    async def _remove(self, prefix: list[StoredRecord]) -> int:
+        """Delete `prefix` (the oldest hot records), flushing it to cold storage first
+        when there is one; how many records were deleted."""
+        first, last = prefix[0].offset, prefix[-1].offset
+        if self._cold is None:
+            return self._store.delete_oldest(len(prefix), last + 1)
+        segment: LogSegment[Any] = LogSegment(
+            first,
+            last,
+            to_records([(r.offset, r.key, r.payload, r.appended_at) for r in prefix]),
+        )
+        locator = await writing_for(
+            log_id(self._storage, self._object_id), self._cold.write(segment)
+        )
+        if not isinstance(locator, str) or not locator:
+            raise TypeError("Cold storage must return a non-empty locator")
+        return self._store.flush(
+            SegmentRow(first, last, locator),
+            sum(row.bytes for row in prefix),
+            len(prefix),
+            now_ms(),
+        )
 
     async def forget_cold_before(self, offset: int) -> int:
         """Forget flushed segments that end below `offset`; reads there then truncate."""
@@ -313,13 +322,7 @@ class DurabilityLog(Generic[Body]):
 
     async def leases(self, consumer: str) -> list[LeaseRow]:
         """The stored lease ranges of `consumer`, ordered by first offset (for operators)."""
-        return self._require_leases().rows(_consumer_name(consumer))
-
-
-def _consumer_name(value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"consumer must be a string, got {type(value).__name__}")
-    return value
+        return self._require_leases().rows(_consumer(consumer))
 
 
 def _batch_id(value: object) -> str:

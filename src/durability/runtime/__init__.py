@@ -1,4 +1,9 @@
-"""The embedded Durable Object runtime: objects on this machine, in memory or on disk."""
+"""The embedded Durable Object runtime: objects on this machine, in memory or on disk.
+
+Importing it also lets `from workers import DurableObject, WorkerEntrypoint, Request,
+Response` resolve to this runtime's classes where Cloudflare's `workers` SDK is not
+installed (see `_workers`).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,9 @@ from ._ids import ObjectId
 from ._object import AlarmInvocationInfo, DurableObject, ObjectContext
 from ._storage import ObjectStorage
 from ._stub import Env, ObjectNamespace, ObjectStub
+from ._workers import WorkerEntrypoint, install_workers_fallback
+
+install_workers_fallback()
 
 __all__ = [
     "AlarmInvocationInfo",
@@ -24,4 +32,5 @@ __all__ = [
     "Request",
     "Response",
     "Runtime",
+    "WorkerEntrypoint",
 ]

@@ -11,7 +11,12 @@ Before `alarm()` runs, the user alarm is cleared and the next retry is stored as
 fallback, so a crash during `alarm()` retries it after restart (at least once). After
 the call: on success the retry is cleared; on failure it is re-stored with backoff from
 now (2 s, 4 s, ... up to 6 retries, then dropped) unless `set_alarm` was called during
-the run, which replaces it.
+the run, which replaces it. Each failed call is logged with what happens next
+(`_alarm_log`).
+
+When a delivery itself fails (the object cannot be opened, or its bookkeeping write
+does not commit), the object still holds its due alarm: the driver looks again after
+the same backoff (2 s, 4 s, ... capped at the sixth delay), for as long as it fails.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
+from ._alarm_log import alarm_failed
 from ._catalog import Catalog, Key
 from ._database import Database
 from ._errors import ObjectEvictedError
@@ -62,6 +68,7 @@ class AlarmDriver:
         self._timers: dict[Key, asyncio.TimerHandle] = {}
         self._running: dict[Key, asyncio.Task[None]] = {}
         self._committing: dict[Key, int | None] = {}
+        self._failures: dict[Key, int] = {}
         self._closed = False
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -130,12 +137,17 @@ class AlarmDriver:
     async def _deliver(self, key: Key) -> None:
         try:
             await self._deliver_due(key)
+            self._failures.pop(key, None)
         except ObjectEvictedError:
             pass
-        except Exception:
-            # Keep the loop from spinning on a broken object; a restart retries it.
-            logger.exception("alarm delivery to %s:%s failed", *key)
-            self._wake.pop(key, None)
+        except Exception as error:
+            failures = self._failures.get(key, 0) + 1
+            self._failures[key] = failures
+            delay = retry_delay_ms(min(failures, MAX_ALARM_RETRIES))
+            logger.warning(
+                "alarm delivery to %s:%s failed (%r); looking again in %d ms", *key, error, delay
+            )
+            self._wake[key] = self._host.now_ms() + delay
         finally:
             del self._running[key]
             self._arm(key)
@@ -168,24 +180,35 @@ class AlarmDriver:
             attempt = row.retry_attempt
         write_alarm(database, self._retry_row(attempt, now))
         info = AlarmInvocationInfo(retry_count=attempt, is_retry=attempt > 0)
-        failed = False
+        failure: BaseException | None = None
         try:
             await self._host.run(instance, lambda obj: _call_alarm(obj, info))
-        except ObjectEvictedError:
+        except ObjectEvictedError as error:
             if instance.gone:
                 return
-            failed = True
+            failure = error
         except Exception as error:
-            logger.warning("alarm() of %s:%s raised %r", *key, error)
-            failed = True
+            failure = error
         if instance.gone:
+            if failure is not None:
+                # Dropped on a failed commit: the stored retry was lost with it.
+                raise failure
             return
         after = read_alarm(database)
         scheduled_ms = after.scheduled_ms if after is not None else None
-        if not failed or scheduled_ms is not None:
+        if failure is None:
             await write_alarm(database, AlarmRow(scheduled_ms))
-        else:
-            await write_alarm(database, self._retry_row(attempt, self._host.now_ms()))
+            return
+        retry = None if scheduled_ms is not None else self._retry_row(attempt, self._host.now_ms())
+        await write_alarm(database, retry if retry is not None else AlarmRow(scheduled_ms))
+        alarm_failed(
+            key,
+            instance.id.name or self._names.get(key),
+            attempt,
+            failure,
+            retry_in_ms=None if retry is None else retry_delay_ms(attempt + 1),
+            replaced=scheduled_ms is not None,
+        )
 
     @staticmethod
     def _retry_row(attempt: int, now: int) -> AlarmRow | None:

@@ -36,6 +36,10 @@ class ObjectId:
     def __str__(self) -> str:
         return self._hex
 
+    def toString(self) -> str:
+        """`str(id)` under its Cloudflare name: the 64-hex id."""
+        return self._hex
+
     def __repr__(self) -> str:
         return f"ObjectId({self._namespace}:{self._hex[:12]}..., name={self._name!r})"
 

@@ -24,6 +24,16 @@ class AlarmInvocationInfo:
     is_retry: bool
     """True when `retry_count > 0`."""
 
+    @property
+    def retryCount(self) -> int:
+        """`retry_count` under its Cloudflare name."""
+        return self.retry_count
+
+    @property
+    def isRetry(self) -> bool:
+        """`is_retry` under its Cloudflare name."""
+        return self.is_retry
+
 
 class ObjectContext:
     """`ctx`: the object's id, its storage, background work and the input gate."""
@@ -53,6 +63,10 @@ class ObjectContext:
     async def block_concurrency_while(self, fn: Callable[[], Awaitable[T]]) -> T:
         """Run `await fn()` while no other call or alarm is delivered to this object."""
         return await self._instance.block_while(fn)
+
+    # Cloudflare's spelling of the same methods, so a Worker's code runs here unchanged.
+    waitUntil = wait_until
+    blockConcurrencyWhile = block_concurrency_while
 
 
 class DurableObject:

@@ -15,7 +15,22 @@ from typing import Any, cast
 
 from .._types import MAX_SAFE_INTEGER
 
-Row = dict[str, Any]
+
+class Row(dict[str, Any]):
+    """One result row: a dict, whose columns also read as attributes (`row.name`).
+
+    Cloudflare's rows answer `row.name` under both Python SDKs, so code written for
+    Cloudflare reads rows the same way here.
+    """
+
+    __slots__ = ()
+
+    def __getattr__(self, column: str) -> Any:
+        try:
+            return self[column]
+        except KeyError:
+            raise AttributeError(f"the row has no column {column!r}") from None
+
 
 MAX_BINDINGS = 100
 """Bound parameters per query, as Cloudflare's SQLite-backed Durable Objects allow."""
@@ -162,17 +177,37 @@ class Cursor:
             raise StopIteration
         row = self._rows[self._position]
         self._position += 1
-        return dict(zip(self._columns, row, strict=True))
+        return Row(zip(self._columns, row, strict=True))
 
     def to_list(self) -> list[Row]:
         """Every remaining row as a dict."""
         return list(self)
 
+    def toArray(self) -> list[Row]:
+        """`to_list()` under its Cloudflare name."""
+        return list(self)
+
+    @property
+    def columnNames(self) -> list[str]:
+        """`column_names` under its Cloudflare name."""
+        return list(self._columns)
+
+    @property
+    def rowsRead(self) -> int:
+        """`rows_read` under its Cloudflare name."""
+        return self._rows_read
+
+    @property
+    def rowsWritten(self) -> int:
+        """`rows_written` under its Cloudflare name."""
+        return self._rows_written
+
     def one(self) -> Row:
         """The only remaining row; `ValueError` unless there is exactly one."""
         remaining = len(self._rows) - self._position
         if remaining != 1:
-            got = "no results" if remaining == 0 else f"{remaining} results"
+            # Cloudflare's own wording, as observed on workerd.
+            got = "no results" if remaining == 0 else "multiple results"
             raise ValueError(f"Expected exactly one result from SQL query, but got {got}.")
         return next(self)
 

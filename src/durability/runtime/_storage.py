@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .._context import Transaction
-from .._serialization import check_json_value, to_json_text
+from .._serialization import check_json_value, check_size, to_json_text
 from .._types import JsonValue, SqlValue, TimeInput
 from .._validate import check_callable, check_positive_int, to_epoch_ms
 from ._database import Database
@@ -134,6 +134,19 @@ def _check_key(key: object) -> str:
     return key
 
 
+def _refuse_awaitable(result: T) -> T:
+    """`transaction_sync`'s result, unless `fn` returned an awaitable (closed, refused)."""
+    if inspect.isawaitable(result):
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+        raise TypeError(
+            "transaction_sync(fn): fn returned an awaitable; pass a plain function "
+            "or use `await storage.transaction(fn)`"
+        )
+    return result
+
+
 def _drive(awaitable: object) -> Any:
     """Run an awaitable to completion without yielding to the loop, or refuse."""
     if not inspect.isawaitable(awaitable):
@@ -154,8 +167,8 @@ def _drive(awaitable: object) -> Any:
     )
 
 
-class SqlStorage:
-    """`ctx.storage.sql`: synchronous SQL over the object's own database."""
+class ObjectSql:
+    """`ctx.storage.sql`: synchronous SQL over the object's own database (a `SqlStorage`)."""
 
     __slots__ = ("_storage",)
 
@@ -181,11 +194,11 @@ class ObjectStorage:
         self._database = database
         self._owner = owner
         self._fenced = False
-        self._sql = SqlStorage(self)
+        self._sql = ObjectSql(self)
         self._transaction = _Transaction(self)
 
     @property
-    def sql(self) -> SqlStorage:
+    def sql(self) -> ObjectSql:
         """Synchronous SQL (`sql.exec`)."""
         return self._sql
 
@@ -209,31 +222,20 @@ class ObjectStorage:
     def transaction_sync(self, fn: Callable[[], T]) -> T:
         """Run `fn()` atomically: on an exception its writes are undone and it propagates."""
         check_callable("fn", fn)
-        database = self.enter()
-        savepoint = database.savepoint()
-        try:
-            result = fn()
-            if inspect.isawaitable(result):
-                close = getattr(result, "close", None)
-                if close is not None:
-                    close()
-                raise TypeError(
-                    "transaction_sync(fn): fn returned an awaitable; pass a plain function "
-                    "or use `await storage.transaction(fn)`"
-                )
-        except BaseException:
-            database.rollback_to(savepoint)
-            raise
-        database.release(savepoint)
-        return result
+        return self._atomically(lambda: _refuse_awaitable(fn()))
 
     async def transaction(self, fn: Callable[[Transaction], Awaitable[T]]) -> T:
         """Run `await fn(txn)` atomically, without letting other work interleave."""
         check_callable("fn", fn)
+        result: T = self._atomically(lambda: _drive(fn(self._transaction)))
+        return result
+
+    def _atomically(self, body: Callable[[], T]) -> T:
+        """Run `body()` inside a savepoint of the turn's transaction: all or nothing."""
         database = self.enter()
         savepoint = database.savepoint()
         try:
-            result: T = _drive(fn(self._transaction))
+            result = body()
         except BaseException:
             database.rollback_to(savepoint)
             raise
@@ -283,6 +285,7 @@ class ObjectStorage:
         """Store a JSON value under `key`."""
         _check_key(key)
         text = to_json_text(check_json_value(value, "value"))
+        check_size("value", text, key)
         self.enter().execute(
             "INSERT INTO _durability_kv (key, value) VALUES (?, ?)"
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -317,17 +320,25 @@ class ObjectStorage:
         return {key: json.loads(text) for key, text in rows}
 
     async def delete_all(self) -> None:
-        """Drop every table, key and the alarm: the object is as new."""
+        """Drop every table, key and the alarm: the object is as new (its name stays)."""
         database = self.enter()
         schema = database.query(
             "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'view')"
-            " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY type = 'table'"
+            " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name <> '_durability_name'"
+            " ORDER BY type = 'table'"
         )
         for kind, name in schema:
             quoted = '"' + name.replace('"', '""') + '"'
             database.execute(f"DROP {kind.upper()} IF EXISTS {quoted}")
         database.create_private_tables()
         database.alarm_changed = True
+
+    # Cloudflare's spelling of the same methods, so a Worker's code runs here unchanged.
+    transactionSync = transaction_sync
+    getAlarm = get_alarm
+    setAlarm = set_alarm
+    deleteAlarm = delete_alarm
+    deleteAll = delete_all
 
 
 class _Transaction:
@@ -360,3 +371,7 @@ class _Transaction:
         self, *, prefix: str | None = None, limit: int | None = None
     ) -> dict[str, JsonValue]:
         return await self._storage.list(prefix=prefix, limit=limit)
+
+    getAlarm = get_alarm
+    setAlarm = set_alarm
+    deleteAlarm = delete_alarm

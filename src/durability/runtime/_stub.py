@@ -88,6 +88,12 @@ class ObjectNamespace:
         """A stub for the object named `name`."""
         return self.get(self.id_from_name(name))
 
+    # Cloudflare's spelling of the same methods, so a Worker's code runs here unchanged.
+    idFromName = id_from_name
+    newUniqueId = new_unique_id
+    idFromString = id_from_string
+    getByName = get_by_name
+
     def __repr__(self) -> str:
         return f"ObjectNamespace({self._name!r}, {self._cls.__name__})"
 

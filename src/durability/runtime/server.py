@@ -1,7 +1,8 @@
-"""The ASGI app behind `durability serve`: a worker module's `fetch` over HTTP.
+"""The ASGI app behind `durability serve`: a worker's `fetch` over HTTP.
 
-A worker module defines its `DurableObject` classes, a `bindings` dict and
-`async def fetch(request, env)`, as a Python Worker does on Cloudflare. `WorkerApp`
+The worker is either a Cloudflare-shaped project folder (`wrangler.jsonc` or
+`wrangler.toml`, see `_project`) or a worker module that defines its `DurableObject`
+classes, a `bindings` dict and `async def fetch(request, env)`. `WorkerApp`
 turns each HTTP request into a `Request`, calls `fetch(request, runtime.env)` and sends
 back the `Response`; its ASGI lifespan starts and closes the runtime, so a server
 shutdown (Ctrl-C) closes every object and releases the path's lock.
@@ -21,6 +22,7 @@ from typing import Any
 
 from . import Runtime
 from ._http import Request, Response
+from ._project import ProjectError, find_config, load_project
 
 __all__ = ["WorkerApp", "WorkerModule", "WorkerModuleError", "load_worker"]
 
@@ -43,24 +45,42 @@ class WorkerModule:
     name: str
     fetch: Callable[[Request, Any], Any]
     bindings: dict[str, Any]
+    settle: Callable[[], Awaitable[None]] | None = None
+    """Run at server shutdown, before the runtime closes (a project's `waitUntil` work)."""
 
 
 def load_worker(target: str) -> WorkerModule:
-    """Import a worker module by file path (`examples/counter.py`) or dotted name.
+    """Load a project folder (`examples/counter`), or import a worker module by file path
+    or dotted name.
 
-    Raises `WorkerModuleError` naming what is missing: the module, its
-    `async def fetch(request, env)`, or its `bindings` dict.
+    Raises `WorkerModuleError` naming what is missing: the folder's config, the module,
+    its `async def fetch(request, env)` (or `Default` entry point), or its `bindings`.
     """
+    folder = Path(target)
+    if folder.is_dir() and find_config(folder) is not None:
+        try:
+            project = load_project(folder)
+        except ProjectError as error:
+            raise WorkerModuleError(str(error)) from None
+        return WorkerModule(
+            name=project.module.__name__,
+            fetch=project.fetch,
+            bindings=project.bindings,
+            settle=project.context.settle,
+        )
+    if folder.is_dir():
+        raise WorkerModuleError(f"{target} is a folder without wrangler.jsonc or wrangler.toml")
     module = _import(target)
     fetch = getattr(module, "fetch", None)
     if fetch is None or not callable(fetch):
         raise WorkerModuleError(f"{target} does not define `async def fetch(request, env)`")
     bindings = getattr(module, "bindings", None)
+    what = "a dict of binding names (str) to DurableObject classes or values"
+    if bindings is None:
+        raise WorkerModuleError(f"{target} does not define `bindings`, {what}")
     if not isinstance(bindings, dict) or not all(isinstance(k, str) for k in bindings):
-        raise WorkerModuleError(
-            f"{target} does not define `bindings`, a dict of binding names to "
-            "DurableObject classes or values"
-        )
+        kind = type(bindings).__name__ if not isinstance(bindings, dict) else "non-str keys"
+        raise WorkerModuleError(f"{target}: `bindings` must be {what}, got {kind}")
     return WorkerModule(name=module.__name__, fetch=fetch, bindings=bindings)
 
 
@@ -130,6 +150,8 @@ class WorkerApp:
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 try:
+                    if self.worker.settle is not None:
+                        await self.worker.settle()
                     await self.runtime.close()
                 except Exception as error:
                     logger.exception("runtime failed to close")

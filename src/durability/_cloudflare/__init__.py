@@ -1,0 +1,69 @@
+"""The Cloudflare adapter: a Cloudflare Python Durable Object's `ctx` as a `Context`.
+
+`adapt` is the public entry (`durability.cloudflare`); the engine calls `as_context`
+and `alarm_info` on what helpers are given, so `context=self.ctx` works unchanged on
+Cloudflare and on the embedded runtime.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._context import Context
+from ._context import CloudflareAlarmInfo, CloudflareContext, alarm_info
+
+__all__ = [
+    "CloudflareAlarmInfo",
+    "CloudflareContext",
+    "adapt",
+    "alarm_info",
+    "as_context",
+    "host_ctx",
+]
+
+
+def _is_cloudflare(ctx: object) -> bool:
+    """A Cloudflare `ctx`: its storage answers to `transactionSync` but not to the
+    library's `transaction_sync` (the embedded runtime's storage has both)."""
+    storage = getattr(ctx, "storage", None)
+    return (
+        storage is not None
+        and not hasattr(storage, "transaction_sync")
+        and hasattr(storage, "transactionSync")
+    )
+
+
+def as_context(context: Any) -> Any:
+    """`context` adapted when it is a raw Cloudflare `ctx`, else unchanged (the engine
+    checks the rest)."""
+    if type(context) is CloudflareContext or not _is_cloudflare(context):
+        return context
+    return CloudflareContext(context)
+
+
+def host_ctx(context: Any) -> Any:
+    """The host's own `ctx` behind `context`: the Cloudflare `ctx` an adapted context
+    wraps, else `context` itself (what identifies the object)."""
+    if type(context) is CloudflareContext:
+        return context._ctx
+    return context
+
+
+def adapt(ctx: Any) -> Context:
+    """The library's `Context` for a Cloudflare Python Durable Object's `ctx`.
+
+    Takes the built-in SDK's raw `ctx` or the `workers-runtime-sdk` wrapper; a context
+    that already is the library's (the embedded runtime's `ctx`, or one adapted before)
+    is returned as it is, so `adapt(self.ctx)` runs unchanged on both hosts.
+    """
+    if type(ctx) is CloudflareContext:
+        return ctx
+    if _is_cloudflare(ctx):
+        return CloudflareContext(ctx)
+    storage = getattr(ctx, "storage", None)
+    if storage is not None and hasattr(storage, "transaction_sync"):
+        adapted: Context = ctx
+        return adapted
+    raise TypeError(
+        f"ctx must be a Durable Object ctx (with storage.transactionSync), got {type(ctx).__name__}"
+    )

@@ -1,0 +1,168 @@
+"""Log records for settled attempts, on ``durability.operations`` and ``durability.alarms``.
+
+A failed attempt that will be retried logs at WARNING and a terminal failure at ERROR,
+both with the error's traceback; a completed attempt logs at DEBUG only. Every record
+carries its facts in `extra` (attribute names on the `LogRecord`) so a structured
+formatter can use them: `event`, `entity_kind`, `operation` or `alarm`, `record_id`,
+`generation`, `attempt`, `max_attempts`, `object_id` and `object_name` (each `None`
+when unknown), plus `error_name`, `error_message`, `retry_in_ms`, `next_attempt_at`,
+`reason` or `duration_ms` as the outcome has them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from .._errors import SerializedError, is_non_retryable
+
+if TYPE_CHECKING:
+    from .engine import Engine
+    from .execution import ExecutionSpec
+
+OPERATIONS = logging.getLogger("durability.operations")
+ALARMS = logging.getLogger("durability.alarms")
+
+TerminalReason: TypeAlias = Literal[
+    "non_retryable", "attempts_exhausted", "terminal_error", "retry_policy"
+]
+
+
+def terminal_reason(
+    spec: ExecutionSpec, attempt: int, raised: BaseException, stored: BaseException
+) -> TerminalReason:
+    """Why a failed attempt ended its record (`stored` differs when the policy failed)."""
+    if stored is not raised:
+        return "retry_policy"
+    if is_non_retryable(raised):
+        return "non_retryable"
+    if attempt >= spec.policy.max_attempts:
+        return "attempts_exhausted"
+    return "terminal_error"
+
+
+def attempt_failed(
+    engine: Engine,
+    spec: ExecutionSpec,
+    attempt: int,
+    error: BaseException,
+    stored: SerializedError,
+    *,
+    retry_in_ms: int,
+    next_attempt_at: int,
+) -> None:
+    """WARNING: the attempt failed and the record is due again in `retry_in_ms`."""
+    fields = _fields(engine, spec, attempt, "attempt_failed")
+    fields.update(
+        error_name=stored.name,
+        error_message=stored.message,
+        retry_in_ms=retry_in_ms,
+        next_attempt_at=next_attempt_at,
+    )
+    _logger(spec).warning(
+        "%s attempt %d of %d failed%s: %s: %s; next attempt in %d ms",
+        _subject(spec),
+        attempt,
+        spec.policy.max_attempts,
+        _on_object(fields),
+        stored.name,
+        stored.message,
+        retry_in_ms,
+        exc_info=error,
+        extra=fields,
+    )
+
+
+def record_failed(
+    engine: Engine,
+    spec: ExecutionSpec,
+    attempt: int,
+    error: BaseException | None,
+    stored: SerializedError,
+    reason: TerminalReason,
+) -> None:
+    """ERROR: the record failed for good (`error` is `None` when no attempt ran)."""
+    fields = _fields(engine, spec, attempt, "failed")
+    fields.update(error_name=stored.name, error_message=stored.message, reason=reason)
+    _logger(spec).error(
+        "%s failed for good at attempt %d of %d (%s)%s: %s: %s",
+        _subject(spec),
+        attempt,
+        spec.policy.max_attempts,
+        reason.replace("_", " "),
+        _on_object(fields),
+        stored.name,
+        stored.message,
+        exc_info=error,
+        extra=fields,
+    )
+
+
+def attempt_completed(engine: Engine, spec: ExecutionSpec, attempt: int, duration_ms: int) -> None:
+    """DEBUG: the attempt's success was persisted."""
+    logger = _logger(spec)
+    if not logger.isEnabledFor(logging.DEBUG):
+        return
+    fields = _fields(engine, spec, attempt, "completed")
+    fields["duration_ms"] = duration_ms
+    logger.debug(
+        "%s attempt %d completed in %d ms%s",
+        _subject(spec),
+        attempt,
+        duration_ms,
+        _on_object(fields),
+        extra=fields,
+    )
+
+
+def outcome_discarded(engine: Engine, spec: ExecutionSpec, attempt: int) -> None:
+    """DEBUG: a newer generation or a purge won, so this attempt's outcome was dropped."""
+    logger = _logger(spec)
+    if not logger.isEnabledFor(logging.DEBUG):
+        return
+    fields = _fields(engine, spec, attempt, "outcome_discarded")
+    logger.debug(
+        "%s attempt %d ended after its record moved on; its outcome is dropped%s",
+        _subject(spec),
+        attempt,
+        _on_object(fields),
+        extra=fields,
+    )
+
+
+def _logger(spec: ExecutionSpec) -> logging.Logger:
+    return OPERATIONS if spec.entity_kind == "operation" else ALARMS
+
+
+def _subject(spec: ExecutionSpec) -> str:
+    if spec.entity_kind == "operation":
+        return f'operation "{spec.name}" id "{spec.key}"'
+    return f'named alarm "{spec.name}"'
+
+
+def _fields(engine: Engine, spec: ExecutionSpec, attempt: int, event: str) -> dict[str, Any]:
+    object_id = getattr(engine.context, "id", None)
+    name = getattr(object_id, "name", None)
+    fields: dict[str, Any] = {
+        "event": f"durability.{spec.entity_kind}.{event}",
+        "entity_kind": spec.entity_kind,
+        "operation": spec.name if spec.entity_kind == "operation" else None,
+        "alarm": spec.name if spec.entity_kind == "named_alarm" else None,
+        "record_id": spec.key,
+        "generation": spec.generation,
+        "attempt": attempt,
+        "max_attempts": spec.policy.max_attempts,
+        "object_id": None if object_id is None else str(object_id),
+        "object_name": name if isinstance(name, str) else None,
+    }
+    return fields
+
+
+def _on_object(fields: dict[str, Any]) -> str:
+    """`` on object "name" (id)`` with what is known of the object, or nothing."""
+    name, object_id = fields["object_name"], fields["object_id"]
+    if name is not None:
+        return f' on object "{name}" ({object_id})'
+    if object_id is not None:
+        return f" on object {object_id}"
+    return ""

@@ -1,0 +1,266 @@
+"""`Engine`: the one owner of an object's physical alarm, behind `DurabilityScheduler`.
+
+An object has exactly one alarm. Helpers never touch it: they register participants
+(a table and a due-work callback) and every write that adds or reschedules work goes
+through `Engine.transaction`, which reconciles the alarm in the same storage
+transaction. The alarm is a bounded fallback (never sooner than `alarm_min_delay_ms`
+after a commit); the early timer starts near-term work at its exact time while the
+instance lives. Everything in memory here (permits, the timer, running executions,
+watchers) is an optimisation over durable rows: after eviction the alarm rebuilds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from .._clock import now_ms
+from .._context import Context, SqlStorage, Storage, Transaction
+from .._errors import serialize_error
+from .lifecycle import logger, report_failure
+from .migrations import Migration, is_schema_current, migrate
+from .options import AlarmRetryInfo, SchedulerOptions
+from .participants import HostAlarmInfo, Participant
+from .permits import PermitPool
+from .reconcile import TimerTimes, reconcile
+from .registry import RunningExecutions, Watchers
+from .tables import TableSpec, purge_created_before
+from .tasks import BACKGROUND_FAILED, InstanceTasks
+from .timer import EarlyTimer
+
+T = TypeVar("T")
+Item = TypeVar("Item")
+
+
+class Engine:
+    """The machinery behind a scheduler: transactions, the alarm and its passes.
+
+    Its parts are public for the helpers: `tasks` (instance work), `permits` (the
+    shared pool), `running` (executions running here) and `watchers` (settlement
+    waiters).
+    """
+
+    def __init__(self, context: Context, options: SchedulerOptions) -> None:
+        self.options = options
+        self.context = context
+        storage = getattr(context, "storage", None)
+        if storage is None:
+            raise TypeError("context must have a storage attribute (a Durable Object ctx)")
+        self.storage: Storage = storage
+        self.sql: SqlStorage = storage.sql
+        self.tasks = InstanceTasks(context)
+        self.permits = PermitPool(options.alarm_concurrency)
+        self.running = RunningExecutions()
+        self.watchers = Watchers()
+        self._timer = EarlyTimer(options, self._start_early_pass)
+        self._kinds: set[str] = set()
+        self._participants: list[Participant] = []
+        self._migrated: set[str] = set()
+        self._refresh: asyncio.Future[None] | None = None
+        self.handle: object = None
+        """The `DurabilityScheduler` of this engine: helpers hold the engine, and through
+        it the object's registered scheduler stays alive as long as they do."""
+
+    # -- attachment ---------------------------------------------------------------------
+
+    def claim_kind(self, kind: str) -> None:
+        """Reserve `kind` for one helper; a second helper of that kind raises `ValueError`."""
+        if kind in self._kinds:
+            raise ValueError(f"A {kind} helper is already attached to this scheduler")
+        self._kinds.add(kind)
+
+    def register(self, participant: Participant) -> None:
+        """Make alarm passes run `participant`'s due work (one participant per table)."""
+        if any(p.table.name == participant.table.name for p in self._participants):
+            raise ValueError(
+                f"A {participant.table.name} helper is already attached to this scheduler"
+            )
+        self._participants.append(participant)
+
+    def migrate_schema(self, capability: str, migrations: Sequence[Migration]) -> None:
+        """Bring `capability`'s tables to the latest version, once per engine."""
+        if capability in self._migrated:
+            return
+        if not is_schema_current(self.sql, capability, migrations):
+            migrate(self.storage, capability, migrations)
+        self._migrated.add(capability)
+
+    def object_id(self) -> str | None:
+        """The string form of `context.id`, or `None` when the context has no id."""
+        object_id = getattr(self.context, "id", None)
+        return None if object_id is None else str(object_id)
+
+    # -- transactions and the physical alarm --------------------------------------------
+
+    def transaction_sync(self, write: Callable[[SqlStorage], T]) -> T:
+        """Run synchronous writes atomically without touching the alarm."""
+        return self.storage.transaction_sync(lambda: write(self.sql))
+
+    async def transaction(
+        self,
+        write: Callable[[SqlStorage], T],
+        *,
+        due_at: Callable[[T], int | None] | None = None,
+    ) -> T:
+        """Run `write` and reconcile the alarm in one transaction; then publish the timer.
+
+        `due_at(value)`, given the write's return value, is the due time of the pending
+        row the write added (`None` if it added none): when that is now or earlier, the
+        reconcile needs only the armed alarm, not the pending rows.
+        """
+        times = [TimerTimes()]
+
+        async def body(txn: Transaction) -> T:
+            value = write(self.sql)
+            added = None if due_at is None else due_at(value)
+            serving = self._timer.serving()
+            times[0] = await reconcile(
+                txn, self.sql, self._participants, self.running, self.options, serving, added
+            )
+            return value
+
+        result = await self.storage.transaction(body)
+        self._timer.schedule(times[0])
+        return result
+
+    def schedule_next_alarm(self) -> Awaitable[None]:
+        """A reconciliation-only transaction; concurrent calls share the one in flight."""
+        if self._refresh is None:
+            refresh = self.tasks.spawn(self.transaction(_no_write))
+            self._refresh = refresh
+
+            def clear(done: asyncio.Future[None]) -> None:
+                if self._refresh is done:
+                    self._refresh = None
+                if not done.cancelled():
+                    done.exception()
+
+            refresh.add_done_callback(clear)
+        return asyncio.shield(self._refresh)
+
+    # -- alarm passes -------------------------------------------------------------------
+
+    async def alarm(self, info: HostAlarmInfo | None = None) -> None:
+        """Run every participant's due work; a failed pass arms its own retry and returns.
+
+        Only when even the fallback `set_alarm` fails does the error reach the host,
+        whose retries are limited (it drops the alarm after them).
+        """
+        await self._guarded_pass(info, self._participants)
+
+    def _start_early_pass(self, timestamp: int, wanted: Callable[[str], bool]) -> None:
+        participants = [p for p in self._participants if wanted(p.table.name)]
+        if not participants:
+            return
+        refusal = self.tasks.try_spawn(self._early_pass(timestamp, participants))
+        if refusal is not None:
+            # The host refused new work: the instance is gone and the alarm takes over.
+            logger.debug("early alarm at %s dropped: %s", timestamp, refusal)
+
+    async def _early_pass(self, timestamp: int, participants: list[Participant]) -> None:
+        try:
+            await self._guarded_pass(None, participants)
+        except Exception as error:
+            report_failure(BACKGROUND_FAILED, {"scheduled_time": timestamp}, error)
+
+    async def _guarded_pass(
+        self, info: HostAlarmInfo | None, participants: list[Participant]
+    ) -> None:
+        try:
+            await self._run_alarm(info, participants)
+        except Exception as error:
+            retry_in_ms = self.options.alarm_min_delay_ms
+            try:
+                await self.storage.set_alarm(now_ms() + retry_in_ms)
+            except Exception as arm_error:
+                # Only now does the pass's own error reach the host (whose retries are
+                # limited); the failed fallback is why, so it is the cause.
+                raise error from arm_error
+            report_failure("durability.alarm.failed", {"retry_in_ms": retry_in_ms}, error)
+            self._notify_alarm_retry(error, info)
+
+    async def _run_alarm(self, info: HostAlarmInfo | None, participants: list[Participant]) -> None:
+        started_at = now_ms()
+        spawn = self.tasks.spawn
+        work = asyncio.gather(*(spawn(p.run_due(started_at, info)) for p in participants))
+        work.add_done_callback(_consume_exception)
+        remaining = self.options.alarm_handoff_ms - (now_ms() - started_at)
+        done, _ = await asyncio.wait({work}, timeout=max(remaining, 0) / 1000)
+        if work not in done:
+            # Hand off before the host's wall-time limit; the work keeps running here and
+            # the next pass attaches to it through the running executions.
+            await self._arm_for_handoff()
+            return
+        work.result()
+        await self.schedule_next_alarm()
+
+    async def _arm_for_handoff(self) -> None:
+        async def arm(txn: Transaction) -> None:
+            target = now_ms() + self.options.alarm_min_delay_ms
+            current = await txn.get_alarm()
+            if current is None or current > target:
+                await txn.set_alarm(target)
+
+        await self.storage.transaction(arm)
+
+    def _notify_alarm_retry(self, failure: BaseException, info: HostAlarmInfo | None) -> None:
+        hook = self.options.on_alarm_retry
+        if hook is None:
+            return
+        retry_in_ms = self.options.alarm_min_delay_ms
+        details = {"retry_in_ms": retry_in_ms}
+        retry = AlarmRetryInfo(
+            error=serialize_error(failure),
+            retry_in_ms=retry_in_ms,
+            retry_count=None if info is None else getattr(info, "retry_count", None),
+            is_retry=None if info is None else getattr(info, "is_retry", None),
+            object_id=self.object_id(),
+        )
+        try:
+            outcome = hook(retry)
+        except Exception as error:
+            report_failure("durability.alarm.retry_hook_failed", details, error)
+            return
+        if inspect.isawaitable(outcome):
+            self.tasks.run_in_background(outcome, "durability.alarm.retry_hook_failed", details)
+
+    # -- due rows and purge -------------------------------------------------------------
+
+    async def run_concurrent(
+        self,
+        items: Iterable[Item],
+        worker: Callable[[Item], Awaitable[None]],
+        *,
+        table: str | None = None,
+    ) -> None:
+        """Run `worker` over `items` in order with at most `alarm_concurrency` at once.
+
+        `table` names the participant whose due rows these are: until the last item is
+        taken, the early timer is neither armed for that participant's work nor starts
+        passes over it; a pass owed to it meanwhile starts once the last item is taken.
+        """
+        pending = list(items)
+        if not pending:
+            return
+        taken_all = None if table is None else self._timer.pulling(table)
+        await self.permits.run_concurrent(pending, worker, taken_all=taken_all)
+
+    async def purge(self, table: TableSpec, cutoff: int, abort_reason: str) -> int:
+        """Delete rows created strictly before `cutoff`, aborting their running attempts."""
+        self.running.abort_created_before(table.name, cutoff, abort_reason)
+        removed = await self.transaction(lambda sql: purge_created_before(sql, table, cutoff))
+        if removed:
+            self.watchers.notify_all(table.name)
+        return removed
+
+
+def _no_write(sql: SqlStorage) -> None:
+    """The write of a reconciliation-only transaction."""
+
+
+def _consume_exception(future: asyncio.Future[Any]) -> None:
+    """Mark a background future's exception as seen (the pass reports it if it waits)."""
+    if not future.cancelled():
+        future.exception()

@@ -1,0 +1,121 @@
+"""What runs in this instance, and who waits for a record to settle.
+
+`RunningExecutions` is the one record of the attempts running here, per table and key:
+an execution registers itself before it waits for a permit and leaves only when its
+outcome is persisted and its handler has ended, so it doubles as the key's in-memory
+lock. Alarm passes read it to attach to running work instead of starting it again, and
+the reconcile reads it to keep the early timer off keys that are busy. `Watchers` wakes
+waiters when a record settles. Both are in memory only: after eviction the durable rows
+are the truth and the next alarm pass rebuilds what runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from .._context import Row
+from .._errors import DurabilityError
+from .._signal import AbortSignal, abort
+
+_NONE: Mapping[str, object] = MappingProxyType({})
+
+SettlementListener = Callable[[Row | None], None]
+"""Called after a watched record may have settled; gets the executed row on success."""
+
+
+@dataclass(eq=False, slots=True)
+class ActiveExecution:
+    """An attempt running in this instance: the key's in-memory lock.
+
+    `settled` is set only when the outcome is persisted AND the handler task has ended.
+    """
+
+    generation: str
+    created_at: int
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    signal: AbortSignal | None = None
+
+
+class RunningExecutions:
+    """The executions running in this instance, by table and key (at most one per key)."""
+
+    __slots__ = ("_tables",)
+
+    def __init__(self) -> None:
+        self._tables: dict[str, dict[str, ActiveExecution]] = {}
+
+    def _table(self, table: str) -> dict[str, ActiveExecution]:
+        found = self._tables.get(table)
+        if found is None:
+            found = self._tables[table] = {}
+        return found
+
+    def of(self, table: str) -> Mapping[str, ActiveExecution]:
+        """A live read-only view of `table`'s running executions, by key."""
+        return MappingProxyType(self._table(table))
+
+    def keys(self, table: str) -> Collection[str]:
+        """The keys of `table` running now (a live collection, not a copy)."""
+        return self._tables.get(table, _NONE)
+
+    def start(self, table: str, key: str, generation: str, created_at: int) -> ActiveExecution:
+        """Register the execution of `key` now (replacing any entry of a purged record)."""
+        execution = ActiveExecution(generation, created_at)
+        self._table(table)[key] = execution
+        return execution
+
+    def finish(self, table: str, key: str, execution: ActiveExecution) -> None:
+        """Mark `execution` settled and unregister it, unless a newer one took its key."""
+        execution.settled.set()
+        running = self._table(table)
+        if running.get(key) is execution:
+            del running[key]
+
+    def abort_created_before(self, table: str, cutoff: int, reason: str) -> None:
+        """Abort, with a `DurabilityError(reason)`, the handlers of `table`'s records
+        created strictly before `cutoff`."""
+        for execution in list(self._table(table).values()):
+            if execution.created_at < cutoff and execution.signal is not None:
+                abort(execution.signal, DurabilityError(reason))
+
+
+class Watchers:
+    """Listeners waiting for records to settle, by table and key."""
+
+    __slots__ = ("_tables",)
+
+    def __init__(self) -> None:
+        self._tables: dict[str, dict[str, set[SettlementListener]]] = {}
+
+    def watch(self, table: str, key: str, listener: SettlementListener) -> Callable[[], None]:
+        """Call `listener` when `key` settles or is purged; returns the unsubscribe function."""
+        listeners = self._tables.setdefault(table, {}).setdefault(key, set())
+        listeners.add(listener)
+
+        def unsubscribe() -> None:
+            listeners.discard(listener)
+            by_key = self._tables.get(table)
+            if not listeners and by_key is not None and by_key.get(key) is listeners:
+                del by_key[key]
+                if not by_key:
+                    del self._tables[table]
+
+        return unsubscribe
+
+    def watched(self, table: str, key: str) -> bool:
+        """True when someone watches `key` of `table` (so a notification is worth building)."""
+        by_key = self._tables.get(table)
+        return by_key is not None and key in by_key
+
+    def notify(self, table: str, key: str, row: Row | None = None) -> None:
+        """Tell the watchers of `key` that it may have settled (call only after commit)."""
+        for listener in list(self._tables.get(table, {}).get(key, ())):
+            listener(row)
+
+    def notify_all(self, table: str) -> None:
+        """Tell every watcher of `table` (after a purge removed rows)."""
+        for key in list(self._tables.get(table, {})):
+            self.notify(table, key)

@@ -1,0 +1,284 @@
+"""The built-in capabilities' schemas: one ordered `Migration` list per capability.
+
+Names and statements are fixed once released: a stored history row names them, and an
+older library reverts newer ones through the `down` statements stored with them.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .migrations import ALARMS_0004, CALLS_0004, Migration, migration_time_ms
+
+ALARMS_0008: Final = "durability_0008_alarms_payload_and_occurrence"
+
+_CALL_COLUMNS: Final = (
+    "id, operation, payload, status, result, attempt, next_attempt_at, "
+    "last_error, last_error_name, completed_at"
+)
+_CALL_TABLE_BODY: Final = (
+    "id TEXT PRIMARY KEY, "
+    "operation TEXT NOT NULL, "
+    "payload TEXT NOT NULL, "
+    "status TEXT NOT NULL CHECK (status IN ('pending', 'completed', 'failed')), "
+    "result TEXT, "
+    "attempt INTEGER NOT NULL DEFAULT 0, "
+    "next_attempt_at INTEGER NOT NULL, "
+    "last_error TEXT, "
+    "last_error_name TEXT, "
+    "completed_at INTEGER"
+)
+_CALLS_PENDING_INDEX: Final = (
+    "CREATE INDEX durability_calls_pending_idx ON durability_calls (status, next_attempt_at)"
+)
+
+OPERATION_MIGRATIONS: Final[tuple[Migration, ...]] = (
+    Migration(
+        name="durability_0001_create_calls",
+        up=(f"CREATE TABLE durability_calls ({_CALL_TABLE_BODY})",),
+        down=("DROP TABLE durability_calls",),
+    ),
+    Migration(
+        name="durability_0002_pending_index",
+        up=(_CALLS_PENDING_INDEX,),
+        down=("DROP INDEX durability_calls_pending_idx",),
+    ),
+    Migration(
+        name=CALLS_0004,
+        up=(
+            f"CREATE TABLE durability_calls_next ({_CALL_TABLE_BODY}, "
+            "generation_id TEXT NOT NULL DEFAULT 'legacy', "
+            "created_at INTEGER NOT NULL)",
+            f"INSERT INTO durability_calls_next ({_CALL_COLUMNS}, generation_id, created_at) "
+            f"SELECT {_CALL_COLUMNS}, 'legacy:' || id, {migration_time_ms(CALLS_0004)} "
+            "FROM durability_calls",
+            "DROP TABLE durability_calls",
+            "ALTER TABLE durability_calls_next RENAME TO durability_calls",
+            _CALLS_PENDING_INDEX,
+            "CREATE INDEX durability_calls_created_idx ON durability_calls (created_at)",
+        ),
+        down=(
+            f"CREATE TABLE durability_calls_previous ({_CALL_TABLE_BODY})",
+            f"INSERT INTO durability_calls_previous ({_CALL_COLUMNS}) "
+            f"SELECT {_CALL_COLUMNS} FROM durability_calls",
+            "DROP TABLE durability_calls",
+            "ALTER TABLE durability_calls_previous RENAME TO durability_calls",
+            _CALLS_PENDING_INDEX,
+        ),
+    ),
+)
+"""Capability "operations": the `durability_calls` table."""
+
+_ALARM_COLUMNS: Final = (
+    "name, generation_id, status, scheduled_at, next_attempt_at, attempt, "
+    "last_error, last_error_name"
+)
+_ALARM_TABLE_BODY: Final = (
+    "name TEXT PRIMARY KEY, "
+    "generation_id TEXT NOT NULL, "
+    "status TEXT NOT NULL CHECK (status IN ('pending', 'failed')), "
+    "scheduled_at INTEGER NOT NULL, "
+    "next_attempt_at INTEGER NOT NULL, "
+    "attempt INTEGER NOT NULL DEFAULT 0, "
+    "last_error TEXT, "
+    "last_error_name TEXT"
+)
+_ALARMS_PENDING_INDEX: Final = (
+    "CREATE INDEX durability_alarms_pending_idx ON durability_alarms (status, next_attempt_at)"
+)
+
+NAMED_ALARM_MIGRATIONS: Final[tuple[Migration, ...]] = (
+    Migration(
+        name="durability_0003_create_alarms",
+        up=(f"CREATE TABLE durability_alarms ({_ALARM_TABLE_BODY})", _ALARMS_PENDING_INDEX),
+        down=("DROP INDEX durability_alarms_pending_idx", "DROP TABLE durability_alarms"),
+    ),
+    Migration(
+        name=ALARMS_0004,
+        up=(
+            f"CREATE TABLE durability_alarms_next ({_ALARM_TABLE_BODY}, "
+            "created_at INTEGER NOT NULL)",
+            f"INSERT INTO durability_alarms_next ({_ALARM_COLUMNS}, created_at) "
+            f"SELECT {_ALARM_COLUMNS}, {migration_time_ms(ALARMS_0004)} "
+            "FROM durability_alarms",
+            "DROP TABLE durability_alarms",
+            "ALTER TABLE durability_alarms_next RENAME TO durability_alarms",
+            _ALARMS_PENDING_INDEX,
+            "CREATE INDEX durability_alarms_created_idx ON durability_alarms (created_at)",
+        ),
+        down=(
+            f"CREATE TABLE durability_alarms_previous ({_ALARM_TABLE_BODY})",
+            f"INSERT INTO durability_alarms_previous ({_ALARM_COLUMNS}) "
+            f"SELECT {_ALARM_COLUMNS} FROM durability_alarms",
+            "DROP TABLE durability_alarms",
+            "ALTER TABLE durability_alarms_previous RENAME TO durability_alarms",
+            _ALARMS_PENDING_INDEX,
+        ),
+    ),
+    Migration(
+        name=ALARMS_0008,
+        up=(
+            "ALTER TABLE durability_alarms ADD COLUMN payload TEXT",
+            "ALTER TABLE durability_alarms ADD COLUMN occurrence INTEGER",
+        ),
+        down=(
+            f"CREATE TABLE durability_alarms_previous ({_ALARM_TABLE_BODY}, "
+            "created_at INTEGER NOT NULL)",
+            f"INSERT INTO durability_alarms_previous ({_ALARM_COLUMNS}, created_at) "
+            f"SELECT {_ALARM_COLUMNS}, created_at FROM durability_alarms",
+            "DROP TABLE durability_alarms",
+            "ALTER TABLE durability_alarms_previous RENAME TO durability_alarms",
+            _ALARMS_PENDING_INDEX,
+            "CREATE INDEX durability_alarms_created_idx ON durability_alarms (created_at)",
+        ),
+    ),
+)
+"""Capability "namedAlarms": the `durability_alarms` table.
+
+0008 adds `payload` (the serialized JSON value given when the occurrence was scheduled,
+NULL for none) and `occurrence` (the slot number of a recurrence's occurrence, NULL for
+a one-shot). Its down rebuilds the table rather than dropping columns, so it runs on
+any SQLite."""
+
+FANOUT_MIGRATIONS: Final[tuple[Migration, ...]] = (
+    Migration(
+        name="durability_0005_create_fanout",
+        up=(
+            "CREATE TABLE durability_fanout_messages ("
+            "key TEXT PRIMARY KEY, "
+            "id TEXT NOT NULL, "
+            "payload TEXT NOT NULL, "
+            "targets TEXT NOT NULL, "
+            "remaining INTEGER NOT NULL, "
+            "seq INTEGER NOT NULL, "
+            "created_at INTEGER NOT NULL, "
+            "generation_id TEXT NOT NULL)",
+            "CREATE TABLE durability_fanout_deliveries ("
+            "id TEXT PRIMARY KEY, "
+            "message_key TEXT NOT NULL, "
+            "target_id TEXT NOT NULL, "
+            "seq INTEGER NOT NULL, "
+            "status TEXT NOT NULL CHECK (status = 'pending'), "
+            "phase TEXT NOT NULL CHECK (phase IN ('delivery', 'dead_letter')), "
+            "attempt INTEGER NOT NULL DEFAULT 0, "
+            "next_attempt_at INTEGER NOT NULL, "
+            "last_error TEXT, "
+            "last_error_name TEXT, "
+            "created_at INTEGER NOT NULL, "
+            "generation_id TEXT NOT NULL, "
+            "dead_lettered_at INTEGER, "
+            "dead_letter_reason TEXT CHECK (dead_letter_reason IN ('explicit', 'exhausted')))",
+            "CREATE INDEX durability_fanout_deliveries_target_idx ON durability_fanout_deliveries "
+            "(target_id, phase, status, attempt, seq, next_attempt_at)",
+            "CREATE INDEX durability_fanout_deliveries_pending_idx "
+            "ON durability_fanout_deliveries (phase, status, next_attempt_at)",
+            "CREATE INDEX durability_fanout_deliveries_created_idx "
+            "ON durability_fanout_deliveries (created_at)",
+            "CREATE TABLE durability_fanout_seq ("
+            "id INTEGER PRIMARY KEY CHECK (id = 1), "
+            "next_seq INTEGER NOT NULL)",
+            "INSERT INTO durability_fanout_seq (id, next_seq) VALUES (1, 0)",
+        ),
+        down=(
+            "DROP TABLE durability_fanout_seq",
+            "DROP INDEX durability_fanout_deliveries_created_idx",
+            "DROP INDEX durability_fanout_deliveries_pending_idx",
+            "DROP INDEX durability_fanout_deliveries_target_idx",
+            "DROP TABLE durability_fanout_deliveries",
+            "DROP TABLE durability_fanout_messages",
+        ),
+    ),
+)
+"""Capability "fanout": manifests, deliveries and the sequence."""
+
+LOG_MIGRATIONS: Final[tuple[Migration, ...]] = (
+    Migration(
+        name="durability_0006_create_log",
+        up=(
+            "CREATE TABLE durability_log_records ("
+            "offset INTEGER PRIMARY KEY, "
+            "dedup_key TEXT NOT NULL UNIQUE, "
+            "payload TEXT NOT NULL, "
+            "bytes INTEGER NOT NULL, "
+            "appended_at INTEGER NOT NULL)",
+            "CREATE INDEX durability_log_records_appended_idx "
+            "ON durability_log_records (appended_at, offset)",
+            "CREATE TABLE durability_log_cursors ("
+            "consumer TEXT PRIMARY KEY, "
+            "offset INTEGER NOT NULL, "
+            "committed_at INTEGER NOT NULL)",
+            "CREATE TABLE durability_log_segments ("
+            "first_offset INTEGER PRIMARY KEY, "
+            "last_offset INTEGER NOT NULL, "
+            "locator TEXT NOT NULL, "
+            "bytes INTEGER NOT NULL, "
+            "flushed_at INTEGER NOT NULL)",
+            "CREATE TABLE durability_log_seq ("
+            "id INTEGER PRIMARY KEY CHECK (id = 1), "
+            "next_offset INTEGER NOT NULL, "
+            "total_bytes INTEGER NOT NULL)",
+            "INSERT INTO durability_log_seq (id, next_offset, total_bytes) VALUES (1, 0, 0)",
+        ),
+        down=(
+            "DROP TABLE durability_log_seq",
+            "DROP TABLE durability_log_segments",
+            "DROP TABLE durability_log_cursors",
+            "DROP INDEX durability_log_records_appended_idx",
+            "DROP TABLE durability_log_records",
+        ),
+    ),
+)
+"""Capability "log": records, cursors, segments and the sequence."""
+
+LOG_LEASE_MIGRATIONS: Final[tuple[Migration, ...]] = (
+    Migration(
+        name="durability_0007_create_log_leases",
+        up=(
+            "CREATE TABLE durability_log_leases ("
+            "batch_id TEXT PRIMARY KEY, "
+            "consumer TEXT NOT NULL, "
+            "first_offset INTEGER NOT NULL, "
+            "last_offset INTEGER NOT NULL, "
+            "state TEXT NOT NULL CHECK (state IN ('active', 'pending', 'acked', 'skipped')), "
+            "attempt INTEGER NOT NULL CHECK (attempt >= 1), "
+            "expires_at INTEGER NOT NULL, "
+            "created_at INTEGER NOT NULL)",
+            "CREATE INDEX durability_log_leases_state_idx "
+            "ON durability_log_leases (consumer, state, expires_at, first_offset)",
+            "CREATE INDEX durability_log_leases_range_idx "
+            "ON durability_log_leases (consumer, first_offset)",
+            "CREATE TABLE durability_log_allocations ("
+            "consumer TEXT PRIMARY KEY, "
+            "allocated_offset INTEGER NOT NULL)",
+        ),
+        down=(
+            "DROP TABLE durability_log_allocations",
+            "DROP INDEX durability_log_leases_range_idx",
+            "DROP INDEX durability_log_leases_state_idx",
+            "DROP TABLE durability_log_leases",
+        ),
+    ),
+)
+"""Capability "logLeases", only with leases: lease ranges and allocations."""
+
+STACKS_CAPABILITY: Final = "errorStacks"
+
+ERROR_STACK_MIGRATIONS: Final[tuple[Migration, ...]] = (
+    Migration(
+        name="durability_stacks_0001_create_error_stacks",
+        up=(
+            "CREATE TABLE durability_error_stacks ("
+            "record_table TEXT NOT NULL, "
+            "record_key TEXT NOT NULL, "
+            "generation_id TEXT NOT NULL, "
+            "stack TEXT NOT NULL, "
+            "PRIMARY KEY (record_table, record_key))",
+        ),
+        down=("DROP TABLE durability_error_stacks",),
+    ),
+)
+"""Capability "errorStacks": the traceback of each operation's or named alarm's last
+error, beside its record (one row per record, of the generation that failed).
+
+A capability of its own so the upstream tables and their migration lists stay as they
+are: a database stays readable by a library that does not know this table."""

@@ -1,0 +1,75 @@
+"""A double of a Cloudflare Python Durable Object's `ctx`, as observed on workerd.
+
+It stands between an object and the embedded runtime's ctx (so data lives in the
+runtime's real SQLite database, and eviction, restarts and alarm delivery are the
+runtime's) and shows only what Cloudflare shows, in one of two flavours:
+
+- `BUILTIN`: the SDK built into workerd hands out raw JavaScript proxies: rows are not
+  subscriptable, NULL and "no alarm" are `jsnull`, BLOBs are ArrayBuffers, a Python
+  `bytes` binding is stored as the text "b'...'", a callback passed without
+  `create_proxy` is destroyed before JavaScript calls it later.
+- `WORKERS_SDK`: `workers-runtime-sdk` (what pywrangler vendors) wraps ctx and storage,
+  converting arguments (bytes to BLOBs, dicts, `None`) and results (`None`, `JsDict`
+  rows, `memoryview` BLOBs); the transaction handed to a callback is still raw.
+
+Both: camelCase names only; `sql.exec` errors are `JsException`s with Cloudflare's
+messages; `True` is stored as the text 'true'; every number is bound as REAL (an
+integral value reads back as an int), and an int from +/-(2**53 - 1) outwards cannot be
+bound (Pyodide makes it a BigInt); an exception raised inside `transaction` or
+`blockConcurrencyWhile` comes back as `JsException: PythonError`; `waitUntil` refuses a
+bare coroutine and complains about a Python task; the alarm info has only
+`retryCount`/`isRetry`.
+
+Not copied: Cloudflare ends every task of an instance it resets, and the runtime
+cancels the work it tracks when `rt.evict` drops an instance; but a Python task handed
+to `waitUntil` as a promise is not the runtime's to cancel, so in the double it runs on
+after eviction, against storage the runtime has fenced (its writes fail).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+from _cf_builtin_sdk import RawAlarmInfo, RawContext
+from _cf_ffi import modules
+from _cf_workers_sdk import WorkersContext
+from durability.runtime import _alarm_driver
+from durability.runtime._instance import Instance
+
+__all__ = ["BUILTIN", "WORKERS_SDK", "RawAlarmInfo", "RawContext", "WorkersContext", "install"]
+
+BUILTIN = "builtin-sdk"
+WORKERS_SDK = "workers-sdk"
+
+
+def cloudflare_ctx(ctx: Any, flavour: str) -> Any:
+    """The Cloudflare `ctx` an object would get, in `flavour`, over the runtime's `ctx`."""
+    raw = RawContext(ctx)
+    return raw if flavour == BUILTIN else WorkersContext(raw)
+
+
+def install(monkeypatch: pytest.MonkeyPatch, flavour: str) -> list[RawContext]:
+    """Host every object the runtime builds as on Cloudflare: its `ctx` is the double,
+    its alarm info Cloudflare's, and `js`/`pyodide` importable. Returns the list every
+    double made from now on is added to (to check their `complaints` afterwards)."""
+    for name, module in modules().items():
+        monkeypatch.setitem(sys.modules, name, module)
+    made: list[RawContext] = []
+
+    def user_object(self: Instance) -> Any:
+        if self._object is None:
+            ctx = cloudflare_ctx(self.ctx, flavour)
+            made.append(ctx if isinstance(ctx, RawContext) else ctx._ctx)
+            self._object = self._cls(ctx, self._env)
+        return self._object
+
+    monkeypatch.setattr(Instance, "user_object", user_object)
+    monkeypatch.setattr(
+        _alarm_driver,
+        "AlarmInvocationInfo",
+        lambda retry_count, is_retry: RawAlarmInfo(retry_count, is_retry),
+    )
+    return made

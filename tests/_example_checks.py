@@ -1,0 +1,218 @@
+"""End-to-end HTTP checks of the examples, the same on every host.
+
+`tests/test_examples_http.py` runs them against `durability serve examples/<name>`,
+and `scripts/workerd-smoke` against the same project on a real workerd. Standard
+library only, so the smoke script runs them with any Python. Every check uses names
+of its own (a fresh token per run), so storage left by an earlier run cannot matter.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+ALARM_WAIT_S = 30.0
+"""How long a check waits (polling) for alarms due within seconds to have fired."""
+
+
+def request(base_url: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    """`(status, body)`: the body parsed when the response says it is JSON, else text."""
+    data = None if body is None else json.dumps(body).encode()
+    call = urllib.request.Request(base_url + path, data=data, method=method)
+    try:
+        with urllib.request.urlopen(call, timeout=60) as response:
+            return response.status, _body(response)
+    except urllib.error.HTTPError as error:
+        return error.code, _body(error)
+
+
+def _body(response: Any) -> Any:
+    text = response.read().decode()
+    is_json = response.headers.get("content-type", "").startswith("application/json")
+    return json.loads(text) if is_json else text
+
+
+def _expect(actual: Any, expected: Any, what: str) -> None:
+    if actual != expected:
+        raise AssertionError(f"{what}: expected {expected!r}, got {actual!r}")
+
+
+def _token() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def check_counter(base_url: str) -> None:
+    """Counts per name, arms and cancels the reset alarm, and the alarm really fires."""
+    apples, pears = f"apples-{_token()}", f"pears-{_token()}"
+    status, usage = request(base_url, "GET", "/")
+    _expect((status, "increment" in usage), (200, True), "GET / shows the usage")
+    for value in (1, 2):
+        _, state = request(base_url, "POST", f"/{apples}/increment")
+        _expect(state["value"], value, "increment")
+    _, other = request(base_url, "POST", f"/{pears}/increment")
+    _expect(other["value"], 1, "another name counts on its own")
+    _, state = request(base_url, "GET", f"/{apples}")
+    _expect(state, {"name": apples, "value": 2, "reset_at_ms": None}, "GET /NAME")
+    _, armed = request(base_url, "POST", f"/{apples}/reset-in/3600")
+    if not isinstance(armed["reset_at_ms"], int) or armed["reset_at_ms"] <= 0:
+        raise AssertionError(f"reset-in: expected an alarm time in ms, got {armed!r}")
+    _, state = request(base_url, "GET", f"/{apples}")
+    _expect(state["reset_at_ms"], armed["reset_at_ms"], "the armed alarm reads back")
+    _, cancelled = request(base_url, "POST", f"/{apples}/cancel-reset")
+    _expect(cancelled, {"name": apples, "value": 2, "reset_at_ms": None}, "cancel-reset")
+    status, _ = request(base_url, "GET", f"/{apples}/nope")
+    _expect(status, 404, "an unknown route")
+    request(base_url, "POST", f"/{apples}/reset-in/1")
+    deadline = time.monotonic() + ALARM_WAIT_S
+    while (state := request(base_url, "GET", f"/{apples}")[1])["value"] != 0:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the reset alarm did not fire within 30 s: {state!r}")
+        time.sleep(0.2)
+    _expect(state, {"name": apples, "value": 0, "reset_at_ms": None}, "after the alarm")
+
+
+def check_subscription_renewals(base_url: str) -> None:
+    """Subscribe answers 201 with the first renewal, GET shows it, cancel clears it, and
+    a one-second trial charges once per period as its renewals fire."""
+    customer = f"alice-{_token()}"
+    status, subscribed = request(base_url, "POST", f"/{customer}/subscribe")
+    _expect(status, 201, "subscribe")
+    first = subscribed["next_renewal_at"]
+    _expect(subscribed, {"subscribed": customer, "next_renewal_at": first}, "subscribe body")
+    if not isinstance(first, int):
+        raise AssertionError(f"next_renewal_at must be ms, got {first!r}")
+    again = request(base_url, "POST", f"/{customer}/subscribe")[1]["next_renewal_at"]
+    if again < first:
+        raise AssertionError("subscribing again must move the renewal forward, not back")
+    _, state = request(base_url, "GET", f"/{customer}")
+    _expect(state, {"customer_id": customer, "next_renewal_at": again}, "GET /CUSTOMER")
+    _expect(request(base_url, "POST", f"/{customer}/cancel"), (200, "cancelled"), "cancel")
+    _, state = request(base_url, "GET", f"/{customer}")
+    _expect(state, {"customer_id": None, "next_renewal_at": None}, "state after cancel")
+    for method, path in (("POST", f"/{customer}/refund"), ("POST", "/"), ("GET", "/x/y")):
+        _expect(request(base_url, method, path)[0], 404, f"{method} {path}")
+    status, _ = request(base_url, "POST", f"/{customer}/subscribe?period=0")
+    _expect(status, 400, "a period that is not a positive number of seconds")
+
+    # A one-second trial: the renewals really fire, each charges the Payments object once.
+    trial = f"trial-{_token()}"
+    status, subscribed = request(base_url, "POST", f"/{trial}/subscribe?period=1")
+    _expect(status, 201, "a trial subscription")
+    first = subscribed["next_renewal_at"]
+    deadline = time.monotonic() + ALARM_WAIT_S
+    while len(charges := request(base_url, "GET", f"/{trial}/charges")[1]) < 3:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"three renewals did not charge within 30 s: {charges!r}")
+        time.sleep(0.2)
+    expected = [first + 1000 * n for n in range(len(charges))]
+    _expect(charges, expected, "one charge per period, each period once")
+    _expect(request(base_url, "POST", f"/{trial}/cancel"), (200, "cancelled"), "cancel trial")
+
+
+def check_event_topics(base_url: str) -> None:
+    """Events are handled once per group in key order, keys dedupe, poison is parked."""
+    topic = f"orders-{_token()}"
+    produced = [(f"user-{n % 5}", f"e{n}") for n in range(20)]
+    events = [{"partitionKey": key, "payload": payload} for key, payload in produced]
+    status, accepted = request(base_url, "POST", f"/{topic}/events", events)
+    _expect(status, 202, "produce")
+    _expect(all(result["accepted"] for result in accepted.values()), True, "all accepted")
+    _, first = request(base_url, "POST", f"/{topic}/groups/billing/poll")
+    handled = [event for lease in first for event in lease["events"]]
+    _expect(sorted(e["payload"] for e in handled), sorted(p for _, p in produced), "poll")
+    for key in {key for key, _ in produced}:
+        mine = [e["payload"] for e in handled if e["partitionKey"] == key]
+        _expect(mine, [p for k, p in produced if k == key], f"order of key {key}")
+    _expect(request(base_url, "POST", f"/{topic}/groups/billing/poll"), (200, []), "re-poll")
+    _, other = request(base_url, "POST", f"/{topic}/groups/search/poll")
+    _expect(sum(len(lease["events"]) for lease in other), 20, "a second group reads all")
+    _, partitions = request(base_url, "GET", f"/{topic}")
+    _expect(sum(p["next_offset"] for p in partitions), 20, "offsets")
+    for number, partition in enumerate(partitions):
+        end = partition["next_offset"]
+        expected = {
+            "oldest_offset": 0,
+            "hot_offset": 0,
+            "next_offset": end,
+            "cursors": {"billing": end, "search": end} if end else {},
+            "backlog": 0,
+            "parked": [],
+        }
+        _expect(partition, expected, f"partition {number} after both groups polled")
+
+    keyed = [{"partitionKey": "alice", "payload": "paid", "key": "evt-1"}]
+    once = request(base_url, "POST", f"/{topic}/events", keyed)
+    _expect(request(base_url, "POST", f"/{topic}/events", keyed), once, "a repeated key")
+
+    quarantine = f"{topic}-poison"
+    request(base_url, "POST", f"/{quarantine}/events", [{"partitionKey": "z", "payload": "poison"}])
+    for attempt in range(5):
+        _, leased = request(base_url, "POST", f"/{quarantine}/groups/billing/poll?fail=poison")
+        _expect(leased, [], f"attempt {attempt + 1} of a failing range")
+    _, leased = request(base_url, "POST", f"/{quarantine}/groups/billing/poll")
+    _expect(leased, [], "the range that failed five times is parked, not delivered")
+    request(base_url, "POST", f"/{quarantine}/events", [{"partitionKey": "z", "payload": "fine"}])
+    _, leased = request(base_url, "POST", f"/{quarantine}/groups/billing/poll")
+    _expect([e["payload"] for lease in leased for e in lease["events"]], ["fine"], "moves on")
+    _, partitions = request(base_url, "GET", f"/{quarantine}")
+    idle = {"oldest_offset": 0, "hot_offset": 0, "next_offset": 0, "cursors": {}}
+    poison = {"topic": quarantine, "partitionKey": "z", "payload": "poison"}
+    parked = {"group": "billing", "first_offset": 0, "last_offset": 0, "events": [poison]}
+    used = {"next_offset": 2, "cursors": {"billing": 2}, "parked": [parked]}
+    expected = [
+        {**idle, "backlog": 0, "parked": [], **(used if p["parked"] else {})} for p in partitions
+    ]
+    _expect(partitions, expected, "the failing range is parked after five attempts")
+
+    _expect(request(base_url, "POST", f"/{topic}/events", {"not": "a list"})[0], 400, "bad body")
+    status, body = request(base_url, "GET", f"/{topic}/groups")
+    _expect((status, "POST /TOPIC/events" in body), (404, True), "an unknown route")
+
+
+def check_rpc_transforms(base_url: str) -> None:
+    """Context reaches the callee's metrics; retries absorb failures; a timeout is a 504."""
+    name = f"counter-{_token()}"
+    status, usage = request(base_url, "GET", "/")
+    _expect((status, "increment" in usage), (200, True), "GET / shows the usage")
+    status, first = request(base_url, "POST", f"/{name}/increment")
+    _expect((status, first["value"], first["attempts"]), (200, 1, 1), "a plain increment")
+    status, retried = request(base_url, "POST", f"/{name}/increment?fail=2")
+    _expect((status, retried["value"], retried["attempts"]), (200, 2, 3), "two retries")
+    status, failed = request(base_url, "POST", f"/{name}/increment?fail=5")
+    _expect((status, "injected failure 3" in failed["error"]), (502, True), "retries exhausted")
+    status, late = request(base_url, "POST", f"/{name}/increment?delay_ms=1500&timeout_ms=200")
+    _expect((status, "timed out after 200ms" in late["error"]), (504, True), "the timeout")
+    deadline = time.monotonic() + ALARM_WAIT_S
+    while request(base_url, "GET", f"/{name}")[1]["value"] != 3:
+        if time.monotonic() > deadline:
+            raise AssertionError("the timed-out increment was never applied by the object")
+        time.sleep(0.2)
+    _, state = request(base_url, "GET", f"/{name}")
+    seen = [
+        (metric["requestId"], metric["outcome"])
+        for metric in state["metrics"]
+        if metric["method"] == "increment"
+    ]
+    _expect(seen[0], (first["requestId"], "ok"), "the callee saw the caller's request id")
+    _expect(
+        [outcome for request_id, outcome in seen if request_id == retried["requestId"]],
+        ["error", "error", "ok"],
+        "every attempt of the retried call is measured under one request id",
+    )
+    _expect((seen[-1][0], seen[-1][1]), (late["requestId"], "ok"), "the late call still finished")
+    state_metrics = [metric for metric in state["metrics"] if metric["method"] == "state"]
+    _expect(state_metrics[0]["requestId"], None, "a call without transforms has no context")
+
+
+CHECKS: dict[str, Callable[[str], None]] = {
+    "counter": check_counter,
+    "subscription_renewals": check_subscription_renewals,
+    "event_topics": check_event_topics,
+    "rpc_transforms": check_rpc_transforms,
+}
+"""Example folder name -> its check, run against the served example's base URL."""

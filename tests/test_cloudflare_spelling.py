@@ -1,0 +1,223 @@
+"""The embedded runtime answers to Cloudflare's names, and `workers` resolves to it."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durability.runtime import (
+    AlarmInvocationInfo,
+    DurableObject,
+    Request,
+    Response,
+    Runtime,
+    WorkerEntrypoint,
+)
+from durability.testing import VirtualClock
+
+START = 1_700_000_000_000
+
+
+class Spelled(DurableObject):
+    """Uses only Cloudflare's camelCase names."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self.infos: list[list[Any]] = []
+        ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY, v INTEGER)")
+
+    async def cursor(self) -> dict[str, Any]:
+        sql = self.ctx.storage.sql
+        written = sql.exec("INSERT INTO t VALUES ('a', 1), ('b', 2)")
+        cursor = sql.exec("SELECT k, v FROM t ORDER BY k")
+        rows = cursor.toArray()
+        one = sql.exec("SELECT v FROM t WHERE k = 'b'").one()
+        return {
+            "rows": rows,
+            "columns": cursor.columnNames,
+            "read": cursor.rowsRead,
+            "written": written.rowsWritten,
+            "attribute": [row.k for row in sql.exec("SELECT k FROM t ORDER BY k")] + [one.v],
+        }
+
+    async def one_of(self, query: str) -> str:
+        try:
+            self.ctx.storage.sql.exec(query).one()
+        except ValueError as error:
+            return str(error)
+        return "one row"
+
+    async def sync_transaction(self) -> int | None:
+        def fail() -> None:
+            self.ctx.storage.sql.exec("INSERT INTO t VALUES ('c', 3)")
+            raise KeyError("no")
+
+        with pytest.raises(KeyError):
+            self.ctx.storage.transactionSync(fail)
+        result: int = self.ctx.storage.transactionSync(lambda: 42)
+        found = self.ctx.storage.sql.exec("SELECT count(*) AS n FROM t WHERE k = 'c'").one()
+        return result + found.n
+
+    async def alarms(self) -> list[int | None]:
+        storage = self.ctx.storage
+        seen = [await storage.getAlarm()]
+        await storage.setAlarm(START + 5_000)
+        seen.append(await storage.getAlarm())
+        await storage.deleteAlarm()
+        seen.append(await storage.getAlarm())
+
+        async def in_transaction(txn: Any) -> int | None:
+            await txn.setAlarm(START + 7_000)
+            return await txn.getAlarm()  # type: ignore[no-any-return]
+
+        seen.append(await storage.transaction(in_transaction))
+        return seen
+
+    async def wipe(self) -> dict[str, Any]:
+        await self.ctx.storage.put("k", 1)
+        await self.ctx.storage.deleteAll()
+        tables = self.ctx.storage.sql.exec("SELECT name FROM sqlite_master WHERE name = 't'")
+        return {
+            "kv": await self.ctx.storage.get("k"),
+            "alarm": await self.ctx.storage.getAlarm(),
+            "tables": tables.toArray(),
+        }
+
+    async def context(self) -> str:
+        done: list[str] = []
+
+        async def background() -> None:
+            done.append("background")
+
+        async def blocked() -> str:
+            return "blocked"
+
+        self.ctx.waitUntil(background())
+        result: str = await self.ctx.blockConcurrencyWhile(blocked)
+        return f"{result} {self.ctx.id.toString() == str(self.ctx.id)}"
+
+    async def alarm(self, alarm_info: AlarmInvocationInfo) -> None:
+        self.infos.append([alarm_info.retryCount, alarm_info.isRetry])
+        if alarm_info.retryCount < 2:
+            raise RuntimeError("try again")
+
+    async def seen(self) -> list[list[Any]]:
+        return self.infos
+
+
+@pytest.fixture
+async def rt() -> Any:
+    async with Runtime(bindings={"NS": Spelled}, clock=VirtualClock(START)) as runtime:
+        yield runtime
+
+
+async def test_cursor_camel_case_and_attribute_rows(rt: Runtime) -> None:
+    """toArray, columnNames, rowsRead, rowsWritten work; row columns read as attributes."""
+    result = await rt.env.NS.getByName("a").cursor()
+    assert result == {
+        "rows": [{"k": "a", "v": 1}, {"k": "b", "v": 2}],
+        "columns": ["k", "v"],
+        "read": 2,
+        "written": 2,
+        "attribute": ["a", "b", 2],
+    }
+
+
+async def test_one_refuses_other_row_counts_in_cloudflare_words() -> None:
+    """one() raises unless exactly one row, with the message Cloudflare gives."""
+    async with Runtime(bindings={"NS": Spelled}) as runtime:
+        await runtime.env.NS.getByName("a").cursor()
+        probe = runtime.env.NS.getByName("a")
+        assert await probe.one_of("SELECT k FROM t") == (
+            "Expected exactly one result from SQL query, but got multiple results."
+        )
+        assert await probe.one_of("SELECT k FROM t WHERE 0") == (
+            "Expected exactly one result from SQL query, but got no results."
+        )
+
+
+async def test_transaction_sync_camel_case(rt: Runtime) -> None:
+    """transactionSync returns fn's value and rolls back (re-raising) on an exception."""
+    assert await rt.env.NS.getByName("a").sync_transaction() == 42
+
+
+async def test_alarm_methods_camel_case(rt: Runtime) -> None:
+    """getAlarm/setAlarm/deleteAlarm on storage and inside a transaction."""
+    seen = await rt.env.NS.getByName("a").alarms()
+    assert seen == [None, START + 5_000, None, START + 7_000]
+
+
+async def test_delete_all_camel_case(rt: Runtime) -> None:
+    """deleteAll drops tables, keys and the alarm."""
+    assert await rt.env.NS.getByName("a").wipe() == {"kv": None, "alarm": None, "tables": []}
+
+
+async def test_context_camel_case(rt: Runtime) -> None:
+    """ctx.waitUntil, ctx.blockConcurrencyWhile and id.toString() work."""
+    assert await rt.env.NS.getByName("a").context() == "blocked True"
+
+
+async def test_namespace_camel_case(rt: Runtime) -> None:
+    """idFromName, newUniqueId, idFromString and getByName match the snake_case methods."""
+    ns = rt.env.NS
+    named = ns.idFromName("x")
+    assert named == ns.id_from_name("x")
+    assert named.toString() == str(named)
+    assert ns.idFromString(str(named)) == named
+    assert ns.newUniqueId() != ns.newUniqueId()
+    assert ns.getByName("x").id == ns.get(named).id
+
+
+async def test_alarm_info_camel_case() -> None:
+    """The alarm info's retryCount/isRetry follow retries of a raising alarm()."""
+    clock = VirtualClock(START)
+    async with Runtime(bindings={"NS": Spelled}, clock=clock) as runtime:
+        stub = runtime.env.NS.getByName("a")
+        await stub.alarms()
+        await clock.advance(7_000 + 2_000 + 4_000)
+        assert await stub.seen() == [[0, False], [1, True], [2, True]]
+    info = AlarmInvocationInfo(3, True)
+    assert (info.retryCount, info.isRetry) == (3, True)
+
+
+def test_workers_resolves_to_the_runtime_classes() -> None:
+    """With no real SDK installed, `from workers import ...` gives the runtime's classes."""
+    assert importlib.util.find_spec("workers") is not None
+    workers = importlib.import_module("workers")
+    assert workers.DurableObject is DurableObject
+    assert workers.WorkerEntrypoint is WorkerEntrypoint
+    assert (workers.Request, workers.Response) == (Request, Response)
+
+
+def test_a_real_workers_module_wins(tmp_path: Path) -> None:
+    """Where another `workers` module can be imported, that one is used, not the stand-in."""
+    (tmp_path / "workers.py").write_text("REAL = True\n")
+    script = textwrap.dedent(
+        """
+        import durability.runtime
+        import workers
+        print(getattr(workers, "REAL", False), hasattr(workers, "WorkerEntrypoint"))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert result.stdout.split() == ["True", "False"]
+
+
+def test_worker_entrypoint_keeps_ctx_and_env() -> None:
+    """WorkerEntrypoint(ctx, env) stores self.ctx and self.env, as on Cloudflare."""
+    entry = WorkerEntrypoint("ctx", {"A": 1})
+    assert (entry.ctx, entry.env) == ("ctx", {"A": 1})

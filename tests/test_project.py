@@ -1,0 +1,145 @@
+"""`durability serve PROJECT_DIR`: wrangler config, entry module, bindings and vars."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import httpx
+import pytest
+
+from durability.runtime import Runtime
+from durability.runtime._project import strip_jsonc
+from durability.runtime.server import WorkerApp, WorkerModuleError, load_worker
+
+ENTRY = """
+import asyncio
+
+from workers import DurableObject, Response, WorkerEntrypoint
+
+done = []
+
+
+class Greeter(DurableObject):
+    async def greet(self, who):
+        return f"{self.env.GREETING}, {who}"
+
+
+class Default(WorkerEntrypoint):
+    async def fetch(self, request):
+        async def later():
+            done.append(request.url)
+
+        self.ctx.waitUntil(later())
+        text = await self.env.GREETERS.getByName("g").greet("you")
+        return Response(text + " " + str(self.env.LIMIT))
+"""
+
+JSONC = """
+{
+  // The greeter project. "// not a comment" stays in strings.
+  "name": "greeter-project",
+  "main": "src/entry.py",
+  /* block
+     comment */
+  "durable_objects": {"bindings": [{"name": "GREETERS", "class_name": "Greeter"},],},
+  "vars": {"GREETING": "hi // there", "LIMIT": 3,},
+}
+"""
+
+TOML = """
+name = "greeter-toml"
+main = "src/entry.py"
+[[durable_objects.bindings]]
+name = "GREETERS"
+class_name = "Greeter"
+[vars]
+GREETING = "hello"
+LIMIT = 4
+"""
+
+
+def _project(root: Path, config_name: str, config: str, entry: str = ENTRY) -> Path:
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "entry.py").write_text(textwrap.dedent(entry))
+    (root / config_name).write_text(config)
+    return root
+
+
+def test_strip_jsonc_keeps_strings_and_drops_comments_and_trailing_commas() -> None:
+    """Comments and trailing commas go; the same characters inside strings stay."""
+    text = '{"a": "x // y /* z */", // c\n "b": [1, 2,], /* d */ "c": "\\" ,]",}'
+    assert json.loads(strip_jsonc(text)) == {"a": "x // y /* z */", "b": [1, 2], "c": '" ,]'}
+
+
+@pytest.mark.parametrize(
+    ("config_name", "config", "expected"),
+    [("wrangler.jsonc", JSONC, "hi // there, you 3"), ("wrangler.toml", TOML, "hello, you 4")],
+)
+async def test_project_is_served_as_wrangler_dev_would(
+    tmp_path: Path, config_name: str, config: str, expected: str
+) -> None:
+    """main's Default serves fetch with self.env (classes and vars) and self.ctx.waitUntil."""
+    worker = load_worker(str(_project(tmp_path / config_name, config_name, config)))
+    assert set(worker.bindings) == {"GREETERS", "GREETING", "LIMIT"}
+    async with Runtime(bindings=worker.bindings) as runtime:
+        app = WorkerApp(worker, runtime)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://p") as client:
+            response = await client.get("/x")
+        assert (response.status_code, response.text) == (200, expected)
+        assert worker.settle is not None
+        await asyncio.sleep(0)
+        await worker.settle()
+    assert sys.modules[worker.name].done == ["http://p/x"]
+
+
+@pytest.mark.parametrize(
+    ("config", "entry", "message"),
+    [
+        ('{"name": "x"}', ENTRY, "`main` must name the entry module"),
+        ('{"main": "src/other.py"}', ENTRY, "does not exist"),
+        ('{"main": "src/entry.py"', ENTRY, "not valid JSONC"),
+        ('{"main": "src/entry.py"}', "x = 1\n", "class Default(WorkerEntrypoint)"),
+        (
+            '{"main": "src/entry.py", "durable_objects": {"bindings": [{"name": "A"}]}}',
+            ENTRY,
+            "needs a `name` and a `class_name`",
+        ),
+        (
+            '{"main": "src/entry.py", "durable_objects": '
+            '{"bindings": [{"name": "A", "class_name": "Nope"}]}}',
+            ENTRY,
+            "no DurableObject class 'Nope'",
+        ),
+        (
+            '{"main": "src/entry.py", "durable_objects": {"bindings": '
+            '[{"name": "A", "class_name": "Greeter", "script_name": "other"}]}}',
+            ENTRY,
+            "another script",
+        ),
+        (
+            '{"main": "src/entry.py", "vars": {"A": 1}, "durable_objects": '
+            '{"bindings": [{"name": "A", "class_name": "Greeter"}]}}',
+            ENTRY,
+            "both a var and a Durable Object",
+        ),
+    ],
+)
+def test_bad_projects_name_the_problem(
+    tmp_path: Path, config: str, entry: str, message: str
+) -> None:
+    """A bad config or entry module is refused with a message naming what is wrong."""
+    project = _project(tmp_path / "p", "wrangler.jsonc", config, entry)
+    with pytest.raises(WorkerModuleError, match=re.escape(message)):
+        load_worker(str(project))
+
+
+def test_a_folder_without_config_is_refused(tmp_path: Path) -> None:
+    """A folder that has no wrangler config is not a project."""
+    with pytest.raises(WorkerModuleError, match="without wrangler"):
+        load_worker(str(tmp_path))
