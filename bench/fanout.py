@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from durability import DurabilityFanout, FanoutInput, FanoutMessage, FanoutTarget
-from durability._engine.migrations import FANOUT_MIGRATIONS
+from durability._engine import FANOUT_MIGRATIONS
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
 
 TARGETS = ("email", "audit")
