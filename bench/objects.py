@@ -100,9 +100,11 @@ class Tenant(DurableObject):
         await self.ctx.storage.set_alarm(at_ms)
 
     async def ping(self) -> int:
+        """Nothing: the first call after start opens the object."""
         return 1
 
     async def alarm(self) -> None:
+        """One row per delivery, counted once it is durable."""
         self.ctx.storage.sql.exec("INSERT INTO ticks (at) VALUES (?)", int(time.time() * 1000))
         await self.ctx.storage.sync()
         tally.add()
@@ -115,6 +117,7 @@ def mark(phase: str, edge: str) -> None:
 
 @contextmanager
 def phase(name: str) -> Iterator[None]:
+    """Mark the start and end of a phase for the fsync counter."""
     mark(name, "begin")
     try:
         yield
@@ -167,6 +170,7 @@ def raw_deliveries(connections: list[sqlite3.Connection], threads: int) -> float
 
 
 async def _in_batches(count: int, call: Callable[[int], Any], concurrency: int) -> None:
+    """`call(n)` for n in range(count), `concurrency` at a time."""
     for first in range(0, count, concurrency):
         await asyncio.gather(*(call(n) for n in range(first, min(first + concurrency, count))))
 
