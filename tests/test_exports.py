@@ -69,6 +69,7 @@ EXPECTED = [
     "AlarmRetryInfo",
     "AttemptSettledEvent",
     "AttemptStartedEvent",
+    "CancelledEvent",
     "DuplicateDurableCallError",
     "Durability",
     "DurabilityAlarms",
@@ -81,6 +82,7 @@ EXPECTED = [
     "DurableAttemptTimeoutError",
     "DurableAttemptsExhaustedError",
     "DurableCall",
+    "DurableCancelledError",
     "DurableJob",
     "DurableOperation",
     "DurableResultSerializationError",
@@ -112,9 +114,11 @@ EXPECTED = [
     "MethodOptions",
     "MigrationResult",
     "NamedAlarm",
+    "NamedAlarmState",
     "NonRetryableError",
     "OperationResult",
     "PurgedEvent",
+    "Recurrence",
     "RegisteredEvent",
     "RetryPolicy",
     "RoutingError",
@@ -164,7 +168,7 @@ def test_errors_exported_are_all_durability_errors() -> None:
         for value in (getattr(durability, name) for name in EXPECTED)
         if isinstance(value, type) and issubclass(value, BaseException)
     ]
-    assert len(errors) == 15
+    assert len(errors) == 16
     assert all(issubclass(error, durability.DurabilityError) for error in errors)
 
 
@@ -276,6 +280,13 @@ SIGNATURE_DEFAULTS = [
     (DurabilityAlarms.alarm, "info", None),
     (Durability.migrate, "target", LATEST),
     (DurabilityAlarms.migrate, "target", LATEST),
+    (durability.NamedAlarm.__call__, "payload", None),
+    (durability.NamedAlarm.every, "start_at", None),
+    (durability.NamedAlarm.every, "catch_up", "latest"),
+    (durability.NamedAlarm.every, "payload", None),
+    (durability.NamedAlarm.cron, "tz", "UTC"),
+    (durability.NamedAlarm.cron, "catch_up", "latest"),
+    (durability.NamedAlarm.cron, "payload", None),
     (DurabilityLog.migrate, "target", LATEST),
     (Runtime, "path", None),
     (Runtime, "clock", None),
@@ -349,7 +360,19 @@ FIELDS = [
     (MethodOptions, "attempt_timeout_ms retries"),
     (AlarmMethodOptions, "attempt_timeout_ms retries retry_timeouts"),
     (RegisteredEvent, "type entity_kind operation id generation timestamp attempt"),
-    (ScheduledEvent, "type entity_kind alarm id generation timestamp scheduled_time attempt"),
+    (
+        ScheduledEvent,
+        "type entity_kind alarm id generation timestamp scheduled_time attempt occurrence",
+    ),
+    (
+        durability.CancelledEvent,
+        "type entity_kind operation alarm id generation timestamp attempt running",
+    ),
+    (
+        durability.NamedAlarmState,
+        "name scheduled_time next_attempt_at attempt status last_error recurrence",
+    ),
+    (durability.Recurrence, "kind interval_ms expression tz catch_up"),
     (AttemptStartedEvent, "type entity_kind operation alarm id generation timestamp attempt"),
     (
         AttemptSettledEvent,
@@ -376,6 +399,11 @@ def test_value_types_are_frozen_dataclasses_with_documented_fields(cls: type, na
 
 ERRORS: list[tuple[DurabilityError, str, dict[str, Any]]] = [
     (NonRetryableError("stop now"), "stop now", {}),
+    (
+        durability.DurableCancelledError("named alarm", "renew"),
+        'Durable named alarm "renew" was cancelled',
+        {"name": "renew"},
+    ),
     (
         DurableAttemptTimeoutError("charge", 1000),
         'Durable operation "charge" timed out after 1000ms',

@@ -81,6 +81,7 @@ def test_event_type_constants_name_every_event_type() -> None:
         "attempt_started",
         "attempt_settled",
         "terminal",
+        "cancelled",
         "purged",
     ]
     assert EVENT.type == LifecycleEventType.REGISTERED

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect as _inspect
 import typing as _typing
 
+from ._alarm_rows import NamedAlarmState
 from ._clock import now_ms
 from ._declare import Durable, named_alarm, operation
 from ._engine import (
@@ -13,6 +14,7 @@ from ._engine import (
     AlarmRetryInfo,
     AttemptSettledEvent,
     AttemptStartedEvent,
+    CancelledEvent,
     DurabilityScheduler,
     LifecycleEvent,
     LifecycleEventType,
@@ -33,6 +35,7 @@ from ._errors import (
     DurableAlarmTimeoutError,
     DurableAttemptsExhaustedError,
     DurableAttemptTimeoutError,
+    DurableCancelledError,
     DurableResultSerializationError,
     DurableRetryPolicyError,
     FanoutEnqueueError,
@@ -62,6 +65,7 @@ from ._log import (
 )
 from ._named_alarms import DurabilityAlarms, DurableAlarmInfo, NamedAlarm
 from ._operations import Durability, DurableCall, DurableJob, DurableOperation, OperationResult
+from ._recurrence import Recurrence
 from ._signal import AbortSignal
 from ._types import JsonValue
 
@@ -71,6 +75,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "AlarmRetryInfo",
     "AttemptSettledEvent",
     "AttemptStartedEvent",
+    "CancelledEvent",
     "DuplicateDurableCallError",
     "Durability",
     "DurabilityAlarms",
@@ -83,6 +88,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "DurableAttemptTimeoutError",
     "DurableAttemptsExhaustedError",
     "DurableCall",
+    "DurableCancelledError",
     "DurableJob",
     "DurableOperation",
     "DurableResultSerializationError",
@@ -114,9 +120,11 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "MethodOptions",
     "MigrationResult",
     "NamedAlarm",
+    "NamedAlarmState",
     "NonRetryableError",
     "OperationResult",
     "PurgedEvent",
+    "Recurrence",
     "RegisteredEvent",
     "RetryPolicy",
     "RoutingError",

@@ -17,6 +17,7 @@ The tree (catch at the level you need)::
     ├── FanoutSettlementError              a delivery was already settled or is stale
     ├── FanoutTimeoutError                 a fanout delivery ran out of time
     ├── RoutingError                       an invalid shard or routing target
+    ├── DurableCancelledError              a record was cancelled while it ran
     └── CallerTimeoutError                 a caller-side `timeout` transform expired
                                            (also a `TimeoutError`)
 
@@ -180,6 +181,14 @@ class FanoutTimeoutError(DurabilityError):
 
 class RoutingError(DurabilityError):
     """An invalid shard, an unresolvable namespace or an unknown routing method."""
+
+
+class DurableCancelledError(DurabilityError):
+    """The reason a running handler's signal is aborted when its record is cancelled."""
+
+    def __init__(self, noun: str, name: str) -> None:
+        super().__init__(f'Durable {noun} "{name}" was cancelled')
+        self.name = name
 
 
 class CallerTimeoutError(DurabilityError, TimeoutError):

@@ -17,6 +17,7 @@ from .helper import DurableHelper, HandlerEntry
 from .lifecycle import (
     AttemptSettledEvent,
     AttemptStartedEvent,
+    CancelledEvent,
     LifecycleEvent,
     LifecycleEventType,
     LifecycleHook,
@@ -63,6 +64,7 @@ __all__ = [
     "AttemptPolicy",
     "AttemptSettledEvent",
     "AttemptStartedEvent",
+    "CancelledEvent",
     "DurabilityScheduler",
     "DurableHelper",
     "ExecutionSpec",

@@ -203,7 +203,7 @@ class DurableHelper(ABC, Generic[Entry]):
 
         table = self._table
         rows = due_rows(self._engine.sql, table, self._due_columns, now, DUE_BATCH)
-        due = [row for row in rows if not running(row)]
+        due = await self._catch_up([row for row in rows if not running(row)], now)
         await self._engine.run_concurrent(due, run, table=table.name)
         for execution in attached:
             await execution.settled.wait()
@@ -214,6 +214,10 @@ class DurableHelper(ABC, Generic[Entry]):
                 "durability.background_execution.failed", {"table": table.name, "key": key}, error
             )
         raise failures[0][1]
+
+    async def _catch_up(self, rows: list[tuple[Any, ...]], now: int) -> list[tuple[Any, ...]]:
+        """The due `rows` to run at `now`; a subclass may move some of them first."""
+        return rows
 
     @abstractmethod
     def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
@@ -229,6 +233,7 @@ class DurableHelper(ABC, Generic[Entry]):
         attempt: int,
         argument: Callable[[int, AbortSignal], object],
         complete: Callable[[SqlStorage, Any, int], int | None],
+        on_terminal: Callable[[SqlStorage], None] | None = None,
     ) -> ExecutionSpec:
         """The execution of record `key` of handler `name`; `argument(attempt, signal)`
         builds what the handler is called with."""
@@ -260,4 +265,5 @@ class DurableHelper(ABC, Generic[Entry]):
             is_terminal=lambda error: self._is_terminal(error, policy),
             include_result=self._include_result,
             emits=self._events,
+            on_terminal=on_terminal,
         )

@@ -38,6 +38,7 @@ class LifecycleEventType(StrEnum):
     ATTEMPT_STARTED = "attempt_started"
     ATTEMPT_SETTLED = "attempt_settled"
     TERMINAL = "terminal"
+    CANCELLED = "cancelled"
     PURGED = "purged"
 
 
@@ -78,7 +79,11 @@ class RegisteredEvent:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ScheduledEvent:
-    """A named alarm occurrence was scheduled (every call, replacements included)."""
+    """A named alarm occurrence was scheduled (every call, replacements included).
+
+    A recurrence emits one for each slot it moves to; `occurrence` is that slot's
+    number (`None` for a one-shot).
+    """
 
     type: Literal["scheduled"] = field(default=LifecycleEventType.SCHEDULED.value, init=False)
     entity_kind: Literal["named_alarm"] = field(default="named_alarm", init=False)
@@ -88,6 +93,7 @@ class ScheduledEvent:
     timestamp: int
     scheduled_time: int
     attempt: int = 0
+    occurrence: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -144,6 +150,18 @@ class TerminalEvent(_AttemptEvent):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class CancelledEvent(_AttemptEvent):
+    """A pending record was cancelled; `attempt` is how many attempts it had started.
+
+    `running` tells whether an attempt was running in this instance (its signal was
+    aborted, and whatever it returns is not recorded).
+    """
+
+    type: Literal["cancelled"] = field(default=LifecycleEventType.CANCELLED.value, init=False)
+    running: bool
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PurgedEvent:
     """`purge_before(before)` deleted `count` records (emitted even when `count` is 0)."""
 
@@ -160,6 +178,7 @@ LifecycleEvent: TypeAlias = (
     | AttemptStartedEvent
     | AttemptSettledEvent
     | TerminalEvent
+    | CancelledEvent
     | PurgedEvent
 )
 """Every lifecycle event of operations and named alarms."""
