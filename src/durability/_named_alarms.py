@@ -326,7 +326,7 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
             if recurrence is not None:
                 self._advance(sql, name, generation, recurrence, slot, "failed", None)
 
-        slot = None if occurrence is None else Slot(scheduled_time, int(occurrence))
+        slot = Slot(scheduled_time, 0 if occurrence is None else int(occurrence))
         return self._spec(
             key=name,
             name=name,
@@ -344,14 +344,14 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
         name: str,
         generation: str,
         recurrence: Recurrence,
-        slot: Slot | None,
+        slot: Slot,
         status: str,
         attempt: int | None,
     ) -> bool:
         """Move a recurrence whose slot settled (succeeded, or `failed` for good) on to its
         next slot, or the one its catch-up policy picks when later slots are due too."""
         now = now_ms()
-        following = next_slot(recurrence, slot or Slot(now, 0))
+        following = next_slot(recurrence, slot)
         if following.at <= now:
             following, _ = catch_up(recurrence, following, now)
         new_generation = random_uuid()

@@ -155,7 +155,7 @@ def loaded(
         return None
     return Recurrence(
         kind="every" if kind == "every" else "cron",
-        interval_ms=None if interval is None else int(str(interval)),
+        interval_ms=None if interval is None else check_positive_int("interval_ms", interval),
         expression=None if expression is None else str(expression),
         tz=None if tz is None else str(tz),
         catch_up=check_catch_up(policy),
