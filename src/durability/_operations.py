@@ -297,7 +297,7 @@ class Durability(DurableHelper["DurableOperation"]):
         def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
             try:
                 text = NULL_TEXT if result is None else serialize(result, "result")
-            except TypeError as error:
+            except (TypeError, ValueError) as error:
                 raise DurableResultSerializationError(operation) from error
             completed_at = now_ms()
             won = sql.exec(
