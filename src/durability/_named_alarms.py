@@ -204,9 +204,9 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
             return False
         generation, attempt = removed
         active = self._active.get(name)
-        running = active is not None and active.signal is not None
-        if active is not None and active.signal is not None:
-            abort(active.signal, DurableCancelledError(self._noun, name))
+        signal = None if active is None else active.signal
+        if signal is not None:
+            abort(signal, DurableCancelledError(self._noun, name))
         if self._events:
             self._emit(
                 CancelledEvent(
@@ -216,7 +216,7 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
                     generation=generation,
                     timestamp=now_ms(),
                     attempt=attempt,
-                    running=running,
+                    running=signal is not None,
                 )
             )
         return True
