@@ -82,6 +82,7 @@ def test_event_type_constants_name_every_event_type() -> None:
         "attempt_settled",
         "terminal",
         "cancelled",
+        "retried",
         "purged",
     ]
     assert EVENT.type == LifecycleEventType.REGISTERED

@@ -23,6 +23,7 @@ from ._engine import (
     MigrationResult,
     PurgedEvent,
     RegisteredEvent,
+    RetriedEvent,
     RetryPolicy,
     ScheduledEvent,
     TerminalEvent,
@@ -45,6 +46,7 @@ from ._errors import (
     LogLeaseError,
     LogTruncatedError,
     NonRetryableError,
+    RetryAfter,
     RoutingError,
     SerializedError,
 )
@@ -64,7 +66,9 @@ from ._log import (
     LogSegment,
 )
 from ._named_alarms import DurabilityAlarms, DurableAlarmInfo, NamedAlarm
-from ._operations import Durability, DurableCall, DurableJob, DurableOperation, OperationResult
+from ._operation_handles import DurableJob, DurableOperation
+from ._operation_records import OperationResult
+from ._operations import Durability, DurableCall
 from ._recurrence import Recurrence
 from ._signal import AbortSignal
 from ._types import JsonValue
@@ -126,6 +130,8 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "PurgedEvent",
     "Recurrence",
     "RegisteredEvent",
+    "RetriedEvent",
+    "RetryAfter",
     "RetryPolicy",
     "RoutingError",
     "RoutingLoad",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._context import SqlStorage
-from ._engine import TableSpec, read_stack
+from ._engine import TableSpec, forget_stack, read_stack
 from ._errors import SerializedError
 from ._recurrence import Recurrence, Slot, loaded, stored
 
@@ -141,11 +141,7 @@ def delete_pending(sql: SqlStorage, name: str) -> tuple[str, int] | None:
     ).to_list()
     if not rows:
         return None
-    sql.exec(
-        "DELETE FROM durability_error_stacks WHERE record_table = ? AND record_key = ?",
-        ALARMS.name,
-        name,
-    )
+    forget_stack(sql, ALARMS, name)
     return str(rows[0]["generation_id"]), int(rows[0]["attempt"])
 
 

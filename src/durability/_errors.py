@@ -18,6 +18,7 @@ The tree (catch at the level you need)::
     ├── FanoutTimeoutError                 a fanout delivery ran out of time
     ├── RoutingError                       an invalid shard or routing target
     ├── DurableCancelledError              a record was cancelled while it ran
+    ├── RetryAfter                         raise from a handler to retry after a delay
     └── CallerTimeoutError                 a caller-side `timeout` transform expired
                                            (also a `TimeoutError`)
 
@@ -30,6 +31,8 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass
+
+from ._validate import check_non_negative_int
 
 MAX_STACK_BYTES = 8192
 """The most UTF-8 bytes of formatted traceback kept with a stored error."""
@@ -184,11 +187,32 @@ class RoutingError(DurabilityError):
 
 
 class DurableCancelledError(DurabilityError):
-    """The reason a running handler's signal is aborted when its record is cancelled."""
+    """The reason a running handler's signal is aborted when its record is cancelled:
+    an operation's call (`operation`, `id`) or a named alarm's occurrence (`alarm`)."""
 
-    def __init__(self, noun: str, name: str) -> None:
-        super().__init__(f'Durable {noun} "{name}" was cancelled')
-        self.name = name
+    def __init__(
+        self, operation: str | None = None, id: str | None = None, *, alarm: str | None = None
+    ) -> None:
+        if alarm is None:
+            message = f'Durable operation "{operation}" call "{id}" was cancelled'
+        else:
+            message = f'Durable named alarm "{alarm}" was cancelled'
+        super().__init__(message)
+        self.operation = operation
+        self.id = id
+        self.alarm = alarm
+
+
+class RetryAfter(DurabilityError):
+    """Raise from a handler to fail this attempt and make the next one due in `delay_ms`.
+
+    The attempt counts like any failure, so `max_attempts` still bounds the record.
+    """
+
+    def __init__(self, delay_ms: int) -> None:
+        check_non_negative_int("delay_ms", delay_ms)
+        super().__init__(f"Retry requested after {delay_ms}ms")
+        self.delay_ms = delay_ms
 
 
 class CallerTimeoutError(DurabilityError, TimeoutError):

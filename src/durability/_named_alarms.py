@@ -206,7 +206,7 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
         active = self._active.get(name)
         signal = None if active is None else active.signal
         if signal is not None:
-            abort(signal, DurableCancelledError(self._noun, name))
+            abort(signal, DurableCancelledError(alarm=name))
         if self._events:
             self._emit(
                 CancelledEvent(

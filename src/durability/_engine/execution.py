@@ -19,7 +19,7 @@ from typing import Any
 
 from .._clock import now_ms
 from .._context import SqlStorage
-from .._errors import DurableRetryPolicyError, is_non_retryable, serialize_error
+from .._errors import DurableRetryPolicyError, RetryAfter, is_non_retryable, serialize_error
 from .._signal import AbortSignal, abort
 from .._types import MAX_SAFE_INTEGER, JsonValue
 from . import attempt_log
@@ -47,8 +47,10 @@ class ExecutionSpec:
     `None` when a newer generation won, and may raise to turn the success into a
     failure (it runs outside any transaction, so it must write with one statement);
     `is_terminal(error)` adds a kind-specific terminal rule. `emits` False (no lifecycle
-    hook) skips building events nobody receives. `on_terminal(sql)`, when given, writes
-    in the transaction that records a terminal failure (a recurrence moves on there).
+    hook) skips building events nobody receives. `after`, when given, is awaited
+    before anything else: the settlement of an older execution of the key that this
+    one must not overlap. `on_terminal(sql)`, when given, writes in the transaction
+    that records a terminal failure (a recurrence moves on there).
     """
 
     table: TableSpec
@@ -68,6 +70,7 @@ class ExecutionSpec:
     is_terminal: Callable[[BaseException], bool]
     include_result: bool = False
     emits: bool = True
+    after: asyncio.Event | None = None
     on_terminal: Callable[[SqlStorage], None] | None = None
 
     def entity(self) -> dict[str, Any]:
@@ -93,7 +96,8 @@ class RetryDecision:
 
 def decide_retry(spec: ExecutionSpec, attempt: int, error: BaseException) -> RetryDecision:
     """Apply the retry rules in order: non-retryable (by class, name or the policy's
-    `non_retryable`), attempt limit, kind rule, policy delay."""
+    `non_retryable`), attempt limit, kind rule, then the delay a `RetryAfter` asked for
+    or else the policy's."""
     if (
         is_non_retryable(error)
         or isinstance(error, spec.policy.non_retryable)
@@ -103,7 +107,7 @@ def decide_retry(spec: ExecutionSpec, attempt: int, error: BaseException) -> Ret
         timestamp = now_ms()
         return RetryDecision(error, True, timestamp, timestamp)
     try:
-        raw = spec.policy.delay(attempt)
+        raw = error.delay_ms if isinstance(error, RetryAfter) else spec.policy.delay(attempt)
         if (
             isinstance(raw, bool)
             or not isinstance(raw, (int, float))
@@ -198,6 +202,8 @@ def run_execution(
 async def _execute(engine: Engine, spec: ExecutionSpec, gate: _Gate) -> None:
     """Claim an attempt, run the handler, settle the outcome; then release the gate."""
     try:
+        if spec.after is not None:
+            await spec.after.wait()
         if gate.permit is None:
             gate.permit = engine.permits.try_acquire() or await engine.permits.acquire()
         started_at = now_ms()

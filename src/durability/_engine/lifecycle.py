@@ -39,6 +39,7 @@ class LifecycleEventType(StrEnum):
     ATTEMPT_SETTLED = "attempt_settled"
     TERMINAL = "terminal"
     CANCELLED = "cancelled"
+    RETRIED = "retried"
     PURGED = "purged"
 
 
@@ -162,6 +163,19 @@ class CancelledEvent(_AttemptEvent):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class RetriedEvent:
+    """A failed or cancelled operation was made pending again, as a new generation."""
+
+    type: Literal["retried"] = field(default=LifecycleEventType.RETRIED.value, init=False)
+    entity_kind: Literal["operation"] = field(default="operation", init=False)
+    operation: str
+    id: str
+    generation: str
+    timestamp: int
+    attempt: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PurgedEvent:
     """`purge_before(before)` deleted `count` records (emitted even when `count` is 0)."""
 
@@ -179,6 +193,7 @@ LifecycleEvent: TypeAlias = (
     | AttemptSettledEvent
     | TerminalEvent
     | CancelledEvent
+    | RetriedEvent
     | PurgedEvent
 )
 """Every lifecycle event of operations and named alarms."""
