@@ -96,6 +96,7 @@ async def test_cancel_aborts_a_running_attempt_whose_outcome_is_then_ignored() -
         assert info.signal.aborted
         assert isinstance(info.signal.reason, DurableCancelledError)
         assert 'named alarm "tick" was cancelled' in str(info.signal.reason)
+        assert (info.signal.reason.alarm, info.signal.reason.operation) == ("tick", None)
         probe.gate("open").set()
         await t.clock.advance(60_000)
         assert len(probe.runs) == 1
