@@ -50,6 +50,15 @@ from ._errors import (
     RoutingError,
     SerializedError,
 )
+from ._fanout import (
+    DurabilityFanout,
+    FanoutInput,
+    FanoutMessage,
+    FanoutTarget,
+    MessageWrite,
+    StoredFailure,
+    StoredMessage,
+)
 from ._load import EnqueueResult, LoadSnapshot, RoutingLoad
 from ._log import (
     MAX_LOG_BYTES,
@@ -84,6 +93,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "Durability",
     "DurabilityAlarms",
     "DurabilityError",
+    "DurabilityFanout",
     "DurabilityLog",
     "DurabilityScheduler",
     "Durable",
@@ -99,7 +109,10 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "DurableRetryPolicyError",
     "EnqueueResult",
     "FanoutEnqueueError",
+    "FanoutInput",
+    "FanoutMessage",
     "FanoutSettlementError",
+    "FanoutTarget",
     "FanoutTimeoutError",
     "JsonValue",
     "LATEST",
@@ -121,6 +134,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "LogSegment",
     "LogTruncatedError",
     "MAX_LOG_BYTES",
+    "MessageWrite",
     "MethodOptions",
     "MigrationResult",
     "NamedAlarm",
@@ -137,6 +151,8 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "RoutingLoad",
     "ScheduledEvent",
     "SerializedError",
+    "StoredFailure",
+    "StoredMessage",
     "TerminalEvent",
     "exponential",
     "jitter",
