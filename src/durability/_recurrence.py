@@ -15,6 +15,7 @@ not missed, and always runs.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeAlias
@@ -122,10 +123,11 @@ def catch_up(recurrence: Recurrence, slot: Slot, now: int) -> tuple[Slot, bool]:
         after = Slot(latest.at + interval, latest.occurrence + 1)
     else:
         kept: deque[Slot] = deque([slot, following], maxlen=MAX_CATCH_UP)
-        after = next_slot(recurrence, following)
+        matches = _cron_matches(recurrence, following.at)
+        after = Slot(next(matches), following.occurrence + 1)
         while after.at <= now:
             kept.append(after)
-            after = next_slot(recurrence, after)
+            after = Slot(next(matches), after.occurrence + 1)
         latest, oldest = kept[-1], kept[0]
     if recurrence.catch_up == "latest":
         return latest, True
@@ -181,19 +183,31 @@ def _zone(tz: str) -> ZoneInfo:
 
 def _cron_after(recurrence: Recurrence, zone: ZoneInfo, after_ms: int) -> int:
     """The first match of the expression strictly after `after_ms`, in `zone`."""
+    return next(_cron_matches(recurrence, after_ms, zone))
+
+
+def _cron_matches(
+    recurrence: Recurrence, after_ms: int, zone: ZoneInfo | None = None
+) -> Iterator[int]:
+    """The matches of the expression strictly after `after_ms`, in order (one parse for
+    all of them: catching up walks many)."""
     try:
         from cronsim import CronSim, CronSimError
     except ImportError as error:
         raise ImportError(CRON_EXTRA) from error
-    start = datetime.fromtimestamp(after_ms / 1000, UTC).astimezone(zone)
+    tz = zone or _zone(_tz(recurrence))
+    start = datetime.fromtimestamp(after_ms / 1000, UTC).astimezone(tz)
     expression = recurrence.expression or ""
     try:
-        match = next(CronSim(expression, start))
+        matches = CronSim(expression, start)
     except CronSimError as error:
         raise ValueError(f"expression is not a valid cron expression: {error}") from error
-    except StopIteration:
-        raise ValueError(f'expression "{expression}" matches no time in 50 years') from None
-    at = round(match.timestamp() * 1000)
-    if at > MAX_SAFE_INTEGER:
-        raise ValueError(f'expression "{expression}" has no slot within the safe time range')
-    return at
+    while True:
+        try:
+            match = next(matches)
+        except StopIteration:
+            raise ValueError(f'expression "{expression}" matches no time in 50 years') from None
+        at = round(match.timestamp() * 1000)
+        if at > MAX_SAFE_INTEGER:
+            raise ValueError(f'expression "{expression}" has no slot within the safe time range')
+        yield at
