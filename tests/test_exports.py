@@ -322,6 +322,7 @@ SIGNATURE_DEFAULTS = [
     (durability.NamedAlarm.cron, "payload", None),
     (DurabilityLog.migrate, "target", LATEST),
     (Runtime, "path", None),
+    (Runtime, "bindings", {}),
     (Runtime, "clock", None),
     (VirtualClock, "start_ms", 1_700_000_000_000),
     (exponential, "initial_delay_ms", 1000),

@@ -15,7 +15,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import CodeType, TracebackType
+from types import CodeType, MappingProxyType, TracebackType
 from typing import Any
 
 from .._clock import WALL_CLOCK, Clock, bind_clock, unbind_clock
@@ -38,6 +38,9 @@ _WIND_DOWN_TURNS = 100
 
 DEFAULT_IDLE_EVICT_MS = 60_000
 """An instance with no call, alarm or background work for this long is evicted."""
+
+NO_BINDINGS: Mapping[str, object] = MappingProxyType({})
+"""The default `bindings`: equal to `{}`, and read-only so no call can change it."""
 
 
 class _State(enum.Enum):
@@ -65,7 +68,7 @@ class Runtime:
         self,
         *,
         path: str | os.PathLike[str] | None = None,
-        bindings: Mapping[str, object] | None = None,
+        bindings: Mapping[str, object] | None = NO_BINDINGS,
         clock: Clock | None = None,
         idle_evict_ms: int | None = DEFAULT_IDLE_EVICT_MS,
         max_live_objects: int | None = None,
