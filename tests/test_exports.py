@@ -70,7 +70,14 @@ from durability import (
     TerminalEvent,
     exponential,
 )
-from durability.runtime import Response, Runtime
+from durability.routing import (
+    DurabilityRouting,
+    InboundLoad,
+    OutboundLoad,
+    RoutingAddress,
+    RoutingClient,
+)
+from durability.runtime import AlarmInvocationInfo, Response, Runtime
 from durability.testing import VirtualClock
 
 EXPECTED = [
@@ -227,6 +234,16 @@ MODULE_NAMES = [
     ("durability.routing", "EnqueueResult"),
     ("durability.routing", "RoutingLoad"),
     ("durability.routing", "LoadSnapshot"),
+    ("durability.routing", "DurabilityRouting"),
+    ("durability.routing", "RoutingClient"),
+    ("durability.routing", "RoutingAddress"),
+    ("durability.transforms", "timeout"),
+    ("durability.transforms", "retry"),
+    ("durability.transforms", "error_boundary"),
+    ("durability.transforms", "define_transform"),
+    ("durability.transforms", "create_transform_stub"),
+    ("durability.transforms", "apply_transforms"),
+    ("durability.cloudflare", "adapt"),
 ]
 
 
@@ -256,6 +273,8 @@ KEYWORD_ONLY = [
     AlarmMethodOptions,
     Runtime,
     durability.DurableJob.wait,
+    RoutingClient,
+    DurabilityRouting.client,
 ]
 
 
@@ -330,6 +349,15 @@ SIGNATURE_DEFAULTS = [
     (Response, "status", 200),
     (Response, "headers", None),
     (Response.json, "status", 200),
+    (RoutingClient, "sharding", None),
+    (RoutingClient, "soft_backlog_limit", 1000),
+    (DurabilityRouting.client, "sharding", None),
+    (DurabilityRouting.client, "soft_backlog_limit", 1000),
+    (durability.operation, "attempt_timeout_ms", None),
+    (durability.operation, "retries", None),
+    (durability.named_alarm, "attempt_timeout_ms", None),
+    (durability.named_alarm, "retries", None),
+    (durability.named_alarm, "retry_timeouts", False),
 ]
 
 
@@ -437,6 +465,10 @@ FIELDS = [
         "type entity_kind operation alarm id generation timestamp attempt running",
     ),
     (RetriedEvent, "type entity_kind operation id generation timestamp attempt"),
+    (RoutingAddress, "shard location_hint"),
+    (InboundLoad, "in_flight completed average_processing_ms"),
+    (OutboundLoad, "in_flight completed average_processing_ms pending_deliveries"),
+    (AlarmInvocationInfo, "retry_count is_retry"),
 ]
 
 
