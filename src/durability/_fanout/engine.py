@@ -98,11 +98,11 @@ class FanoutEngine:
     async def transaction(self, write: Callable[[SqlStorage], T], *, due_now: bool = False) -> T:
         """Run `write` and reconcile the one physical alarm atomically.
 
-        `due_now` says the write added a row that is due at once (the cheap reconcile,
-        which times the row at once: not while the fanout is holding).
+        `due_now` says the write added a row that is due at once (the cheap reconcile;
+        while the fanout is holding, it leaves the in-memory timer alone).
         """
-        if due_now and not self._holding():
-            return await self._engine.transaction(write, due_at=_due_now)
+        if due_now:
+            return await self._engine.transaction(write, due_at=_due_now, timed=not self._holding())
         return await self._engine.transaction(write)
 
     def removal(self, write: Callable[[SqlStorage], T]) -> T:

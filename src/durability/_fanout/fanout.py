@@ -38,7 +38,7 @@ from .engine import CAPABILITY, FanoutEngine, HostInfo, migrate_storage
 from .enqueue import EnqueueRequest, first_attempt_at
 from .events import DeliveryRegisteredEvent
 from .rows import Delivery
-from .settlement import INFRASTRUCTURE_RETRY_MS, Settler, entity
+from .settlement import INFRASTRUCTURE_RETRY_MS, Settler
 from .store import DeliveryStore
 from .types import Body, FanoutInput, FanoutTarget, MessageWrite
 
@@ -143,10 +143,17 @@ class DurabilityFanout(Generic[Body]):
         finally:
             finish()
         if self._events:
-            for row in created:
-                self._emit(
-                    DeliveryRegisteredEvent(**entity(row), timestamp=row.created_at, attempt=0)
-                )
+            for registered in created:
+                for target in request.targets:
+                    self._emit(
+                        DeliveryRegisteredEvent(
+                            id=registered.entry.id,
+                            target=target,
+                            generation=registered.generation,
+                            timestamp=now,
+                            attempt=0,
+                        )
+                    )
         load = await self.load()
         if (
             created
