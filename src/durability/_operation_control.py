@@ -55,11 +55,7 @@ def cancel_call(
         key,
         operation,
     ).to_list()
-    if rows:
-        forget_stack(sql, CALLS, key)
-        return rows[0]
-    _check_owner(sql, operation, key)
-    return None
+    return _changed(sql, rows, operation, key)
 
 
 def retry_call(sql: SqlStorage, operation: str, key: str, now: int, generation: str) -> Row | None:
@@ -76,6 +72,12 @@ def retry_call(sql: SqlStorage, operation: str, key: str, now: int, generation: 
         key,
         operation,
     ).to_list()
+    return _changed(sql, rows, operation, key)
+
+
+def _changed(sql: SqlStorage, rows: list[Row], operation: str, key: str) -> Row | None:
+    """The one row an update of record `key` returned (its stored stack trace is dropped),
+    or `None` when nothing matched (`DuplicateDurableCallError` if it is another's)."""
     if rows:
         forget_stack(sql, CALLS, key)
         return rows[0]
