@@ -12,7 +12,7 @@ and the `DurableHelper` base (`helper`).
 from __future__ import annotations
 
 from .._cloudflare import as_context
-from .execution import ExecutionSpec, run_execution
+from .execution import run_execution
 from .helper import DurableHelper, HandlerEntry
 from .lifecycle import (
     AttemptSettledEvent,
@@ -50,6 +50,7 @@ from .schemas import (
     NAMED_ALARM_MIGRATIONS,
     OPERATION_MIGRATIONS,
 )
+from .spec import ExecutionSpec
 from .tables import TableSpec, forget_stack, read_stack
 
 __all__ = [
