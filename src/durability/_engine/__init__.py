@@ -29,7 +29,7 @@ from .lifecycle import (
     report_failure,
 )
 from .migrations import LATEST, MigrationResult, MigrationTarget, migrate
-from .options import AlarmRetryInfo, given_options
+from .options import OPTION_NAMES, AlarmRetryInfo, SchedulerOptions, given_options
 from .participants import HostAlarmInfo
 from .permits import Release
 from .policy import (
@@ -43,7 +43,7 @@ from .policy import (
     jitter,
 )
 from .registry import ActiveExecution
-from .scheduler import DurabilityScheduler, attach, attach_storage
+from .scheduler import DurabilityScheduler, attach, attach_storage, object_scheduler
 from .schemas import (
     LOG_LEASE_MIGRATIONS,
     LOG_MIGRATIONS,
@@ -60,6 +60,7 @@ __all__ = [
     "LOG_MIGRATIONS",
     "NAMED_ALARM_MIGRATIONS",
     "OPERATION_MIGRATIONS",
+    "OPTION_NAMES",
     "ActiveExecution",
     "AlarmMethodOptions",
     "AlarmRetryInfo",
@@ -84,6 +85,7 @@ __all__ = [
     "RetriedEvent",
     "RetryPolicy",
     "ScheduledEvent",
+    "SchedulerOptions",
     "TableSpec",
     "TerminalEvent",
     "as_context",
@@ -95,6 +97,7 @@ __all__ = [
     "given_options",
     "jitter",
     "migrate",
+    "object_scheduler",
     "read_stack",
     "report_failure",
     "run_execution",
