@@ -15,6 +15,7 @@ process dies between a handler's effect and its completion record.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import json
@@ -32,6 +33,8 @@ from durability.testing import VirtualClock
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SEED_VARIABLE = "DURABILITY_SIM_SEED"
 """Set to a seed to replay that one seed (of every scenario)."""
+IN_FLIGHT_STEP_MS = 50
+"""While a request waits on time, the clock moves in steps this long."""
 
 
 class Simulation:
@@ -40,6 +43,9 @@ class Simulation:
     def __init__(self, seed: int, *, crash_after_effect: float) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
+        # The library's own jitter (retry backoff) draws from the global generator.
+        self._global_state = random.getstate()
+        random.seed(seed)
         self.clock = VirtualClock()
         self.crash_after_effect = crash_after_effect
         self.faults: Counter[str] = Counter()
@@ -74,8 +80,11 @@ class Simulation:
 
     async def close(self) -> None:
         self._armed = False
-        if self.runtime is not None:
-            await self.runtime.close()
+        try:
+            if self.runtime is not None:
+                await self.runtime.close()
+        finally:
+            random.setstate(self._global_state)
 
     async def request(
         self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
@@ -86,8 +95,13 @@ class Simulation:
         self.requests += 1
         text = "" if body is None else json.dumps(body)
         request = Request(f"http://sim{path}", method=method, body=text, headers=headers)
+        served = asyncio.ensure_future(self._fetch(request, self.runtime.env))
+        await self.clock.run_until_idle()
+        while not served.done():
+            # The Worker waits on time (a retry's backoff, a timeout): let it pass.
+            await self.clock.advance(IN_FLIGHT_STEP_MS)
         try:
-            response = await self._fetch(request, self.runtime.env)
+            response = served.result()
         except Exception as error:
             self.note(f"{method} {path} -> {type(error).__name__}")
             return 0, error
