@@ -66,9 +66,10 @@ def _binding(value: Any) -> Any:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
-        if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        # Pyodide passes +/-(2**53 - 1) and beyond as a BigInt, which the API refuses.
+        if not -MAX_SAFE_INTEGER < value < MAX_SAFE_INTEGER:
             raise JsException("TypeError: Cannot convert a BigInt value to a number")
-        return value
+        return float(value)  # every JavaScript number is bound as REAL
     if isinstance(value, Uint8Array):
         data: Any = value.to_bytes()
     elif isinstance(value, bytes):
@@ -93,6 +94,8 @@ def _cell(value: Any) -> Any:
         return ArrayBuffer(value)
     if isinstance(value, int) and not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
         return float(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_SAFE_INTEGER:
+        return int(value)  # a JavaScript number with an integral value reaches Python as int
     return value
 
 
@@ -132,7 +135,7 @@ class RawCursor(JsProxy):
     def one(self) -> JsObject:
         rows = self._take()
         if len(rows) != 1:
-            got = "no results" if not rows else f"{len(rows)} results"
+            got = "no results" if not rows else "multiple results"
             raise JsException(f"Error: Expected exactly one result from SQL query, but got {got}.")
         return self._row(rows[0])
 

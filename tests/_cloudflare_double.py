@@ -13,10 +13,12 @@ runtime's) and shows only what Cloudflare shows, in one of two flavours:
   rows, `memoryview` BLOBs); the transaction handed to a callback is still raw.
 
 Both: camelCase names only; `sql.exec` errors are `JsException`s with Cloudflare's
-messages; `True` is stored as the text 'true'; an int beyond +/-(2**53 - 1) cannot be
-bound; an exception raised inside `transaction` or `blockConcurrencyWhile` comes back
-as `JsException: PythonError`; `waitUntil` refuses a bare coroutine and complains about
-a Python task; the alarm info has only `retryCount`/`isRetry`.
+messages; `True` is stored as the text 'true'; every number is bound as REAL (an
+integral value reads back as an int), and an int from +/-(2**53 - 1) outwards cannot be
+bound (Pyodide makes it a BigInt); an exception raised inside `transaction` or
+`blockConcurrencyWhile` comes back as `JsException: PythonError`; `waitUntil` refuses a
+bare coroutine and complains about a Python task; the alarm info has only
+`retryCount`/`isRetry`.
 
 Not copied: Cloudflare ends every task of an instance it resets, and the runtime
 cancels the work it tracks when `rt.evict` drops an instance; but a Python task handed

@@ -82,6 +82,16 @@ class Timers(DurableObject):
     async def schedule(self, name: str, at: int) -> None:
         await self.alarms.named(name)(at)
 
+    async def schedule_with(self, name: str, at: int, payload: Any) -> None:
+        await self.alarms.named(name)(at, payload=payload)
+
+    async def schedule_unserializable(self, name: str, at: int) -> str:
+        try:
+            await self.alarms.named(name)(at, payload={"when": datetime.now(UTC)})
+        except TypeError as error:
+            return str(error)
+        return "scheduled"
+
     async def schedule_at_datetime(self, name: str, iso: str) -> None:
         await self.alarms.named(name)(datetime.fromisoformat(iso))
 
@@ -134,6 +144,57 @@ async def test_far_alarm_runs_at_its_time_from_the_physical_alarm() -> None:
         assert (info.platform.retry_count, info.platform.is_retry) == (0, False)
         assert await t.obj.rows() == []
         assert await t.obj.alarm_at() is None
+
+
+async def test_payload_reaches_every_attempt_and_survives_eviction() -> None:
+    """renew(at, payload=...) hands the JSON value to each attempt; a one-shot's occurrence
+    is None; without a payload info.payload is None."""
+    probe = Probe(retries=RetryPolicy(delay=lambda attempt: 1_000))
+
+    async def flaky(info: DurableAlarmInfo) -> None:
+        if info.attempt == 1:
+            raise RuntimeError("try again")
+
+    probe.behaviour["renew"] = flaky
+    async with lab(probe) as t:
+        payload = {"plan": "pro", "period": 3, "seats": [1, 2.5, None, True]}
+        await t.obj.schedule_with("renew", START_MS + 3_600_000, payload)
+        await t.obj.schedule("tick", START_MS + 3_600_000)
+        await t.rt.evict(t.obj)
+        await t.clock.advance(3_601_000)
+        renew = [info for info in probe.runs if info.name == "renew"]
+        assert [(info.attempt, info.payload, info.occurrence) for info in renew] == [
+            (1, payload, None),
+            (2, payload, None),
+        ]
+        [tick] = [info for info in probe.runs if info.name == "tick"]
+        assert (tick.payload, tick.occurrence) == (None, None)
+
+
+async def test_rescheduling_replaces_the_payload() -> None:
+    """Scheduling a name again keeps only the new payload (none clears it)."""
+    probe = Probe()
+    async with lab(probe) as t:
+        await t.obj.schedule_with("renew", START_MS + 60_000, "first")
+        await t.obj.schedule_with("renew", START_MS + 60_000, "second")
+        await t.clock.advance(60_000)
+        await t.obj.schedule_with("renew", START_MS + 120_000, ["third"])
+        await t.obj.schedule("renew", START_MS + 120_000)
+        await t.clock.advance(60_000)
+        assert [info.payload for info in probe.runs] == ["second", None]
+
+
+async def test_a_payload_that_is_not_json_raises_and_stores_nothing() -> None:
+    """A non-JSON payload raises TypeError naming payload; the pending occurrence stays."""
+    probe = Probe()
+    async with lab(probe) as t:
+        await t.obj.schedule_with("renew", START_MS + 60_000, {"n": 1})
+        message = await t.obj.schedule_unserializable("renew", START_MS + 1_000)
+        assert "payload" in message
+        [row] = await t.obj.rows()
+        assert row["next_attempt_at"] == START_MS + 60_000
+        await t.clock.advance(60_000)
+        assert [info.payload for info in probe.runs] == [{"n": 1}]
 
 
 async def test_near_alarm_runs_on_time_from_the_early_timer() -> None:
@@ -287,6 +348,30 @@ async def test_failed_occurrence_stays_until_rescheduled() -> None:
         await t.clock.advance(1_000)
         assert len(probe.runs) == 2
         assert await t.obj.rows() == []
+
+
+class CardExpiredError(Exception):
+    """A vendor's exception the alarm's policy names as non-retryable."""
+
+
+async def test_policy_non_retryable_classes_fail_an_occurrence_at_once() -> None:
+    """An occurrence raising a class in RetryPolicy.non_retryable is failed on attempt 1."""
+    probe = Probe(retries=RetryPolicy(non_retryable=(CardExpiredError,)))
+
+    async def expired(info: DurableAlarmInfo) -> None:
+        raise CardExpiredError("card expired")
+
+    probe.behaviour["renew"] = expired
+    async with lab(probe) as t:
+        await t.obj.schedule("renew", START_MS)
+        await t.clock.advance(60_000)
+        assert len(probe.runs) == 1
+        [row] = await t.obj.rows()
+        assert (row["status"], row["last_error_name"], row["attempt"]) == (
+            "failed",
+            "CardExpiredError",
+            1,
+        )
 
 
 async def test_interrupted_occurrence_exhausts_without_running_again() -> None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
 from durability.cli import main
+from durability.runtime import Runtime
 
 
 def test_no_arguments_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
@@ -61,13 +64,124 @@ def test_serve_refuses_a_module_without_bindings(
 def test_serve_reports_a_module_that_fails_to_import(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A module raising at import shows its traceback and exits 2."""
+    """A module raising at import is one line at the user's frame, no traceback; exit 2."""
     module = tmp_path / "raises.py"
-    module.write_text("raise RuntimeError('broken at import')\n")
+    module.write_text("import json\nraise RuntimeError('broken at import')\n")
     assert main(["serve", str(module)]) == 2
     err = capsys.readouterr().err
-    assert "broken at import" in err
-    assert "importing" in err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
+    assert "raises.py:2: RuntimeError: broken at import" in err
+
+
+def test_serve_reports_a_syntax_error_at_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A module with a syntax error is one line naming its file and line."""
+    module = tmp_path / "broken.py"
+    module.write_text("x = 1\ndef f(:\n")
+    assert main(["serve", str(module)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "broken.py:2: SyntaxError: " in err
+
+
+def test_serve_reports_a_missing_dependency_at_the_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A module importing a package that is not installed names the import line."""
+    module = tmp_path / "needs.py"
+    module.write_text("import durability_no_such_dependency\n")
+    assert main(["serve", str(module)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "needs.py:1: ModuleNotFoundError: No module named 'durability_no_such_dependency'" in err
+
+
+def test_serve_names_bindings_of_the_wrong_type(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`bindings` that is not a dict is reported as the wrong type, not as missing."""
+    module = tmp_path / "listed.py"
+    module.write_text("bindings = ['COUNTERS']\nasync def fetch(request, env): ...\n")
+    assert main(["serve", str(module)]) == 2
+    err = capsys.readouterr().err
+    assert "`bindings` must be a dict" in err
+    assert "got list" in err
+    assert "does not define" not in err
+
+
+def _worker(tmp_path: Path) -> str:
+    module = tmp_path / "worker.py"
+    module.write_text("bindings = {}\nasync def fetch(request, env): ...\n")
+    return str(module)
+
+
+def test_serve_refuses_a_path_that_is_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --path that is a file is one line naming --path."""
+    (tmp_path / "data").write_text("")
+    assert main(["serve", _worker(tmp_path), "--path", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"durability serve: --path {tmp_path / 'data'} is not a directory\n"
+
+
+def test_serve_refuses_a_path_it_cannot_create(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --path under a file cannot be created: one line naming --path."""
+    (tmp_path / "file").write_text("")
+    assert main(["serve", _worker(tmp_path), "--path", str(tmp_path / "file" / "data")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("durability serve: --path ")
+    assert "cannot be created" in err
+
+
+async def test_serve_refuses_a_path_in_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --path another Runtime holds is one line saying it is in use."""
+    async with Runtime(path=tmp_path / "data"):
+        assert main(["serve", _worker(tmp_path), "--path", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "is in use by another Runtime" in err
+
+
+def test_serve_refuses_a_port_in_use(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A port something already listens on is one line naming the port."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        code = main(
+            ["serve", _worker(tmp_path), "--path", str(tmp_path / "d"), "--port", str(port)]
+        )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"port {port} on 127.0.0.1 is in use" in err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """`durability --version` prints the installed version."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"durability {version('durability')}\n"
+
+
+def test_python_dash_m_runs_the_command() -> None:
+    """`python -m durability --version` works like the console script."""
+    result = subprocess.run(
+        [sys.executable, "-m", "durability", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0
+    assert result.stdout.startswith("durability ")
 
 
 def test_serve_reports_a_missing_file(capsys: pytest.CaptureFixture[str]) -> None:

@@ -128,13 +128,16 @@ async def test_one_raises_unless_exactly_one_row(ctx: Any) -> None:
     sql = table(ctx)
     with pytest.raises(ValueError, match="got no results"):
         sql.exec("SELECT * FROM t").one()
+    sql.exec("INSERT INTO t VALUES ('a', 1), ('b', 2)")
+    with pytest.raises(ValueError, match="got multiple results"):
+        sql.exec("SELECT * FROM t").one()
 
 
-async def test_bool_is_bound_as_an_integer(ctx: Any) -> None:
-    """A bool is stored as 0/1, where Cloudflare would store the text 'true'."""
+async def test_bool_is_bound_as_a_number(ctx: Any) -> None:
+    """A bool is stored as the number 1, where Cloudflare would store the text 'true'."""
     sql = table(ctx)
     sql.exec("INSERT INTO t VALUES ('a', ?)", True)
-    assert sql.exec("SELECT v, typeof(v) AS type FROM t").one() == {"v": 1, "type": "integer"}
+    assert sql.exec("SELECT v, typeof(v) AS type FROM t").one() == {"v": 1, "type": "real"}
     ctx.storage.sql.exec("INSERT INTO t VALUES ('b', ?)", True)
     assert sql.exec("SELECT v FROM t WHERE k = 'b'").one() == {"v": "true"}
 
@@ -154,10 +157,31 @@ async def test_integers_beyond_2_53_are_refused_before_javascript(ctx: Any) -> N
     sql = table(ctx)
     with pytest.raises(ValueError, match=r"binding 1 is an integer outside \+/-\(2\*\*53 - 1\)"):
         sql.exec("INSERT INTO t VALUES (?, ?)", "a", 2**53)
-    with pytest.raises(JsException, match="Cannot convert a BigInt"):
-        ctx.storage.sql.exec("INSERT INTO t VALUES (?, ?)", "a", -(2**53))
-    sql.exec("INSERT INTO t VALUES (?, ?)", "b", 2**53 - 1)
-    assert sql.exec("SELECT k, v FROM t").to_list() == [{"k": "b", "v": 2**53 - 1}]
+    assert sql.exec("SELECT k FROM t").to_list() == []
+
+
+async def test_the_largest_safe_integers_are_bound_exactly(ctx: Any) -> None:
+    """+/-(2**53 - 1), which Pyodide alone would pass as a refused BigInt, are stored."""
+    sql = table(ctx)
+    for value in (2**53 - 1, -(2**53 - 1)):
+        with pytest.raises(JsException, match="Cannot convert a BigInt"):
+            ctx.storage.sql.exec("INSERT INTO t VALUES ('raw', ?)", value)
+    sql.exec("INSERT INTO t VALUES (?, ?), (?, ?)", "a", 2**53 - 1, "b", -(2**53 - 1))
+    assert sql.exec("SELECT v FROM t ORDER BY k").to_list() == [
+        {"v": 2**53 - 1},
+        {"v": -(2**53 - 1)},
+    ]
+
+
+async def test_numbers_are_bound_as_real_and_read_back_as_ints(ctx: Any) -> None:
+    """As on Cloudflare, a bound int is a REAL in SQL, yet an integral value reads as int."""
+    sql = table(ctx)
+    assert sql.exec("SELECT ? / 2 AS half, typeof(?) AS type", 5, 5).one() == {
+        "half": 2.5,
+        "type": "real",
+    }
+    sql.exec("INSERT INTO t VALUES ('a', ?)", 7)
+    assert sql.exec("SELECT v FROM t").one() == {"v": 7}
 
 
 async def test_bad_bindings_are_rejected_with_the_field_and_rule(ctx: Any) -> None:
@@ -418,3 +442,14 @@ async def test_adapt_works_without_pyodide_on_plain_python_values(
         [task] = given
         assert isinstance(task, asyncio.Task)
         await task
+
+
+async def test_alarm_retry_hook_reads_cloudflare_retry_info(ctx: Any) -> None:
+    """A failed pass driven by Cloudflare's alarm info reports its retry count and id."""
+    seen: list[Any] = []
+    scheduler = DurabilityScheduler(context=ctx, on_alarm_retry=seen.append)
+    Durability(scheduler=scheduler, handlers={"x": print})
+    adapt(ctx).storage.sql.exec("DROP TABLE durability_calls")
+    await scheduler.alarm(RawAlarmInfo(3, True))
+    [retry] = seen
+    assert (retry.retry_count, retry.is_retry, retry.object_id) == (3, True, ctx.id.toString())

@@ -14,6 +14,7 @@ import pytest
 import durability
 from durability import (
     LATEST,
+    AbortSignal,
     AlarmMethodOptions,
     AlarmRetryInfo,
     AttemptSettledEvent,
@@ -74,6 +75,7 @@ EXPECTED = [
     "DurabilityError",
     "DurabilityLog",
     "DurabilityScheduler",
+    "Durable",
     "DurableAlarmInfo",
     "DurableAlarmTimeoutError",
     "DurableAttemptTimeoutError",
@@ -122,7 +124,9 @@ EXPECTED = [
     "TerminalEvent",
     "exponential",
     "jitter",
+    "named_alarm",
     "now_ms",
+    "operation",
 ]
 
 
@@ -301,7 +305,7 @@ def _values(obj: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("obj", "expected"),
     [
-        (RetryPolicy(), {"max_attempts": 5, "delay": None}),
+        (RetryPolicy(), {"max_attempts": 5, "delay": None, "non_retryable": ()}),
         (MethodOptions(), {"attempt_timeout_ms": None, "retries": None}),
         (
             AlarmMethodOptions(),
@@ -322,11 +326,12 @@ def test_option_object_defaults(obj: Any, expected: dict[str, Any]) -> None:
 
 
 FIELDS = [
-    (DurableCall, "id operation payload attempt signal"),
+    (DurableCall, "id operation payload attempt signal idempotency_key"),
     (OperationResult, "status result attempt next_attempt_at last_error error"),
     (
         DurableAlarmInfo,
-        "name scheduled_time attempt is_retry retry_count idempotency_key signal platform",
+        "name scheduled_time attempt is_retry retry_count idempotency_key signal platform "
+        "payload occurrence",
     ),
     (AlarmRetryInfo, "error retry_in_ms retry_count is_retry object_id"),
     (SerializedError, "name message"),
@@ -340,7 +345,7 @@ FIELDS = [
     (LogLease, "batch_id consumer records first_offset last_offset attempt expires_at"),
     (EnqueueResult, "success value error load"),
     (LoadSnapshot, "observed_at window_ms inbound outbound"),
-    (RetryPolicy, "max_attempts delay"),
+    (RetryPolicy, "max_attempts delay non_retryable"),
     (MethodOptions, "attempt_timeout_ms retries"),
     (AlarmMethodOptions, "attempt_timeout_ms retries retry_timeouts"),
     (RegisteredEvent, "type entity_kind operation id generation timestamp attempt"),
@@ -435,3 +440,18 @@ def test_error_class_message_and_attributes(
     assert isinstance(error, Exception)
     assert str(error) == message
     assert {name: getattr(error, name) for name in attributes} == attributes
+
+
+def test_durable_call_is_generic_in_its_payload() -> None:
+    """DurableCall[Order] is a valid annotation and builds a plain DurableCall."""
+    alias = DurableCall[dict[str, int]]
+    call = alias(
+        id="i",
+        operation="op",
+        payload={"n": 1},
+        attempt=1,
+        signal=AbortSignal(),
+        idempotency_key="k",
+    )
+    assert type(call) is DurableCall
+    assert call.payload == {"n": 1}

@@ -32,6 +32,7 @@ BUILTIN = {
 }
 CALLS_0004 = "durability_0004_calls_generation_and_created_at"
 ALARMS_0004 = "durability_0004_alarms_generation_and_created_at"
+ALARMS_0008 = "durability_0008_alarms_payload_and_occurrence"
 LAB_START_MS = START_MS + 123
 """An odd millisecond, so stamped times show they keep millisecond precision."""
 
@@ -345,10 +346,65 @@ async def test_rebuild_preserves_named_alarms(lab: ObjectStub) -> None:
     assert len(await lab.query("SELECT * FROM durability_alarms")) == 1
 
 
+async def test_alarm_payload_columns_up_keep_rows_and_down_drops_them(lab: ObjectStub) -> None:
+    """0008 adds payload and occurrence (NULL on old rows); its down keeps every row."""
+    await lab.migrate("namedAlarms", ALARMS_0004)
+    await lab.query(
+        "INSERT INTO durability_alarms (name, generation_id, status, scheduled_at, "
+        "next_attempt_at, attempt, last_error, last_error_name, created_at) "
+        "VALUES ('renew', 'g1', 'failed', 5, 6, 2, 'boom', 'RuntimeError', 7)"
+    )
+    assert await lab.migrate("namedAlarms") == {"applied": [ALARMS_0008], "rolled_back": []}
+    assert await lab.current("namedAlarms")
+    assert await lab.query("SELECT name, payload, occurrence FROM durability_alarms") == [
+        {"name": "renew", "payload": None, "occurrence": None}
+    ]
+    await lab.query(
+        "INSERT INTO durability_alarms (name, generation_id, status, scheduled_at, "
+        "next_attempt_at, attempt, created_at, payload, occurrence) "
+        "VALUES ('tick', 'g2', 'pending', 8, 8, 0, 9, '{\"v\":1}', 3)"
+    )
+    down = await lab.migrate("namedAlarms", ALARMS_0004)
+    assert down == {"applied": [], "rolled_back": [ALARMS_0008]}
+    columns = [row["name"] for row in await lab.query("PRAGMA table_info(durability_alarms)")]
+    assert "payload" not in columns and "occurrence" not in columns
+    assert await lab.query(
+        "SELECT name, generation_id, status, scheduled_at, next_attempt_at, attempt, "
+        "last_error, last_error_name, created_at FROM durability_alarms ORDER BY name"
+    ) == [
+        {
+            "name": "renew",
+            "generation_id": "g1",
+            "status": "failed",
+            "scheduled_at": 5,
+            "next_attempt_at": 6,
+            "attempt": 2,
+            "last_error": "boom",
+            "last_error_name": "RuntimeError",
+            "created_at": 7,
+        },
+        {
+            "name": "tick",
+            "generation_id": "g2",
+            "status": "pending",
+            "scheduled_at": 8,
+            "next_attempt_at": 8,
+            "attempt": 0,
+            "last_error": None,
+            "last_error_name": None,
+            "created_at": 9,
+        },
+    ]
+    schema = await lab.schema()
+    assert "index:durability_alarms_pending_idx" in schema
+    assert "index:durability_alarms_created_idx" in schema
+    assert await lab.migrate("namedAlarms") == {"applied": [ALARMS_0008], "rolled_back": []}
+
+
 async def _make_v2_database(lab: ObjectStub) -> None:
     """A database as the v2 library left it: both tables at 0004, one combined history row."""
-    for capability in ("operations", "namedAlarms"):
-        await lab.migrate(capability)
+    await lab.migrate("operations", CALLS_0004)
+    await lab.migrate("namedAlarms", ALARMS_0004)
     await lab.query("DROP TABLE durability_migrations")
     await lab.query(
         "CREATE TABLE durability_migrations (id INTEGER PRIMARY KEY AUTOINCREMENT, "
@@ -368,11 +424,13 @@ async def _make_v2_database(lab: ObjectStub) -> None:
 
 
 async def test_v2_history_is_translated_without_running_schema(lab: ObjectStub) -> None:
-    """The v2 combined row is split per capability, kept, and nothing is re-applied."""
+    """The v2 combined row is split per capability, kept, and nothing is re-applied.
+
+    Only what v2 never had (the alarms' payload columns) is applied on top."""
     await _make_v2_database(lab)
     schema = await lab.schema()
     assert await lab.migrate("operations") == {"applied": [], "rolled_back": []}
-    assert await lab.migrate("namedAlarms") == {"applied": [], "rolled_back": []}
+    assert await lab.migrate("namedAlarms") == {"applied": [ALARMS_0008], "rolled_back": []}
     assert await lab.schema() == schema
     history = {row["name"]: row["capability"] for row in await _history(lab)}
     assert history == {
@@ -382,6 +440,7 @@ async def test_v2_history_is_translated_without_running_schema(lab: ObjectStub) 
         "durability_0004_generation_and_created_at": None,
         CALLS_0004: "operations",
         ALARMS_0004: "namedAlarms",
+        ALARMS_0008: "namedAlarms",
     }
     assert await lab.current("operations") and await lab.current("namedAlarms")
     assert await lab.query("SELECT id, created_at FROM durability_calls") == [

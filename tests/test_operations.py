@@ -279,6 +279,81 @@ async def test_non_retryable_errors_fail_at_once(cls: type[Exception]) -> None:
         )
 
 
+class Keys(DurableObject):
+    """Operations that record the idempotency key of every attempt."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self.seen: list[tuple[str, int, str]] = env["PROBE"]
+        handlers = {name: self._charge for name in ("charge", "a", "a:b")}
+        retries = RetryPolicy(delay=lambda attempt: 1_000)
+        self.durability = Durability(context=ctx, handlers=handlers, retries=retries)
+
+    async def _charge(self, call: DurableCall[dict[str, int]]) -> None:
+        self.seen.append((str(self.ctx.id.name), call.attempt, call.idempotency_key))
+        if call.attempt == 1:
+            raise RuntimeError("provider timeout")
+
+    async def register(self, operation: str, id: str) -> None:
+        await self.durability.operation(operation)(id, {"cents": 500})
+
+    async def alarm(self, info: Any = None) -> None:
+        await self.durability.alarm(info)
+
+
+async def test_idempotency_key_is_stable_per_call_and_unique_across_objects() -> None:
+    """Every attempt of a call sees one key; it names the object, operation and id."""
+    seen: list[tuple[str, int, str]] = []
+    clock = VirtualClock(START_MS)
+    async with Runtime(bindings={"KEYS": Keys, "PROBE": seen}, clock=clock) as rt:
+        first, second = rt.env.KEYS.get_by_name("first"), rt.env.KEYS.get_by_name("second")
+        await first.register("charge", "inv-1")
+        await second.register("charge", "inv-1")
+        await clock.advance(2_000)
+        keys = {(name, attempt): key for name, attempt, key in seen}
+        assert keys[("first", 1)] == keys[("first", 2)]
+        assert keys[("second", 1)] == keys[("second", 2)]
+        assert keys[("first", 1)] != keys[("second", 1)]
+        first_id = str(rt.env.KEYS.id_from_name("first"))
+        assert keys[("first", 1)] == f"durability-call:v1:{first_id}:charge:inv-1"
+
+
+async def test_idempotency_key_escapes_the_operation_name() -> None:
+    """Operation "a:b" with id "c" and operation "a" with id "b:c" get different keys."""
+    seen: list[tuple[str, int, str]] = []
+    clock = VirtualClock(START_MS)
+    async with Runtime(bindings={"KEYS": Keys, "PROBE": seen}, clock=clock) as rt:
+        obj = rt.env.KEYS.get_by_name("one")
+        await obj.register("a:b", "c")
+        await obj.register("a", "b:c")
+        await clock.run_until_idle()
+        first, second = (key for _, _, key in seen)
+        assert first.endswith(":a%3Ab:c") and second.endswith(":a:b:c")
+
+
+class CardDeclinedError(Exception):
+    """A payment vendor's exception, not ours."""
+
+
+async def test_policy_non_retryable_classes_fail_at_once() -> None:
+    """An exception of a class in RetryPolicy.non_retryable fails the call on attempt 1."""
+    probe = Probe(retries=RetryPolicy(non_retryable=(CardDeclinedError,)))
+    probe.behaviour["a"] = failing(99, lambda: CardDeclinedError("insufficient funds"))
+    probe.behaviour["b"] = failing(1, lambda: KeyError("transient"))
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a")
+        await t.obj.register("charge", "b")
+        await t.clock.advance(60_000)
+        assert [(id, attempt) for id, attempt, _ in probe.calls] == [("a", 1), ("b", 1), ("b", 2)]
+        result = await t.obj.result("charge", "a")
+        assert (result["status"], result["attempt"], result["error"]) == (
+            "failed",
+            1,
+            {"name": "CardDeclinedError", "message": "insufficient funds"},
+        )
+        assert (await t.obj.result("charge", "b"))["status"] == "completed"
+
+
 def _raise(attempt: int) -> int:
     raise RuntimeError("policy bug")
 
@@ -762,16 +837,14 @@ async def test_constructor_rejects_bad_options_before_writing() -> None:
 
     class Bad(DurableObject):
         async def build(self, case: str) -> str:
+            scheduler = DurabilityScheduler.of(self.ctx) or DurabilityScheduler(context=self.ctx)
             options: dict[str, Any] = {
                 "timeout": {"attempt_timeout_ms": 0},
                 "reserved": {"handlers": {"alarm": print}},
                 "method": {"methods": {"x": MethodOptions(attempt_timeout_ms=-1)}},
-                "both": {"scheduler": DurabilityScheduler(context=self.ctx), "context": self.ctx},
+                "both": {"scheduler": scheduler, "context": self.ctx},
                 "neither": {"context": None},
-                "shared_option": {
-                    "scheduler": DurabilityScheduler(context=self.ctx),
-                    "alarm_concurrency": 3,
-                },
+                "shared_option": {"scheduler": scheduler, "alarm_concurrency": 3},
                 "private_option": {"context": self.ctx, "alarm_min_delay_ms": 999},
             }[case]
             options.setdefault("handlers", {"x": print})

@@ -109,6 +109,40 @@ def test_retry_policy_validates_at_construction(
         RetryPolicy(**options)
 
 
+class CardDeclinedError(Exception):
+    """A vendor's exception the policy names as non-retryable."""
+
+
+def test_retry_policy_non_retryable_is_a_tuple_of_exception_classes() -> None:
+    """non_retryable defaults to () and takes only a tuple of exception classes."""
+    assert RetryPolicy().non_retryable == ()
+    assert RetryPolicy(non_retryable=(CardDeclinedError, KeyError)).non_retryable == (
+        CardDeclinedError,
+        KeyError,
+    )
+    with pytest.raises(TypeError, match="non_retryable must be a tuple of exception classes"):
+        RetryPolicy(non_retryable=[CardDeclinedError])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="non_retryable must be a tuple of exception classes"):
+        RetryPolicy(non_retryable=CardDeclinedError)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="non_retryable must hold exception classes, got 'x'"):
+        RetryPolicy(non_retryable=("x",))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="non_retryable must hold exception classes"):
+        RetryPolicy(non_retryable=(int,))  # type: ignore[arg-type]
+
+
+def test_resolution_carries_non_retryable_per_method() -> None:
+    """The helper's non_retryable applies by default; a method's retries replace it."""
+    default, overrides = resolve_policies(
+        attempt_timeout_ms=1_000,
+        retries=RetryPolicy(non_retryable=(CardDeclinedError,)),
+        methods={"own": MethodOptions(retries=RetryPolicy()), "same": MethodOptions()},
+        options_type=MethodOptions,
+    )
+    assert default.non_retryable == (CardDeclinedError,)
+    assert overrides["same"].non_retryable == (CardDeclinedError,)
+    assert overrides["own"].non_retryable == ()
+
+
 def test_resolution_merges_method_overrides() -> None:
     """A method's timeout and policy override the helper's; other names get the defaults."""
 

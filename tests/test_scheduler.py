@@ -25,11 +25,15 @@ from durability import (
     SerializedError,
     now_ms,
 )
+from durability._engine.options import SchedulerOptions
 from durability._engine.participants import Participant
 from durability._engine.permits import PermitPool
+from durability._engine.reconcile import TimerTimes
 from durability._engine.scheduler import attach
 from durability._engine.tables import TableSpec
+from durability._engine.timer import EarlyTimer
 from durability.runtime import AlarmInvocationInfo, DurableObject
+from durability.testing import VirtualClock
 
 
 class Probe:
@@ -51,6 +55,7 @@ class Probe:
         self.deliver_alarms = True
         self.retries: list[AlarmRetryInfo] = []
         self.broken_claims: set[str] = set()
+        self.transactions = 0
 
 
 class _Sql:
@@ -77,6 +82,10 @@ class _Storage:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._storage, name)
+
+    async def transaction(self, body: Any) -> Any:
+        self._probe.transactions += 1
+        return await self._storage.transaction(body)
 
     async def set_alarm(self, scheduled_time: int) -> None:
         if self._probe.break_set_alarm:
@@ -155,7 +164,9 @@ def lab(probe: Probe) -> AbstractAsyncContextManager[Lab[Probe]]:
     return open_lab("SCHED", Sched, probe)
 
 
-FAKE_CONTEXT: Any = SimpleNamespace(storage=SimpleNamespace(sql=None))
+def fake_context() -> Any:
+    """A context of a new object that has storage but is never used (one per test)."""
+    return SimpleNamespace(storage=SimpleNamespace(sql=None))
 
 
 @pytest.mark.parametrize(
@@ -175,7 +186,7 @@ def test_scheduler_options_are_validated(
 ) -> None:
     """Bad scheduler options raise at construction with the option's name."""
     with pytest.raises(error, match=message):
-        DurabilityScheduler(context=FAKE_CONTEXT, **options)
+        DurabilityScheduler(context=fake_context(), **options)
 
 
 def test_context_needs_storage() -> None:
@@ -186,18 +197,19 @@ def test_context_needs_storage() -> None:
 
 def test_attach_needs_exactly_one_of_scheduler_and_context() -> None:
     """attach() takes a scheduler or a context (with options), never both or neither."""
-    scheduler = DurabilityScheduler(context=FAKE_CONTEXT)
+    context = fake_context()
+    scheduler = DurabilityScheduler(context=context)
     with pytest.raises(ValueError, match="either scheduler= or context=, not both"):
-        attach(scheduler=scheduler, context=FAKE_CONTEXT, kind="k", options={})
+        attach(scheduler=scheduler, context=context, kind="k", options={})
     with pytest.raises(TypeError, match="either scheduler= or context= is required"):
         attach(scheduler=None, context=None, kind="k", options={})
     with pytest.raises(TypeError, match="unknown scheduler option storage_backend"):
-        attach(scheduler=None, context=FAKE_CONTEXT, kind="k", options={"storage_backend": "kv"})
+        attach(scheduler=None, context=context, kind="k", options={"storage_backend": "kv"})
     with pytest.raises(TypeError, match="scheduler must be a DurabilityScheduler"):
         attach(scheduler=object(), context=None, kind="k", options={})
     private = attach(
         scheduler=None,
-        context=FAKE_CONTEXT,
+        context=fake_context(),
         kind="k",
         options={"alarm_concurrency": 3},
     )
@@ -206,7 +218,7 @@ def test_attach_needs_exactly_one_of_scheduler_and_context() -> None:
 
 def test_one_helper_per_kind_on_a_scheduler() -> None:
     """A kind can attach once per scheduler; other kinds share the same engine."""
-    scheduler = DurabilityScheduler(context=FAKE_CONTEXT)
+    scheduler = DurabilityScheduler(context=fake_context())
     engine = attach(scheduler=scheduler, context=None, kind="Durability", options={})
     assert attach(scheduler=scheduler, context=None, kind="DurabilityLog", options={}) is engine
     with pytest.raises(ValueError, match="A Durability helper is already attached"):
@@ -563,3 +575,100 @@ async def test_engine_runs_without_a_host_wait_until() -> None:
         probe.gate.set()
         await t.clock.run_until_idle()
         assert [label for label, _ in probe.started] == ["op:a", "op:b"]
+
+
+@pytest.mark.parametrize("live_timers", [False, True])
+async def test_operations_starved_of_permits_leave_the_loop_idle(live_timers: bool) -> None:
+    """Operations waiting for the one permit cost no transactions until it frees."""
+    probe = Probe(alarm_concurrency=1, live_timers=live_timers)
+    async with lab(probe) as t:
+        for id in "abc":
+            await t.obj.register(id)
+        await t.clock.run_until_idle()
+        settled = probe.transactions
+        await t.obj.schedule("quick", START_MS + 1_000)
+        await t.clock.advance(100_000)
+        assert probe.transactions - settled <= 3
+        assert [label for label, _ in probe.started] == ["op:a"]
+        probe.gate.set()
+        await t.clock.run_until_idle()
+        labels = [label for label, _ in probe.started]
+        assert labels[:2] == ["op:a", "op:b"]
+        assert sorted(labels[2:]) == ["op:c", "quick"]
+        assert probe.max_running == 1
+
+
+@pytest.mark.parametrize("live_timers", [False, True])
+async def test_named_alarms_starved_of_permits_leave_the_loop_idle(live_timers: bool) -> None:
+    """Named alarms waiting for the one permit cost no transactions until it frees."""
+    probe = Probe(alarm_concurrency=1, live_timers=live_timers)
+    probe.alarm_names = ("slow", "quick", "renew", "later")
+    probe.alarm_sleep_ms["slow"] = 200_000
+    probe.gate.set()
+    async with lab(probe) as t:
+        await t.obj.schedule("slow", START_MS)
+        await t.obj.schedule("quick", START_MS + 1_000)
+        await t.obj.schedule("renew", START_MS + 1_000)
+        await t.clock.advance(1_000)
+        settled = probe.transactions
+        await t.obj.schedule("later", START_MS + 300_000)
+        await t.obj.register("a")
+        await t.clock.advance(100_000)
+        assert probe.transactions - settled <= 4
+        assert probe.started == [("slow", START_MS)]
+        await t.clock.advance(200_000)
+        labels = [label for label, _ in probe.started]
+        assert labels == ["slow", "quick", "op:a", "renew", "later"]
+        assert probe.max_running == 1
+
+
+@pytest.mark.parametrize("live_timers", [False, True])
+async def test_work_behind_a_starved_pass_starts_at_its_exact_time(live_timers: bool) -> None:
+    """Near-term work scheduled while a pass waits for permits starts on time once they free."""
+    probe = Probe(alarm_concurrency=1, live_timers=live_timers)
+    probe.alarm_names = ("quick", "renew", "later")
+    probe.deliver_alarms = False
+    async with lab(probe) as t:
+        await t.obj.register("a")
+        await t.obj.schedule("quick", START_MS + 1_000)
+        await t.obj.schedule("renew", START_MS + 1_000)
+        await t.clock.advance(1_000)
+        await t.obj.schedule("later", START_MS + 5_000)
+        await t.clock.advance(1_000)
+        assert [label for label, _ in probe.started] == ["op:a"]
+        probe.gate.set()
+        await t.clock.advance(10_000)
+        assert probe.started == [
+            ("op:a", START_MS),
+            ("quick", START_MS + 2_000),
+            ("renew", START_MS + 2_000),
+            ("later", START_MS + 5_000),
+        ]
+
+
+async def test_a_deferred_table_is_owed_a_pass_until_its_rows_are_taken(
+    clock: VirtualClock,
+) -> None:
+    """A table whose pass is taking rows gets no timer: one pass once taken, else a timer."""
+    passes: list[tuple[int, list[str]]] = []
+
+    def start_pass(at: int, wanted: Callable[[str], bool]) -> None:
+        passes.append((at, [table for table in ("ops", "alarms") if wanted(table)]))
+
+    async with clock:
+        timer = EarlyTimer(SchedulerOptions(), start_pass)
+        taken = timer.pulling("ops")
+        timer.schedule(TimerTimes(None, {"ops": START_MS}))
+        await clock.advance(1_000)
+        assert passes == []
+        taken()
+        taken()
+        assert passes == [(START_MS + 1_000, ["ops"])]
+        timer.schedule(TimerTimes(None, {"alarms": START_MS + 3_000}))
+        await clock.advance(5_000)
+        assert passes[1:] == [(START_MS + 3_000, ["ops", "alarms"])]
+        taken = timer.pulling("ops")
+        timer.schedule(TimerTimes(None, {"ops": START_MS + 60_000}))
+        taken()
+        await clock.advance(60_000)
+        assert passes[2:] == []

@@ -91,6 +91,18 @@ async def test_counter_demo_over_asgi(
     assert (await client.get("/apples/nope")).status_code == 404
 
 
+async def test_counter_refuses_a_bad_number_with_400(
+    counter_client: tuple[httpx.AsyncClient, VirtualClock],
+) -> None:
+    """A reset time that is not a whole number of seconds in range gets 400, not 500."""
+    client, _ = counter_client
+    for bad in ("%C2%B2", "-5", "1.5", "x", "9" * 30):
+        response = await client.post(f"/apples/reset-in/{bad}")
+        assert response.status_code == 400, bad
+        assert "SECONDS" in response.text
+    assert (await client.get("/apples")).json()["reset_at_ms"] is None
+
+
 async def test_counter_alarm_resets_on_the_virtual_clock(
     counter_client: tuple[httpx.AsyncClient, VirtualClock],
 ) -> None:
@@ -223,11 +235,12 @@ def test_load_worker_by_path_and_by_dotted_name(
     [
         ("bindings = {}\n", "does not define `async def fetch"),
         ("async def fetch(request, env): ...\n", "does not define `bindings`"),
-        ("bindings = [1]\nasync def fetch(request, env): ...\n", "does not define `bindings`"),
+        ("bindings = [1]\nasync def fetch(request, env): ...\n", "`bindings` must be a dict.*list"),
+        ("bindings = {1: 2}\nasync def fetch(request, env): ...\n", "got non-str keys"),
     ],
 )
 def test_load_worker_names_what_is_missing(tmp_path: Path, source: str, message: str) -> None:
-    """A module without fetch or a bindings dict is refused with a clear message."""
+    """A module without fetch or bindings, or with bindings of the wrong type, is refused."""
     module = tmp_path / "broken_worker.py"
     module.write_text(source)
     with pytest.raises(WorkerModuleError, match=message):

@@ -225,6 +225,36 @@ async def test_a_year_with_crashes_and_failing_payments(shop: Shop) -> None:
         assert await shop.state(customer) == {"customer_id": None, "next_renewal_at": None}
 
 
+async def test_a_period_renewed_twice_is_charged_once(tmp_path: Path) -> None:
+    """Charges dedupe per billing period, not per alarm occurrence: a period whose renewal
+    is scheduled again (here by an operator) is not charged a second time."""
+    worker = load_worker(str(EXAMPLE))
+    module = sys.modules[worker.name]
+
+    class Operated(module.Subscription):  # type: ignore[name-defined,misc]
+        """The example's object plus what an operator re-running a renewal would call."""
+
+        async def renew_again(self, period_start: int, period_ms: int) -> None:
+            await self.renew(period_start, payload={"period_ms": period_ms})
+
+    payments = PaymentsService(failure_rate=0.0, max_latency_ms=0, seed=1)
+    bindings = {**worker.bindings, "SUBSCRIPTIONS": Operated, "PAYMENTS": payments}
+    clock = VirtualClock()
+    async with Runtime(path=str(tmp_path), bindings=bindings, clock=clock) as rt:
+        period = module.RENEWAL_PERIOD_MS
+        frank = rt.env.SUBSCRIPTIONS.get_by_name("frank")
+        first = await frank.subscribe("frank")
+        await clock.advance(period + DAY_MS)
+        assert [c.period_start for c in payments.charges()] == [first]
+        await frank.renew_again(first, period)
+        await clock.advance(DAY_MS)
+        assert [c.period_start for c in payments.charges()] == [first]
+        assert payments.calls == 1  # the charge was already settled: not even attempted
+        await clock.advance(period)
+        assert [c.period_start for c in payments.charges()] == [first, first + period]
+        assert payments.repeats == 0
+
+
 async def test_purge_history_removes_old_settled_charges(shop: Shop) -> None:
     """purge_history deletes charge records older than the retention window only."""
     period = shop.period

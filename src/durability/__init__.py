@@ -6,6 +6,7 @@ import inspect as _inspect
 import typing as _typing
 
 from ._clock import now_ms
+from ._declare import Durable, named_alarm, operation
 from ._engine import (
     LATEST,
     AlarmMethodOptions,
@@ -76,6 +77,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "DurabilityError",
     "DurabilityLog",
     "DurabilityScheduler",
+    "Durable",
     "DurableAlarmInfo",
     "DurableAlarmTimeoutError",
     "DurableAttemptTimeoutError",
@@ -124,7 +126,9 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "TerminalEvent",
     "exponential",
     "jitter",
+    "named_alarm",
     "now_ms",
+    "operation",
 ]
 
 # Classes and functions defined in private modules present themselves as `durability.X`

@@ -1,7 +1,8 @@
 """`DurabilityAlarms`: named logical alarms sharing the object's one physical alarm.
 
-`await alarms.<name>(scheduled_time)` persists the occurrence (replacing any previous one
-of that name, whatever its state) and returns. Each occurrence has a generation; its
+`await alarms.<name>(scheduled_time, payload=None)` persists the occurrence (replacing any
+previous one of that name, whatever its state) and returns; the handler gets the JSON
+`payload` back in its `DurableAlarmInfo`. Each occurrence has a generation; its
 `idempotency_key` is stable across its retries and new for every schedule, so a handler
 that passes it to an idempotent receiver cannot double an effect. A success deletes only
 the occurrence that ran; a failure keeps the row until it is rescheduled or purged.
@@ -34,8 +35,9 @@ from ._engine import (
     given_options,
 )
 from ._errors import DurableAlarmTimeoutError
+from ._serialization import deserialize, serialize
 from ._signal import AbortSignal
-from ._types import TimeInput
+from ._types import JsonValue, TimeInput
 from ._uuid import random_uuid
 from ._validate import to_epoch_ms
 
@@ -51,7 +53,9 @@ class DurableAlarmInfo:
 
     `idempotency_key` is stable across the retries of one occurrence and new for every
     schedule; `platform` is the host's alarm invocation info for passes driven by the
-    physical alarm (`None` when the in-memory timer started the pass).
+    physical alarm (`None` when the in-memory timer started the pass). `payload` is the
+    JSON value given when the occurrence was scheduled (else `None`); `occurrence`
+    numbers the slots of a recurrence from 0 and is `None` for a one-shot.
     """
 
     name: str
@@ -62,13 +66,15 @@ class DurableAlarmInfo:
     idempotency_key: str
     signal: AbortSignal
     platform: HostAlarmInfo | None
+    payload: JsonValue
+    occurrence: int | None
 
 
 class DurabilityAlarms(DurableHelper["NamedAlarm"]):
     """Named alarms: `await alarms.<handler>(scheduled_time)` schedules (or replaces) one.
 
-    Construct it in the object's `__init__` with `scheduler=` (shared) or `context=`
-    (a private scheduler, which then accepts the scheduler options).
+    Construct it in the object's `__init__` with `scheduler=` or `context=` (the
+    object's scheduler, built with the scheduler options given here if it has none yet).
     """
 
     _kind = "DurabilityAlarms"
@@ -80,7 +86,7 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
     _missing = 'No named alarm handler registered for "{}"'
     _purge_reason = "Durable alarm was purged"
     _timeout_error = DurableAlarmTimeoutError
-    _due_columns = "name, generation_id, scheduled_at, created_at, attempt"
+    _due_columns = "name, generation_id, scheduled_at, created_at, attempt, payload, occurrence"
     _one_per_key = True
 
     def __init__(
@@ -120,25 +126,28 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
     def _new_entry(self, name: str) -> NamedAlarm:
         return NamedAlarm(self, name)
 
-    async def _schedule(self, name: str, scheduled_time: object) -> None:
+    async def _schedule(self, name: str, scheduled_time: object, payload: object) -> None:
         at = to_epoch_ms("scheduled_time", scheduled_time)
+        text = None if payload is None else serialize(payload, "payload")
         now = now_ms()
         generation = random_uuid()
 
         def write(sql: SqlStorage) -> None:
             sql.exec(
                 "INSERT INTO durability_alarms (name, generation_id, status, scheduled_at, "
-                "next_attempt_at, attempt, last_error, last_error_name, created_at) "
-                "VALUES (?, ?, 'pending', ?, ?, 0, NULL, NULL, ?) "
+                "next_attempt_at, attempt, last_error, last_error_name, created_at, payload, "
+                "occurrence) VALUES (?, ?, 'pending', ?, ?, 0, NULL, NULL, ?, ?, NULL) "
                 "ON CONFLICT(name) DO UPDATE SET generation_id = excluded.generation_id, "
                 "status = 'pending', scheduled_at = excluded.scheduled_at, "
                 "next_attempt_at = excluded.next_attempt_at, attempt = 0, last_error = NULL, "
-                "last_error_name = NULL, created_at = excluded.created_at",
+                "last_error_name = NULL, created_at = excluded.created_at, "
+                "payload = excluded.payload, occurrence = NULL",
                 name,
                 generation,
                 at,
                 at,
                 now,
+                text,
             )
 
         await self._engine.transaction(write)
@@ -150,7 +159,7 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
             )
 
     def _due_spec(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> ExecutionSpec:
-        name, generation, scheduled_at, created_at, attempt = row
+        name, generation, scheduled_at, created_at, attempt, payload_text, occurrence = row
         scheduled_time = int(scheduled_at)
 
         def argument(attempt: int, signal: AbortSignal) -> DurableAlarmInfo:
@@ -163,6 +172,8 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
                 idempotency_key=IDEMPOTENCY_PREFIX + generation,
                 signal=signal,
                 platform=info,
+                payload=None if payload_text is None else deserialize(payload_text),
+                occurrence=None if occurrence is None else int(occurrence),
             )
 
         def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
@@ -195,6 +206,7 @@ class NamedAlarm(HandlerEntry[DurabilityAlarms]):
 
     __slots__ = ()
 
-    async def __call__(self, scheduled_time: TimeInput) -> None:
-        """Schedule the occurrence at `scheduled_time` (ms or aware datetime), replacing any."""
-        await self._owner._schedule(self.name, scheduled_time)
+    async def __call__(self, scheduled_time: TimeInput, payload: JsonValue = None) -> None:
+        """Schedule the occurrence at `scheduled_time` (ms or aware datetime), replacing any;
+        its handler gets `payload` (a JSON value) as `info.payload`."""
+        await self._owner._schedule(self.name, scheduled_time, payload)

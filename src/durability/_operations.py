@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
+from urllib.parse import quote
 
 from ._clock import now_ms
 from ._context import Context, Row, SqlStorage
@@ -54,22 +55,31 @@ NULL_TEXT = serialize(None)
 """The stored envelope of `None`, the most common payload and result."""
 CAPABILITY = "operations"
 DEFAULT_RETRIES = RetryPolicy()
+IDEMPOTENCY_PREFIX = "durability-call:v1:"
+
+P = TypeVar("P")
+"""The payload type a handler declares (`DurableCall[Order]`); unchecked at run time."""
 
 Status = Literal["not_found", "pending", "completed", "failed"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DurableCall:
+@dataclass(frozen=True, kw_only=True)
+class DurableCall(Generic[P]):
     """What an operation handler receives: the call's id, payload and attempt (1-based).
 
     `signal` is aborted when the attempt times out or the record is purged.
+    `idempotency_key` is the same for every attempt of this call and differs between
+    objects: it holds the object's id, the operation and the call's id, so an external
+    service given it applies the call's effect once. (Not slotted: `DurableCall[Order](...)`
+    must be able to record its type argument.)
     """
 
     id: str
     operation: str
-    payload: JsonValue
+    payload: P
     attempt: int
     signal: AbortSignal
+    idempotency_key: str
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -92,9 +102,10 @@ class OperationResult:
 class Durability(DurableHelper["DurableOperation"]):
     """Durable operations: `await durability.<handler>(id=..., payload=...)` registers one.
 
-    Construct it in the object's `__init__` with `scheduler=` (shared) or `context=`
-    (a private scheduler, which then accepts the scheduler options), and delegate the
-    object's `alarm()` to the scheduler (or to this helper when it is alone).
+    Construct it in the object's `__init__` with `scheduler=` or `context=` (the
+    object's scheduler, built with the scheduler options given here if it has none
+    yet), and delegate the object's `alarm()` to the scheduler (or to any of its
+    helpers).
     """
 
     _kind = "Durability"
@@ -112,7 +123,7 @@ class Durability(DurableHelper["DurableOperation"]):
     def __init__(
         self,
         *,
-        handlers: Mapping[str, Callable[[DurableCall], Any]],
+        handlers: Mapping[str, Callable[[DurableCall[Any]], Any]],
         scheduler: DurabilityScheduler | None = None,
         context: Context | None = None,
         attempt_timeout_ms: int = DEFAULT_ATTEMPT_TIMEOUT_MS,
@@ -271,19 +282,22 @@ class Durability(DurableHelper["DurableOperation"]):
         created_at: int,
         attempt: int,
     ) -> ExecutionSpec:
-        def argument(attempt: int, signal: AbortSignal) -> DurableCall:
+        idempotency_key = call_idempotency_key(self._engine.object_id(), operation, key)
+
+        def argument(attempt: int, signal: AbortSignal) -> DurableCall[JsonValue]:
             return DurableCall(
                 id=key,
                 operation=operation,
                 payload=None if payload_text == NULL_TEXT else deserialize(payload_text),
                 attempt=attempt,
                 signal=signal,
+                idempotency_key=idempotency_key,
             )
 
         def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
             try:
                 text = NULL_TEXT if result is None else serialize(result, "result")
-            except TypeError as error:
+            except (TypeError, ValueError) as error:
                 raise DurableResultSerializationError(operation) from error
             completed_at = now_ms()
             won = sql.exec(
@@ -310,6 +324,12 @@ class Durability(DurableHelper["DurableOperation"]):
     def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
         """A result that cannot be stored fails the call: running it again would not help."""
         return isinstance(error, DurableResultSerializationError)
+
+
+def call_idempotency_key(object_id: str | None, operation: str, id: str) -> str:
+    """`durability-call:v1:<object id>:<operation>:<id>`, the operation name escaped so
+    no two (operation, id) pairs give one key (the id, last, is kept as it is)."""
+    return f"{IDEMPOTENCY_PREFIX}{object_id or ''}:{quote(operation, safe='')}:{id}"
 
 
 def _check_id(id: object) -> str:

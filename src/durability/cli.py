@@ -2,8 +2,9 @@
 
 `durability serve PROJECT_DIR` serves a Cloudflare-shaped project (a folder with
 `wrangler.jsonc` or `wrangler.toml`) and `durability serve MODULE` a worker module (its
-`bindings` and `async def fetch(request, env)`) over HTTP with a file-backed runtime.
-Run without a command, it prints help.
+`bindings` and `async def fetch(request, env)`) over HTTP with a file-backed runtime;
+`durability inspect PATH` shows what the objects stored under a runtime path hold and
+owe. Run without a command, it prints help.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import argparse
 import contextlib
 import logging
 import sys
-import traceback
 from collections.abc import Sequence
+from pathlib import Path
 
 __all__ = ["main"]
 
@@ -30,6 +31,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "serve":
         return _serve(args)
+    if args.command == "inspect":
+        from ._cli_inspect import run
+
+        return run(args.path, args.namespace, args.name, args.json)
     parser.error(f"unknown command {args.command!r}")
     return EXIT_USAGE
 
@@ -39,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="durability",
         description="Durable, crash-safe building blocks for per-entity actors.",
     )
+    parser.add_argument("--version", action="version", version=f"durability {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = commands.add_parser(
         "serve",
@@ -62,7 +68,29 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--port", type=int, default=8787, help="TCP port (default: 8787)")
     serve.add_argument("--host", default="127.0.0.1", help="interface (default: 127.0.0.1)")
+    inspect = commands.add_parser(
+        "inspect",
+        help="show the objects under a runtime path: pending work, failures, alarms, logs",
+        description=(
+            "Show each object stored under a runtime path (read-only; safe while a "
+            "runtime serves it): its name, file size, alarm, operations, named alarms, "
+            "log cursors and leases, and fanout backlog."
+        ),
+    )
+    inspect.add_argument("path", metavar="PATH", help="the runtime's --path directory")
+    inspect.add_argument("namespace", metavar="NAMESPACE", nargs="?", help="one binding only")
+    inspect.add_argument("name", metavar="NAME", nargs="?", help="one object: its name or id")
+    inspect.add_argument("--json", action="store_true", help="print one JSON document")
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("durability")
+    except PackageNotFoundError:
+        return "(not installed)"
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -70,6 +98,7 @@ def _serve(args: argparse.Namespace) -> int:
         import uvicorn
     except ImportError:
         return _fail("needs uvicorn: pip install 'durability[serve]'")
+    from ._serve_checks import import_failure, path_problem, port_problem
     from .runtime import Runtime
     from .runtime.server import WorkerApp, WorkerModuleError, load_worker
 
@@ -79,13 +108,15 @@ def _serve(args: argparse.Namespace) -> int:
         worker = load_worker(args.module)
     except WorkerModuleError as error:
         return _fail(str(error))
-    except Exception:
-        traceback.print_exc()
-        return _fail(f"importing {args.module} failed (traceback above)")
+    except Exception as error:
+        return _fail(import_failure(args.module, error))
     try:
         runtime = Runtime(path=args.path, bindings=worker.bindings)
     except (TypeError, ValueError) as error:
         return _fail(f"{args.module}: {error}")
+    problem = path_problem(Path(args.path)) or port_problem(args.host, args.port)
+    if problem is not None:
+        return _fail(problem)
     logging.basicConfig(level=logging.INFO, format="%(levelname)-9s %(message)s")
     logging.getLogger("durability.serve").info(
         "Serving %s (bindings: %s), data in %s",

@@ -1,12 +1,16 @@
-"""Subscription renewals: recurring named alarms that register durable charges.
+"""Subscription renewals: a renewal alarm per billing period and one durable charge each.
 
-One `Subscription` object per customer. Subscribing schedules a `renew` named alarm one
-period ahead (30 days, or `?period=SECONDS` for a trial). When it fires, the handler
-registers a durable `charge_invoice` operation (retried on its own if the payments
-service fails) whose id is the alarm occurrence's idempotency key, then schedules the
-next occurrence. Scheduling a name again replaces its pending occurrence, so
-subscribing twice is harmless; cancelling stops the next renewal from charging or
-rescheduling.
+One `Subscription` object per customer, its handlers declared on the class: `renew`
+is a named alarm and `charge_invoice` a durable operation (retried on its own if the
+payments service fails). Subscribing schedules `renew` one period ahead (30 days, or
+`?period=SECONDS` for a trial), with the period's length as the alarm's payload. When
+it fires, it registers the charge of the billing period that starts then, under the id
+`period:<start ms>`, and schedules the next renewal. The charge's idempotency key,
+which the payments service dedupes on, is built from that id: a retried renewal, or a
+renewal of the same period scheduled again, registers the same charge, which is a
+no-op, so each period is charged once. Scheduling a name again replaces its pending
+occurrence, so subscribing twice is harmless; cancelling stops the next renewal from
+charging or rescheduling.
 
 The payments service is the `PAYMENTS` binding: here `Payments`, a Durable Object that
 accepts one charge per idempotency key, as a real provider does. Tests bind a fake with
@@ -15,17 +19,12 @@ injectable failures in its place. The same file runs on Cloudflare and under
 """
 
 import json
+from typing import ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 from workers import DurableObject, Response, WorkerEntrypoint
 
-from durability import (
-    Durability,
-    DurabilityAlarms,
-    DurabilityScheduler,
-    RetryPolicy,
-    now_ms,
-)
+from durability import Durable, RetryPolicy, named_alarm, now_ms, operation
 
 RENEWAL_PERIOD_MS = 30 * 24 * 60 * 60 * 1000
 """Thirty days between charges."""
@@ -37,57 +36,47 @@ PROVIDER = "provider"
 """The one `Payments` object every subscription charges through."""
 
 
-class Subscription(DurableObject):
-    """One customer's subscription: a recurring `renew` alarm and durable charges."""
+class Subscription(Durable, DurableObject):
+    """One customer's subscription: a `renew` alarm per period and one charge per period."""
 
-    def __init__(self, ctx, env):
-        super().__init__(ctx, env)
-        # Both helpers share one scheduler: it owns the object's single alarm and one
-        # concurrency pool for every handler. `context=ctx` is the same on both hosts.
-        self.scheduler = DurabilityScheduler(context=ctx, alarm_concurrency=5)
-        self.durability = Durability(
-            scheduler=self.scheduler,
-            handlers={"charge_invoice": self._charge_invoice},
-            retries=RetryPolicy(max_attempts=8),
-        )
-        self.alarms = DurabilityAlarms(scheduler=self.scheduler, handlers={"renew": self._renew})
+    scheduler_options: ClassVar = {"alarm_concurrency": 5}
 
-    async def _charge_invoice(self, call):
+    @operation(retries=RetryPolicy(max_attempts=8))
+    async def charge_invoice(self, call):
+        """Charge one billing period; the provider applies each idempotency key once."""
         payload = call.payload
         await self.env.PAYMENTS.getByName(PROVIDER).charge(
-            call.id, payload["customer_id"], payload["period_start"]
+            call.idempotency_key, payload["customer_id"], payload["period_start"]
         )
 
-    async def _renew(self, info):
+    @named_alarm
+    async def renew(self, info):
+        """Start the billing period beginning at `info.scheduled_time`: charge it, then
+        schedule the next renewal."""
         customer_id = await self.ctx.storage.get("customer_id")
         if customer_id is None:
             return  # Cancelled: this occurrence completes without charging or renewing.
-        # The occurrence's idempotency key is stable across its retries, so a retried
-        # renewal registers the same charge again, which is a no-op.
-        await self.durability.charge_invoice(
-            id=info.idempotency_key,
-            payload={"customer_id": customer_id, "period_start": info.scheduled_time},
+        period_start = info.scheduled_time
+        await self.charge_invoice(
+            f"period:{period_start}", {"customer_id": customer_id, "period_start": period_start}
         )
-        period_ms = await self.ctx.storage.get("period_ms") or RENEWAL_PERIOD_MS
-        await self._schedule_renewal(info.scheduled_time + period_ms)
+        await self._schedule_renewal(period_start + info.payload["period_ms"], info.payload)
 
-    async def _schedule_renewal(self, at_ms):
-        """Schedule (or move) the next renewal and remember when it is."""
-        await self.alarms.renew(at_ms)
+    async def _schedule_renewal(self, at_ms, plan):
+        """Schedule (or move) the next renewal with its plan, and remember when it is."""
+        await self.renew(at_ms, payload=plan)
         await self.ctx.storage.put("next_renewal_at", at_ms)
 
     async def subscribe(self, customer_id, period_ms=RENEWAL_PERIOD_MS):
         """Start (or restart) the subscription; returns when the first renewal is due."""
         await self.ctx.storage.put("customer_id", customer_id)
-        await self.ctx.storage.put("period_ms", period_ms)
         first = now_ms() + period_ms
-        await self._schedule_renewal(first)
+        await self._schedule_renewal(first, {"period_ms": period_ms})
         return first
 
     async def cancel(self):
         """Stop renewing: the next occurrence finds no customer and does nothing."""
         await self.ctx.storage.delete("customer_id")
-        await self.ctx.storage.delete("period_ms")
         await self.ctx.storage.delete("next_renewal_at")
 
     async def state(self):
@@ -104,9 +93,6 @@ class Subscription(DurableObject):
             "operations": await self.durability.purge_before(cutoff),
             "alarms": await self.alarms.purge_before(cutoff),
         }
-
-    async def alarm(self, alarm_info=None):
-        await self.scheduler.alarm(alarm_info)
 
 
 class Payments(DurableObject):

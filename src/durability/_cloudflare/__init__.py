@@ -12,7 +12,14 @@ from typing import Any
 from .._context import Context
 from ._context import CloudflareAlarmInfo, CloudflareContext, alarm_info
 
-__all__ = ["CloudflareAlarmInfo", "CloudflareContext", "adapt", "alarm_info", "as_context"]
+__all__ = [
+    "CloudflareAlarmInfo",
+    "CloudflareContext",
+    "adapt",
+    "alarm_info",
+    "as_context",
+    "host_ctx",
+]
 
 
 def _is_cloudflare(ctx: object) -> bool:
@@ -32,6 +39,14 @@ def as_context(context: Any) -> Any:
     if type(context) is CloudflareContext or not _is_cloudflare(context):
         return context
     return CloudflareContext(context)
+
+
+def host_ctx(context: Any) -> Any:
+    """The host's own `ctx` behind `context`: the Cloudflare `ctx` an adapted context
+    wraps, else `context` itself (what identifies the object)."""
+    if type(context) is CloudflareContext:
+        return context._ctx
+    return context
 
 
 def adapt(ctx: Any) -> Context:

@@ -20,6 +20,9 @@ from .._types import MAX_SAFE_INTEGER
 MAX_BINDINGS = 100
 """Bound parameters per query that Cloudflare's SQLite-backed Durable Objects accept."""
 
+_INT32 = 2**31
+"""Ints in [-2**31, 2**31) reach JavaScript as plain numbers under every Pyodide."""
+
 _absent: set[str] = set()
 """Modules that failed to import once (a failed import is not cached by Python)."""
 
@@ -116,7 +119,10 @@ def sql_bindings(bindings: Sequence[object], raw: bool) -> list[object]:
     `bool` becomes 0/1 (the API would store the text 'true'); `bytes` go through
     `to_js` when the SDK does not convert them (`raw`), else they are stored as the
     text "b'...'"; an int outside +/-(2**53 - 1) is refused before it reaches
-    JavaScript, which cannot bind it exactly.
+    JavaScript, which cannot bind it exactly. A large int within that range is passed
+    as the float of the same value: Pyodide would make 2**53 - 1 a BigInt, which the
+    API refuses, and JavaScript numbers are bound as REAL whatever Python type they
+    came from.
     """
     if len(bindings) > MAX_BINDINGS:
         raise ValueError(
@@ -136,7 +142,7 @@ def sql_bindings(bindings: Sequence[object], raw: bool) -> list[object]:
                     f"binding {index} is an integer outside +/-(2**53 - 1), which Cloudflare's "
                     "SQL API cannot bind exactly; store it as TEXT"
                 )
-            converted.append(int(value))
+            converted.append(int(value) if -_INT32 <= value < _INT32 else float(value))
         elif isinstance(value, bytes | bytearray | memoryview):
             data = bytes(value)
             converted.append(ffi().to_js(data) if raw else data)

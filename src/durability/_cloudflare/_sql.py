@@ -69,7 +69,7 @@ class Rows:
         """The only remaining row; `ValueError` unless there is exactly one."""
         remaining = len(self._rows) - self._position
         if remaining != 1:
-            got = "no results" if remaining == 0 else f"{remaining} results"
+            got = "no results" if remaining == 0 else "multiple results"
             raise ValueError(f"Expected exactly one result from SQL query, but got {got}.")
         return next(self)
 

@@ -24,7 +24,7 @@ from .migrations import Migration, is_schema_current, migrate
 from .options import AlarmRetryInfo, SchedulerOptions
 from .participants import HostAlarmInfo, Participant
 from .permits import PermitPool
-from .reconcile import reconcile
+from .reconcile import TimerTimes, reconcile
 from .registry import RunningExecutions, Watchers
 from .tables import TableSpec, purge_created_before
 from .tasks import BACKGROUND_FAILED, InstanceTasks
@@ -59,6 +59,9 @@ class Engine:
         self._participants: list[Participant] = []
         self._migrated: set[str] = set()
         self._refresh: asyncio.Future[None] | None = None
+        self.handle: object = None
+        """The `DurabilityScheduler` of this engine: helpers hold the engine, and through
+        it the object's registered scheduler stays alive as long as they do."""
 
     # -- attachment ---------------------------------------------------------------------
 
@@ -107,18 +110,19 @@ class Engine:
         row the write added (`None` if it added none): when that is now or earlier, the
         reconcile needs only the armed alarm, not the pending rows.
         """
-        timer_at: list[int | None] = [None]
+        times = [TimerTimes()]
 
         async def body(txn: Transaction) -> T:
             value = write(self.sql)
             added = None if due_at is None else due_at(value)
-            timer_at[0] = await reconcile(
-                txn, self.sql, self._participants, self.running, self.options, added
+            serving = self._timer.serving()
+            times[0] = await reconcile(
+                txn, self.sql, self._participants, self.running, self.options, serving, added
             )
             return value
 
         result = await self.storage.transaction(body)
-        self._timer.schedule(timer_at[0])
+        self._timer.schedule(times[0])
         return result
 
     def schedule_next_alarm(self) -> Awaitable[None]:
@@ -234,8 +238,8 @@ class Engine:
         """Run `worker` over `items` in order with at most `alarm_concurrency` at once.
 
         `table` names the participant whose due rows these are: until the last item is
-        taken, early-timer passes skip that participant, and one deferred that way
-        starts as soon as it is taken.
+        taken, the early timer is neither armed for that participant's work nor starts
+        passes over it; a pass owed to it meanwhile starts once the last item is taken.
         """
         pending = list(items)
         if not pending:

@@ -90,8 +90,14 @@ class RetryDecision:
 
 
 def decide_retry(spec: ExecutionSpec, attempt: int, error: BaseException) -> RetryDecision:
-    """Apply the retry rules in order: non-retryable, attempt limit, kind rule, policy delay."""
-    if is_non_retryable(error) or attempt >= spec.policy.max_attempts or spec.is_terminal(error):
+    """Apply the retry rules in order: non-retryable (by class, name or the policy's
+    `non_retryable`), attempt limit, kind rule, policy delay."""
+    if (
+        is_non_retryable(error)
+        or isinstance(error, spec.policy.non_retryable)
+        or attempt >= spec.policy.max_attempts
+        or spec.is_terminal(error)
+    ):
         timestamp = now_ms()
         return RetryDecision(error, True, timestamp, timestamp)
     try:

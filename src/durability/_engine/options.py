@@ -1,8 +1,8 @@
 """`SchedulerOptions`: how one scheduler paces its alarm passes, validated once.
 
 `DurabilityScheduler` takes the options as keywords, and so does a helper given
-`context=` (it then builds a private scheduler); both end up here, so the defaults and
-the rules live in one place.
+`context=` (it then builds the object's scheduler, or checks them against it); both end
+up here, so the defaults and the rules live in one place.
 """
 
 from __future__ import annotations

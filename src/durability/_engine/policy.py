@@ -49,16 +49,28 @@ class RetryPolicy:
     interrupted by eviction. `delay` (default `None`, meaning `default_delay`:
     equal-jittered exponential, 1 s doubling, capped at 300 s) maps the attempt that
     just failed to a delay in ms; a raise or a value that is not a finite non-negative
-    number fails the record with `DurableRetryPolicyError`.
+    number fails the record with `DurableRetryPolicyError`. `non_retryable` (default
+    none) is a tuple of exception classes: an attempt raising an instance of one ends
+    the record as failed at once, like `NonRetryableError`, so a vendor's exception
+    needs no wrapping.
     """
 
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     delay: DelayFunction | None = None
+    non_retryable: tuple[type[BaseException], ...] = ()
 
     def __post_init__(self) -> None:
         check_positive_int("max_attempts", self.max_attempts)
         if self.delay is not None:
             check_callable("delay", self.delay)
+        if not isinstance(self.non_retryable, tuple):
+            raise TypeError(
+                "non_retryable must be a tuple of exception classes, "
+                f"got {type(self.non_retryable).__name__}"
+            )
+        for item in self.non_retryable:
+            if not (isinstance(item, type) and issubclass(item, BaseException)):
+                raise TypeError(f"non_retryable must hold exception classes, got {item!r}")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -94,6 +106,7 @@ class AttemptPolicy:
     max_attempts: int
     delay: DelayFunction
     retry_timeouts: bool = False
+    non_retryable: tuple[type[BaseException], ...] = ()
 
 
 Options = TypeVar("Options", MethodOptions, AlarmMethodOptions)
@@ -168,6 +181,12 @@ def resolve_policies(
             method_policy.max_attempts,
             method_policy.delay or default_delay,
             retry_timeouts,
+            method_policy.non_retryable,
         )
-    default = AttemptPolicy(timeout, policy.max_attempts, policy.delay or default_delay)
+    default = AttemptPolicy(
+        timeout,
+        policy.max_attempts,
+        policy.delay or default_delay,
+        non_retryable=policy.non_retryable,
+    )
     return default, overrides

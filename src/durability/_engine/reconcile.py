@@ -3,12 +3,15 @@
 The alarm is a bounded fallback: it is armed for the earliest pending row, but never
 sooner than `alarm_min_delay_ms` from now, and an alarm already inside that window is
 left alone so frequent writes cannot keep pushing it later. The reconcile also tells
-the caller when the early timer should fire.
+the caller when the early timer should fire, keeping apart the tables whose running
+pass still takes due rows: that pass owes them their next pass, so a timer for them
+would only start a pass that skips them, reconcile again and re-arm, forever.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 
 from .._clock import now_ms
 from .._context import SqlStorage, Transaction
@@ -42,21 +45,37 @@ def pending_times(
     return physical, eligible
 
 
+@dataclass(frozen=True, slots=True)
+class TimerTimes:
+    """What a reconcile asks of the early timer.
+
+    `at`: when to fire for work no running pass is taking (`None`: never);
+    `deferred`: the earliest timer time of each table in the reconcile's `serving`.
+    """
+
+    at: int | None = None
+    deferred: dict[str, int] = field(default_factory=dict)
+
+
 async def reconcile(
     txn: Transaction,
     sql: SqlStorage,
     participants: Sequence[Participant],
     running: RunningExecutions,
     options: SchedulerOptions,
+    serving: Collection[str],
     added_due_at: int | None = None,
-) -> int | None:
-    """Arm the alarm for the earliest pending row; return the early timer's time.
+) -> TimerTimes:
+    """Arm the alarm for the earliest pending row; return the early timer's times.
 
-    `added_due_at` is the due time of a row this transaction added, if any.
+    `serving` names the tables whose running pass still takes due rows; `added_due_at`
+    is the due time of a row this transaction added, if any.
     """
     now = now_ms()
     min_delay = options.alarm_min_delay_ms
-    if added_due_at is not None and added_due_at <= now:
+    # The shortcut cannot tell which table the added row is in, so it is only for
+    # when no table is deferred.
+    if added_due_at is not None and added_due_at <= now and not serving:
         current = await txn.get_alarm()
         latest = now + min_delay
         # The earliest pending time is at most `added_due_at`, so the window is
@@ -65,27 +84,32 @@ async def reconcile(
         # `added_due_at` needs the earliest pending time itself.
         if current is None or current > latest:
             await txn.set_alarm(latest)
-            return added_due_at
+            return TimerTimes(added_due_at)
         if current >= added_due_at:
-            return added_due_at
+            return TimerTimes(added_due_at)
     physical_times: list[int] = []
     timer_times: list[int] = []
+    deferred: dict[str, int] = {}
     for participant in participants:
-        keys = running.keys(participant.table.name)
-        physical, timer = pending_times(sql, participant, keys, options.live_timers)
+        table = participant.table.name
+        physical, timer = pending_times(sql, participant, running.keys(table), options.live_timers)
         if physical is not None:
             physical_times.append(physical)
-        if timer is not None:
+        if timer is None:
+            continue
+        if table in serving:
+            deferred[table] = timer
+        else:
             timer_times.append(timer)
     current = await txn.get_alarm()
     if not physical_times:
         if current is not None:
             await txn.delete_alarm()
-        return None
+        return TimerTimes()
     earliest = min(physical_times)
     target = max(earliest, now + min_delay)
     # An alarm already inside [earliest, target] stays, so frequent reconciliation
     # cannot keep pushing the fallback later.
     if current is None or current < earliest or current > target:
         await txn.set_alarm(target)
-    return min(timer_times) if timer_times else None
+    return TimerTimes(min(timer_times) if timer_times else None, deferred)

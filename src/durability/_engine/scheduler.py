@@ -1,18 +1,26 @@
 """`DurabilityScheduler`, the public handle on an engine, and how helpers attach to one.
 
-A helper attaches with `scheduler=` (the shared engine) or `context=` (a private engine
-built with the scheduler options the helper was given) and claims its kind: one helper
-of a kind per scheduler. Helpers with due work use the whole engine; a helper without
-(the log) attaches for the object's storage only.
+An object has one scheduler: the first `DurabilityScheduler(context=ctx)`, or the first
+helper given `context=ctx`, registers itself for that `ctx`, and later helpers given the
+same `context=` attach to it, so two helpers can never each own the object's one alarm.
+A helper attaches with `scheduler=` or `context=` and claims its kind: one helper of a
+kind per scheduler. Helpers with due work use the whole engine; a helper without (the
+log) attaches for the object's storage only.
+
+The registry holds schedulers weakly, keyed by the identity of the `ctx` they were
+built on (a `ctx` need not accept attributes or weak references): it never keeps an
+object alive, and an entry goes with its scheduler. A scheduler holds its `ctx`, so
+while an entry exists its key cannot be reused by another object.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._cloudflare import alarm_info, as_context
-from .._context import Context, Storage
+from .._cloudflare import alarm_info, as_context, host_ctx
+from .._context import Context
 from .engine import Engine
 from .migrations import Migration
 from .options import (
@@ -27,14 +35,16 @@ from .participants import HostAlarmInfo
 
 
 class DurabilityScheduler:
-    """One per object when several helpers share its alarm, storage and permits.
+    """The one owner of an object's alarm, storage transactions and permits.
 
-    Pass it as `scheduler=` to every helper and delegate the object's `alarm()` to
-    `scheduler.alarm(info)`. Construct it, and every helper, eagerly in the object's
-    `__init__`: only helpers built in the current instance are consulted by a pass.
+    Pass it as `scheduler=` to every helper (or give every helper the same `context=`)
+    and delegate the object's `alarm()` to `scheduler.alarm(info)`. Construct it, and
+    every helper, eagerly in the object's `__init__`: only helpers built in the current
+    instance are consulted by a pass. A second one for the same `ctx` raises
+    `ValueError`.
     """
 
-    __slots__ = ("_engine",)
+    __slots__ = ("__weakref__", "_ctx", "_engine")
 
     def __init__(
         self,
@@ -53,7 +63,43 @@ class DurabilityScheduler:
             live_timers=live_timers,
             on_alarm_retry=on_alarm_retry,
         )
+        if DurabilityScheduler.of(context) is not None:
+            raise ValueError(
+                "this object already has a DurabilityScheduler (the first one built with "
+                "this context, or by a helper given context=); pass scheduler= to share it "
+                "(DurabilityScheduler.of(ctx) returns it)"
+            )
+        self._start(context, options)
+
+    def _start(self, context: Context, options: SchedulerOptions) -> None:
+        """Build the engine and register this scheduler as the object's own."""
         self._engine = Engine(as_context(context), options)
+        self._engine.handle = self
+        self._ctx = host_ctx(context)
+        _SCHEDULERS[id(self._ctx)] = self
+
+    def _release(self) -> None:
+        """Stop being the object's scheduler (its object failed to construct)."""
+        if _SCHEDULERS.get(id(self._ctx)) is self:
+            del _SCHEDULERS[id(self._ctx)]
+
+    @classmethod
+    def _for(cls, context: Context, options: SchedulerOptions) -> DurabilityScheduler:
+        """The object's scheduler: the registered one, else a new one with `options`."""
+        found = cls.of(context)
+        if found is None:
+            found = cls.__new__(cls)
+            found._start(context, options)
+        return found
+
+    @staticmethod
+    def of(ctx: object) -> DurabilityScheduler | None:
+        """The scheduler of the object whose `ctx` this is, or `None` before there is one."""
+        key = host_ctx(ctx)
+        found = _SCHEDULERS.get(id(key))
+        if found is None or found._ctx is not key:
+            return None
+        return found
 
     async def alarm(self, info: HostAlarmInfo | None = None) -> None:
         """Run due work of every attached helper and re-arm the physical alarm."""
@@ -67,11 +113,12 @@ def attach(
     kind: str,
     options: Mapping[str, Any],
 ) -> Engine:
-    """The engine a helper of `kind` uses: the shared one of `scheduler`, or a private one.
+    """The engine a helper of `kind` uses: that of `scheduler`, or of the object's
+    scheduler for `context` (built with `options` when the object has none yet).
 
     Exactly one of `scheduler` and `context` must be given; the scheduler `options` the
-    helper was given (by name) are only accepted with `context`. Claims `kind` on the
-    engine (one helper per kind).
+    helper was given (by name) are only accepted with `context`, and must equal those of
+    an existing scheduler. Claims `kind` on the engine (one helper per kind).
     """
     unknown = sorted(set(options) - set(OPTION_NAMES))
     if unknown:
@@ -88,11 +135,36 @@ def attach(
             raise ValueError(f"{name} can only be given with context= (set it on the scheduler)")
         engine = scheduler._engine
     elif context is not None:
-        engine = Engine(as_context(context), SchedulerOptions(**options))
+        engine = object_scheduler(context, options)._engine
     else:
         raise TypeError("either scheduler= or context= is required")
     engine.claim_kind(kind)
     return engine
+
+
+def object_scheduler(context: Context, options: Mapping[str, Any]) -> DurabilityScheduler:
+    """The object's scheduler for `context`: the existing one, whose options must equal
+    the `options` given (`ValueError` otherwise), else a new one built with them."""
+    wanted = SchedulerOptions(**options)
+    scheduler = DurabilityScheduler._for(context, wanted)
+    _check_same_options(scheduler._engine.options, wanted, options)
+    return scheduler
+
+
+def _check_same_options(
+    own: SchedulerOptions, wanted: SchedulerOptions, given: Mapping[str, Any]
+) -> None:
+    """`ValueError` when an option a helper was given differs from its scheduler's."""
+    for name in sorted(given):
+        if getattr(own, name) != getattr(wanted, name):
+            raise ValueError(
+                f"{name} differs from the object's scheduler ({getattr(own, name)!r}); "
+                "the object's helpers share one scheduler: give its options once"
+            )
+
+
+_SCHEDULERS: weakref.WeakValueDictionary[int, DurabilityScheduler] = weakref.WeakValueDictionary()
+"""Each object's scheduler, by `id(ctx)` (see the module docstring)."""
 
 
 def attach_storage(
@@ -101,8 +173,9 @@ def attach_storage(
     context: Context | None,
     kind: str,
     schemas: Mapping[str, Sequence[Migration]],
-) -> Storage:
-    """The object's storage for a helper of `kind` with no due work (it never sets the alarm).
+) -> Engine:
+    """The engine of a helper of `kind` with no due work, which uses only its `storage`
+    (it never sets the alarm) and holds it to keep its place on the object's scheduler.
 
     Attaches like `attach` without scheduler options, then brings each capability's
     schema in `schemas` up to date.
@@ -110,4 +183,4 @@ def attach_storage(
     engine = attach(scheduler=scheduler, context=context, kind=kind, options={})
     for capability, migrations in schemas.items():
         engine.migrate_schema(capability, migrations)
-    return engine.storage
+    return engine

@@ -10,6 +10,8 @@ from typing import Final
 
 from .migrations import ALARMS_0004, CALLS_0004, Migration, migration_time_ms
 
+ALARMS_0008: Final = "durability_0008_alarms_payload_and_occurrence"
+
 _CALL_COLUMNS: Final = (
     "id, operation, payload, status, result, attempt, next_attempt_at, "
     "last_error, last_error_name, completed_at"
@@ -113,8 +115,30 @@ NAMED_ALARM_MIGRATIONS: Final[tuple[Migration, ...]] = (
             _ALARMS_PENDING_INDEX,
         ),
     ),
+    Migration(
+        name=ALARMS_0008,
+        up=(
+            "ALTER TABLE durability_alarms ADD COLUMN payload TEXT",
+            "ALTER TABLE durability_alarms ADD COLUMN occurrence INTEGER",
+        ),
+        down=(
+            f"CREATE TABLE durability_alarms_previous ({_ALARM_TABLE_BODY}, "
+            "created_at INTEGER NOT NULL)",
+            f"INSERT INTO durability_alarms_previous ({_ALARM_COLUMNS}, created_at) "
+            f"SELECT {_ALARM_COLUMNS}, created_at FROM durability_alarms",
+            "DROP TABLE durability_alarms",
+            "ALTER TABLE durability_alarms_previous RENAME TO durability_alarms",
+            _ALARMS_PENDING_INDEX,
+            "CREATE INDEX durability_alarms_created_idx ON durability_alarms (created_at)",
+        ),
+    ),
 )
-"""Capability "namedAlarms": the `durability_alarms` table."""
+"""Capability "namedAlarms": the `durability_alarms` table.
+
+0008 adds `payload` (the serialized JSON value given when the occurrence was scheduled,
+NULL for none) and `occurrence` (the slot number of a recurrence's occurrence, NULL for
+a one-shot). Its down rebuilds the table rather than dropping columns, so it runs on
+any SQLite."""
 
 FANOUT_MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(

@@ -27,9 +27,12 @@ _PRIVATE_TABLES = (
     " scheduled_ms INTEGER,"
     " retry_ms INTEGER,"
     " retry_attempt INTEGER NOT NULL DEFAULT 0)",
+    "CREATE TABLE IF NOT EXISTS _durability_name ("
+    " id INTEGER PRIMARY KEY CHECK (id = 1), name TEXT NOT NULL)",
 )
 
 CommitHook = Callable[["Database"], None]
+FailureHook = Callable[["Database", BaseException], None]
 
 _SAVEPOINT_NAMES = tuple(f"_durability_sp{depth}" for depth in range(16))
 """Savepoints are named by nesting depth, so the same few statements are reused from
@@ -74,27 +77,38 @@ class Database:
         self.alarm_changed = False
         self.before_commit: CommitHook | None = None
         self.after_commit: CommitHook | None = None
-        self.commit_failed: CommitHook | None = None
+        self.commit_failed: FailureHook | None = None
         self._connection: sqlite3.Connection | None = connection
         self._loop = loop
         self._pending: asyncio.Future[None] | None = None
         self._savepoints = 0
+        self._unrecorded_name: str | None = None
 
     @classmethod
     def open(cls, loop: asyncio.AbstractEventLoop, file: Path | None) -> Database:
-        """Open (creating if needed) an object's database; `None` keeps it in memory."""
+        """Open (creating if needed) an object's database; `None` keeps it in memory.
+
+        A file that cannot be used raises its `sqlite3` error, with the file named, and
+        leaves no connection open.
+        """
         if file is None:
             connection = sqlite3.connect(":memory:", isolation_level=None)
-        else:
-            created = not file.exists()
-            if created:
-                _make_directory(file.parent)
-            connection = sqlite3.connect(file, isolation_level=None)
+            database = cls(connection, loop, None)
+            database.create_private_tables()
+            return database
+        created = not file.exists()
+        if created:
+            _make_directory(file.parent)
+        connection = sqlite3.connect(file, isolation_level=None)
+        try:
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=FULL")
-        database = cls(connection, loop, file)
-        database.create_private_tables()
-        if file is not None and created:
+            database = cls(connection, loop, file)
+            database.create_private_tables()
+        except sqlite3.Error as error:
+            connection.close()
+            raise type(error)(f"{file}: {error}") from error
+        if created:
             sync_directory(file.parent)
         return database
 
@@ -108,15 +122,49 @@ class Database:
         return self._pending
 
     def create_private_tables(self) -> None:
-        """The runtime's own tables (KV pairs, the alarm), in this transaction if any."""
-        for statement in _PRIVATE_TABLES:
-            self._conn().execute(statement)
+        """The runtime's own tables (KV pairs, alarm, name), in this transaction if any.
+
+        Otherwise in one transaction of their own: a new file costs one commit, not one
+        per table.
+        """
+        connection = self._conn()
+        if connection.in_transaction:
+            for statement in _PRIVATE_TABLES:
+                connection.execute(statement)
+            return
+        connection.execute("BEGIN")
+        try:
+            for statement in _PRIVATE_TABLES:
+                connection.execute(statement)
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+
+    def recorded_name(self) -> str | None:
+        """The object's name as recorded in its file, if one was."""
+        row = self._conn().execute("SELECT name FROM _durability_name WHERE id = 1").fetchone()
+        return None if row is None else str(row[0])
+
+    def record_name(self, name: str) -> None:
+        """Store the object's name with its next commit (kept if one is recorded already).
+
+        Written inside a transaction the object opens anyway, so it costs no commit.
+        """
+        self._unrecorded_name = name
 
     def join(self) -> asyncio.Future[None]:
         """The commit future of the current turn's transaction, opening it if needed."""
         pending = self._pending
         if pending is None:
-            self._conn().execute("BEGIN IMMEDIATE")
+            connection = self._conn()
+            connection.execute("BEGIN IMMEDIATE")
+            if self._unrecorded_name is not None:
+                connection.execute(
+                    "INSERT INTO _durability_name (id, name) VALUES (1, ?)"
+                    " ON CONFLICT (id) DO NOTHING",
+                    (self._unrecorded_name,),
+                )
             pending = self._loop.create_future()
             pending.add_done_callback(_retrieve)
             self._pending = pending
@@ -189,10 +237,11 @@ class Database:
         except Exception as error:
             self.rollback(error)
             if self.commit_failed is not None:
-                self.commit_failed(self)
+                self.commit_failed(self, error)
             return
         self._pending = None
         self._savepoints = 0
+        self._unrecorded_name = None
         self.commits += 1
         changed, self.alarm_changed = self.alarm_changed, False
         if changed and self.after_commit is not None:
@@ -234,3 +283,12 @@ class Database:
         if self._connection is None:
             raise DatabaseClosedError("the object's database is closed")
         return self._connection
+
+
+def open_object_file(loop: asyncio.AbstractEventLoop, root: Path, key: tuple[str, str]) -> Database:
+    """Open the file of object `key` under `root`; its errors name the object too."""
+    try:
+        return Database.open(loop, root / key[0] / f"{key[1]}.sqlite3")
+    except sqlite3.Error as error:
+        message = f"object {key[0]}:{key[1]} cannot use its database: {error}"
+        raise type(error)(message) from error

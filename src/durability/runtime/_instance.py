@@ -59,7 +59,12 @@ class Instance:
     def user_object(self) -> DurableObject:
         """The user's instance, constructed on first use as `Class(ctx, env)`."""
         if self._object is None:
-            self._object = self._cls(self.ctx, self._env)
+            try:
+                self._object = self._cls(self.ctx, self._env)
+            except BaseException:
+                # Nothing of a failed construction is reused: the next try gets a new ctx.
+                self.ctx = ObjectContext(self)
+                raise
         return self._object
 
     def call(
@@ -290,11 +295,17 @@ class Instance:
         self.gone = True
         self.storage.fence()
 
-    def cancel_work(self) -> list[asyncio.Future[Any]]:
-        """Cancel every call and background task; callers waiting get `ObjectEvictedError`."""
+    def cancel_work(self, error: BaseException | None = None) -> list[asyncio.Future[Any]]:
+        """Cancel every call and background task; callers waiting get `ObjectEvictedError`.
+
+        Calls gated on a commit that already ended get its outcome; with `error` (a
+        failed commit), every other call in flight gets that error instead.
+        """
+        for commit in [commit for commit in self._gated if commit.done()]:
+            self._open_gate(commit)
         for outcome in self._outcomes.values():
             if not outcome.done():
-                outcome.set_exception(self._evicted_during_call())
+                outcome.set_exception(self._evicted_during_call() if error is None else error)
         self._outcomes.clear()
         pending = list(self.tasks)
         for task in pending:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .._context import Transaction
-from .._serialization import check_json_value, to_json_text
+from .._serialization import check_json_value, check_size, to_json_text
 from .._types import JsonValue, SqlValue, TimeInput
 from .._validate import check_callable, check_positive_int, to_epoch_ms
 from ._database import Database
@@ -285,6 +285,7 @@ class ObjectStorage:
         """Store a JSON value under `key`."""
         _check_key(key)
         text = to_json_text(check_json_value(value, "value"))
+        check_size("value", text, key)
         self.enter().execute(
             "INSERT INTO _durability_kv (key, value) VALUES (?, ?)"
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -319,11 +320,12 @@ class ObjectStorage:
         return {key: json.loads(text) for key, text in rows}
 
     async def delete_all(self) -> None:
-        """Drop every table, key and the alarm: the object is as new."""
+        """Drop every table, key and the alarm: the object is as new (its name stays)."""
         database = self.enter()
         schema = database.query(
             "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'view')"
-            " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY type = 'table'"
+            " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name <> '_durability_name'"
+            " ORDER BY type = 'table'"
         )
         for kind, name in schema:
             quoted = '"' + name.replace('"', '""') + '"'

@@ -75,11 +75,12 @@ def load_worker(target: str) -> WorkerModule:
     if fetch is None or not callable(fetch):
         raise WorkerModuleError(f"{target} does not define `async def fetch(request, env)`")
     bindings = getattr(module, "bindings", None)
+    what = "a dict of binding names (str) to DurableObject classes or values"
+    if bindings is None:
+        raise WorkerModuleError(f"{target} does not define `bindings`, {what}")
     if not isinstance(bindings, dict) or not all(isinstance(k, str) for k in bindings):
-        raise WorkerModuleError(
-            f"{target} does not define `bindings`, a dict of binding names to "
-            "DurableObject classes or values"
-        )
+        kind = type(bindings).__name__ if not isinstance(bindings, dict) else "non-str keys"
+        raise WorkerModuleError(f"{target}: `bindings` must be {what}, got {kind}")
     return WorkerModule(name=module.__name__, fetch=fetch, bindings=bindings)
 
 

@@ -1,0 +1,5 @@
+"""`python -m durability`: the `durability` command."""
+
+from durability.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,174 @@
+"""What each capability keeps in an object's database, read as JSON-ready values.
+
+One function per capability, each given the object's tables and returning `None` when
+the capability never ran there (its tables do not exist). `SECTIONS` lists them in
+report order: a new capability is one more function and one more entry.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from .._types import JsonValue
+
+DETAIL_ROWS = 100
+"""At most this many rows of one kind (operations, alarms, ...) per object."""
+
+
+class Tables:
+    """An object's open connection and the names of the tables it has."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+        self.names = frozenset(
+            name
+            for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        )
+
+    def has(self, *names: str) -> bool:
+        """Whether every one of `names` exists."""
+        return all(name in self.names for name in names)
+
+    def rows(self, query: str, *bindings: object) -> list[dict[str, Any]]:
+        """The rows of `query` as dicts."""
+        cursor = self.connection.execute(query, bindings)
+        names = [column[0] for column in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def operation_counts(tables: Tables) -> JsonValue:
+    """Durable operations by status: `{status: count}` (empty when none ran)."""
+    if not tables.has("durability_calls"):
+        return {}
+    return {
+        row["status"]: row["n"]
+        for row in tables.rows(
+            "SELECT status, COUNT(*) AS n FROM durability_calls GROUP BY status ORDER BY status"
+        )
+    }
+
+
+def operation_details(tables: Tables) -> JsonValue:
+    """Pending and failed operations: id, attempts, next attempt, last error and its stack."""
+    if not tables.has("durability_calls"):
+        return []
+    return [
+        dict(row)
+        for row in tables.rows(
+            "SELECT id, operation, status, attempt, next_attempt_at, last_error_name, "
+            f"last_error, {_stack(tables, 'durability_calls', 'id')} AS last_error_stack "
+            "FROM durability_calls AS record WHERE status != 'completed' "
+            "ORDER BY status = 'pending', next_attempt_at, id LIMIT ?",
+            DETAIL_ROWS,
+        )
+    ]
+
+
+def named_alarms(tables: Tables) -> JsonValue:
+    """Every named alarm: its status, scheduled time, next attempt, last error and stack."""
+    if not tables.has("durability_alarms"):
+        return []
+    return [
+        dict(row)
+        for row in tables.rows(
+            "SELECT name, status, scheduled_at, next_attempt_at, attempt, last_error_name, "
+            f"last_error, {_stack(tables, 'durability_alarms', 'name')} AS last_error_stack "
+            "FROM durability_alarms AS record ORDER BY next_attempt_at, name LIMIT ?",
+            DETAIL_ROWS,
+        )
+    ]
+
+
+def _stack(tables: Tables, table: str, key: str) -> str:
+    """SQL for the traceback stored with `record`'s last error (NULL when none is)."""
+    if not tables.has("durability_error_stacks"):
+        return "NULL"
+    return (
+        "(SELECT stack FROM durability_error_stacks AS s WHERE s.record_table = "
+        f"'{table}' AND s.record_key = record.{key} "
+        "AND s.generation_id = record.generation_id)"
+    )
+
+
+def log(tables: Tables) -> JsonValue:
+    """The log's bounds and size, each consumer's cursor and lag, and live leases."""
+    if not tables.has("durability_log_seq", "durability_log_records", "durability_log_cursors"):
+        return None
+    seq = tables.rows("SELECT next_offset, total_bytes FROM durability_log_seq WHERE id = 1")
+    if not seq:
+        return None
+    next_offset = int(seq[0]["next_offset"])
+    hot = tables.rows("SELECT MIN(offset) AS first, COUNT(*) AS n FROM durability_log_records")[0]
+    hot_offset = next_offset if hot["first"] is None else int(hot["first"])
+    oldest = hot_offset
+    if tables.has("durability_log_segments"):
+        cold = tables.rows("SELECT MIN(first_offset) AS first FROM durability_log_segments")
+        if cold[0]["first"] is not None:
+            oldest = min(oldest, int(cold[0]["first"]))
+    cursors: list[JsonValue] = [
+        {**row, "lag": max(0, next_offset - int(row["offset"]))}
+        for row in tables.rows(
+            "SELECT consumer, offset, committed_at FROM durability_log_cursors ORDER BY consumer"
+        )
+    ]
+    return {
+        "oldest_offset": oldest,
+        "hot_offset": hot_offset,
+        "next_offset": next_offset,
+        "hot_records": int(hot["n"]),
+        "hot_bytes": int(seq[0]["total_bytes"]),
+        "cursors": cursors,
+        "leases": _leases(tables),
+    }
+
+
+def _leases(tables: Tables) -> list[JsonValue]:
+    if not tables.has("durability_log_leases"):
+        return []
+    return [
+        dict(row)
+        for row in tables.rows(
+            "SELECT consumer, batch_id, first_offset, last_offset, state, attempt, expires_at "
+            "FROM durability_log_leases WHERE state IN ('active', 'pending') "
+            "ORDER BY consumer, first_offset LIMIT ?",
+            DETAIL_ROWS,
+        )
+    ]
+
+
+def fanout(tables: Tables) -> JsonValue:
+    """Fanout deliveries still owed (backlog) and dead letters, with the oldest of each."""
+    if not tables.has("durability_fanout_deliveries"):
+        return None
+    counts = {
+        row["phase"]: row["n"]
+        for row in tables.rows(
+            "SELECT phase, COUNT(*) AS n FROM durability_fanout_deliveries GROUP BY phase"
+        )
+    }
+    details = [
+        dict(row)
+        for row in tables.rows(
+            "SELECT id, target_id, phase, attempt, next_attempt_at, last_error_name, "
+            "last_error FROM durability_fanout_deliveries "
+            "ORDER BY phase = 'delivery', next_attempt_at, id LIMIT ?",
+            DETAIL_ROWS,
+        )
+    ]
+    return {
+        "backlog": counts.get("delivery", 0),
+        "dead_letters": counts.get("dead_letter", 0),
+        "deliveries": details,
+    }
+
+
+SECTIONS: tuple[tuple[str, Callable[[Tables], JsonValue]], ...] = (
+    ("operations", operation_counts),
+    ("operation_details", operation_details),
+    ("named_alarms", named_alarms),
+    ("log", log),
+    ("fanout", fanout),
+)
+"""Report keys and their readers, in report order."""

@@ -1,0 +1,66 @@
+"""The pytest plugin of `durability[testing]`: `virtual_clock` and `runtime` fixtures.
+
+Installed as a `pytest11` entry point, so it loads in any project that has durability
+and pytest. `runtime` is a running in-memory `Runtime` on `virtual_clock`; it takes
+its bindings from the `durability_bindings` fixture, and its path from
+`durability_path` (`None`: in memory), which a test module or `conftest.py` overrides.
+Without pytest-asyncio the async `runtime` fixture is not defined; `virtual_clock` is.
+The runtime is imported only when a test asks for `runtime`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from .testing import VirtualClock
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+
+@pytest.fixture
+def virtual_clock() -> VirtualClock:
+    """A fresh `VirtualClock` at its default start (1_700_000_000_000 ms)."""
+    return VirtualClock()
+
+
+@pytest.fixture
+def durability_bindings() -> Mapping[str, object]:
+    """The bindings of the `runtime` fixture: override it to name your classes."""
+    pytest.fail(
+        "the `runtime` fixture needs your bindings: define a fixture "
+        "`durability_bindings` returning them, e.g. {'COUNTERS': Counter}, in the test "
+        "module or conftest.py",
+        pytrace=False,
+    )
+
+
+@pytest.fixture
+def durability_path() -> str | Path | None:
+    """Where the `runtime` fixture keeps its files: `None` (in memory) unless overridden."""
+    return None
+
+
+try:
+    import pytest_asyncio
+except ImportError:  # the `testing` extra brings it
+    pass
+else:
+
+    @pytest_asyncio.fixture
+    async def runtime(
+        virtual_clock: VirtualClock,
+        durability_bindings: Mapping[str, object],
+        durability_path: str | Path | None,
+    ) -> AsyncIterator[Runtime]:
+        """A started `Runtime` on `virtual_clock`, closed after the test."""
+        from .runtime import Runtime  # here, so a session that never asks pays nothing
+
+        async with Runtime(
+            path=durability_path, bindings=durability_bindings, clock=virtual_clock
+        ) as started:
+            yield started

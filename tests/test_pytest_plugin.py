@@ -1,0 +1,137 @@
+"""The pytest plugin (`durability[testing]`) in a user's project, run through pytester."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+COUNTER = """
+import durability
+from durability.runtime import DurableObject
+
+DAY_MS = 86_400_000
+
+
+class Counter(DurableObject):
+    async def increment(self) -> int:
+        value = (await self.ctx.storage.get("n") or 0) + 1
+        await self.ctx.storage.put("n", value)
+        return value
+
+    async def reset_tomorrow(self) -> None:
+        await self.ctx.storage.set_alarm(durability.now_ms() + DAY_MS)
+
+    async def alarm(self, info=None) -> None:
+        await self.ctx.storage.delete("n")
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A user's project: a counter module and the one line of pytest configuration."""
+    pytester.makepyfile(counter=COUNTER)
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\nasyncio_mode = "auto"\n')
+    return pytester
+
+
+def test_runtime_fixture_uses_the_bindings_fixture(project: pytest.Pytester) -> None:
+    """`runtime` is started with `durability_bindings` and follows `virtual_clock`."""
+    project.makepyfile(
+        test_counter="""
+        import pytest
+        from counter import DAY_MS, Counter
+
+        @pytest.fixture
+        def durability_bindings():
+            return {"COUNTERS": Counter}
+
+        async def test_alarm_resets(runtime, virtual_clock):
+            counter = runtime.env.COUNTERS.get_by_name("a")
+            assert await counter.increment() == 1
+            await counter.reset_tomorrow()
+            await virtual_clock.advance(DAY_MS)
+            assert await counter.increment() == 1
+
+        def test_clock_starts_at_the_default(virtual_clock):
+            assert virtual_clock.now_ms() == 1_700_000_000_000
+        """
+    )
+    project.runpytest_subprocess().assert_outcomes(passed=2)
+
+
+def test_durability_path_keeps_files(project: pytest.Pytester) -> None:
+    """Overriding `durability_path` gives a file-backed runtime under that path."""
+    project.makepyfile(
+        test_files="""
+        import pytest
+        from counter import Counter
+
+        @pytest.fixture
+        def durability_bindings():
+            return {"COUNTERS": Counter}
+
+        @pytest.fixture
+        def durability_path(tmp_path):
+            return tmp_path / "data"
+
+        async def test_files(runtime, durability_path):
+            await runtime.env.COUNTERS.get_by_name("a").increment()
+            assert list((durability_path / "COUNTERS").glob("*.sqlite3"))
+        """
+    )
+    project.runpytest_subprocess().assert_outcomes(passed=1)
+
+
+def test_runtime_without_bindings_says_what_to_define(project: pytest.Pytester) -> None:
+    """Using `runtime` without a `durability_bindings` fixture errors with the fix."""
+    project.makepyfile(
+        test_missing="""
+        async def test_needs_bindings(runtime):
+            pass
+        """
+    )
+    result = project.runpytest_subprocess()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*define a fixture `durability_bindings`*"])
+
+
+def test_bindings_fixture_can_live_in_conftest(project: pytest.Pytester) -> None:
+    """A `durability_bindings` fixture in conftest.py serves every test module."""
+    project.makeconftest(
+        """
+        import pytest
+        from counter import Counter
+
+        @pytest.fixture
+        def durability_bindings():
+            return {"COUNTERS": Counter}
+        """
+    )
+    project.makepyfile(
+        test_one="""
+        async def test_one(runtime):
+            assert await runtime.env.COUNTERS.get_by_name("x").increment() == 1
+        """
+    )
+    project.runpytest_subprocess().assert_outcomes(passed=1)
+
+
+def test_fixtures_work_in_strict_mode_with_the_marker(pytester: pytest.Pytester) -> None:
+    """Without `asyncio_mode = "auto"`, a test marked `asyncio` gets a working `runtime`."""
+    pytester.makepyfile(counter=COUNTER)
+    pytester.makepyfile(
+        test_strict="""
+        import pytest
+        from counter import Counter
+
+        @pytest.fixture
+        def durability_bindings():
+            return {"COUNTERS": Counter}
+
+        @pytest.mark.asyncio
+        async def test_counts(runtime):
+            assert await runtime.env.COUNTERS.get_by_name("a").increment() == 1
+        """
+    )
+    pytester.runpytest_subprocess().assert_outcomes(passed=1)
