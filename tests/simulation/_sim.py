@@ -31,8 +31,6 @@ from durability.runtime.server import load_worker
 from durability.testing import VirtualClock
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-SEED_VARIABLE = "DURABILITY_SIM_SEED"
-"""Set to a seed to replay that one seed (of every scenario)."""
 IN_FLIGHT_STEP_MS = 50
 """While a request waits on time, the clock moves in steps this long."""
 
