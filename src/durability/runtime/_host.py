@@ -120,6 +120,16 @@ class Runtime:
             raise KeyError(f"no DurableObject class is bound as {name!r}") from None
 
     @property
+    def path(self) -> Path | None:
+        """The directory of the objects' files, or `None` for an in-memory runtime."""
+        return self._path
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the runtime keeps time by (a `VirtualClock` in tests and demos)."""
+        return self._clock
+
+    @property
     def max_live_objects(self) -> int:
         """The most instances kept live before idle ones are evicted, oldest use first."""
         return self._max_live
