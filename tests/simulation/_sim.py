@@ -2,8 +2,8 @@
 
 A `Simulation` serves an example project (`examples/<name>`) from a file-backed
 Runtime on a VirtualClock. Everything random (which request, how far the clock moves,
-which object fails and how) comes from one `random.Random(seed)`, and nothing reads
-the wall clock, so a seed replays exactly: the same requests, the same faults at the
+which object fails and how, and the library's own jitter) comes from the seed, and
+nothing reads the wall clock, so a seed replays exactly: the same requests, the same faults at the
 same virtual times, the same trace.
 
 Faults are the runtime's own: `strike()` evicts or crashes an object between calls,
@@ -52,6 +52,8 @@ class Simulation:
         self.struck: dict[str, list[int]] = {}
         """Object name -> the virtual times it was evicted or crashed."""
         self.runtime: Runtime | None = None
+        self.module: Any = None
+        """The example's entry module, once served."""
         self._fetch: Callable[[Request, Any], Any] | None = None
         self._armed = False
 
