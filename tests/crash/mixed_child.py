@@ -3,18 +3,19 @@
 Usage: mixed_child.py PATH SEED RUN. Opens a file-backed Runtime on PATH (real clock),
 reports each object's committed cursor ("start OBJ CURSOR"), prints "ready", then runs
 concurrent callers against a few objects, each of which holds durable operations, a
-named alarm and a log on one scheduler. A caller draws one of `STEPS` at a time:
-register an operation; (re)schedule the object's named alarm `tick` a little ahead;
-append a record under a deduplication key drawn from a space shared by every run; move
-the plain cursor of consumer "c" forward; lease a range of consumer "l" and ack it.
-A step's line goes to the ledger (stdout, a file the parent reads), flushed and
-fsynced, only after its call returned: "op OBJ ID", "tick OBJ AT", "append OBJ KEY
-OFFSET", "cursor OBJ OFFSET", "ack OBJ FIRST LAST". A new capability joins the soak
-as one more step here and one more check in `mixed_soak.py`.
+named alarm, a log and a fanout on one scheduler. A caller draws one of `STEPS` at a
+time: register an operation; (re)schedule the object's named alarm `tick` a little
+ahead; append a record under a deduplication key drawn from a space shared by every
+run; move the plain cursor of consumer "c" forward; lease a range of consumer "l" and
+ack it; enqueue a fanout message. A step's line goes to the ledger (stdout, a file the
+parent reads), flushed and fsynced, only after its call returned: "op OBJ ID", "tick
+OBJ AT", "append OBJ KEY OFFSET", "cursor OBJ OFFSET", "ack OBJ FIRST LAST", "fan OBJ
+ID". A new capability joins the soak as one more step here and one more check in
+`mixed_soak.py`.
 
-Operation handlers and alarms report their effects to the `LEDGER` object, tagged with
-RUN (the `RUN` binding), so the parent can tell a repeat caused by a kill (a later
-run) from one that no kill explains (the same run).
+Operation handlers, alarms and the fanout target report their effects to the `LEDGER`
+object, tagged with RUN (the `RUN` binding), so the parent can tell a repeat caused by
+a kill (a later run) from one that no kill explains (the same run).
 """
 
 from __future__ import annotations
@@ -30,10 +31,14 @@ from typing import Any
 from durability import (
     Durability,
     DurabilityAlarms,
+    DurabilityFanout,
     DurabilityLog,
     DurabilityScheduler,
     DurableAlarmInfo,
     DurableCall,
+    FanoutInput,
+    FanoutMessage,
+    FanoutTarget,
     LogAppendInput,
     LogLeaseOptions,
     RetryPolicy,
@@ -49,6 +54,9 @@ LEASES = LogLeaseOptions(max_parallelism=64, lease_ms=600_000)
 RETRIES = RetryPolicy(max_attempts=1_000, delay=lambda attempt: 100)
 ALARM_MIN_DELAY_MS = 1_000
 """The shortest fallback alarm, so work a kill interrupted resumes within a second."""
+FANOUT_ATTEMPT_TIMEOUT_MS = 5_000
+"""A fanout delivery a kill interrupted is claimed until then, and delivered again;
+long enough that no delivery times out in a run (its repeat would then need no kill)."""
 
 
 class Ledger(DurableObject):
@@ -60,6 +68,8 @@ class Ledger(DurableObject):
             "CREATE TABLE IF NOT EXISTS deliveries (id TEXT NOT NULL, attempt INTEGER NOT NULL,"
             " run INTEGER NOT NULL);"
             "CREATE TABLE IF NOT EXISTS rings (object TEXT NOT NULL, at INTEGER NOT NULL,"
+            " run INTEGER NOT NULL);"
+            "CREATE TABLE IF NOT EXISTS fanned (id TEXT NOT NULL, attempt INTEGER NOT NULL,"
             " run INTEGER NOT NULL)"
         )
 
@@ -73,11 +83,19 @@ class Ledger(DurableObject):
             "INSERT INTO rings (object, at, run) VALUES (?, ?, ?)", name, at, run
         )
 
+    async def fan(self, deliveries: list[list[Any]], run: int) -> None:
+        for message_id, attempt in deliveries:
+            self.ctx.storage.sql.exec(
+                "INSERT INTO fanned (id, attempt, run) VALUES (?, ?, ?)", message_id, attempt, run
+            )
+
     async def report(self) -> dict[str, list[list[Any]]]:
         sql = self.ctx.storage.sql
+        tables = {"deliveries": "id, attempt, run", "rings": "object, at, run"}
+        tables["fanned"] = "id, attempt, run"
         return {
             table: [list(row) for row in sql.exec(f"SELECT {columns} FROM {table}").raw()]
-            for table, columns in (("deliveries", "id, attempt, run"), ("rings", "object, at, run"))
+            for table, columns in tables.items()
         }
 
 
@@ -94,6 +112,12 @@ class Mixed(DurableObject):
             scheduler=self.scheduler, handlers={"tick": self._tick}, retries=RETRIES
         )
         self.log: DurabilityLog[Any] = DurabilityLog(scheduler=self.scheduler, leases=LEASES)
+        target = FanoutTarget(
+            deliver=self._fan, ack_on_return=True, attempt_timeout_ms=FANOUT_ATTEMPT_TIMEOUT_MS
+        )
+        self.fanout = DurabilityFanout(
+            scheduler=self.scheduler, targets={"ledger": target}, retries=RETRIES
+        )
 
     def _ledger(self) -> Any:
         return self.env["LEDGER"].get_by_name("ledger")
@@ -103,6 +127,17 @@ class Mixed(DurableObject):
 
     async def _tick(self, info: DurableAlarmInfo) -> None:
         await self._ledger().ring(str(self.ctx.id.name), info.scheduled_time, self.env["RUN"])
+
+    async def _fan(self, messages: list[FanoutMessage[Any]]) -> None:
+        deliveries = [[message.id, message.attempt] for message in messages]
+        await self._ledger().fan(deliveries, self.env["RUN"])
+
+    async def enqueue(self, message_id: str) -> None:
+        result = await self.fanout.enqueue(FanoutInput(message_id, id=message_id))
+        assert result.success, result.error
+
+    async def backlog(self) -> int:
+        return (await self.fanout.load()).outbound.pending_deliveries
 
     async def register(self, call_id: str) -> None:
         await self.durability.effect(id=call_id)
@@ -204,12 +239,18 @@ async def lease_and_ack(draw: Draw) -> str | None:
     return None if acked is None else f"ack {draw.target} {acked[0]} {acked[1]}"
 
 
+async def fan_out(draw: Draw) -> str:
+    await draw.stub.enqueue(draw.unique)
+    return f"fan {draw.target} {draw.unique}"
+
+
 STEPS: list[tuple[Step, int]] = [
     (register_operation, 35),
     (reschedule_alarm, 10),
     (append_keyed, 35),
     (advance_cursor, 10),
     (lease_and_ack, 10),
+    (fan_out, 10),
 ]
 """Each step and its weight in the draw."""
 

@@ -7,15 +7,17 @@ beside the runtime, waits for every acknowledged operation to complete and every
 object's last alarm to ring (nothing stranded: no call to the objects gets them
 going), and only then calls the objects and checks:
 
-- every acknowledged operation completed; an effect (operation delivery or alarm
-  ring) repeats only in a later run than before, that is when a kill fell between the
+- every acknowledged operation completed; an effect (operation delivery, alarm ring
+  or fanout delivery) repeats only in a later run than before, that is when a kill fell between the
   effect and its record;
 - each object's alarm rang at its last acknowledged time or at a later schedule;
 - log offsets are dense from 0, every acknowledged append is at its offset under its
   key, and no key is stored twice;
 - the cursor of consumer "c" never went back (each run reports it at start, and the
   final one is checked);
-- no leased range was handed out twice, and a fresh lease starts past all of them.
+- no leased range was handed out twice, and a fresh lease starts past all of them;
+- every acknowledged fanout message reached its target (an effect like the others)
+  and no delivery is left in any object's backlog.
 
 Run as a script for the long run: `PYTHONPATH=tests python -m crash.mixed_soak --kills 200`
 (`scripts/crash-soak` does that).
@@ -53,6 +55,7 @@ class Acknowledged:
     appends: dict[int, dict[int, str]] = field(default_factory=lambda: defaultdict(dict))
     cursors: dict[int, int] = field(default_factory=dict)
     acks: dict[int, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
+    fans: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
 
     def add(self, line: str) -> None:
         words = line.split(" ")
@@ -74,11 +77,13 @@ class Acknowledged:
             self.cursors[target] = max(self.cursors.get(target, 0), int(words[2]))
         elif words[0] == "ack":
             self.acks[target].append((int(words[2]), int(words[3])))
+        elif words[0] == "fan":
+            self.fans[target].append(words[2])
 
     def count(self) -> int:
         return sum(
             len(by_target)
-            for table in (self.ops, self.ticks, self.appends, self.acks)
+            for table in (self.ops, self.ticks, self.appends, self.acks, self.fans)
             for by_target in table.values()
         ) + len(self.cursors)
 
@@ -121,6 +126,10 @@ async def _recover_and_check(data: Path, acked: Acknowledged, run: int, seed: in
         assert not missing, f"stranded: {missing[:5]} {context}"
         stubs = [runtime.env.MIXED.get_by_name(f"m{target}") for target in range(OBJECTS)]
         states = [await stub.state(acked.ops[n]) for n, stub in enumerate(stubs)]
+        # Every message reached the ledger; each ack follows its delivery by a moment.
+        while (backlog := [await stub.backlog() for stub in stubs]) != [0] * OBJECTS:
+            assert time.monotonic() < deadline, f"fanout backlog left: {backlog} {context}"
+            await asyncio.sleep(0.1)
         repeats = _check_repeats(await ledger.report(), context)
         for target, (stub, state) in enumerate(zip(stubs, states, strict=True)):
             _check_object(target, state, acked, f"object m{target} {context}")
@@ -139,12 +148,16 @@ def _check_repeats(report: dict[str, list[list[Any]]], context: str) -> int:
         runs["op", call_id].append((attempt, run))
     for name, at, run in report["rings"]:
         runs[f"tick of {name}", str(at)].append((0, run))
+    for message_id, attempt, run in report["fanned"]:
+        runs["fan", message_id].append((attempt, run))
     repeats = 0
     for effect, seen in runs.items():
         seen.sort()
         attempts = [attempt for attempt, _ in seen]
         in_order = [run for _, run in seen]
         assert len(set(in_order)) == len(in_order), f"{effect} repeated in one run {context}"
+        # A fanout claim (its attempt count) may be lost with the kill that cut its
+        # delivery short, so only operations promise a new attempt number each time.
         if effect[0] == "op":
             assert len(set(attempts)) == len(attempts), f"{effect}: an attempt twice {context}"
             assert in_order == sorted(in_order), f"{effect}: attempts out of order {context}"
@@ -177,9 +190,12 @@ def _not_completed(acked: Acknowledged, files: list[Path]) -> list[str]:
 
 
 def _undelivered(acked: Acknowledged, report: dict[str, list[list[Any]]]) -> list[str]:
-    """Acknowledged operations not delivered, and objects whose last alarm never rang."""
+    """Acknowledged operations and fanout messages not delivered, and objects whose last
+    alarm never rang."""
     delivered = {call_id for call_id, _, _ in report["deliveries"]}
     missing = [i for ids in acked.ops.values() for i in ids if i not in delivered]
+    fanned = {message_id for message_id, _, _ in report["fanned"]}
+    missing += [i for ids in acked.fans.values() for i in ids if i not in fanned]
     rings: dict[str, set[int]] = defaultdict(set)
     for name, at, _ in report["rings"]:
         rings[name].add(at)
