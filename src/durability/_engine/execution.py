@@ -49,7 +49,8 @@ class ExecutionSpec:
     `is_terminal(error)` adds a kind-specific terminal rule. `emits` False (no lifecycle
     hook) skips building events nobody receives. `after`, when given, is awaited
     before anything else: the settlement of an older execution of the key that this
-    one must not overlap.
+    one must not overlap. `on_terminal(sql)`, when given, writes in the transaction
+    that records a terminal failure (a recurrence moves on there).
     """
 
     table: TableSpec
@@ -70,6 +71,7 @@ class ExecutionSpec:
     include_result: bool = False
     emits: bool = True
     after: asyncio.Event | None = None
+    on_terminal: Callable[[SqlStorage], None] | None = None
 
     def entity(self) -> dict[str, Any]:
         """The entity fields every lifecycle event of this record carries."""
@@ -343,11 +345,16 @@ def _expire(outcome: asyncio.Future[_Outcome]) -> None:
 
 async def _fail_exhausted(engine: Engine, spec: ExecutionSpec) -> None:
     exhausted = serialize_error(spec.exhausted_error())
-    attempt = await engine.transaction(
-        lambda sql: exhaust_attempts(
+
+    def write(sql: SqlStorage) -> int | None:
+        stored = exhaust_attempts(
             sql, spec.table, spec.key, spec.generation, spec.policy.max_attempts, exhausted
         )
-    )
+        if stored is not None and spec.on_terminal is not None:
+            spec.on_terminal(sql)
+        return stored
+
+    attempt = await engine.transaction(write)
     if attempt is None:
         return
     attempt_log.record_failed(engine, spec, attempt, None, exhausted, "attempts_exhausted")
@@ -363,8 +370,9 @@ async def _settle_failure(
 ) -> None:
     decision = decide_retry(spec, attempt, error)
     stored = serialize_error(decision.error)
-    owned = await engine.transaction(
-        lambda sql: settle_failure(
+
+    def write(sql: SqlStorage) -> bool:
+        owned = settle_failure(
             sql,
             spec.table,
             spec.key,
@@ -374,7 +382,11 @@ async def _settle_failure(
             next_attempt_at=decision.next_attempt_at,
             error=stored,
         )
-    )
+        if owned and decision.terminal and spec.on_terminal is not None:
+            spec.on_terminal(sql)
+        return owned
+
+    owned = await engine.transaction(write)
     if not owned:
         attempt_log.outcome_discarded(engine, spec, attempt)
         return

@@ -80,7 +80,11 @@ class RegisteredEvent:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ScheduledEvent:
-    """A named alarm occurrence was scheduled (every call, replacements included)."""
+    """A named alarm occurrence was scheduled (every call, replacements included).
+
+    A recurrence emits one for each slot it moves to; `occurrence` is that slot's
+    number (`None` for a one-shot).
+    """
 
     type: Literal["scheduled"] = field(default=LifecycleEventType.SCHEDULED.value, init=False)
     entity_kind: Literal["named_alarm"] = field(default="named_alarm", init=False)
@@ -90,6 +94,7 @@ class ScheduledEvent:
     timestamp: int
     scheduled_time: int
     attempt: int = 0
+    occurrence: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
