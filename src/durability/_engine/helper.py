@@ -26,7 +26,7 @@ from .._errors import (
 from .._signal import AbortSignal
 from .._types import TimeInput
 from .._validate import check_callable, to_epoch_ms
-from .execution import ExecutionSpec, run_execution
+from .execution import run_execution
 from .lifecycle import EntityKind, LifecycleHook, PurgedEvent, report_failure
 from .migrations import LATEST, Migration, MigrationResult, MigrationTarget, migrate
 from .participants import HostAlarmInfo, Participant
@@ -34,6 +34,7 @@ from .policy import AttemptPolicy, resolve_policies
 from .registry import ActiveExecution
 from .scheduler import DurabilityScheduler, attach
 from .schemas import ERROR_STACK_MIGRATIONS, STACKS_CAPABILITY
+from .spec import ExecutionSpec
 from .tables import TableSpec, due_rows
 
 Entry = TypeVar("Entry")

@@ -66,16 +66,23 @@ def report_failure(event: str, details: Mapping[str, Any], error: object) -> Non
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class RegisteredEvent:
-    """A new operation record was inserted (not emitted for duplicate registrations)."""
+class _GenerationEvent:
+    """The fields of an event about an operation record's new generation, in order."""
 
-    type: Literal["registered"] = field(default=LifecycleEventType.REGISTERED.value, init=False)
+    type: str
     entity_kind: Literal["operation"] = field(default="operation", init=False)
     operation: str
     id: str
     generation: str
     timestamp: int
     attempt: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RegisteredEvent(_GenerationEvent):
+    """A new operation record was inserted (not emitted for duplicate registrations)."""
+
+    type: Literal["registered"] = field(default=LifecycleEventType.REGISTERED.value, init=False)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -163,16 +170,10 @@ class CancelledEvent(_AttemptEvent):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class RetriedEvent:
+class RetriedEvent(_GenerationEvent):
     """A failed or cancelled operation was made pending again, as a new generation."""
 
     type: Literal["retried"] = field(default=LifecycleEventType.RETRIED.value, init=False)
-    entity_kind: Literal["operation"] = field(default="operation", init=False)
-    operation: str
-    id: str
-    generation: str
-    timestamp: int
-    attempt: int = 0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -350,5 +350,6 @@ ERROR_STACK_MIGRATIONS: Final[tuple[Migration, ...]] = (
 """Capability "errorStacks": the traceback of each operation's or named alarm's last
 error, beside its record (one row per record, of the generation that failed).
 
-A capability of its own so the upstream tables and their migration lists stay as they
-are: a database stays readable by a library that does not know this table."""
+A capability of its own so the tables and migration lists shared with the TypeScript
+library stay as they are: a database stays readable by a library that does not know
+this table."""
