@@ -14,6 +14,7 @@ import logging
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import CodeType, TracebackType
 from typing import Any
@@ -35,6 +36,9 @@ from ._stub import Env, ObjectNamespace, ObjectStub
 logger = logging.getLogger("durability.runtime")
 
 _WIND_DOWN_TURNS = 100
+
+COMMIT_THREADS = 8
+"""Worker threads for file commits on the real clock: fsyncs of this many objects overlap."""
 
 DEFAULT_IDLE_EVICT_MS = 60_000
 """An instance with no call, alarm or background work for this long is evicted."""
@@ -91,6 +95,7 @@ class Runtime:
         self._lock = PathLock(self._path) if self._path is not None else None
         self._catalog = Catalog(self._path / "_catalog.sqlite3" if self._path else None)
         self._alarms = AlarmDriver(self, self._catalog)
+        self._committer: ThreadPoolExecutor | None = None
 
     def _bind(self, bindings: Mapping[str, object]) -> dict[str, object]:
         if not isinstance(bindings, Mapping):
@@ -157,9 +162,13 @@ class Runtime:
         loop = asyncio.get_running_loop()
         if self._lock is not None:
             self._lock.acquire()
+        if self._path is not None and self._clock is WALL_CLOCK:
+            # Real time only: under a virtual clock, commits stay on the loop (deterministic).
+            self._committer = ThreadPoolExecutor(COMMIT_THREADS, "durability-commit")
         try:
-            self._catalog.open(loop)
+            self._catalog.open(loop, self._committer)
         except BaseException:
+            self._stop_committer()
             if self._lock is not None:
                 self._lock.release()
             raise
@@ -195,6 +204,7 @@ class Runtime:
         """Close every file and give up the path and the clock, whatever fails."""
         steps: list[Callable[[], object]] = [database.close for database in self._memory.values()]
         steps.append(self._catalog.close)
+        steps.append(self._stop_committer)
         if self._lock is not None:
             steps.append(self._lock.release)
         detach = getattr(self._clock, "detach", None)
@@ -205,6 +215,11 @@ class Runtime:
         self._memory.clear()
         self._state = _State.CLOSED
         _run_every(steps)
+
+    def _stop_committer(self) -> None:
+        committer, self._committer = self._committer, None
+        if committer is not None:
+            committer.shutdown(wait=True)
 
     async def evict(self, target: ObjectStub | ObjectId) -> None:
         """Drop the live instance: cancel its work, fence its ctx; data and alarm stay."""
@@ -290,7 +305,7 @@ class Runtime:
             if database is None:
                 database = self._memory[key] = Database.open(self._loop, None)
             return database
-        return open_object_file(self._loop, self._path, key)
+        return open_object_file(self._loop, self._path, key, self._committer)
 
     def _schedule_idle(self, instance: Instance) -> None:
         """Note that `instance` just became idle; its idle timer checks it later.

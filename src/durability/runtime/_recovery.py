@@ -8,8 +8,8 @@ object files themselves: all of them, or only those modified since that close.
 
 from __future__ import annotations
 
-import contextlib
 import logging
+import os
 import re
 import sqlite3
 from collections.abc import Iterator
@@ -36,22 +36,33 @@ def object_files(root: Path, modified_since_ns: int | None) -> Iterator[tuple[Ke
     """Every object file under `root` (only those modified since the time, if given).
 
     A file counts as modified when it or its write-ahead log is; only directory
-    entries are read for the others, no database is opened.
+    entries are read for the others (one `stat` each), no database is opened.
     """
     if not root.is_dir():
         return
-    for namespace in sorted(root.iterdir()):
-        if not namespace.is_dir() or not namespace.name.isidentifier():
-            continue
-        for file in sorted(namespace.iterdir()):
-            if not _OBJECT_FILE.fullmatch(file.name):
+    with os.scandir(root) as listing:
+        namespaces = sorted(
+            (entry.name, entry.path)
+            for entry in listing
+            if entry.name.isidentifier() and entry.is_dir()
+        )
+    for namespace, directory in namespaces:
+        with os.scandir(directory) as listing:
+            entries = {entry.name: entry for entry in listing}
+        for name in sorted(entries):
+            if not _OBJECT_FILE.fullmatch(name):
                 continue
-            try:
-                modified = modified_since_ns is None or _modified_ns(file) >= modified_since_ns
-            except FileNotFoundError:
-                continue
-            if modified:
-                yield (namespace.name, file.name[:64]), file
+            if modified_since_ns is not None:
+                wal = entries.get(name + "-wal")
+                try:
+                    modified_ns = entries[name].stat().st_mtime_ns
+                    if wal is not None:
+                        modified_ns = max(modified_ns, wal.stat().st_mtime_ns)
+                except FileNotFoundError:
+                    continue
+                if modified_ns < modified_since_ns:
+                    continue
+            yield (namespace, name[:64]), Path(directory, name)
 
 
 def read_alarm_file(key: Key, file: Path) -> StoredAlarm | None:
@@ -86,10 +97,3 @@ def read_alarm_file(key: Key, file: Path) -> StoredAlarm | None:
         return None
     finally:
         connection.close()
-
-
-def _modified_ns(file: Path) -> int:
-    times = [file.stat().st_mtime_ns]
-    with contextlib.suppress(FileNotFoundError):
-        times.append(file.with_name(file.name + "-wal").stat().st_mtime_ns)
-    return max(times)
