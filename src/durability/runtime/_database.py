@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._files import sync_directory
 from ._sql import Cursor
 
 _PRIVATE_TABLES = (
@@ -38,13 +37,6 @@ _PRIVATE_TABLES = (
     "CREATE TABLE IF NOT EXISTS _durability_name ("
     " id INTEGER PRIMARY KEY CHECK (id = 1), name TEXT NOT NULL)",
 )
-
-CACHE_PAGES = 16
-"""SQLite's page cache per object, in pages (64 KiB of 4 KiB pages): objects are many
-and small, and SQLite preallocates part of the cache on first use."""
-
-CACHED_STATEMENTS = 32
-"""Compiled statements kept per connection (sqlite3's default is 128)."""
 
 FlushHook = Callable[[], None]
 PrepareHook = Callable[["Database"], "FlushHook | None"]
@@ -70,15 +62,6 @@ def _retrieve(future: asyncio.Future[None]) -> None:
     # A commit nobody waited for may still fail; mark its error as seen.
     if not future.cancelled():
         future.exception()
-
-
-def _make_directory(directory: Path) -> None:
-    """Create `directory` (and parents) so that the new entries survive a power loss."""
-    if directory.exists():
-        return
-    _make_directory(directory.parent)
-    directory.mkdir(exist_ok=True)
-    sync_directory(directory.parent)
 
 
 class DatabaseClosedError(RuntimeError):
@@ -108,45 +91,6 @@ class Database:
         self._unrecorded_name: str | None = None
         self._committer = committer
         self._inflight: concurrent.futures.Future[None] | None = None
-
-    @classmethod
-    def open(
-        cls,
-        loop: asyncio.AbstractEventLoop,
-        file: Path | None,
-        committer: Executor | None = None,
-    ) -> Database:
-        """Open (creating if needed) an object's database; `None` keeps it in memory.
-
-        A file that cannot be used raises its `sqlite3` error, with the file named, and
-        leaves no connection open. `committer`: where commits run (see the module).
-        """
-        if file is None:
-            connection = sqlite3.connect(":memory:", isolation_level=None)
-            database = cls(connection, loop, None)
-            database.create_private_tables()
-            return database
-        created = not file.exists()
-        if created:
-            _make_directory(file.parent)
-        connection = sqlite3.connect(
-            file,
-            isolation_level=None,
-            check_same_thread=committer is None,
-            cached_statements=CACHED_STATEMENTS,
-        )
-        try:
-            connection.execute(f"PRAGMA cache_size={CACHE_PAGES}")
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=FULL")
-            database = cls(connection, loop, file, committer)
-            database.create_private_tables()
-        except sqlite3.Error as error:
-            connection.close()
-            raise type(error)(f"{file}: {error}") from error
-        if created:
-            sync_directory(file.parent)
-        return database
 
     @property
     def closed(self) -> bool:
@@ -381,17 +325,3 @@ def _commit_on(connection: sqlite3.Connection, flush: FlushHook | None) -> None:
     if flush is not None:
         flush()
     connection.execute("COMMIT")
-
-
-def open_object_file(
-    loop: asyncio.AbstractEventLoop,
-    root: Path,
-    key: tuple[str, str],
-    committer: Executor | None = None,
-) -> Database:
-    """Open the file of object `key` under `root`; its errors name the object too."""
-    try:
-        return Database.open(loop, root / key[0] / f"{key[1]}.sqlite3", committer)
-    except sqlite3.Error as error:
-        message = f"object {key[0]}:{key[1]} cannot use its database: {error}"
-        raise type(error)(message) from error
