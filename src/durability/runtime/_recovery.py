@@ -19,6 +19,7 @@ from pathlib import Path
 logger = logging.getLogger("durability.runtime")
 
 _OBJECT_FILE = re.compile(r"[0-9a-f]{64}\.sqlite3")
+_OBJECT_NAME_LENGTH = 64 + len(".sqlite3")
 
 Key = tuple[str, str]
 
@@ -49,19 +50,22 @@ def object_files(root: Path, modified_since_ns: int | None) -> Iterator[tuple[Ke
     for namespace, directory in namespaces:
         with os.scandir(directory) as listing:
             entries = {entry.name: entry for entry in listing}
-        for name in sorted(entries):
-            if not _OBJECT_FILE.fullmatch(name):
+        found = []
+        for name, entry in entries.items():
+            if len(name) != _OBJECT_NAME_LENGTH or not _OBJECT_FILE.fullmatch(name):
                 continue
             if modified_since_ns is not None:
                 wal = entries.get(name + "-wal")
                 try:
-                    modified_ns = entries[name].stat().st_mtime_ns
+                    modified_ns = entry.stat().st_mtime_ns
                     if wal is not None:
                         modified_ns = max(modified_ns, wal.stat().st_mtime_ns)
                 except FileNotFoundError:
                     continue
                 if modified_ns < modified_since_ns:
                     continue
+            found.append(name)
+        for name in sorted(found):
             yield (namespace, name[:64]), Path(directory, name)
 
 
