@@ -1,9 +1,10 @@
 """`Runtime`: hosts Durable Objects on this machine, in memory or one SQLite file each.
 
-It owns the live instances (built on first call or alarm, dropped by `evict`, `crash`
-or idleness), routes stub calls to them through their input and output gates, keeps
-the per-path lock and the alarm catalog, and drives alarm delivery on the runtime's
-clock.
+It builds instances (on first call or alarm) and drops them (`evict`, `crash`, a failed
+commit), routes stub calls to them through their input and output gates, and ties
+together the live instances (`LiveInstances`: the cap, idleness), the stores
+(`ObjectStores`: files, path lock, alarm catalog, commit threads) and alarm delivery on
+the runtime's clock.
 """
 
 from __future__ import annotations
