@@ -239,8 +239,12 @@ def _settled_memory() -> tuple[int, int]:
 
 
 async def memory_run(directory: Path, count: int) -> dict[str, float]:
-    """Bytes per live object at `count` live objects, and per hibernated object."""
-    async with Runtime(path=directory, bindings={"T": Tenant}) as rt:
+    """Bytes per live object at `count` live objects, and per hibernated object.
+
+    The live cap is raised to `count` (past the default cap, the oldest idle objects
+    would be evicted and the figure would be per object touched, not per live one).
+    """
+    async with Runtime(path=directory, bindings={"T": Tenant}, max_live_objects=count + 1) as rt:
         ns = rt.env.T
         await ns.get_by_name("warm-up").touch(FAR_FUTURE_MS + now_ms())
         tracemalloc.start()

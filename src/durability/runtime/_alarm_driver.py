@@ -1,14 +1,18 @@
-"""Alarm delivery: one timer per armed object, single-flight `alarm()` calls, retries.
+"""Alarm delivery: a wake time per armed object, single-flight `alarm()` calls, retries.
 
 The object's own alarm row is authoritative; the runtime keeps, per object, the wake
 time of its last committed row (or the catalog's lower bound before the object was
-opened) and one loop timer for it. When the timer fires the row is read again:
+opened), in a heap ordered by time, and one loop timer for the earliest (so a runtime
+with many armed objects starts without a timer each). When an object's time comes, its
+row is read again:
 
 - a due user alarm runs with `retry_count=0` (it replaces any pending retry);
 - else a due retry runs with its stored attempt number.
 
-Before `alarm()` runs, the user alarm is cleared and the next retry is stored as a
-fallback, so a crash during `alarm()` retries it after restart (at least once). After
+As `alarm()` starts, the user alarm is cleared and the next retry is stored as a
+fallback, in the transaction of `alarm()`'s own first writes (one commit, not two): a
+crash before that commit leaves the alarm as it was, due, and one after it leaves the
+retry, so either way it runs again after a restart (at least once). After
 the call: on success the retry is cleared; on failure it is re-stored with backoff from
 now (2 s, 4 s, ... up to 6 retries, then dropped) unless `set_alarm` was called during
 the run, which replaces it. Each failed call is logged with what happens next
@@ -22,6 +26,7 @@ the same backoff (2 s, 4 s, ... capped at the sixth delay), for as long as it fa
 from __future__ import annotations
 
 import asyncio
+import heapq
 import inspect
 import logging
 from collections.abc import Callable, Coroutine
@@ -29,7 +34,7 @@ from typing import Any, Protocol
 
 from ._alarm_log import alarm_failed
 from ._catalog import Catalog, Key
-from ._database import Database
+from ._database import Database, FlushHook
 from ._errors import ObjectEvictedError
 from ._instance import Instance
 from ._object import AlarmInvocationInfo, DurableObject
@@ -56,8 +61,12 @@ class AlarmHost(Protocol):
     ) -> Coroutine[Any, Any, object]: ...
 
 
+_COMPACT_SLACK = 64
+"""Outdated heap entries tolerated beyond one per armed object before the heap is rebuilt."""
+
+
 class AlarmDriver:
-    """Keeps one timer per armed object and delivers its alarm when it comes due."""
+    """Keeps the armed objects' wake times and delivers each alarm when it comes due."""
 
     def __init__(self, host: AlarmHost, catalog: Catalog) -> None:
         self._host = host
@@ -65,19 +74,24 @@ class AlarmDriver:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: dict[Key, int] = {}
         self._names: dict[Key, str | None] = {}
-        self._timers: dict[Key, asyncio.TimerHandle] = {}
+        self._queue: list[tuple[int, int, Key]] = []
+        """(wake time, order of arming, key); an entry whose time is no longer the key's
+        wake time is outdated and skipped."""
+        self._armed = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
         self._running: dict[Key, asyncio.Task[None]] = {}
         self._committing: dict[Key, int | None] = {}
         self._failures: dict[Key, int] = {}
         self._closed = False
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Arm a timer for every catalog entry (overdue ones fire right away)."""
+        """Queue every catalog entry (overdue ones fire right away)."""
         self._loop = loop
         for key, name, wake_ms in self._catalog.entries():
             self._names[key] = name
             self._wake[key] = wake_ms
-            self._arm(key)
+        self._rebuild()
 
     def name_of(self, key: Key) -> str | None:
         """The name recorded for an object that has had an alarm, if any."""
@@ -91,20 +105,22 @@ class AlarmDriver:
     def close(self) -> list[asyncio.Task[None]]:
         """Stop every timer and delivery; the deliveries to await are returned."""
         self._closed = True
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = self._timer_at = None
+        self._queue.clear()
         tasks = list(self._running.values())
         for task in tasks:
             task.cancel()
         return tasks
 
-    def _before_commit(self, key: Key, name: str | None, database: Database) -> None:
+    def _before_commit(self, key: Key, name: str | None, database: Database) -> FlushHook | None:
         row = read_alarm(database)
         wake_ms = row.wake_ms if row is not None else None
         self._committing[key] = wake_ms
         if wake_ms is not None:
-            self._catalog.lower(key, name, wake_ms)
+            return self._catalog.lower(key, name, wake_ms)
+        return None
 
     def _after_commit(self, key: Key, name: str | None) -> None:
         wake_ms = self._committing.pop(key, None)
@@ -119,17 +135,55 @@ class AlarmDriver:
             self._arm(key)
 
     def _arm(self, key: Key) -> None:
-        timer = self._timers.pop(key, None)
-        if timer is not None:
-            timer.cancel()
+        """Queue the object's wake time (if it has one) and keep the timer on the earliest."""
         wake_ms = self._wake.get(key)
         if wake_ms is None or self._closed or self._loop is None:
             return
-        delay = max(0, wake_ms - self._host.now_ms()) / 1000
-        self._timers[key] = self._loop.call_later(delay, self._fire, key)
+        self._armed += 1
+        heapq.heappush(self._queue, (wake_ms, self._armed, key))
+        if len(self._queue) > 2 * len(self._wake) + _COMPACT_SLACK:
+            self._rebuild()
+        elif self._timer_at is None or wake_ms < self._timer_at:
+            self._set_timer()
+
+    def _rebuild(self) -> None:
+        """The queue anew from the wake times alone (dropping outdated entries)."""
+        self._queue = [
+            (wake_ms, order, key) for order, (key, wake_ms) in enumerate(self._wake.items())
+        ]
+        self._armed = len(self._queue)
+        heapq.heapify(self._queue)
+        self._set_timer()
+
+    def _set_timer(self) -> None:
+        """Point the one loop timer at the earliest queued time (none when empty)."""
+        queue = self._queue
+        while queue and self._wake.get(queue[0][2]) != queue[0][0]:
+            heapq.heappop(queue)
+        at = queue[0][0] if queue and not self._closed else None
+        if at == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = at
+        if at is not None and self._loop is not None:
+            delay = max(0, at - self._host.now_ms()) / 1000
+            self._timer = self._loop.call_later(delay, self._fire_due)
+
+    def _fire_due(self) -> None:
+        """The timer: start the delivery of every object whose time has come."""
+        target = self._timer_at if self._timer_at is not None else 0
+        self._timer = self._timer_at = None
+        limit = max(target, self._host.now_ms())
+        queue = self._queue
+        while queue and queue[0][0] <= limit:
+            wake_ms, _, key = heapq.heappop(queue)
+            if self._wake.get(key) == wake_ms:
+                self._fire(key)
+        self._set_timer()
 
     def _fire(self, key: Key) -> None:
-        self._timers.pop(key, None)
         if key in self._running or self._closed or self._loop is None:
             return
         self._running[key] = self._loop.create_task(self._deliver(key))
@@ -178,11 +232,19 @@ class AlarmDriver:
                 self._wake[key] = row.retry_ms
                 return
             attempt = row.retry_attempt
-        write_alarm(database, self._retry_row(attempt, now))
+        retry_row = self._retry_row(attempt, now)
         info = AlarmInvocationInfo(retry_count=attempt, is_retry=attempt > 0)
+        started = False
+
+        def invoke(obj: DurableObject) -> object:
+            nonlocal started
+            started = True
+            write_alarm(database, retry_row)
+            return _call_alarm(obj, info)
+
         failure: BaseException | None = None
         try:
-            await self._host.run(instance, lambda obj: _call_alarm(obj, info))
+            await self._host.run(instance, invoke)
         except ObjectEvictedError as error:
             if instance.gone:
                 return
@@ -194,6 +256,9 @@ class AlarmDriver:
                 # Dropped on a failed commit: the stored retry was lost with it.
                 raise failure
             return
+        if not started:
+            # The object could not be built: the due alarm still counts as this attempt.
+            write_alarm(database, retry_row)
         after = read_alarm(database)
         scheduled_ms = after.scheduled_ms if after is not None else None
         if failure is None:

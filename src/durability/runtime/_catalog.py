@@ -14,6 +14,14 @@ catalog is missing, corrupt, or has no such record) are read and the catalog
 corrected from them, with a warning when it had missed an alarm. After a clean close
 no object is opened; after a crash, only those the crashed run modified; with a
 catalog restored from an old copy, those modified since that copy.
+
+Writes are batched across objects: one transaction writes every entry changed since
+the last one. With a committer (the real clock), object commits write the entries they
+need first from their worker thread, and settled entries are written there too; a lock
+lets one writer at a time take every pending entry, so objects committing together
+share a catalog fsync. Settled entries (a bound raised or dropped after the object's
+commit) may wait: on the real clock they are written at most every `SETTLE_DELAY_S`,
+so deliveries across many objects share one catalog commit.
 """
 
 from __future__ import annotations
@@ -22,7 +30,10 @@ import asyncio
 import logging
 import os
 import sqlite3
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import IO
 
@@ -40,6 +51,9 @@ _held_paths: set[str] = set()
 AGREED_MARGIN_NS = 2_000_000_000
 """File times may lag the clock by a tick: objects modified this shortly before the
 recorded time are read again at the next start."""
+
+SETTLE_DELAY_S = 0.05
+"""On the real clock, how long settled entries wait to be written with others."""
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS alarms (namespace TEXT NOT NULL, id TEXT NOT NULL,"
@@ -94,10 +108,19 @@ class Catalog:
         self._dirty: set[Key] = set()
         self._flush_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._committer: Executor | None = None
+        self._state = threading.Lock()
+        """Guards `_entries` and `_dirty`, which writers in worker threads read."""
+        self._writer = threading.Lock()
+        """One writer of the catalog file at a time."""
 
-    def open(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Open the catalog file (if any), load its entries, correct them from the objects."""
+    def open(self, loop: asyncio.AbstractEventLoop, committer: Executor | None = None) -> None:
+        """Open the catalog file (if any), load its entries, correct them from the objects.
+
+        `committer`: where settled entries are written (on the loop when `None`).
+        """
         self._loop = loop
+        self._committer = committer
         file = self._file
         if file is None:
             return
@@ -126,7 +149,7 @@ class Catalog:
         """Open `file`, read its entries and when it last agreed with every object (close
         the file on failure)."""
         created = not file.exists()
-        connection = sqlite3.connect(file, isolation_level=None)
+        connection = sqlite3.connect(file, isolation_level=None, check_same_thread=False)
         try:
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=FULL")
@@ -186,55 +209,72 @@ class Catalog:
         """Every entry: key, name and the wake lower bound."""
         return [(key, name, wake) for key, (name, wake) in self._entries.items()]
 
-    def lower(self, key: Key, name: str | None, wake_ms: int) -> None:
-        """Make sure the entry is no later than `wake_ms`, durably, before that commit."""
-        current = self._entries.get(key)
-        if current is not None and current[1] <= wake_ms:
-            if key not in self._dirty:
-                return
-        else:
-            self._entries[key] = (name, wake_ms)
-            self._dirty.add(key)
+    def lower(self, key: Key, name: str | None, wake_ms: int) -> Callable[[], None] | None:
+        """Make sure the entry is no later than `wake_ms`; the write that must be durable
+        before the object's commit (`flush`), or `None` when the file already has it."""
+        with self._state:
+            current = self._entries.get(key)
+            if current is not None and current[1] <= wake_ms:
+                if key not in self._dirty:
+                    return None
+            else:
+                self._entries[key] = (name, wake_ms)
+                self._dirty.add(key)
         # A dirty entry may be one an earlier, failed flush left unwritten: write it now.
-        self.flush()
+        return self.flush
 
     def settle(self, key: Key, name: str | None, wake_ms: int | None) -> None:
         """Record the committed wake time (or its absence); written on a later flush."""
-        if wake_ms is None:
-            if key not in self._entries:
-                return
-            del self._entries[key]
-        else:
-            self._entries[key] = (name, wake_ms)
-        self._dirty.add(key)
+        with self._state:
+            if wake_ms is None:
+                if key not in self._entries:
+                    return
+                del self._entries[key]
+            else:
+                self._entries[key] = (name, wake_ms)
+            self._dirty.add(key)
         if not self._flush_scheduled and self._loop is not None:
             self._flush_scheduled = True
-            self._loop.call_soon(self._flush_later)
+            if self._committer is None:
+                self._loop.call_soon(self._flush_later)
+            else:
+                self._loop.call_later(SETTLE_DELAY_S, self._flush_later)
 
     def flush(self) -> None:
-        """Write every changed entry in one transaction."""
-        if self._connection is None:
-            self._dirty.clear()
-            return
-        self._flush(self._connection)
+        """Write every changed entry in one transaction (from any thread)."""
+        with self._writer:
+            if self._connection is None:
+                with self._state:
+                    self._dirty.clear()
+                return
+            self._flush(self._connection)
 
     def _flush_later(self) -> None:
+        self._flush_scheduled = False
+        if self._connection is None:
+            return
+        if self._committer is None:
+            self._flush_quietly()
+        else:
+            self._committer.submit(self._flush_quietly)
+
+    def _flush_quietly(self) -> None:
         # Settled entries only raise or drop a bound: the catalog stays a superset while
         # they wait, so a failed write is retried by the next flush, not raised here.
-        self._flush_scheduled = False
         try:
             self.flush()
         except Exception as error:
             logger.warning("alarm catalog %s: write failed, retried later: %r", self._file, error)
 
     def _flush(self, connection: sqlite3.Connection) -> None:
-        if not self._dirty:
-            return
-        dirty, self._dirty = self._dirty, set()
+        with self._state:
+            if not self._dirty:
+                return
+            dirty, self._dirty = self._dirty, set()
+            rows = [(key, self._entries.get(key)) for key in dirty]
         try:
             connection.execute("BEGIN IMMEDIATE")
-            for key in dirty:
-                entry = self._entries.get(key)
+            for key, entry in rows:
                 if entry is None:
                     connection.execute("DELETE FROM alarms WHERE namespace = ? AND id = ?", key)
                 else:
@@ -248,7 +288,8 @@ class Catalog:
         except BaseException:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
-            self._dirty |= dirty
+            with self._state:
+                self._dirty |= dirty
             raise
 
     def close(self) -> None:
@@ -257,13 +298,14 @@ class Catalog:
         Call it only once every object database is closed: the recorded time says no
         object changed after it without the catalog knowing.
         """
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            try:
-                self._flush(connection)
-                _record_agreement(connection)
-            finally:
-                connection.close()
+        with self._writer:
+            connection, self._connection = self._connection, None
+            if connection is not None:
+                try:
+                    self._flush(connection)
+                    _record_agreement(connection)
+                finally:
+                    connection.close()
 
 
 def _record_agreement(connection: sqlite3.Connection) -> None:

@@ -3,20 +3,27 @@
 Every storage call of a turn joins one `BEGIN IMMEDIATE` transaction; its `COMMIT` is
 scheduled with `loop.call_soon`, so it runs once the turn (and every other turn already
 queued) has finished, and all their writes share one commit and one fsync. Callers
-wait on the commit future before releasing a result: the output gate. The commit runs
-on the loop itself, never in a thread, so virtual time stays deterministic.
+wait on the commit future before releasing a result: the output gate.
+
+Given a committer (a thread pool: the runtime passes one on the real clock), the
+`COMMIT` and its fsync run in a worker thread (sqlite3 releases the GIL), so commits of
+different objects overlap while the loop goes on. Until it has finished, the object's
+connection is not touched from the loop: the next use of it first waits for the commit
+and settles its future, so transactions of one object still follow each other. Without
+a committer (a virtual clock) the commit runs on the loop, so runs stay deterministic.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import sqlite3
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._files import sync_directory
 from ._sql import Cursor
 
 _PRIVATE_TABLES = (
@@ -31,6 +38,10 @@ _PRIVATE_TABLES = (
     " id INTEGER PRIMARY KEY CHECK (id = 1), name TEXT NOT NULL)",
 )
 
+FlushHook = Callable[[], None]
+PrepareHook = Callable[["Database"], "FlushHook | None"]
+"""Called before a commit that changes the alarm; may return work (a catalog write) that
+must be durable before the `COMMIT`, run in the same place as the commit."""
 CommitHook = Callable[["Database"], None]
 FailureHook = Callable[["Database", BaseException], None]
 
@@ -53,15 +64,6 @@ def _retrieve(future: asyncio.Future[None]) -> None:
         future.exception()
 
 
-def _make_directory(directory: Path) -> None:
-    """Create `directory` (and parents) so that the new entries survive a power loss."""
-    if directory.exists():
-        return
-    _make_directory(directory.parent)
-    directory.mkdir(exist_ok=True)
-    sync_directory(directory.parent)
-
-
 class DatabaseClosedError(RuntimeError):
     """The database was closed (its object was evicted or the runtime closed)."""
 
@@ -70,12 +72,16 @@ class Database:
     """The SQLite connection of one object and its per-turn implicit transaction."""
 
     def __init__(
-        self, connection: sqlite3.Connection, loop: asyncio.AbstractEventLoop, file: Path | None
+        self,
+        connection: sqlite3.Connection,
+        loop: asyncio.AbstractEventLoop,
+        file: Path | None,
+        committer: Executor | None = None,
     ) -> None:
         self.file = file
         self.commits = 0
         self.alarm_changed = False
-        self.before_commit: CommitHook | None = None
+        self.before_commit: PrepareHook | None = None
         self.after_commit: CommitHook | None = None
         self.commit_failed: FailureHook | None = None
         self._connection: sqlite3.Connection | None = connection
@@ -83,34 +89,8 @@ class Database:
         self._pending: asyncio.Future[None] | None = None
         self._savepoints = 0
         self._unrecorded_name: str | None = None
-
-    @classmethod
-    def open(cls, loop: asyncio.AbstractEventLoop, file: Path | None) -> Database:
-        """Open (creating if needed) an object's database; `None` keeps it in memory.
-
-        A file that cannot be used raises its `sqlite3` error, with the file named, and
-        leaves no connection open.
-        """
-        if file is None:
-            connection = sqlite3.connect(":memory:", isolation_level=None)
-            database = cls(connection, loop, None)
-            database.create_private_tables()
-            return database
-        created = not file.exists()
-        if created:
-            _make_directory(file.parent)
-        connection = sqlite3.connect(file, isolation_level=None)
-        try:
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=FULL")
-            database = cls(connection, loop, file)
-            database.create_private_tables()
-        except sqlite3.Error as error:
-            connection.close()
-            raise type(error)(f"{file}: {error}") from error
-        if created:
-            sync_directory(file.parent)
-        return database
+        self._committer = committer
+        self._inflight: concurrent.futures.Future[None] | None = None
 
     @property
     def closed(self) -> bool:
@@ -155,6 +135,8 @@ class Database:
 
     def join(self) -> asyncio.Future[None]:
         """The commit future of the current turn's transaction, opening it if needed."""
+        if self._inflight is not None:
+            self._settle_inflight()
         pending = self._pending
         if pending is None:
             connection = self._conn()
@@ -226,19 +208,57 @@ class Database:
             self._savepoints -= 1
 
     def commit(self) -> None:
-        """Commit the turn's transaction now (fsync); fails its future if that fails."""
+        """Commit the turn's transaction now, on this thread (fsync); fails its future if
+        that fails. A commit already running in the committer is waited for first."""
+        self._settle_inflight()
         pending = self._pending
         if pending is None:
             return
         try:
-            if self.alarm_changed and self.before_commit is not None:
-                self.before_commit(self)
+            flush = self._prepare()
+            if flush is not None:
+                flush()
             self._conn().execute("COMMIT")
         except Exception as error:
-            self.rollback(error)
-            if self.commit_failed is not None:
-                self.commit_failed(self, error)
+            self._fail(error)
             return
+        self._committed(pending)
+
+    def _prepare(self) -> FlushHook | None:
+        if self.alarm_changed and self.before_commit is not None:
+            return self.before_commit(self)
+        return None
+
+    def _commit_elsewhere(self, committer: Executor) -> None:
+        """Start the turn's commit in `committer`; the loop settles it when it ends."""
+        connection = self._conn()
+        try:
+            flush = self._prepare()
+        except Exception as error:
+            self._fail(error)
+            return
+        inflight = committer.submit(_commit_on, connection, flush)
+        self._inflight = inflight
+        loop = self._loop
+        inflight.add_done_callback(lambda done: loop.call_soon_threadsafe(self._commit_ended, done))
+
+    def _commit_ended(self, done: concurrent.futures.Future[None]) -> None:
+        if self._inflight is done:
+            self._settle_inflight()
+
+    def _settle_inflight(self) -> None:
+        """Wait for the commit running in the committer (if any) and settle its future."""
+        inflight = self._inflight
+        if inflight is None:
+            return
+        error = inflight.exception()
+        self._inflight = None
+        if error is not None:
+            self._fail(error)
+        elif self._pending is not None:
+            self._committed(self._pending)
+
+    def _committed(self, pending: asyncio.Future[None]) -> None:
         self._pending = None
         self._savepoints = 0
         self._unrecorded_name = None
@@ -248,8 +268,17 @@ class Database:
             self.after_commit(self)
         pending.set_result(None)
 
+    def _fail(self, error: BaseException) -> None:
+        self.rollback(error)
+        if self.commit_failed is not None:
+            self.commit_failed(self, error)
+
     def rollback(self, error: BaseException) -> None:
-        """Drop the turn's uncommitted writes; every call that joined them gets `error`."""
+        """Drop the turn's uncommitted writes; every call that joined them gets `error`.
+
+        A commit already running in the committer is not undone: it is waited for.
+        """
+        self._settle_inflight()
         pending = self._pending
         self._pending = None
         self._savepoints = 0
@@ -270,8 +299,12 @@ class Database:
             self._connection = None
 
     def _commit_turn(self, pending: asyncio.Future[None]) -> None:
-        if self._pending is pending:
+        if self._pending is not pending or self._inflight is not None:
+            return
+        if self._committer is None or self._connection is None:
             self.commit()
+        else:
+            self._commit_elsewhere(self._committer)
 
     def _check_still_open(self, error: sqlite3.Error) -> None:
         # Some errors (e.g. "INSERT OR ROLLBACK") end the whole transaction in SQLite.
@@ -280,15 +313,15 @@ class Database:
             self.rollback(error)
 
     def _conn(self) -> sqlite3.Connection:
+        if self._inflight is not None:
+            self._settle_inflight()
         if self._connection is None:
             raise DatabaseClosedError("the object's database is closed")
         return self._connection
 
 
-def open_object_file(loop: asyncio.AbstractEventLoop, root: Path, key: tuple[str, str]) -> Database:
-    """Open the file of object `key` under `root`; its errors name the object too."""
-    try:
-        return Database.open(loop, root / key[0] / f"{key[1]}.sqlite3")
-    except sqlite3.Error as error:
-        message = f"object {key[0]}:{key[1]} cannot use its database: {error}"
-        raise type(error)(message) from error
+def _commit_on(connection: sqlite3.Connection, flush: FlushHook | None) -> None:
+    """A commit in the committer's thread: what must precede it, then `COMMIT`."""
+    if flush is not None:
+        flush()
+    connection.execute("COMMIT")

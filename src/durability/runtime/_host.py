@@ -1,9 +1,10 @@
 """`Runtime`: hosts Durable Objects on this machine, in memory or one SQLite file each.
 
-It owns the live instances (built on first call or alarm, dropped by `evict`, `crash`
-or idleness), routes stub calls to them through their input and output gates, keeps
-the per-path lock and the alarm catalog, and drives alarm delivery on the runtime's
-clock.
+It builds instances (on first call or alarm) and drops them (`evict`, `crash`, a failed
+commit), routes stub calls to them through their input and output gates, and ties
+together the live instances (`LiveInstances`: the cap, idleness), the stores
+(`ObjectStores`: files, path lock, alarm catalog, commit threads) and alarm delivery on
+the runtime's clock.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import asyncio
 import enum
 import logging
 import os
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import CodeType, MappingProxyType, TracebackType
@@ -22,14 +22,16 @@ from .._clock import WALL_CLOCK, Clock, bind_clock, unbind_clock
 from .._types import JsonValue
 from .._validate import check_positive_int
 from ._alarm_driver import AlarmDriver
-from ._catalog import Catalog, Key, PathLock
+from ._catalog import Key
 from ._copy import copy_value
-from ._database import Database, open_object_file
+from ._database import Database
 from ._errors import ObjectEvictedError
 from ._ids import ObjectId
 from ._instance import Instance
-from ._limits import default_max_live_objects, least_recent_idle
+from ._limits import default_max_live_objects
 from ._object import DurableObject
+from ._registry import LiveInstances
+from ._stores import ObjectStores
 from ._stub import Env, ObjectNamespace, ObjectStub
 
 logger = logging.getLogger("durability.runtime")
@@ -81,19 +83,17 @@ class Runtime:
             check_positive_int("idle_evict_ms", idle_evict_ms)
         if max_live_objects is None:
             max_live_objects = default_max_live_objects()
-        self._max_live = check_positive_int("max_live_objects", max_live_objects)
-        self._path = Path(path) if path is not None else None
+        max_live = check_positive_int("max_live_objects", max_live_objects)
         self._clock: Clock = clock if clock is not None else WALL_CLOCK
-        self._idle_evict_ms = idle_evict_ms
+        self._stores = ObjectStores(Path(path) if path is not None else None, self._clock)
         self._namespaces: dict[str, ObjectNamespace] = {}
         self._env = Env(self._bind(bindings if bindings is not None else {}))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._state = _State.NEW
-        self._instances: OrderedDict[Key, Instance] = OrderedDict()
-        self._memory: dict[Key, Database] = {}
-        self._lock = PathLock(self._path) if self._path is not None else None
-        self._catalog = Catalog(self._path / "_catalog.sqlite3" if self._path else None)
-        self._alarms = AlarmDriver(self, self._catalog)
+        self._live = LiveInstances(
+            max_live, idle_evict_ms, lambda instance: self._discard(instance, crash=False)
+        )
+        self._alarms = AlarmDriver(self, self._stores.catalog)
 
     def _bind(self, bindings: Mapping[str, object]) -> dict[str, object]:
         if not isinstance(bindings, Mapping):
@@ -125,7 +125,7 @@ class Runtime:
     @property
     def path(self) -> Path | None:
         """The directory of the objects' files, or `None` for an in-memory runtime."""
-        return self._path
+        return self._stores.path
 
     @property
     def clock(self) -> Clock:
@@ -135,7 +135,7 @@ class Runtime:
     @property
     def max_live_objects(self) -> int:
         """The most instances kept live before idle ones are evicted, oldest use first."""
-        return self._max_live
+        return self._live.max_live
 
     def now_ms(self) -> int:
         """The runtime clock's current time."""
@@ -158,14 +158,7 @@ class Runtime:
         if self._state is not _State.NEW:
             raise RuntimeError("a Runtime can be started once; create a new one")
         loop = asyncio.get_running_loop()
-        if self._lock is not None:
-            self._lock.acquire()
-        try:
-            self._catalog.open(loop)
-        except BaseException:
-            if self._lock is not None:
-                self._lock.release()
-            raise
+        self._stores.open(loop)
         attach = getattr(self._clock, "attach", None)
         if callable(attach):
             attach(loop)
@@ -173,6 +166,7 @@ class Runtime:
             bind_clock(loop, self._clock)
         self._loop = loop
         self._state = _State.RUNNING
+        self._live.start(loop)
         self._alarms.start(loop)
 
     async def close(self) -> None:
@@ -187,25 +181,20 @@ class Runtime:
         loop = self._loop
         try:
             pending: list[asyncio.Future[Any]] = list(self._alarms.close())
-            for instance in list(self._instances.values()):
+            for instance in self._live.stop():
                 pending.extend(self._discard(instance, crash=False))
-            self._instances.clear()
             await _wind_down(pending)
         finally:
             self._release(loop)
 
     def _release(self, loop: asyncio.AbstractEventLoop) -> None:
         """Close every file and give up the path and the clock, whatever fails."""
-        steps: list[Callable[[], object]] = [database.close for database in self._memory.values()]
-        steps.append(self._catalog.close)
-        if self._lock is not None:
-            steps.append(self._lock.release)
+        steps = self._stores.closing_steps()
         detach = getattr(self._clock, "detach", None)
         if callable(detach):
             steps.append(lambda: detach(loop))
         else:
             steps.append(lambda: unbind_clock(loop, self._clock))
-        self._memory.clear()
         self._state = _State.CLOSED
         _run_every(steps)
 
@@ -247,9 +236,8 @@ class Runtime:
 
     def _instance(self, object_id: ObjectId) -> Instance:
         key = (object_id.namespace, str(object_id))
-        instance = self._instances.get(key)
+        instance = self._live.get(key)
         if instance is not None:
-            self._instances.move_to_end(key)
             return instance
         if self._state is not _State.RUNNING or self._loop is None:
             raise RuntimeError(
@@ -257,7 +245,7 @@ class Runtime:
                 "(or `await rt.start()`), and make calls before it closes"
             )
         namespace = self._namespaces[object_id.namespace]
-        database = self._database(key)
+        database = self._stores.database(key)
         recorded = database.recorded_name()
         name = object_id.name if object_id.name is not None else self._alarms.name_of(key)
         if name is None:
@@ -269,77 +257,21 @@ class Runtime:
         self._alarms.watch(key, name, database)
         database.commit_failed = lambda db, error: self._commit_failed(key, db, error)
         instance = Instance(
-            object_id, namespace.object_class, self._env, database, self._schedule_idle
+            object_id, namespace.object_class, self._env, database, self._live.schedule_idle
         )
-        self._instances[key] = instance
-        if len(self._instances) > self._max_live:
-            self._evict_least_recent(key)
-        self._schedule_idle(instance)
+        self._live.add(key, instance)
         return instance
-
-    def _evict_least_recent(self, keep: Key) -> None:
-        """Evict idle instances, least recently used first, down to `max_live_objects`.
-
-        Busy ones (a call, an alarm or `wait_until` work) and `keep` (the instance just
-        built) are skipped: the cap may be exceeded while that many objects are busy.
-        """
-        for key in least_recent_idle(self._instances, self._max_live, keep):
-            self._discard(self._instances.pop(key), crash=False)
-
-    def _database(self, key: Key) -> Database:
-        assert self._loop is not None
-        if self._path is None:
-            database = self._memory.get(key)
-            if database is None:
-                database = self._memory[key] = Database.open(self._loop, None)
-            return database
-        return open_object_file(self._loop, self._path, key)
-
-    def _schedule_idle(self, instance: Instance) -> None:
-        """Note that `instance` just became idle; its idle timer checks it later.
-
-        One timer per instance, re-armed only when it fires, so busy objects cost no
-        timer operations per call.
-        """
-        if self._idle_evict_ms is None or self._loop is None or self._state is not _State.RUNNING:
-            return
-        instance.idle_since = self._loop.time()
-        if instance.idle_timer is None:
-            instance.idle_timer = self._loop.call_later(
-                self._idle_evict_ms / 1000, self._evict_idle, instance
-            )
-
-    def _evict_idle(self, instance: Instance, *, settled: bool = False) -> None:
-        """The idle timer: evict `instance` if it has been idle for `idle_evict_ms`."""
-        instance.idle_timer = None
-        key = (instance.id.namespace, str(instance.id))
-        if self._loop is None or self._instances.get(key) is not instance:
-            return
-        if instance.tasks or instance.idle_since is None or self._idle_evict_ms is None:
-            return
-        remaining = instance.idle_since + self._idle_evict_ms / 1000 - self._loop.time()
-        if remaining > 0:
-            instance.idle_timer = self._loop.call_later(remaining, self._evict_idle, instance)
-        elif not settled:
-            # Let every other timer due at this same instant run first: one may be the
-            # object's own in-memory timer, which makes it busy again.
-            instance.idle_timer = self._loop.call_later(
-                0, lambda: self._evict_idle(instance, settled=True)
-            )
-        else:
-            del self._instances[key]
-            self._discard(instance, crash=False)
 
     def _commit_failed(self, key: Key, database: Database, error: BaseException) -> None:
         # The instance's memory may disagree with storage now: rebuild it on next use.
         # Its calls in flight may have written in the lost commit: they get its error.
-        instance = self._instances.get(key)
+        instance = self._live.get(key)
         if instance is not None and instance.database is database:
-            del self._instances[key]
+            self._live.remove(instance)
             self._discard(instance, crash=True, error=error)
 
     async def _drop(self, key: Key, *, crash: bool) -> None:
-        instance = self._instances.pop(key, None)
+        instance = self._live.pop(key)
         if instance is None:
             return
         await _wind_down(self._discard(instance, crash=crash))

@@ -12,6 +12,7 @@ from typing import Any, TypeVar, cast
 
 from ._database import Database
 from ._errors import ObjectEvictedError
+from ._gate import OutputGate, commits_to_wait
 from ._ids import ObjectId
 from ._object import DurableObject, ObjectContext
 from ._storage import CallRecord, ObjectStorage, begin_call
@@ -19,9 +20,6 @@ from ._storage import CallRecord, ObjectStorage, begin_call
 T = TypeVar("T")
 
 Future = asyncio.Future[object]
-
-_Gated = tuple[asyncio.Future[Any], asyncio.Future[object], object, bool]
-"""A finished call waiting for its commit: its task, outcome, result, whether it raised."""
 
 logger = logging.getLogger("durability.runtime")
 
@@ -43,7 +41,7 @@ class Instance:
         self.ctx = ObjectContext(self)
         self.tasks: set[asyncio.Future[Any]] = set()
         self._outcomes: dict[asyncio.Future[Any], asyncio.Future[object]] = {}
-        self._gated: dict[asyncio.Future[None], list[_Gated]] = {}
+        self._gate = OutputGate(self._release, self._done)
         self._waiting = 0
         self.gone = False
         self._cls = cls
@@ -194,53 +192,14 @@ class Instance:
     ) -> bool:
         """Release the outcome now, or gate it on the commit it waits for (True)."""
         try:
-            last = self._commits_to_wait(record)
+            last = commits_to_wait(self.database, record)
         except Exception as error:
             result, raised, last = error, True, None
         if last is None:
             self._release(outcome, result, raised)
             return False
-        # The commit's one done-callback releases every result gated on it, so a call
-        # costs no wake-up of its own after its writes are durable.
-        self._gate(last, tracker, outcome, result, raised)
+        self._gate.hold(last, tracker, outcome, result, raised)
         return True
-
-    def _commits_to_wait(self, record: CallRecord) -> asyncio.Future[None] | None:
-        """The commit the call's result must still wait for (`None`: already durable).
-
-        That is the database's pending commit, if any: the call joined it or may have
-        observed its writes. Every other commit the call joined has ended (the database
-        opens a transaction only after the previous one ended); one that failed raises
-        its error here.
-        """
-        pending = self.database.pending_commit
-        for commit in record.close():
-            if commit is not pending:
-                commit.result()
-        return pending
-
-    def _gate(
-        self,
-        commit: asyncio.Future[None],
-        task: asyncio.Future[Any],
-        outcome: asyncio.Future[object],
-        result: object,
-        raised: bool,
-    ) -> None:
-        waiting = self._gated.get(commit)
-        if waiting is None:
-            waiting = self._gated[commit] = []
-            commit.add_done_callback(self._open_gate)
-        waiting.append((task, outcome, result, raised))
-
-    def _open_gate(self, commit: asyncio.Future[None]) -> None:
-        error = None if commit.cancelled() else commit.exception()
-        for task, outcome, result, raised in self._gated.pop(commit, ()):
-            if error is not None:
-                self._release(outcome, error, True)
-            else:
-                self._release(outcome, result, raised)
-            self._done(task)
 
     def _release(self, outcome: asyncio.Future[object], result: object, raised: bool) -> None:
         """Hand the call's outcome to its caller (an eviction meanwhile turns it into one)."""
@@ -301,8 +260,7 @@ class Instance:
         Calls gated on a commit that already ended get its outcome; with `error` (a
         failed commit), every other call in flight gets that error instead.
         """
-        for commit in [commit for commit in self._gated if commit.done()]:
-            self._open_gate(commit)
+        self._gate.open_ended()
         for outcome in self._outcomes.values():
             if not outcome.done():
                 outcome.set_exception(self._evicted_during_call() if error is None else error)

@@ -1,7 +1,7 @@
 """How many objects a runtime keeps live, and which ones to evict past that.
 
 A live file-backed object holds three file descriptors (its database, WAL and shared
-memory files) and about 165 KB. The default cap leaves a quarter of the process's
+memory files) and about 180 KiB. The default cap leaves a quarter of the process's
 descriptor limit for everything else and is at most `MAX_DEFAULT_LIVE_OBJECTS`.
 """
 

@@ -8,8 +8,8 @@ object files themselves: all of them, or only those modified since that close.
 
 from __future__ import annotations
 
-import contextlib
 import logging
+import os
 import re
 import sqlite3
 from collections.abc import Iterator
@@ -19,6 +19,7 @@ from pathlib import Path
 logger = logging.getLogger("durability.runtime")
 
 _OBJECT_FILE = re.compile(r"[0-9a-f]{64}\.sqlite3")
+_OBJECT_NAME_LENGTH = 64 + len(".sqlite3")
 
 Key = tuple[str, str]
 
@@ -36,22 +37,36 @@ def object_files(root: Path, modified_since_ns: int | None) -> Iterator[tuple[Ke
     """Every object file under `root` (only those modified since the time, if given).
 
     A file counts as modified when it or its write-ahead log is; only directory
-    entries are read for the others, no database is opened.
+    entries are read for the others (one `stat` each), no database is opened.
     """
     if not root.is_dir():
         return
-    for namespace in sorted(root.iterdir()):
-        if not namespace.is_dir() or not namespace.name.isidentifier():
-            continue
-        for file in sorted(namespace.iterdir()):
-            if not _OBJECT_FILE.fullmatch(file.name):
+    with os.scandir(root) as listing:
+        namespaces = sorted(
+            (entry.name, entry.path)
+            for entry in listing
+            if entry.name.isidentifier() and entry.is_dir()
+        )
+    for namespace, directory in namespaces:
+        with os.scandir(directory) as listing:
+            entries = {entry.name: entry for entry in listing}
+        found = []
+        for name, entry in entries.items():
+            if len(name) != _OBJECT_NAME_LENGTH or not _OBJECT_FILE.fullmatch(name):
                 continue
-            try:
-                modified = modified_since_ns is None or _modified_ns(file) >= modified_since_ns
-            except FileNotFoundError:
-                continue
-            if modified:
-                yield (namespace.name, file.name[:64]), file
+            if modified_since_ns is not None:
+                wal = entries.get(name + "-wal")
+                try:
+                    modified_ns = entry.stat().st_mtime_ns
+                    if wal is not None:
+                        modified_ns = max(modified_ns, wal.stat().st_mtime_ns)
+                except FileNotFoundError:
+                    continue
+                if modified_ns < modified_since_ns:
+                    continue
+            found.append(name)
+        for name in sorted(found):
+            yield (namespace, name[:64]), Path(directory, name)
 
 
 def read_alarm_file(key: Key, file: Path) -> StoredAlarm | None:
@@ -86,10 +101,3 @@ def read_alarm_file(key: Key, file: Path) -> StoredAlarm | None:
         return None
     finally:
         connection.close()
-
-
-def _modified_ns(file: Path) -> int:
-    times = [file.stat().st_mtime_ns]
-    with contextlib.suppress(FileNotFoundError):
-        times.append(file.with_name(file.name + "-wal").stat().st_mtime_ns)
-    return max(times)

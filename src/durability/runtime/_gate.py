@@ -1,0 +1,74 @@
+"""The output gate: a finished call's result is released only once its writes are durable."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from ._database import Database
+from ._storage import CallRecord
+
+_Gated = tuple[asyncio.Future[Any], asyncio.Future[object], object, bool]
+"""A finished call waiting for its commit: its task, outcome, result, whether it raised."""
+
+Release = Callable[[asyncio.Future[object], object, bool], None]
+Done = Callable[[asyncio.Future[Any]], None]
+
+
+def commits_to_wait(database: Database, record: CallRecord) -> asyncio.Future[None] | None:
+    """The commit a call's result must still wait for (`None`: already durable).
+
+    That is the database's pending commit, if any: the call joined it or may have
+    observed its writes. Every other commit the call joined has ended (the database
+    opens a transaction only after the previous one ended); one that failed raises its
+    error here.
+    """
+    pending = database.pending_commit
+    for commit in record.close():
+        if commit is not pending:
+            commit.result()
+    return pending
+
+
+class OutputGate:
+    """Finished calls held until their commit ends: then `release` gets each outcome
+    (the commit's own error if it failed) and `done` each call's task."""
+
+    __slots__ = ("_done", "_gated", "_release")
+
+    def __init__(self, release: Release, done: Done) -> None:
+        self._gated: dict[asyncio.Future[None], list[_Gated]] = {}
+        self._release = release
+        self._done = done
+
+    def hold(
+        self,
+        commit: asyncio.Future[None],
+        task: asyncio.Future[Any],
+        outcome: asyncio.Future[object],
+        result: object,
+        raised: bool,
+    ) -> None:
+        """Release `result` once `commit` has ended."""
+        # The commit's one done-callback releases every result gated on it, so a call
+        # costs no wake-up of its own after its writes are durable.
+        waiting = self._gated.get(commit)
+        if waiting is None:
+            waiting = self._gated[commit] = []
+            commit.add_done_callback(self._open)
+        waiting.append((task, outcome, result, raised))
+
+    def open_ended(self) -> None:
+        """Release now the calls whose commit has ended but whose callback has not run."""
+        for commit in [commit for commit in self._gated if commit.done()]:
+            self._open(commit)
+
+    def _open(self, commit: asyncio.Future[None]) -> None:
+        error = None if commit.cancelled() else commit.exception()
+        for task, outcome, result, raised in self._gated.pop(commit, ()):
+            if error is not None:
+                self._release(outcome, error, True)
+            else:
+                self._release(outcome, result, raised)
+            self._done(task)

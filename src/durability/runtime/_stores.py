@@ -1,0 +1,74 @@
+"""What a runtime keeps beyond its instances: the object databases' home, the path lock,
+the alarm catalog and the threads that commit."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from .._clock import WALL_CLOCK, Clock
+from ._catalog import Catalog, Key, PathLock
+from ._database import Database
+from ._opening import open_database, open_object_file
+
+COMMIT_THREADS = 8
+"""Worker threads for file commits on the real clock: fsyncs of this many objects overlap."""
+
+
+class ObjectStores:
+    """One SQLite file per object under `path` (or in-memory databases when `None`).
+
+    On the real clock, file commits run in `COMMIT_THREADS` worker threads; under any
+    other clock (a `VirtualClock`) they stay on the loop, so runs are deterministic.
+    """
+
+    def __init__(self, path: Path | None, clock: Clock) -> None:
+        self.path = path
+        self.catalog = Catalog(path / "_catalog.sqlite3" if path is not None else None)
+        self._clock = clock
+        self._lock = PathLock(path) if path is not None else None
+        self._memory: dict[Key, Database] = {}
+        self._committer: ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def open(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Take the path's lock and open the catalog (both given up again on failure)."""
+        if self._lock is not None:
+            self._lock.acquire()
+        if self.path is not None and self._clock is WALL_CLOCK:
+            self._committer = ThreadPoolExecutor(COMMIT_THREADS, "durability-commit")
+        try:
+            self.catalog.open(loop, self._committer)
+        except BaseException:
+            self._stop_committer()
+            if self._lock is not None:
+                self._lock.release()
+            raise
+        self._loop = loop
+
+    def database(self, key: Key) -> Database:
+        """Open the database of object `key` (an in-memory one lives as long as the runtime)."""
+        assert self._loop is not None
+        if self.path is None:
+            database = self._memory.get(key)
+            if database is None:
+                database = self._memory[key] = open_database(self._loop, None)
+            return database
+        return open_object_file(self._loop, self.path, key, self._committer)
+
+    def closing_steps(self) -> list[Callable[[], object]]:
+        """What closes everything, in order, once every object file is closed."""
+        steps: list[Callable[[], object]] = [database.close for database in self._memory.values()]
+        self._memory = {}
+        steps.append(self.catalog.close)
+        steps.append(self._stop_committer)
+        if self._lock is not None:
+            steps.append(self._lock.release)
+        return steps
+
+    def _stop_committer(self) -> None:
+        committer, self._committer = self._committer, None
+        if committer is not None:
+            committer.shutdown(wait=True)

@@ -1,0 +1,118 @@
+"""Where object commits run: a worker thread on the real clock, the loop under a VirtualClock.
+
+The real-clock tests here take no time of their own: they wait on results, never on
+the clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durability.runtime import DurableObject, Runtime
+from durability.testing import VirtualClock
+
+from ._inject import StorageFaults
+
+
+class Counter(DurableObject):
+    """One table of rows; an alarm that adds a row."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS rows (id INTEGER PRIMARY KEY)")
+
+    async def add(self) -> int:
+        self.ctx.storage.sql.exec("INSERT INTO rows DEFAULT VALUES")
+        return int(self.ctx.storage.sql.exec("SELECT count(*) AS n FROM rows").one()["n"])
+
+    async def arm(self, at_ms: int) -> None:
+        await self.ctx.storage.set_alarm(at_ms)
+
+    async def count(self) -> int:
+        return int(self.ctx.storage.sql.exec("SELECT count(*) AS n FROM rows").one()["n"])
+
+    async def alarm(self) -> None:
+        self.ctx.storage.sql.exec("INSERT INTO rows DEFAULT VALUES")
+
+
+def _commit_threads(faults: StorageFaults) -> list[str]:
+    names: list[str] = []
+    faults.watch(".sqlite3", "COMMIT", lambda: names.append(threading.current_thread().name))
+    return names
+
+
+async def test_real_clock_commits_run_in_worker_threads(
+    tmp_path: Path, faults: StorageFaults
+) -> None:
+    """On the real clock, file commits run off the loop and results still wait for them."""
+    threads = _commit_threads(faults)
+    async with Runtime(path=tmp_path, bindings={"C": Counter}) as rt:
+        stubs = [rt.env.C.get_by_name(f"c{number}") for number in range(5)]
+        assert await asyncio.gather(*(stub.add() for stub in stubs)) == [1] * 5
+        assert await stubs[0].add() == 2
+    loop_thread = threading.current_thread().name
+    object_commits = [name for name in threads if name != loop_thread]
+    assert object_commits and all(name.startswith("durability-commit") for name in object_commits)
+    async with Runtime(path=tmp_path, bindings={"C": Counter}) as rt:
+        assert await rt.env.C.get_by_name("c0").count() == 2
+
+
+async def test_virtual_clock_commits_run_on_the_loop(tmp_path: Path, faults: StorageFaults) -> None:
+    """Under a VirtualClock every commit runs on the loop's thread (deterministic runs)."""
+    threads = _commit_threads(faults)
+    async with Runtime(path=tmp_path, bindings={"C": Counter}, clock=VirtualClock()) as rt:
+        await asyncio.gather(*(rt.env.C.get_by_name(f"c{n}").add() for n in range(3)))
+    assert threads and set(threads) == {threading.current_thread().name}
+
+
+async def test_failed_threaded_commit_fails_every_joined_call(
+    tmp_path: Path, faults: StorageFaults
+) -> None:
+    """A commit failing in a worker thread fails each call that joined it with its error."""
+    async with Runtime(path=tmp_path, bindings={"C": Counter}) as rt:
+        stub = rt.env.C.get_by_name("c")
+        assert await stub.add() == 1
+        faults.fail(".sqlite3", "COMMIT", message="disk I/O error (injected)")
+        outcomes = await asyncio.gather(stub.add(), stub.add(), return_exceptions=True)
+        for outcome in outcomes:
+            assert isinstance(outcome, sqlite3.OperationalError)
+            assert "injected" in str(outcome)
+        assert await stub.count() == 1
+
+
+async def test_failed_catalog_write_fails_the_threaded_commit_that_needs_it(
+    tmp_path: Path, faults: StorageFaults
+) -> None:
+    """An alarm change commits only after its catalog entry: if that write fails, so does it."""
+    async with Runtime(path=tmp_path, bindings={"C": Counter}) as rt:
+        stub = rt.env.C.get_by_name("c")
+        faults.fail("_catalog", "COMMIT", message="catalog write failed (injected)")
+        with pytest.raises(sqlite3.OperationalError, match="injected"):
+            await stub.arm(4_000_000_000_000)
+        await stub.arm(4_000_000_000_000)
+    catalog = sqlite3.connect(tmp_path / "_catalog.sqlite3")
+    try:
+        assert catalog.execute("SELECT wake_ms FROM alarms").fetchall() == [(4_000_000_000_000,)]
+    finally:
+        catalog.close()
+
+
+async def test_alarm_delivery_costs_two_object_commits(
+    tmp_path: Path, faults: StorageFaults
+) -> None:
+    """The retry fallback joins alarm()'s own first commit: a delivery is two commits in all."""
+    clock = VirtualClock()
+    commits: list[str] = []
+    async with Runtime(path=tmp_path, bindings={"C": Counter}, clock=clock) as rt:
+        stub = rt.env.C.get_by_name("c")
+        await stub.arm(clock.now_ms() + 1_000)
+        faults.watch("/C/", "COMMIT", lambda: commits.append("commit"))
+        await clock.advance(1_000)
+        assert len(commits) == 2
+        assert await stub.count() == 1
