@@ -115,13 +115,20 @@ def check_subscription_renewals(base_url: str) -> None:
 
 
 def check_event_topics(base_url: str) -> None:
-    """Events are handled once per group in key order, keys dedupe, poison is parked."""
+    """Pushes land on the key's partition and report its load, events are handled once
+    per group in key order, keys dedupe, poison is parked."""
     topic = f"orders-{_token()}"
     produced = [(f"user-{n % 5}", f"e{n}") for n in range(20)]
     events = [{"partitionKey": key, "payload": payload} for key, payload in produced]
-    status, accepted = request(base_url, "POST", f"/{topic}/events", events)
+    status, accepted = request(base_url, "POST", f"/{topic}/events?region=weur", events)
     _expect(status, 202, "produce")
-    _expect(all(result["accepted"] for result in accepted.values()), True, "all accepted")
+    # FNV-1a of user-0 .. user-4 over 8 partitions: 1, 4, 3, 6, 5.
+    _expect(sorted(accepted), ["1", "3", "4", "5", "6"], "the partitions the keys hash to")
+    _expect(all(result["success"] for result in accepted.values()), True, "all accepted")
+    offsets = {number: result["value"] for number, result in accepted.items()}
+    _expect(offsets["1"], [0, 1, 2, 3], "user-0's four events, in order, on partition 1")
+    loads = [result["load"]["outbound"]["pendingDeliveries"] for result in accepted.values()]
+    _expect(loads, [0] * 5, "each push reports its partition's load")
     _, first = request(base_url, "POST", f"/{topic}/groups/billing/poll")
     handled = [event for lease in first for event in lease["events"]]
     _expect(sorted(e["payload"] for e in handled), sorted(p for _, p in produced), "poll")
@@ -146,8 +153,9 @@ def check_event_topics(base_url: str) -> None:
         _expect(partition, expected, f"partition {number} after both groups polled")
 
     keyed = [{"partitionKey": "alice", "payload": "paid", "key": "evt-1"}]
-    once = request(base_url, "POST", f"/{topic}/events", keyed)
-    _expect(request(base_url, "POST", f"/{topic}/events", keyed), once, "a repeated key")
+    once = request(base_url, "POST", f"/{topic}/events", keyed)[1]["1"]["value"]
+    again = request(base_url, "POST", f"/{topic}/events", keyed)[1]["1"]["value"]
+    _expect((once, again), ([4], [4]), "a repeated key returns its original offset")
 
     quarantine = f"{topic}-poison"
     request(base_url, "POST", f"/{quarantine}/events", [{"partitionKey": "z", "payload": "poison"}])
