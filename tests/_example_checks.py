@@ -217,10 +217,70 @@ def check_rpc_transforms(base_url: str) -> None:
     _expect(state_metrics[0]["requestId"], None, "a call without transforms has no context")
 
 
+def _settled(base_url: str, path: str) -> Any:
+    """The job GET `path` shows, once it is no longer pending (polling)."""
+    deadline = time.monotonic() + ALARM_WAIT_S
+    while (job := request(base_url, "GET", path)[1])["status"] == "pending":
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the job did not settle within 30 s: {job!r}")
+        time.sleep(0.2)
+    return job
+
+
+def check_image_jobs(base_url: str) -> None:
+    """A resize job is registered once per size and completes; injected 503s are retried
+    under one idempotency key (one image made); a bad width and an unreadable format fail
+    at the first attempt without retries."""
+    image = f"cat-{_token()}.jpg"
+    status, usage = request(base_url, "GET", "/")
+    _expect((status, "resize" in usage), (200, True), "GET / shows the usage")
+    status, job = request(base_url, "POST", f"/{image}/resize?width=300")
+    _expect((status, job), (202, {"job": f"resize:{image}:300"}), "register a job")
+    _expect(request(base_url, "POST", f"/{image}/resize?width=300")[1], job, "again: same job")
+    _expect(request(base_url, "POST", f"/{image}/resize?width=200&fail=2")[0], 202, "flaky")
+    _expect(request(base_url, "POST", f"/{image}/resize?width=0")[0], 202, "a bad width")
+    gif = f"cat-{_token()}.gif"
+    _expect(request(base_url, "POST", f"/{gif}/resize?width=100")[0], 202, "a gif")
+    _expect(request(base_url, "POST", f"/{image}/resize")[0], 400, "no width")
+
+    done = _settled(base_url, f"/{image}/result?width=300")
+    _expect(
+        (done["status"], done["attempt"], done["image"]),
+        ("completed", 1, f"resized/300/{image}"),
+        "a job that went through",
+    )
+    flaky = _settled(base_url, f"/{image}/result?width=200")
+    _expect((flaky["status"], flaky["attempt"]), ("completed", 3), "two 503s, then done")
+    bad = _settled(base_url, f"/{image}/result?width=0")
+    _expect(
+        (bad["status"], bad["attempt"], bad["error"]["name"]),
+        ("failed", 1, "InvalidWidth"),
+        "a width out of range fails at once",
+    )
+    rejected = _settled(base_url, f"/{gif}/result?width=100")
+    _expect(
+        (rejected["status"], rejected["attempt"], rejected["error"]["name"]),
+        ("failed", 1, "ResizeRejected"),
+        "the service's 4xx fails at once",
+    )
+    upstream = [
+        {"width": 200, "calls": 3, "image": f"resized/200/{image}"},
+        {"width": 300, "calls": 1, "image": f"resized/300/{image}"},
+    ]
+    _expect(request(base_url, "GET", f"/{image}/upstream")[1], upstream, "one image per key")
+    _expect(
+        request(base_url, "GET", f"/{gif}/upstream")[1],
+        [{"width": 100, "calls": 1, "image": None}],
+        "the rejected format was asked once",
+    )
+    _expect(request(base_url, "GET", f"/{image}/nope")[0], 404, "an unknown route")
+
+
 CHECKS: dict[str, Callable[[str], None]] = {
     "counter": check_counter,
     "subscription_renewals": check_subscription_renewals,
     "event_topics": check_event_topics,
     "rpc_transforms": check_rpc_transforms,
+    "image_jobs": check_image_jobs,
 }
 """Example folder name -> its check, run against the served example's base URL."""
