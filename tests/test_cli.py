@@ -31,12 +31,12 @@ def test_console_script_is_installed() -> None:
 
 
 def test_serve_help_lists_options(capsys: pytest.CaptureFixture[str]) -> None:
-    """`durability serve --help` documents MODULE, --path, --port and --host."""
+    """`durability serve --help` documents MODULE, --path, --port, --host and --virtual-time."""
     with pytest.raises(SystemExit) as exit_info:
         main(["serve", "--help"])
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    for option in ("MODULE", "--path", "--port", "--host", ".durability", "8787"):
+    for option in ("MODULE", "--path", "--port", "--host", "--virtual-time", ".durability", "8787"):
         assert option in out
 
 

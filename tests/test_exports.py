@@ -19,6 +19,7 @@ from durability import (
     AlarmRetryInfo,
     AttemptSettledEvent,
     AttemptStartedEvent,
+    CancelledEvent,
     DuplicateDurableCallError,
     Durability,
     DurabilityAlarms,
@@ -30,6 +31,7 @@ from durability import (
     DurableAttemptsExhaustedError,
     DurableAttemptTimeoutError,
     DurableCall,
+    DurableCancelledError,
     DurableResultSerializationError,
     DurableRetryPolicyError,
     EnqueueResult,
@@ -53,6 +55,8 @@ from durability import (
     OperationResult,
     PurgedEvent,
     RegisteredEvent,
+    RetriedEvent,
+    RetryAfter,
     RetryPolicy,
     RoutingError,
     ScheduledEvent,
@@ -69,6 +73,7 @@ EXPECTED = [
     "AlarmRetryInfo",
     "AttemptSettledEvent",
     "AttemptStartedEvent",
+    "CancelledEvent",
     "DuplicateDurableCallError",
     "Durability",
     "DurabilityAlarms",
@@ -81,6 +86,7 @@ EXPECTED = [
     "DurableAttemptTimeoutError",
     "DurableAttemptsExhaustedError",
     "DurableCall",
+    "DurableCancelledError",
     "DurableJob",
     "DurableOperation",
     "DurableResultSerializationError",
@@ -116,6 +122,8 @@ EXPECTED = [
     "OperationResult",
     "PurgedEvent",
     "RegisteredEvent",
+    "RetriedEvent",
+    "RetryAfter",
     "RetryPolicy",
     "RoutingError",
     "RoutingLoad",
@@ -164,7 +172,7 @@ def test_errors_exported_are_all_durability_errors() -> None:
         for value in (getattr(durability, name) for name in EXPECTED)
         if isinstance(value, type) and issubclass(value, BaseException)
     ]
-    assert len(errors) == 15
+    assert len(errors) == 17
     assert all(issubclass(error, durability.DurabilityError) for error in errors)
 
 
@@ -327,7 +335,7 @@ def test_option_object_defaults(obj: Any, expected: dict[str, Any]) -> None:
 
 FIELDS = [
     (DurableCall, "id operation payload attempt signal idempotency_key"),
-    (OperationResult, "status result attempt next_attempt_at last_error error"),
+    (OperationResult, "status result attempt next_attempt_at last_error error id operation"),
     (
         DurableAlarmInfo,
         "name scheduled_time attempt is_retry retry_count idempotency_key signal platform "
@@ -361,6 +369,11 @@ FIELDS = [
         "type entity_kind operation alarm id generation timestamp attempt reason error",
     ),
     (PurgedEvent, "type entity_kind timestamp before count"),
+    (
+        CancelledEvent,
+        "type entity_kind operation alarm id generation timestamp attempt running",
+    ),
+    (RetriedEvent, "type entity_kind operation id generation timestamp attempt"),
 ]
 
 
@@ -426,6 +439,12 @@ ERRORS: list[tuple[DurabilityError, str, dict[str, Any]]] = [
         {"timeout_ms": 250},
     ),
     (RoutingError("empty shard"), "empty shard", {}),
+    (
+        DurableCancelledError("charge", "inv-1"),
+        'Durable operation "charge" call "inv-1" was cancelled',
+        {"operation": "charge", "id": "inv-1"},
+    ),
+    (RetryAfter(5000), "Retry requested after 5000ms", {"delay_ms": 5000}),
 ]
 
 

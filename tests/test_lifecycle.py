@@ -81,6 +81,8 @@ def test_event_type_constants_name_every_event_type() -> None:
         "attempt_started",
         "attempt_settled",
         "terminal",
+        "cancelled",
+        "retried",
         "purged",
     ]
     assert EVENT.type == LifecycleEventType.REGISTERED

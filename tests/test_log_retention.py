@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from _log_host import LogConfig, items, partition, runtime
-from conftest import START_MS
 from durability import LogRecord, LogRetention, LogSegment, LogTruncatedError
 from durability._log.retention import retention_prefix
 from durability.cold import FileColdStorage
@@ -263,27 +262,39 @@ async def test_file_cold_store_survives_restart(tmp_path: Path, clock: VirtualCl
     ]
     assert bounds == {"oldest_offset": 0, "hot_offset": 2, "next_offset": 3}
     files = sorted((tmp_path / "cold").iterdir())
-    assert [f.name for f in files] == ["00000000000000000000.json"]
+    assert [f.name[-25:] for f in files] == ["00000000000000000000.json"]
     assert json.loads(files[0].read_text())["lastOffset"] == 1
+
+
+class _IndexNeverStored(FileColdStorage):
+    """Writes the segment, then fails as a crash before the index update would."""
+
+    async def write(self, segment: LogSegment[Any]) -> str:
+        await super().write(segment)
+        raise OSError("crashed after the cold write")
 
 
 async def test_orphaned_segment_is_reused_not_overwritten(
     tmp_path: Path, clock: VirtualClock
 ) -> None:
     """A segment written by a flush that never committed is kept when the flush repeats."""
-    store = FileColdStorage(tmp_path / "cold")
-    orphan = LogSegment(
-        0, 1, [LogRecord(0, "ka", "a", START_MS), LogRecord(1, "kb", "b", START_MS)]
+    failing = LogConfig(
+        retention=LogRetention(max_records=1), cold=_IndexNeverStored(tmp_path / "cold")
     )
-    await store.write(orphan)
-    config = LogConfig(retention=LogRetention(max_records=1), cold=store)
-    async with runtime(config, clock) as rt:
+    async with runtime(failing, clock, tmp_path / "db") as rt:
+        await partition(rt).append([["a", "ka"], ["b", "kb"], ["c", "kc"]])
+        with pytest.raises(OSError, match="crashed"):
+            await partition(rt).trim()
+    orphan = list((tmp_path / "cold").iterdir())
+    config = LogConfig(
+        retention=LogRetention(max_records=1), cold=FileColdStorage(tmp_path / "cold")
+    )
+    async with runtime(config, clock, tmp_path / "db") as rt:
         p = partition(rt)
-        await p.append([["a", "ka"], ["b", "kb"], ["c", "kc"]])
         assert await p.trim() == 2
         page = await p.read(0)
     assert [r["body"] for r in page["records"]] == ["a", "b"]
-    assert len(list((tmp_path / "cold").iterdir())) == 1
+    assert list((tmp_path / "cold").iterdir()) == orphan
 
 
 def _prefix(

@@ -173,7 +173,9 @@ async def test_revert_one_capability_keeps_the_others(lab: ObjectStub) -> None:
     await lab.migrate("log")
     await lab.migrate("log", None)
     assert await lab.current("operations")
-    assert [row["capability"] for row in await _history(lab)] == ["operations"] * 3
+    assert [row["capability"] for row in await _history(lab)] == ["operations"] * len(
+        OPERATION_MIGRATIONS
+    )
     assert "table:durability_log_records" not in await lab.schema()
 
 
@@ -182,7 +184,7 @@ async def test_exact_version_down_and_back_up(lab: ObjectStub) -> None:
     names = _names(OPERATION_MIGRATIONS)
     await lab.migrate("operations")
     down = await lab.migrate("operations", names[0])
-    assert down == {"applied": [], "rolled_back": [names[2], names[1]]}
+    assert down == {"applied": [], "rolled_back": names[:0:-1]}
     schema = await lab.schema()
     assert "table:durability_calls" in schema
     assert not any(entry.startswith("index:durability_calls") for entry in schema)
@@ -191,7 +193,7 @@ async def test_exact_version_down_and_back_up(lab: ObjectStub) -> None:
     up = await lab.migrate("operations", names[1])
     assert up == {"applied": [names[1]], "rolled_back": []}
     assert "index:durability_calls_pending_idx" in await lab.schema()
-    assert await lab.migrate("operations") == {"applied": [names[2]], "rolled_back": []}
+    assert await lab.migrate("operations") == {"applied": names[2:], "rolled_back": []}
     assert await lab.current("operations")
 
 
@@ -304,7 +306,7 @@ async def test_rebuild_preserves_calls_and_stamps_legacy_generations(lab: Object
             key,
             status,
         )
-    assert await lab.migrate("operations") == {"applied": [names[2]], "rolled_back": []}
+    assert await lab.migrate("operations", names[2]) == {"applied": [names[2]], "rolled_back": []}
     rows = await lab.query(
         "SELECT id, status, result, attempt, next_attempt_at, completed_at, generation_id, "
         "created_at FROM durability_calls ORDER BY id"
@@ -426,10 +428,11 @@ async def _make_v2_database(lab: ObjectStub) -> None:
 async def test_v2_history_is_translated_without_running_schema(lab: ObjectStub) -> None:
     """The v2 combined row is split per capability, kept, and nothing is re-applied.
 
-    Only what v2 never had (the alarms' payload columns) is applied on top."""
+    Only what v2 never had (the alarms' payload columns, the calls' cancelled status and
+    listing indexes) is applied on top."""
     await _make_v2_database(lab)
     schema = await lab.schema()
-    assert await lab.migrate("operations") == {"applied": [], "rolled_back": []}
+    assert await lab.migrate("operations", CALLS_0004) == {"applied": [], "rolled_back": []}
     assert await lab.migrate("namedAlarms") == {"applied": [ALARMS_0008], "rolled_back": []}
     assert await lab.schema() == schema
     history = {row["name"]: row["capability"] for row in await _history(lab)}
@@ -442,6 +445,8 @@ async def test_v2_history_is_translated_without_running_schema(lab: ObjectStub) 
         ALARMS_0004: "namedAlarms",
         ALARMS_0008: "namedAlarms",
     }
+    newer = _names(OPERATION_MIGRATIONS)[_names(OPERATION_MIGRATIONS).index(CALLS_0004) + 1 :]
+    assert await lab.migrate("operations") == {"applied": newer, "rolled_back": []}
     assert await lab.current("operations") and await lab.current("namedAlarms")
     assert await lab.query("SELECT id, created_at FROM durability_calls") == [
         {"id": "keep", "created_at": 7}
@@ -453,3 +458,81 @@ async def test_v2_history_is_not_current_until_migrated(lab: ObjectStub) -> None
     await _make_v2_database(lab)
     assert not await lab.current("operations")
     assert await lab.current("custom", steps=[])
+
+
+CALLS_0009 = "durability_0009_calls_cancelled_and_listing"
+
+
+async def test_calls_0009_allows_cancelled_and_indexes_listing(lab: ObjectStub) -> None:
+    """0009 keeps every call, allows status 'cancelled' and adds the two listing indexes."""
+    await lab.migrate("operations", CALLS_0004)
+    await lab.query(
+        "INSERT INTO durability_calls (id, operation, payload, status, result, attempt, "
+        "next_attempt_at, completed_at, generation_id, created_at) "
+        "VALUES ('a', 'charge', '{}', 'completed', 'r', 2, 10, 20, 'g', 7)"
+    )
+    with pytest.raises(sqlite3.IntegrityError):
+        await lab.query("UPDATE durability_calls SET status = 'cancelled'")
+    assert await lab.migrate("operations", CALLS_0009) == {
+        "applied": [CALLS_0009],
+        "rolled_back": [],
+    }
+    rows = await lab.query(
+        "SELECT id, status, result, attempt, next_attempt_at, completed_at, generation_id, "
+        "created_at FROM durability_calls"
+    )
+    assert rows == [
+        {
+            "id": "a",
+            "status": "completed",
+            "result": "r",
+            "attempt": 2,
+            "next_attempt_at": 10,
+            "completed_at": 20,
+            "generation_id": "g",
+            "created_at": 7,
+        }
+    ]
+    await lab.query("UPDATE durability_calls SET status = 'cancelled'")
+    schema = await lab.schema()
+    for index in ("operation", "operation_status", "pending", "created"):
+        assert f"index:durability_calls_{index}_idx" in schema
+
+
+async def test_calls_0009_down_turns_cancelled_into_failed(lab: ObjectStub) -> None:
+    """Reverting 0009 keeps every call, a cancelled one as failed, and drops its indexes."""
+    await lab.migrate("operations", CALLS_0009)
+    for key, status in (("a", "cancelled"), ("b", "pending")):
+        await lab.query(
+            "INSERT INTO durability_calls (id, operation, payload, status, attempt, "
+            "next_attempt_at, last_error, last_error_name, generation_id, created_at) "
+            "VALUES (?, 'charge', '{}', ?, 1, 10, 'stop', 'DurableCancelledError', 'g', 7)",
+            key,
+            status,
+        )
+    assert await lab.migrate("operations", CALLS_0004) == {
+        "applied": [],
+        "rolled_back": [CALLS_0009],
+    }
+    rows = await lab.query(
+        "SELECT id, status, last_error, last_error_name, generation_id, created_at "
+        "FROM durability_calls ORDER BY id"
+    )
+    assert rows == [
+        {
+            "id": key,
+            "status": status,
+            "last_error": "stop",
+            "last_error_name": "DurableCancelledError",
+            "generation_id": "g",
+            "created_at": 7,
+        }
+        for key, status in (("a", "failed"), ("b", "pending"))
+    ]
+    schema = await lab.schema()
+    assert "index:durability_calls_operation_idx" not in schema
+    assert "index:durability_calls_operation_status_idx" not in schema
+    assert "index:durability_calls_pending_idx" in schema
+    assert "index:durability_calls_created_idx" in schema
+    with pytest.raises(sqlite3.IntegrityError):
+        await lab.query("UPDATE durability_calls SET status = 'cancelled'")

@@ -173,6 +173,8 @@ async def test_registered_call_runs_at_once_and_completes() -> None:
             "next_attempt_at": None,
             "last_error": None,
             "error": None,
+            "id": "inv-1",
+            "operation": "charge",
         }
         assert await t.obj.alarm_at() is None
 
@@ -230,6 +232,8 @@ async def test_failed_attempts_retry_after_the_policy_delay() -> None:
             "next_attempt_at": START_MS + 1000,
             "last_error": "boom",
             "error": None,
+            "id": "a",
+            "operation": "charge",
         }
         await t.clock.advance(3000)
         assert probe.calls == [
@@ -256,6 +260,8 @@ async def test_every_attempt_failing_ends_failed_at_max_attempts() -> None:
             "next_attempt_at": None,
             "last_error": None,
             "error": {"name": "ValueError", "message": "nope"},
+            "id": "a",
+            "operation": "charge",
         }
 
 

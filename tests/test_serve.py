@@ -91,6 +91,18 @@ async def test_counter_demo_over_asgi(
     assert (await client.get("/apples/nope")).status_code == 404
 
 
+async def test_counter_refuses_a_bad_number_with_400(
+    counter_client: tuple[httpx.AsyncClient, VirtualClock],
+) -> None:
+    """A reset time that is not a whole number of seconds in range gets 400, not 500."""
+    client, _ = counter_client
+    for bad in ("%C2%B2", "-5", "1.5", "x", "9" * 30):
+        response = await client.post(f"/apples/reset-in/{bad}")
+        assert response.status_code == 400, bad
+        assert "SECONDS" in response.text
+    assert (await client.get("/apples")).json()["reset_at_ms"] is None
+
+
 async def test_counter_alarm_resets_on_the_virtual_clock(
     counter_client: tuple[httpx.AsyncClient, VirtualClock],
 ) -> None:

@@ -13,6 +13,7 @@ from ._engine import (
     AlarmRetryInfo,
     AttemptSettledEvent,
     AttemptStartedEvent,
+    CancelledEvent,
     DurabilityScheduler,
     LifecycleEvent,
     LifecycleEventType,
@@ -21,6 +22,7 @@ from ._engine import (
     MigrationResult,
     PurgedEvent,
     RegisteredEvent,
+    RetriedEvent,
     RetryPolicy,
     ScheduledEvent,
     TerminalEvent,
@@ -33,6 +35,7 @@ from ._errors import (
     DurableAlarmTimeoutError,
     DurableAttemptsExhaustedError,
     DurableAttemptTimeoutError,
+    DurableCancelledError,
     DurableResultSerializationError,
     DurableRetryPolicyError,
     FanoutEnqueueError,
@@ -42,6 +45,7 @@ from ._errors import (
     LogLeaseError,
     LogTruncatedError,
     NonRetryableError,
+    RetryAfter,
     RoutingError,
     SerializedError,
 )
@@ -61,7 +65,9 @@ from ._log import (
     LogSegment,
 )
 from ._named_alarms import DurabilityAlarms, DurableAlarmInfo, NamedAlarm
-from ._operations import Durability, DurableCall, DurableJob, DurableOperation, OperationResult
+from ._operation_handles import DurableJob, DurableOperation
+from ._operation_records import OperationResult
+from ._operations import Durability, DurableCall
 from ._signal import AbortSignal
 from ._types import JsonValue
 
@@ -71,6 +77,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "AlarmRetryInfo",
     "AttemptSettledEvent",
     "AttemptStartedEvent",
+    "CancelledEvent",
     "DuplicateDurableCallError",
     "Durability",
     "DurabilityAlarms",
@@ -83,6 +90,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "DurableAttemptTimeoutError",
     "DurableAttemptsExhaustedError",
     "DurableCall",
+    "DurableCancelledError",
     "DurableJob",
     "DurableOperation",
     "DurableResultSerializationError",
@@ -118,6 +126,8 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "OperationResult",
     "PurgedEvent",
     "RegisteredEvent",
+    "RetriedEvent",
+    "RetryAfter",
     "RetryPolicy",
     "RoutingError",
     "RoutingLoad",

@@ -22,7 +22,8 @@ from ._engine import (
 from ._engine.options import OPTION_NAMES, SchedulerOptions
 from ._engine.scheduler import object_scheduler
 from ._named_alarms import DurabilityAlarms, NamedAlarm
-from ._operations import Durability, DurableOperation
+from ._operation_handles import DurableOperation
+from ._operations import Durability
 from ._validate import check_callable, check_positive_int
 
 Options = TypeVar("Options", MethodOptions, AlarmMethodOptions)

@@ -17,6 +17,8 @@ The tree (catch at the level you need)::
     ├── FanoutSettlementError              a delivery was already settled or is stale
     ├── FanoutTimeoutError                 a fanout delivery ran out of time
     ├── RoutingError                       an invalid shard or routing target
+    ├── DurableCancelledError              an operation was cancelled while it ran
+    ├── RetryAfter                         raise from a handler to retry after a delay
     └── CallerTimeoutError                 a caller-side `timeout` transform expired
                                            (also a `TimeoutError`)
 
@@ -29,6 +31,8 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass
+
+from ._validate import check_non_negative_int
 
 MAX_STACK_BYTES = 8192
 """The most UTF-8 bytes of formatted traceback kept with a stored error."""
@@ -180,6 +184,27 @@ class FanoutTimeoutError(DurabilityError):
 
 class RoutingError(DurabilityError):
     """An invalid shard, an unresolvable namespace or an unknown routing method."""
+
+
+class DurableCancelledError(DurabilityError):
+    """The reason a running operation's signal is aborted when it is cancelled."""
+
+    def __init__(self, operation: str, id: str) -> None:
+        super().__init__(f'Durable operation "{operation}" call "{id}" was cancelled')
+        self.operation = operation
+        self.id = id
+
+
+class RetryAfter(DurabilityError):
+    """Raise from a handler to fail this attempt and make the next one due in `delay_ms`.
+
+    The attempt counts like any failure, so `max_attempts` still bounds the record.
+    """
+
+    def __init__(self, delay_ms: int) -> None:
+        check_non_negative_int("delay_ms", delay_ms)
+        super().__init__(f"Retry requested after {delay_ms}ms")
+        self.delay_ms = delay_ms
 
 
 class CallerTimeoutError(DurabilityError, TimeoutError):

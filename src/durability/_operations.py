@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 from ._clock import now_ms
@@ -22,35 +22,37 @@ from ._engine import (
     OPERATION_MIGRATIONS,
     AlarmRetryInfo,
     AttemptPolicy,
+    CancelledEvent,
     DurabilityScheduler,
     DurableHelper,
     ExecutionSpec,
-    HandlerEntry,
     HostAlarmInfo,
     LifecycleHook,
     MethodOptions,
     RegisteredEvent,
     Release,
+    RetriedEvent,
     RetryPolicy,
-    TableSpec,
     check_handlers,
     given_options,
-    read_stack,
     run_execution,
 )
 from ._errors import (
     DuplicateDurableCallError,
     DurableAttemptTimeoutError,
+    DurableCancelledError,
     DurableResultSerializationError,
-    SerializedError,
+    serialize_error,
 )
+from ._operation_control import cancel_call, check_id, first_attempt_at, retry_call
+from ._operation_handles import DurableOperation
+from ._operation_records import CALLS, RECORD_COLUMNS, OperationResult, list_results, to_result
 from ._serialization import deserialize, serialize
-from ._signal import AbortSignal
+from ._signal import AbortSignal, abort
 from ._types import JsonValue
 from ._uuid import random_uuid
 from ._validate import check_non_negative_int
 
-CALLS = TableSpec("durability_calls", "id")
 NULL_TEXT = serialize(None)
 """The stored envelope of `None`, the most common payload and result."""
 CAPABILITY = "operations"
@@ -60,14 +62,12 @@ IDEMPOTENCY_PREFIX = "durability-call:v1:"
 P = TypeVar("P")
 """The payload type a handler declares (`DurableCall[Order]`); unchecked at run time."""
 
-Status = Literal["not_found", "pending", "completed", "failed"]
-
 
 @dataclass(frozen=True, kw_only=True)
 class DurableCall(Generic[P]):
     """What an operation handler receives: the call's id, payload and attempt (1-based).
 
-    `signal` is aborted when the attempt times out or the record is purged.
+    `signal` is aborted when the attempt times out or the record is cancelled or purged.
     `idempotency_key` is the same for every attempt of this call and differs between
     objects: it holds the object's id, the operation and the call's id, so an external
     service given it applies the call's effect once. (Not slotted: `DurableCall[Order](...)`
@@ -80,23 +80,6 @@ class DurableCall(Generic[P]):
     attempt: int
     signal: AbortSignal
     idempotency_key: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class OperationResult:
-    """The stored state of one call.
-
-    ``pending`` has `attempt`, `next_attempt_at` and `last_error` (the last failure's
-    message, `None` before any); ``completed`` has `result` and `attempt`; ``failed``
-    has `attempt` and `error`; ``not_found`` has nothing else.
-    """
-
-    status: Status
-    result: JsonValue = None
-    attempt: int | None = None
-    next_attempt_at: int | None = None
-    last_error: str | None = None
-    error: SerializedError | None = None
 
 
 class Durability(DurableHelper["DurableOperation"]):
@@ -149,6 +132,8 @@ class Durability(DurableHelper["DurableOperation"]):
             include_result_in_events=include_result_in_events,
             options=given_options(locals()),
         )
+        self._after: dict[tuple[str, str], asyncio.Event] = {}
+        """Retried records (by key and generation) whose older attempt must end first."""
 
     def operation(self, name: str) -> DurableOperation:
         """The operation object of handler `name` (the one attribute access returns)."""
@@ -159,10 +144,13 @@ class Durability(DurableHelper["DurableOperation"]):
 
     # -- internals used by DurableOperation ---------------------------------------------
 
-    async def _register(self, operation: str, id: object, payload: object) -> None:
-        key = _check_id(id)
+    async def _register(
+        self, operation: str, id: object, payload: object, run_at: object, delay_ms: object
+    ) -> None:
+        key = check_id(id)
         text = NULL_TEXT if payload is None else serialize(payload, "payload")
         now = now_ms()
+        due = first_attempt_at(now, run_at, delay_ms)
         generation = random_uuid()
 
         def write(sql: SqlStorage) -> bool:
@@ -174,7 +162,7 @@ class Durability(DurableHelper["DurableOperation"]):
                 key,
                 operation,
                 text,
-                now,
+                due,
                 generation,
                 now,
             ).rows_written
@@ -187,33 +175,97 @@ class Durability(DurableHelper["DurableOperation"]):
                 raise DuplicateDurableCallError(key, str(stored[0]["operation"]), operation)
             return False
 
-        if not await self._engine.transaction(write, due_at=lambda added: now if added else None):
+        if not await self._engine.transaction(write, due_at=lambda added: due if added else None):
             return
         if self._events:
             self._emit(
                 RegisteredEvent(operation=operation, id=key, generation=generation, timestamp=now)
             )
+        if due <= now:
+            # The row was just inserted by this registration: nothing can be running it yet.
+            self._start_eagerly(self._call_spec(key, operation, text, generation, now, 0))
+
+    def _start_eagerly(self, spec: ExecutionSpec) -> None:
+        """Run a record that is due now at once when a permit is free."""
         permit = self._engine.permits.try_acquire()
         if permit is None:
             return  # the reconciled alarm or the early timer picks the row up
-        # The row was just inserted by this registration: nothing can be running it yet.
-        spec = self._call_spec(key, operation, text, generation, now, 0)
         self._engine.tasks.run_in_background(
             self._run_eagerly(spec, permit),
             "durability.background_execution.failed",
-            {"operation": operation, "id": key},
+            {"operation": spec.name, "id": spec.key},
         )
 
     async def _run_eagerly(self, spec: ExecutionSpec, permit: Release) -> None:
         await run_execution(self._engine, spec, permit)
         await self._engine.schedule_next_alarm()
 
+    async def _cancel(self, operation: str, id: object) -> bool:
+        key = check_id(id)
+        now = now_ms()
+        reason = DurableCancelledError(operation, key)
+        stored = serialize_error(reason)
+        row = await self._engine.transaction(
+            lambda sql: cancel_call(sql, operation, key, now, stored)
+        )
+        if row is None:
+            return False
+        generation = str(row["generation_id"])
+        running = self._active.get(key)
+        signal = None if running is None or running.generation != generation else running.signal
+        if signal is not None:
+            abort(signal, reason)
+        self._engine.watchers.notify(CALLS.name, key)
+        if self._events:
+            self._emit(
+                CancelledEvent(
+                    entity_kind="operation",
+                    operation=operation,
+                    id=key,
+                    generation=generation,
+                    timestamp=now,
+                    attempt=int(row["attempt"]),
+                    running=signal is not None,
+                )
+            )
+        return True
+
+    async def _retry(self, operation: str, id: object) -> bool:
+        key = check_id(id)
+        now = now_ms()
+        generation = random_uuid()
+        row = await self._engine.transaction(
+            lambda sql: retry_call(sql, operation, key, now, generation),
+            due_at=lambda row: None if row is None else now,
+        )
+        if row is None:
+            return False
+        if self._events:
+            self._emit(
+                RetriedEvent(operation=operation, id=key, generation=generation, timestamp=now)
+            )
+        # A cancelled attempt whose handler has not ended yet still holds the key here:
+        # the new generation starts only after it (the timer or the alarm starts it).
+        self._after = {k: done for k, done in self._after.items() if not done.is_set()}
+        older = self._active.get(key)
+        if older is not None and not older.settled.is_set():
+            self._after[(key, generation)] = older.settled
+            return True
+        created_at = int(row["created_at"])
+        self._start_eagerly(
+            self._call_spec(key, operation, str(row["payload"]), generation, created_at, 0)
+        )
+        return True
+
+    def _list(
+        self, operation: str, status: object, limit: object, after: object
+    ) -> list[OperationResult]:
+        return list_results(self._engine.sql, operation, status=status, limit=limit, after=after)
+
     def _read(self, operation: str, id: object) -> Row | None:
-        key = _check_id(id)
+        key = check_id(id)
         rows = self._engine.sql.exec(
-            "SELECT operation, status, result, attempt, next_attempt_at, last_error, "
-            "last_error_name, generation_id FROM durability_calls WHERE id = ?",
-            key,
+            f"SELECT {RECORD_COLUMNS} FROM durability_calls WHERE id = ?", key
         ).to_list()
         if not rows:
             return None
@@ -225,29 +277,8 @@ class Durability(DurableHelper["DurableOperation"]):
     def _result(self, operation: str, id: object) -> tuple[OperationResult, Row | None]:
         row = self._read(operation, id)
         if row is None:
-            return OperationResult(status="not_found"), None
-        status = row["status"]
-        if status == "pending":
-            result = OperationResult(
-                status="pending",
-                attempt=row["attempt"],
-                next_attempt_at=row["next_attempt_at"],
-                last_error=row["last_error"],
-            )
-        elif status == "failed":
-            error = SerializedError(
-                row["last_error_name"] or "Error",
-                row["last_error"] or "Durable operation failed",
-                read_stack(self._engine.sql, CALLS, str(id), str(row["generation_id"])),
-            )
-            result = OperationResult(status="failed", attempt=row["attempt"], error=error)
-        else:
-            if row["result"] is None:
-                raise RuntimeError(f'Completed durable call "{id}" has no result')
-            result = OperationResult(
-                status="completed", result=deserialize(row["result"]), attempt=row["attempt"]
-            )
-        return result, row
+            return OperationResult(status="not_found", id=str(id), operation=operation), None
+        return to_result(self._engine.sql, row), row
 
     async def _wait(self, operation: str, id: object, timeout_ms: object) -> OperationResult:
         timeout = check_non_negative_int("timeout_ms", timeout_ms)
@@ -297,7 +328,7 @@ class Durability(DurableHelper["DurableOperation"]):
         def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
             try:
                 text = NULL_TEXT if result is None else serialize(result, "result")
-            except TypeError as error:
+            except (TypeError, ValueError) as error:
                 raise DurableResultSerializationError(operation) from error
             completed_at = now_ms()
             won = sql.exec(
@@ -311,6 +342,10 @@ class Durability(DurableHelper["DurableOperation"]):
             ).rows_written
             return completed_at if won else None
 
+        after = self._after.get((key, generation))
+        if after is not None and after.is_set():
+            del self._after[(key, generation)]
+            after = None
         return self._spec(
             key=key,
             name=operation,
@@ -319,6 +354,7 @@ class Durability(DurableHelper["DurableOperation"]):
             attempt=attempt,
             argument=argument,
             complete=complete,
+            after=after,
         )
 
     def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
@@ -330,55 +366,3 @@ def call_idempotency_key(object_id: str | None, operation: str, id: str) -> str:
     """`durability-call:v1:<object id>:<operation>:<id>`, the operation name escaped so
     no two (operation, id) pairs give one key (the id, last, is kept as it is)."""
     return f"{IDEMPOTENCY_PREFIX}{object_id or ''}:{quote(operation, safe='')}:{id}"
-
-
-def _check_id(id: object) -> str:
-    if not isinstance(id, str):
-        raise TypeError(f"id must be a string, got {type(id).__name__}")
-    if not id:
-        raise ValueError("id must be a non-empty string")
-    return id
-
-
-class DurableOperation(HandlerEntry[Durability]):
-    """One operation of a `Durability`: call it to register, or read and wait on ids."""
-
-    __slots__ = ()
-
-    async def __call__(self, id: str, payload: JsonValue = None) -> None:
-        """Register call `id` with `payload`; returns once it is durable, never waits for it."""
-        await self._owner._register(self.name, id, payload)
-
-    async def get_result(self, id: str) -> OperationResult:
-        """The stored state of call `id` (`DuplicateDurableCallError` if it is another's)."""
-        return self._owner._result(self.name, id)[0]
-
-    def job(self, id: str) -> DurableJob:
-        """A handle on call `id` to read or wait for its outcome."""
-        return DurableJob(self._owner, self.name, _check_id(id))
-
-
-class DurableJob:
-    """A handle on one call: `get_result()` now, or `wait(timeout_ms=...)` for settlement."""
-
-    __slots__ = ("_owner", "id", "operation")
-
-    def __init__(self, owner: Durability, operation: str, id: str) -> None:
-        self._owner = owner
-        self.operation = operation
-        self.id = id
-
-    async def get_result(self) -> OperationResult:
-        """The stored state of this call."""
-        return self._owner._result(self.operation, self.id)[0]
-
-    async def wait(self, *, timeout_ms: int = 30_000) -> OperationResult:
-        """Wait until the call completes, fails or is purged, or `timeout_ms` elapses.
-
-        Woken by settlement, not polling; returns the latest state, which is still
-        ``pending`` on timeout. In memory only: a wait does not survive eviction.
-        """
-        return await self._owner._wait(self.operation, self.id, timeout_ms)
-
-    def __repr__(self) -> str:
-        return f"DurableJob({self.operation!r}, {self.id!r})"

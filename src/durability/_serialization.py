@@ -2,7 +2,9 @@
 
 A value is stored as the JSON text `{"kind":"value","value":<json>}`; the upstream
 `{"kind":"undefined"}` envelope is read back as `None`. Only strict JSON values are
-accepted: no NaN or infinities, no tuples, sets, bytes, dates or non-string keys.
+accepted: no NaN or infinities, no tuples, sets, bytes, dates or non-string keys, no
+nesting deeper than `MAX_JSON_DEPTH`, and no stored text over `MAX_VALUE_BYTES` (what
+Cloudflare refuses is refused on every host, with the same error).
 """
 
 from __future__ import annotations
@@ -13,14 +15,48 @@ from typing import Any
 
 from ._types import JsonValue
 
+MAX_JSON_DEPTH = 256
+"""Lists and dicts nest at most this deep: far beyond real data, well within the
+interpreter's recursion limit (on Pyodide too)."""
+
+MAX_VALUE_BYTES = 2_000_000
+"""The most UTF-8 bytes one stored value may take: Cloudflare's limit on a string, a
+row, and a KV key and value together (2 MB)."""
+
 
 def check_json_value(value: object, what: str = "value") -> JsonValue:
     """Return `value` if it is a strict JSON value, else raise `TypeError` naming the path."""
-    _check(value, what, set())
+    try:
+        _check(value, what, set(), 0)
+    except _TooDeep:
+        raise TypeError(
+            f"{what} nests lists and dicts more than {MAX_JSON_DEPTH} levels deep"
+        ) from None
     return value  # type: ignore[return-value]
 
 
-def _check(value: object, path: str, seen: set[int]) -> None:
+class _TooDeep(Exception):
+    """Raised from the depth limit, so the error names the value, not a 256-step path."""
+
+
+def check_size(what: str, text: str, key: str = "") -> None:
+    """Raise `ValueError` if `text` (and `key`, stored with it) is over `MAX_VALUE_BYTES`."""
+    if (len(text) + len(key)) * 4 <= MAX_VALUE_BYTES:
+        return
+    size = _utf8_size(text) + _utf8_size(key)
+    if size > MAX_VALUE_BYTES:
+        stored = "key and value take" if key else "takes"
+        raise ValueError(
+            f"{what}: {stored} {size:,} bytes as stored JSON; one value may take at most "
+            f"{MAX_VALUE_BYTES:,} bytes (the Cloudflare limit)"
+        )
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _check(value: object, path: str, seen: set[int], depth: int) -> None:
     if value is None or isinstance(value, (bool, str)):
         return
     if isinstance(value, int):
@@ -29,22 +65,20 @@ def _check(value: object, path: str, seen: set[int]) -> None:
         if not math.isfinite(value):
             raise TypeError(f"{path} must be a finite number, got {value!r}")
         return
-    if isinstance(value, list):
+    if isinstance(value, (list, dict)):
+        if depth >= MAX_JSON_DEPTH:
+            raise _TooDeep
         if id(value) in seen:
             raise TypeError(f"{path} contains a reference cycle")
         seen.add(id(value))
-        for index, item in enumerate(value):
-            _check(item, f"{path}[{index}]", seen)
-        seen.discard(id(value))
-        return
-    if isinstance(value, dict):
-        if id(value) in seen:
-            raise TypeError(f"{path} contains a reference cycle")
-        seen.add(id(value))
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"{path} has a non-string key {key!r}; JSON keys are strings")
-            _check(item, f"{path}[{key!r}]", seen)
+        if isinstance(value, list):
+            for index, item in enumerate(value):
+                _check(item, f"{path}[{index}]", seen, depth + 1)
+        else:
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise TypeError(f"{path} has a non-string key {key!r}; JSON keys are strings")
+                _check(item, f"{path}[{key!r}]", seen, depth + 1)
         seen.discard(id(value))
         return
     raise TypeError(
@@ -70,8 +104,14 @@ def copy_json(value: object, what: str = "value") -> JsonValue:
 
 
 def serialize(value: object, what: str = "value") -> str:
-    """The stored envelope text of a JSON value; raises `TypeError` for anything else."""
-    return '{"kind":"value","value":' + _ENCODER.encode(check_json_value(value, what)) + "}"
+    """The stored envelope text of a JSON value.
+
+    Raises `TypeError` for anything but a JSON value, `ValueError` when the text would
+    be over `MAX_VALUE_BYTES`.
+    """
+    text = '{"kind":"value","value":' + _ENCODER.encode(check_json_value(value, what)) + "}"
+    check_size(what, text)
+    return text
 
 
 def deserialize(text: str) -> JsonValue:

@@ -1,7 +1,7 @@
 """The abort signal handed to every handler attempt.
 
-An attempt's signal is aborted when the attempt times out or its record is purged.
-The engine also cancels a timed-out handler's task, but a handler that catches the
+An attempt's signal is aborted when the attempt times out or its record is cancelled or
+purged. The engine also cancels a timed-out handler's task, but a handler that catches the
 cancellation can keep running; the signal is how it learns that its outcome will be
 ignored.
 """
@@ -22,7 +22,7 @@ class AbortSignal:
 
     @property
     def aborted(self) -> bool:
-        """True once the attempt was aborted (timeout or purge)."""
+        """True once the attempt was aborted (timeout, cancel or purge)."""
         return self._event.is_set()
 
     @property

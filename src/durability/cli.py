@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import logging
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -53,7 +54,8 @@ def _parser() -> argparse.ArgumentParser:
             "Serve a Cloudflare-shaped project folder (wrangler.jsonc or wrangler.toml: "
             "`main`, `durable_objects.bindings`, `vars`) as `wrangler dev` would, or a "
             "worker module (DurableObject classes, a `bindings` dict and "
-            "`async def fetch(request, env)`), over HTTP. Ctrl-C stops it cleanly."
+            "`async def fetch(request, env)`), over HTTP, with a read-only dashboard of "
+            "the objects at /_durability. Ctrl-C stops it cleanly."
         ),
     )
     serve.add_argument(
@@ -68,6 +70,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--port", type=int, default=8787, help="TCP port (default: 8787)")
     serve.add_argument("--host", default="127.0.0.1", help="interface (default: 127.0.0.1)")
+    serve.add_argument(
+        "--virtual-time",
+        action="store_true",
+        help=(
+            "run on a virtual clock that only POST /_durability/advance?ms=N moves "
+            "(for demos and manual tests)"
+        ),
+    )
     inspect = commands.add_parser(
         "inspect",
         help="show the objects under a runtime path: pending work, failures, alarms, logs",
@@ -100,7 +110,9 @@ def _serve(args: argparse.Namespace) -> int:
         return _fail("needs uvicorn: pip install 'durability[serve]'")
     from ._serve_checks import import_failure, path_problem, port_problem
     from .runtime import Runtime
+    from .runtime._virtual_server import VirtualTimeServer
     from .runtime.server import WorkerApp, WorkerModuleError, load_worker
+    from .testing import VirtualClock
 
     if not 0 <= args.port <= 65_535:
         return _fail("--port must be between 0 and 65535")
@@ -110,26 +122,40 @@ def _serve(args: argparse.Namespace) -> int:
         return _fail(str(error))
     except Exception as error:
         return _fail(import_failure(args.module, error))
+    clock = VirtualClock(start_ms=int(time.time() * 1000)) if args.virtual_time else None
     try:
-        runtime = Runtime(path=args.path, bindings=worker.bindings)
+        runtime = Runtime(path=args.path, bindings=worker.bindings, clock=clock)
     except (TypeError, ValueError) as error:
         return _fail(f"{args.module}: {error}")
     problem = path_problem(Path(args.path)) or port_problem(args.host, args.port)
     if problem is not None:
         return _fail(problem)
     logging.basicConfig(level=logging.INFO, format="%(levelname)-9s %(message)s")
-    logging.getLogger("durability.serve").info(
+    log = logging.getLogger("durability.serve")
+    log.info(
         "Serving %s (bindings: %s), data in %s",
         args.module,
         ", ".join(worker.bindings) or "none",
         args.path,
     )
+    log.info("Dashboard: http://%s:%s/_durability", _url_host(args.host), args.port)
     app = WorkerApp(worker, runtime)
-    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, lifespan="on"))
+    if args.virtual_time:
+        log.info("Virtual time: POST /_durability/advance?ms=N moves the clock forward")
+        # The virtual clock drives a stdlib selector loop: never uvloop.
+        config = uvicorn.Config(app, host=args.host, port=args.port, lifespan="on", loop="asyncio")
+        server: uvicorn.Server = VirtualTimeServer(config, app)
+    else:
+        server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, lifespan="on"))
     # uvicorn re-raises the SIGINT it handled once its graceful shutdown is over.
     with contextlib.suppress(KeyboardInterrupt):
         server.run()
     return 0 if server.started and app.closed else 1
+
+
+def _url_host(host: str) -> str:
+    """`host` as it goes in a URL (IPv6 addresses in brackets)."""
+    return f"[{host}]" if ":" in host else host
 
 
 def _fail(message: str) -> int:

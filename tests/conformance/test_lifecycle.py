@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import resource
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -304,6 +305,65 @@ async def test_close_fails_calls_in_flight(make_runtime: RuntimeFactory) -> None
     await rt.close()
     with pytest.raises(ObjectEvictedError):
         await pending
+
+
+class Tally(DurableObject):
+    """Counts its constructions in `env.BUILT` and can hold a call open."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        env.BUILT.append(ctx.id.name)
+
+    async def touch(self) -> str:
+        return str(self.ctx.id.name)
+
+    async def hold(self, gate_name: str) -> str:
+        await self.env.GATES[gate_name].wait()
+        return "released"
+
+
+async def test_live_objects_are_capped_least_recently_used_first(
+    make_runtime: RuntimeFactory,
+) -> None:
+    """Past max_live_objects the least recently used idle instance is evicted, never a busy one."""
+    built: list[str] = []
+    gate = asyncio.Event()
+    rt = make_runtime({"T": Tally, "BUILT": built, "GATES": {"g": gate}}, max_live_objects=3)
+    async with rt:
+        ns = rt.env.T
+        for name in ("a", "b", "c"):
+            await ns.get_by_name(name).touch()
+        await ns.get_by_name("a").touch()
+        held = asyncio.ensure_future(ns.get_by_name("b").hold("g"))
+        await asyncio.sleep(0)
+        await ns.get_by_name("d").touch()
+        await ns.get_by_name("e").touch()
+        assert built == ["a", "b", "c", "d", "e"]
+        await ns.get_by_name("c").touch()
+        await ns.get_by_name("b").touch()
+        assert built == ["a", "b", "c", "d", "e", "c"]
+        gate.set()
+        assert await held == "released"
+        for name in ("f", "g", "h", "i"):
+            await ns.get_by_name(name).touch()
+        await ns.get_by_name("c").touch()
+        assert built[-1] == "c"
+        assert len(built) == 11
+
+
+def test_max_live_objects_is_checked_and_defaults_from_the_fd_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """max_live_objects must be a positive int; by default a quarter of fds stay free."""
+    with pytest.raises(ValueError, match="max_live_objects"):
+        Runtime(max_live_objects=0)
+    with pytest.raises(TypeError, match="max_live_objects"):
+        Runtime(max_live_objects="9")  # type: ignore[arg-type]
+    assert Runtime(max_live_objects=7).max_live_objects == 7
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (1_024, 4_096))
+    assert Runtime().max_live_objects == 256
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (resource.RLIM_INFINITY, 0))
+    assert Runtime().max_live_objects == 2_000
 
 
 async def test_evict_keeps_committed_data_and_alarm(live: LiveObject) -> None:

@@ -70,6 +70,9 @@ USAGE = """durability counter demo
   POST /NAME/cancel-reset       disarm the reset
 """
 
+MAX_RESET_S = 366 * 24 * 3600
+BAD_SECONDS = f"SECONDS must be a whole number from 0 to {MAX_RESET_S}\n"
+
 
 def json_response(value, status=200):
     return Response(json.dumps(value), status=status, headers={"content-type": "application/json"})
@@ -88,7 +91,9 @@ class Default(WorkerEntrypoint):
                 return json_response(await counter.state())
             case "POST", ["increment"]:
                 return json_response(await counter.increment())
-            case "POST", ["reset-in", seconds] if seconds.isdigit():
+            case "POST", ["reset-in", seconds]:
+                if not (seconds.isascii() and seconds.isdigit()) or int(seconds) > MAX_RESET_S:
+                    return Response(BAD_SECONDS, status=400)
                 return json_response(await counter.reset_in(int(seconds)))
             case "POST", ["cancel-reset"]:
                 return json_response(await counter.cancel_reset())

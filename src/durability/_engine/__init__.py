@@ -17,11 +17,13 @@ from .helper import DurableHelper, HandlerEntry
 from .lifecycle import (
     AttemptSettledEvent,
     AttemptStartedEvent,
+    CancelledEvent,
     LifecycleEvent,
     LifecycleEventType,
     LifecycleHook,
     PurgedEvent,
     RegisteredEvent,
+    RetriedEvent,
     ScheduledEvent,
     TerminalEvent,
     report_failure,
@@ -48,7 +50,7 @@ from .schemas import (
     NAMED_ALARM_MIGRATIONS,
     OPERATION_MIGRATIONS,
 )
-from .tables import TableSpec, read_stack
+from .tables import TableSpec, forget_stack, read_stack
 
 __all__ = [
     "DEFAULT_ATTEMPT_TIMEOUT_MS",
@@ -63,6 +65,7 @@ __all__ = [
     "AttemptPolicy",
     "AttemptSettledEvent",
     "AttemptStartedEvent",
+    "CancelledEvent",
     "DurabilityScheduler",
     "DurableHelper",
     "ExecutionSpec",
@@ -77,6 +80,7 @@ __all__ = [
     "PurgedEvent",
     "RegisteredEvent",
     "Release",
+    "RetriedEvent",
     "RetryPolicy",
     "ScheduledEvent",
     "TableSpec",
@@ -86,6 +90,7 @@ __all__ = [
     "attach_storage",
     "check_handlers",
     "exponential",
+    "forget_stack",
     "given_options",
     "jitter",
     "migrate",

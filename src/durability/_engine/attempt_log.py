@@ -1,7 +1,9 @@
 """Log records for settled attempts, on ``durability.operations`` and ``durability.alarms``.
 
 A failed attempt that will be retried logs at WARNING and a terminal failure at ERROR,
-both with the error's traceback; a completed attempt logs at DEBUG only. Every record
+both with the error's traceback; an attempt whose handler raised `RetryAfter` (it asked
+to run later, nothing went wrong) logs at INFO without one; a completed attempt logs at
+DEBUG only. Every record
 carries its facts in `extra` (attribute names on the `LogRecord`) so a structured
 formatter can use them: `event`, `entity_kind`, `operation` or `alarm`, `record_id`,
 `generation`, `attempt`, `max_attempts`, `object_id` and `object_name` (each `None`
@@ -14,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from .._errors import SerializedError, is_non_retryable
+from .._errors import RetryAfter, SerializedError, is_non_retryable
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -51,7 +53,8 @@ def attempt_failed(
     retry_in_ms: int,
     next_attempt_at: int,
 ) -> None:
-    """WARNING: the attempt failed and the record is due again in `retry_in_ms`."""
+    """WARNING: the attempt failed and the record is due again in `retry_in_ms` (INFO
+    and no traceback when the handler asked for that with `RetryAfter`)."""
     fields = _fields(engine, spec, attempt, "attempt_failed")
     fields.update(
         error_name=stored.name,
@@ -59,7 +62,9 @@ def attempt_failed(
         retry_in_ms=retry_in_ms,
         next_attempt_at=next_attempt_at,
     )
-    _logger(spec).warning(
+    requested = isinstance(error, RetryAfter)
+    _logger(spec).log(
+        logging.INFO if requested else logging.WARNING,
         "%s attempt %d of %d failed%s: %s: %s; next attempt in %d ms",
         _subject(spec),
         attempt,
@@ -68,7 +73,7 @@ def attempt_failed(
         stored.name,
         stored.message,
         retry_in_ms,
-        exc_info=error,
+        exc_info=None if requested else error,
         extra=fields,
     )
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from .._clock import now_ms
 from .._context import SqlStorage
-from .._errors import DurableRetryPolicyError, is_non_retryable, serialize_error
+from .._errors import DurableRetryPolicyError, RetryAfter, is_non_retryable, serialize_error
 from .._signal import AbortSignal, abort
 from .._types import MAX_SAFE_INTEGER, JsonValue
 from . import attempt_log
@@ -47,7 +47,9 @@ class ExecutionSpec:
     `None` when a newer generation won, and may raise to turn the success into a
     failure (it runs outside any transaction, so it must write with one statement);
     `is_terminal(error)` adds a kind-specific terminal rule. `emits` False (no lifecycle
-    hook) skips building events nobody receives.
+    hook) skips building events nobody receives. `after`, when given, is awaited
+    before anything else: the settlement of an older execution of the key that this
+    one must not overlap.
     """
 
     table: TableSpec
@@ -67,6 +69,7 @@ class ExecutionSpec:
     is_terminal: Callable[[BaseException], bool]
     include_result: bool = False
     emits: bool = True
+    after: asyncio.Event | None = None
 
     def entity(self) -> dict[str, Any]:
         """The entity fields every lifecycle event of this record carries."""
@@ -91,7 +94,8 @@ class RetryDecision:
 
 def decide_retry(spec: ExecutionSpec, attempt: int, error: BaseException) -> RetryDecision:
     """Apply the retry rules in order: non-retryable (by class, name or the policy's
-    `non_retryable`), attempt limit, kind rule, policy delay."""
+    `non_retryable`), attempt limit, kind rule, then the delay a `RetryAfter` asked for
+    or else the policy's."""
     if (
         is_non_retryable(error)
         or isinstance(error, spec.policy.non_retryable)
@@ -101,7 +105,7 @@ def decide_retry(spec: ExecutionSpec, attempt: int, error: BaseException) -> Ret
         timestamp = now_ms()
         return RetryDecision(error, True, timestamp, timestamp)
     try:
-        raw = spec.policy.delay(attempt)
+        raw = error.delay_ms if isinstance(error, RetryAfter) else spec.policy.delay(attempt)
         if (
             isinstance(raw, bool)
             or not isinstance(raw, (int, float))
@@ -196,6 +200,8 @@ def run_execution(
 async def _execute(engine: Engine, spec: ExecutionSpec, gate: _Gate) -> None:
     """Claim an attempt, run the handler, settle the outcome; then release the gate."""
     try:
+        if spec.after is not None:
+            await spec.after.wait()
         if gate.permit is None:
             gate.permit = engine.permits.try_acquire() or await engine.permits.acquire()
         started_at = now_ms()

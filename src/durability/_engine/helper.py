@@ -9,6 +9,7 @@ in one alarm-pass template, and run attempts through `run_execution` with an
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
@@ -229,9 +230,10 @@ class DurableHelper(ABC, Generic[Entry]):
         attempt: int,
         argument: Callable[[int, AbortSignal], object],
         complete: Callable[[SqlStorage, Any, int], int | None],
+        after: asyncio.Event | None = None,
     ) -> ExecutionSpec:
         """The execution of record `key` of handler `name`; `argument(attempt, signal)`
-        builds what the handler is called with."""
+        builds what the handler is called with; it starts once `after` (if any) is set."""
         policy = self._policies.get(name, self._default_policy)
 
         def invoke(attempt: int, signal: AbortSignal) -> Any:
@@ -260,4 +262,5 @@ class DurableHelper(ABC, Generic[Entry]):
             is_terminal=lambda error: self._is_terminal(error, policy),
             include_result=self._include_result,
             emits=self._events,
+            after=after,
         )

@@ -38,6 +38,8 @@ class LifecycleEventType(StrEnum):
     ATTEMPT_STARTED = "attempt_started"
     ATTEMPT_SETTLED = "attempt_settled"
     TERMINAL = "terminal"
+    CANCELLED = "cancelled"
+    RETRIED = "retried"
     PURGED = "purged"
 
 
@@ -144,6 +146,31 @@ class TerminalEvent(_AttemptEvent):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class CancelledEvent(_AttemptEvent):
+    """A pending record was cancelled; `attempt` is how many attempts it had started.
+
+    `running` tells whether an attempt was running in this instance (its signal was
+    aborted, and whatever it returns is not recorded).
+    """
+
+    type: Literal["cancelled"] = field(default=LifecycleEventType.CANCELLED.value, init=False)
+    running: bool
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RetriedEvent:
+    """A failed or cancelled operation was made pending again, as a new generation."""
+
+    type: Literal["retried"] = field(default=LifecycleEventType.RETRIED.value, init=False)
+    entity_kind: Literal["operation"] = field(default="operation", init=False)
+    operation: str
+    id: str
+    generation: str
+    timestamp: int
+    attempt: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PurgedEvent:
     """`purge_before(before)` deleted `count` records (emitted even when `count` is 0)."""
 
@@ -160,6 +187,8 @@ LifecycleEvent: TypeAlias = (
     | AttemptStartedEvent
     | AttemptSettledEvent
     | TerminalEvent
+    | CancelledEvent
+    | RetriedEvent
     | PurgedEvent
 )
 """Every lifecycle event of operations and named alarms."""

@@ -16,21 +16,37 @@ _CALL_COLUMNS: Final = (
     "id, operation, payload, status, result, attempt, next_attempt_at, "
     "last_error, last_error_name, completed_at"
 )
-_CALL_TABLE_BODY: Final = (
-    "id TEXT PRIMARY KEY, "
-    "operation TEXT NOT NULL, "
-    "payload TEXT NOT NULL, "
-    "status TEXT NOT NULL CHECK (status IN ('pending', 'completed', 'failed')), "
-    "result TEXT, "
-    "attempt INTEGER NOT NULL DEFAULT 0, "
-    "next_attempt_at INTEGER NOT NULL, "
-    "last_error TEXT, "
-    "last_error_name TEXT, "
-    "completed_at INTEGER"
+
+
+def _call_table_body(statuses: str) -> str:
+    """The `durability_calls` columns with `statuses` (quoted, comma-separated) allowed."""
+    return (
+        "id TEXT PRIMARY KEY, "
+        "operation TEXT NOT NULL, "
+        "payload TEXT NOT NULL, "
+        f"status TEXT NOT NULL CHECK (status IN ({statuses})), "
+        "result TEXT, "
+        "attempt INTEGER NOT NULL DEFAULT 0, "
+        "next_attempt_at INTEGER NOT NULL, "
+        "last_error TEXT, "
+        "last_error_name TEXT, "
+        "completed_at INTEGER"
+    )
+
+
+_CALL_TABLE_BODY: Final = _call_table_body("'pending', 'completed', 'failed'")
+_CALL_TABLE_BODY_0009: Final = (
+    _call_table_body("'pending', 'completed', 'failed', 'cancelled'")
+    + ", generation_id TEXT NOT NULL DEFAULT 'legacy', created_at INTEGER NOT NULL"
 )
+"""From 0009 on: cancelled calls; the 0004 columns as 0004 added them."""
 _CALLS_PENDING_INDEX: Final = (
     "CREATE INDEX durability_calls_pending_idx ON durability_calls (status, next_attempt_at)"
 )
+_CALLS_CREATED_INDEX: Final = (
+    "CREATE INDEX durability_calls_created_idx ON durability_calls (created_at)"
+)
+_CALLS_0009_COLUMNS: Final = f"{_CALL_COLUMNS}, generation_id, created_at"
 
 OPERATION_MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
@@ -55,7 +71,7 @@ OPERATION_MIGRATIONS: Final[tuple[Migration, ...]] = (
             "DROP TABLE durability_calls",
             "ALTER TABLE durability_calls_next RENAME TO durability_calls",
             _CALLS_PENDING_INDEX,
-            "CREATE INDEX durability_calls_created_idx ON durability_calls (created_at)",
+            _CALLS_CREATED_INDEX,
         ),
         down=(
             f"CREATE TABLE durability_calls_previous ({_CALL_TABLE_BODY})",
@@ -64,6 +80,35 @@ OPERATION_MIGRATIONS: Final[tuple[Migration, ...]] = (
             "DROP TABLE durability_calls",
             "ALTER TABLE durability_calls_previous RENAME TO durability_calls",
             _CALLS_PENDING_INDEX,
+        ),
+    ),
+    Migration(
+        name="durability_0009_calls_cancelled_and_listing",
+        up=(
+            f"CREATE TABLE durability_calls_next ({_CALL_TABLE_BODY_0009})",
+            f"INSERT INTO durability_calls_next ({_CALLS_0009_COLUMNS}) "
+            f"SELECT {_CALLS_0009_COLUMNS} FROM durability_calls",
+            "DROP TABLE durability_calls",
+            "ALTER TABLE durability_calls_next RENAME TO durability_calls",
+            _CALLS_PENDING_INDEX,
+            _CALLS_CREATED_INDEX,
+            "CREATE INDEX durability_calls_operation_idx ON durability_calls (operation, id)",
+            "CREATE INDEX durability_calls_operation_status_idx "
+            "ON durability_calls (operation, status, id)",
+        ),
+        down=(
+            f"CREATE TABLE durability_calls_previous ({_CALL_TABLE_BODY}, "
+            "generation_id TEXT NOT NULL DEFAULT 'legacy', created_at INTEGER NOT NULL)",
+            # A cancelled call is terminal and never runs again: before 0009 that is failed.
+            f"INSERT INTO durability_calls_previous ({_CALLS_0009_COLUMNS}) "
+            "SELECT id, operation, payload, "
+            "CASE status WHEN 'cancelled' THEN 'failed' ELSE status END, "
+            "result, attempt, next_attempt_at, last_error, last_error_name, completed_at, "
+            "generation_id, created_at FROM durability_calls",
+            "DROP TABLE durability_calls",
+            "ALTER TABLE durability_calls_previous RENAME TO durability_calls",
+            _CALLS_PENDING_INDEX,
+            _CALLS_CREATED_INDEX,
         ),
     ),
 )

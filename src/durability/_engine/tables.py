@@ -126,11 +126,7 @@ def _keep_stack(
 ) -> None:
     """Store `stack` as the traceback of the record's last error (none: forget the old one)."""
     if stack is None:
-        sql.exec(
-            "DELETE FROM durability_error_stacks WHERE record_table = ? AND record_key = ?",
-            table.name,
-            key,
-        )
+        forget_stack(sql, table, key)
         return
     sql.exec(
         "INSERT INTO durability_error_stacks (record_table, record_key, generation_id, stack) "
@@ -140,6 +136,15 @@ def _keep_stack(
         key,
         generation,
         stack,
+    )
+
+
+def forget_stack(sql: SqlStorage, table: TableSpec, key: str) -> None:
+    """Drop the traceback stored for record `key` (its last error was replaced or cleared)."""
+    sql.exec(
+        "DELETE FROM durability_error_stacks WHERE record_table = ? AND record_key = ?",
+        table.name,
+        key,
     )
 
 

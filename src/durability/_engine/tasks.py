@@ -9,6 +9,7 @@ host's own call sits inside the code that handles such a refusal.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -79,8 +80,19 @@ class InstanceTasks:
             except Exception as error:
                 report_failure(event, details, error)
 
-        self.wait_until(guarded(), event, details)
+        task = asyncio.ensure_future(guarded())
+        # Cancelled before it started (evicted, or refused by the host): close `work`
+        # too, which was never awaited.
+        task.add_done_callback(lambda _: _close_unstarted(work))
+        refusal = self._hand_over(task)
+        if refusal is not None:
+            report_failure(event, details, refusal)
 
     def emitter(self, hook: LifecycleHook | None) -> Emit:
         """Wrap a lifecycle hook: never raises, async hooks go to `wait_until`."""
         return create_emitter(hook, lambda awaitable: self.wait_until(awaitable))
+
+
+def _close_unstarted(work: Awaitable[Any]) -> None:
+    if inspect.iscoroutine(work) and inspect.getcoroutinestate(work) == inspect.CORO_CREATED:
+        work.close()

@@ -51,7 +51,8 @@ def operation_counts(tables: Tables) -> JsonValue:
 
 
 def operation_details(tables: Tables) -> JsonValue:
-    """Pending and failed operations: id, attempts, next attempt, last error and its stack."""
+    """Operations not completed (pending, failed, cancelled): id, attempts, next attempt,
+    last error and its stack."""
     if not tables.has("durability_calls"):
         return []
     return [

@@ -57,7 +57,7 @@ class LogLeases:
         self._lock = asyncio.Lock()
 
     async def lease(self, consumer: str, size: int) -> LogLease[Any] | None:
-        """Redeliver the lowest claimable range, else allocate a new one (see §3.7)."""
+        """Redeliver the lowest claimable range; only when none is claimable, allocate a new one."""
         async with self._lock:
             now = now_ms()
             reclaimed = self._storage.transaction_sync(lambda: self._reclaim(consumer, now))

@@ -33,6 +33,7 @@ from .._serialization import serialize
 from .._types import MAX_SAFE_INTEGER
 from .._uuid import random_uuid
 from .._validate import check_positive_int
+from .identity import log_id, object_id_of, writing_for
 from .leases import LogLeases
 from .reader import LogReader
 from .retention import retention_prefix
@@ -113,6 +114,7 @@ class DurabilityLog(Generic[Body]):
         )
         storage = self._engine.storage
         self._storage = storage
+        self._object_id = object_id_of(scheduler, context)
         self._retention = retention
         self._cold = cold
         self._routing = routing if routing is not None else RoutingLoad()
@@ -277,7 +279,9 @@ class DurabilityLog(Generic[Body]):
             last,
             to_records([(r.offset, r.key, r.payload, r.appended_at) for r in prefix]),
         )
-        locator = await self._cold.write(segment)
+        locator = await writing_for(
+            log_id(self._storage, self._object_id), self._cold.write(segment)
+        )
         if not isinstance(locator, str) or not locator:
             raise TypeError("Cold storage must return a non-empty locator")
         return self._store.flush(

@@ -73,9 +73,11 @@ class LogSegment(Generic[Body]):
 class LogColdStorage(Protocol):
     """Where `trim()` flushes records so they stay readable.
 
-    `write` is called at least once per segment (a crash can repeat it), so key
-    segments by their first offset and never overwrite one. `read` returns `None`
-    when the segment is gone; the log then reports truncation, never a gap.
+    `write` is called at least once per segment (a crash can repeat it), so never
+    overwrite a segment. Offsets restart after `delete_all()` and several objects may
+    share a store: key segments by `durability.cold.current_log_id()` and their
+    offsets. `read` returns `None` when the segment is gone; the log then reports
+    truncation, never a gap.
     """
 
     async def write(self, segment: LogSegment[Any]) -> str: ...

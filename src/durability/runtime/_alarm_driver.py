@@ -13,6 +13,10 @@ the call: on success the retry is cleared; on failure it is re-stored with backo
 now (2 s, 4 s, ... up to 6 retries, then dropped) unless `set_alarm` was called during
 the run, which replaces it. Each failed call is logged with what happens next
 (`_alarm_log`).
+
+When a delivery itself fails (the object cannot be opened, or its bookkeeping write
+does not commit), the object still holds its due alarm: the driver looks again after
+the same backoff (2 s, 4 s, ... capped at the sixth delay), for as long as it fails.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ class AlarmDriver:
         self._timers: dict[Key, asyncio.TimerHandle] = {}
         self._running: dict[Key, asyncio.Task[None]] = {}
         self._committing: dict[Key, int | None] = {}
+        self._failures: dict[Key, int] = {}
         self._closed = False
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -132,12 +137,17 @@ class AlarmDriver:
     async def _deliver(self, key: Key) -> None:
         try:
             await self._deliver_due(key)
+            self._failures.pop(key, None)
         except ObjectEvictedError:
             pass
-        except Exception:
-            # Keep the loop from spinning on a broken object; a restart retries it.
-            logger.exception("alarm delivery to %s:%s failed", *key)
-            self._wake.pop(key, None)
+        except Exception as error:
+            failures = self._failures.get(key, 0) + 1
+            self._failures[key] = failures
+            delay = retry_delay_ms(min(failures, MAX_ALARM_RETRIES))
+            logger.warning(
+                "alarm delivery to %s:%s failed (%r); looking again in %d ms", *key, error, delay
+            )
+            self._wake[key] = self._host.now_ms() + delay
         finally:
             del self._running[key]
             self._arm(key)
@@ -180,6 +190,9 @@ class AlarmDriver:
         except Exception as error:
             failure = error
         if instance.gone:
+            if failure is not None:
+                # Dropped on a failed commit: the stored retry was lost with it.
+                raise failure
             return
         after = read_alarm(database)
         scheduled_ms = after.scheduled_ms if after is not None else None

@@ -6,23 +6,46 @@ database, and WAL gives no atomic commit across databases, so it is kept a super
 an entry is written (durably) before an object commit that arms an earlier time, and
 removed or raised only after the object's commit; a timer that finds nothing due on
 the object is a harmless spurious wake.
+
+The objects stay authoritative. The catalog records when it last agreed with every
+object: at start, once checked, and at a clean close (from then on every object change
+goes through it). At start, objects modified since that time (all of them when the
+catalog is missing, corrupt, or has no such record) are read and the catalog
+corrected from them, with a warning when it had missed an alarm. After a clean close
+no object is opened; after a crash, only those the crashed run modified; with a
+catalog restored from an old copy, those modified since that copy.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import IO
 
 from .._files import sync_directory
 from ._errors import PathInUseError
+from ._recovery import StoredAlarm, object_files, read_alarm_file
+
+logger = logging.getLogger("durability.runtime")
 
 Key = tuple[str, str]
 """(namespace binding name, 64-hex object id)."""
 
 _held_paths: set[str] = set()
+
+AGREED_MARGIN_NS = 2_000_000_000
+"""File times may lag the clock by a tick: objects modified this shortly before the
+recorded time are read again at the next start."""
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS alarms (namespace TEXT NOT NULL, id TEXT NOT NULL,"
+    " name TEXT, wake_ms INTEGER NOT NULL, PRIMARY KEY (namespace, id)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER) WITHOUT ROWID",
+)
 
 
 class PathLock:
@@ -73,25 +96,91 @@ class Catalog:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def open(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Open the catalog file (if any) and load its entries."""
+        """Open the catalog file (if any), load its entries, correct them from the objects."""
         self._loop = loop
-        if self._file is None:
+        file = self._file
+        if file is None:
             return
-        created = not self._file.exists()
-        connection = sqlite3.connect(self._file, isolation_level=None)
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=FULL")
-        connection.execute(
-            "CREATE TABLE IF NOT EXISTS alarms (namespace TEXT NOT NULL, id TEXT NOT NULL,"
-            " name TEXT, wake_ms INTEGER NOT NULL, PRIMARY KEY (namespace, id)) WITHOUT ROWID"
-        )
-        for namespace, object_id, name, wake_ms in connection.execute(
-            "SELECT namespace, id, name, wake_ms FROM alarms"
-        ):
-            self._entries[(namespace, object_id)] = (name, wake_ms)
-        if created:
-            sync_directory(self._file.parent)
+        problem = None if file.exists() else "missing"
+        agreed_ns: int | None = None
+        try:
+            connection, agreed_ns = self._load(file)
+        except sqlite3.OperationalError as error:
+            # An I/O error or the like, not a damaged file: keep the file, name it.
+            raise type(error)(f"alarm catalog {file}: {error}") from error
+        except sqlite3.DatabaseError as error:
+            problem = f"corrupt ({error})"
+            _set_aside(file)
+            self._entries.clear()
+            connection, _ = self._load(file)
         self._connection = connection
+        if problem is not None:
+            agreed_ns = None
+            # A new path has no objects: nothing to rebuild, nothing to warn about.
+            if not any(object_files(file.parent, None)):
+                problem = None
+        self._reconcile(file.parent, agreed_ns, problem)
+        _record_agreement(connection)
+
+    def _load(self, file: Path) -> tuple[sqlite3.Connection, int | None]:
+        """Open `file`, read its entries and when it last agreed with every object (close
+        the file on failure)."""
+        created = not file.exists()
+        connection = sqlite3.connect(file, isolation_level=None)
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=FULL")
+            for statement in _SCHEMA:
+                connection.execute(statement)
+            for namespace, object_id, name, wake_ms in connection.execute(
+                "SELECT namespace, id, name, wake_ms FROM alarms"
+            ):
+                self._entries[(namespace, object_id)] = (name, wake_ms)
+            rows = connection.execute("SELECT value FROM meta WHERE key = 'agreed_ns'")
+            agreed_ns = next((int(value) for (value,) in rows), None)
+        except BaseException:
+            connection.close()
+            raise
+        if created:
+            sync_directory(file.parent)
+        return connection, agreed_ns
+
+    def _reconcile(self, root: Path, agreed_ns: int | None, problem: str | None) -> None:
+        """Correct the entries from the objects modified since `agreed_ns` (all if `None`)."""
+        since = None if agreed_ns is None else agreed_ns - AGREED_MARGIN_NS
+        read = 0
+        missed: list[StoredAlarm] = []
+        for key, object_file in object_files(root, since):
+            stored = read_alarm_file(key, object_file)
+            read += 1
+            if stored is None:
+                continue
+            current = self._entries.get(key)
+            if stored.wake_ms is None:
+                if current is not None:
+                    del self._entries[key]
+                    self._dirty.add(key)
+            elif current is None or current[1] > stored.wake_ms:
+                name = stored.name if stored.name is not None else (current or (None, 0))[0]
+                self._entries[key] = (name, stored.wake_ms)
+                self._dirty.add(key)
+                missed.append(stored)
+        self.flush()
+        if problem is not None:
+            logger.warning(
+                "alarm catalog %s was %s: rebuilt from the alarms stored in %d object file(s)",
+                self._file,
+                problem,
+                read,
+            )
+        elif missed:
+            logger.warning(
+                "alarm catalog %s was older than %d object(s) (%s): their alarms were "
+                "restored from the objects",
+                self._file,
+                len(missed),
+                ", ".join(f"{stored.key[0]}:{stored.key[1]}" for stored in missed[:5]),
+            )
 
     def entries(self) -> list[tuple[Key, str | None, int]]:
         """Every entry: key, name and the wake lower bound."""
@@ -101,9 +190,12 @@ class Catalog:
         """Make sure the entry is no later than `wake_ms`, durably, before that commit."""
         current = self._entries.get(key)
         if current is not None and current[1] <= wake_ms:
-            return
-        self._entries[key] = (name, wake_ms)
-        self._dirty.add(key)
+            if key not in self._dirty:
+                return
+        else:
+            self._entries[key] = (name, wake_ms)
+            self._dirty.add(key)
+        # A dirty entry may be one an earlier, failed flush left unwritten: write it now.
         self.flush()
 
     def settle(self, key: Key, name: str | None, wake_ms: int | None) -> None:
@@ -117,14 +209,26 @@ class Catalog:
         self._dirty.add(key)
         if not self._flush_scheduled and self._loop is not None:
             self._flush_scheduled = True
-            self._loop.call_soon(self.flush)
+            self._loop.call_soon(self._flush_later)
 
     def flush(self) -> None:
         """Write every changed entry in one transaction."""
-        self._flush_scheduled = False
-        connection = self._connection
-        if connection is None or not self._dirty:
+        if self._connection is None:
             self._dirty.clear()
+            return
+        self._flush(self._connection)
+
+    def _flush_later(self) -> None:
+        # Settled entries only raise or drop a bound: the catalog stays a superset while
+        # they wait, so a failed write is retried by the next flush, not raised here.
+        self._flush_scheduled = False
+        try:
+            self.flush()
+        except Exception as error:
+            logger.warning("alarm catalog %s: write failed, retried later: %r", self._file, error)
+
+    def _flush(self, connection: sqlite3.Connection) -> None:
+        if not self._dirty:
             return
         dirty, self._dirty = self._dirty, set()
         try:
@@ -148,8 +252,34 @@ class Catalog:
             raise
 
     def close(self) -> None:
-        """Flush what is pending and close the file."""
-        if self._connection is not None:
-            self.flush()
-            self._connection.close()
-            self._connection = None
+        """Flush, record the agreement, and close the file (closed even if that fails).
+
+        Call it only once every object database is closed: the recorded time says no
+        object changed after it without the catalog knowing.
+        """
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                self._flush(connection)
+                _record_agreement(connection)
+            finally:
+                connection.close()
+
+
+def _record_agreement(connection: sqlite3.Connection) -> None:
+    """Durably note that the catalog agrees with every object as of now."""
+    connection.execute(
+        "INSERT INTO meta (key, value) VALUES ('agreed_ns', ?)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (time.time_ns(),),
+    )
+
+
+def _set_aside(file: Path) -> None:
+    """Move a corrupt catalog (and its WAL files) out of the way, kept for inspection."""
+    suffix = f".corrupt-{time.time_ns()}"
+    for part in ("", "-wal", "-shm"):
+        source = file.with_name(file.name + part)
+        if source.exists():
+            source.rename(file.with_name(file.name + part + suffix))
+    sync_directory(file.parent)

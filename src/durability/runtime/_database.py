@@ -32,6 +32,7 @@ _PRIVATE_TABLES = (
 )
 
 CommitHook = Callable[["Database"], None]
+FailureHook = Callable[["Database", BaseException], None]
 
 _SAVEPOINT_NAMES = tuple(f"_durability_sp{depth}" for depth in range(16))
 """Savepoints are named by nesting depth, so the same few statements are reused from
@@ -76,7 +77,7 @@ class Database:
         self.alarm_changed = False
         self.before_commit: CommitHook | None = None
         self.after_commit: CommitHook | None = None
-        self.commit_failed: CommitHook | None = None
+        self.commit_failed: FailureHook | None = None
         self._connection: sqlite3.Connection | None = connection
         self._loop = loop
         self._pending: asyncio.Future[None] | None = None
@@ -85,19 +86,29 @@ class Database:
 
     @classmethod
     def open(cls, loop: asyncio.AbstractEventLoop, file: Path | None) -> Database:
-        """Open (creating if needed) an object's database; `None` keeps it in memory."""
+        """Open (creating if needed) an object's database; `None` keeps it in memory.
+
+        A file that cannot be used raises its `sqlite3` error, with the file named, and
+        leaves no connection open.
+        """
         if file is None:
             connection = sqlite3.connect(":memory:", isolation_level=None)
-        else:
-            created = not file.exists()
-            if created:
-                _make_directory(file.parent)
-            connection = sqlite3.connect(file, isolation_level=None)
+            database = cls(connection, loop, None)
+            database.create_private_tables()
+            return database
+        created = not file.exists()
+        if created:
+            _make_directory(file.parent)
+        connection = sqlite3.connect(file, isolation_level=None)
+        try:
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=FULL")
-        database = cls(connection, loop, file)
-        database.create_private_tables()
-        if file is not None and created:
+            database = cls(connection, loop, file)
+            database.create_private_tables()
+        except sqlite3.Error as error:
+            connection.close()
+            raise type(error)(f"{file}: {error}") from error
+        if created:
             sync_directory(file.parent)
         return database
 
@@ -226,7 +237,7 @@ class Database:
         except Exception as error:
             self.rollback(error)
             if self.commit_failed is not None:
-                self.commit_failed(self)
+                self.commit_failed(self, error)
             return
         self._pending = None
         self._savepoints = 0
@@ -272,3 +283,12 @@ class Database:
         if self._connection is None:
             raise DatabaseClosedError("the object's database is closed")
         return self._connection
+
+
+def open_object_file(loop: asyncio.AbstractEventLoop, root: Path, key: tuple[str, str]) -> Database:
+    """Open the file of object `key` under `root`; its errors name the object too."""
+    try:
+        return Database.open(loop, root / key[0] / f"{key[1]}.sqlite3")
+    except sqlite3.Error as error:
+        message = f"object {key[0]}:{key[1]} cannot use its database: {error}"
+        raise type(error)(message) from error

@@ -12,6 +12,7 @@ import asyncio
 import enum
 import logging
 import os
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import CodeType, TracebackType
@@ -23,10 +24,11 @@ from .._validate import check_positive_int
 from ._alarm_driver import AlarmDriver
 from ._catalog import Catalog, Key, PathLock
 from ._copy import copy_value
-from ._database import Database
+from ._database import Database, open_object_file
 from ._errors import ObjectEvictedError
 from ._ids import ObjectId
 from ._instance import Instance
+from ._limits import default_max_live_objects, least_recent_idle
 from ._object import DurableObject
 from ._stub import Env, ObjectNamespace, ObjectStub
 
@@ -54,7 +56,9 @@ class Runtime:
     under `<path>/<NAMESPACE>/<id>.sqlite3`, the alarm catalog in
     `<path>/_catalog.sqlite3`, and a lock so only one Runtime uses the path at a time.
     `idle_evict_ms` (default 60 s of the runtime's clock; `None` disables) evicts
-    instances that have been idle that long (hibernation).
+    instances that have been idle that long (hibernation). `max_live_objects` caps the
+    live instances: past it, the least recently used idle ones are evicted (`None`
+    sizes it from the open-file limit, three descriptors per object).
     """
 
     def __init__(
@@ -64,6 +68,7 @@ class Runtime:
         bindings: Mapping[str, object] | None = None,
         clock: Clock | None = None,
         idle_evict_ms: int | None = DEFAULT_IDLE_EVICT_MS,
+        max_live_objects: int | None = None,
     ) -> None:
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or path-like, got {type(path).__name__}")
@@ -71,6 +76,9 @@ class Runtime:
             raise TypeError("clock must have a now_ms() method")
         if idle_evict_ms is not None:
             check_positive_int("idle_evict_ms", idle_evict_ms)
+        if max_live_objects is None:
+            max_live_objects = default_max_live_objects()
+        self._max_live = check_positive_int("max_live_objects", max_live_objects)
         self._path = Path(path) if path is not None else None
         self._clock: Clock = clock if clock is not None else WALL_CLOCK
         self._idle_evict_ms = idle_evict_ms
@@ -78,7 +86,7 @@ class Runtime:
         self._env = Env(self._bind(bindings if bindings is not None else {}))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._state = _State.NEW
-        self._instances: dict[Key, Instance] = {}
+        self._instances: OrderedDict[Key, Instance] = OrderedDict()
         self._memory: dict[Key, Database] = {}
         self._lock = PathLock(self._path) if self._path is not None else None
         self._catalog = Catalog(self._path / "_catalog.sqlite3" if self._path else None)
@@ -110,6 +118,21 @@ class Runtime:
             return self._namespaces[name]
         except KeyError:
             raise KeyError(f"no DurableObject class is bound as {name!r}") from None
+
+    @property
+    def path(self) -> Path | None:
+        """The directory of the objects' files, or `None` for an in-memory runtime."""
+        return self._path
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the runtime keeps time by (a `VirtualClock` in tests and demos)."""
+        return self._clock
+
+    @property
+    def max_live_objects(self) -> int:
+        """The most instances kept live before idle ones are evicted, oldest use first."""
+        return self._max_live
 
     def now_ms(self) -> int:
         """The runtime clock's current time."""
@@ -150,28 +173,38 @@ class Runtime:
         self._alarms.start(loop)
 
     async def close(self) -> None:
-        """Commit what is pending, stop every instance and timer, release the path."""
+        """Commit what is pending, stop every instance and timer, release the path.
+
+        The path, the file handles and the clock are released even when a step fails;
+        the first failure is raised afterwards.
+        """
         if self._state is not _State.RUNNING or self._loop is None:
             return
         self._state = _State.CLOSING
-        pending: list[asyncio.Future[Any]] = list(self._alarms.close())
-        for instance in list(self._instances.values()):
-            pending.extend(self._discard(instance, crash=False))
-        self._instances.clear()
-        await _wind_down(pending)
-        for database in self._memory.values():
-            database.close()
-        self._memory.clear()
-        self._catalog.close()
-        if self._lock is not None:
-            self._lock.release()
         loop = self._loop
+        try:
+            pending: list[asyncio.Future[Any]] = list(self._alarms.close())
+            for instance in list(self._instances.values()):
+                pending.extend(self._discard(instance, crash=False))
+            self._instances.clear()
+            await _wind_down(pending)
+        finally:
+            self._release(loop)
+
+    def _release(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Close every file and give up the path and the clock, whatever fails."""
+        steps: list[Callable[[], object]] = [database.close for database in self._memory.values()]
+        steps.append(self._catalog.close)
+        if self._lock is not None:
+            steps.append(self._lock.release)
         detach = getattr(self._clock, "detach", None)
         if callable(detach):
-            detach(loop)
+            steps.append(lambda: detach(loop))
         else:
-            unbind_clock(loop, self._clock)
+            steps.append(lambda: unbind_clock(loop, self._clock))
+        self._memory.clear()
         self._state = _State.CLOSED
+        _run_every(steps)
 
     async def evict(self, target: ObjectStub | ObjectId) -> None:
         """Drop the live instance: cancel its work, fence its ctx; data and alarm stay."""
@@ -213,6 +246,7 @@ class Runtime:
         key = (object_id.namespace, str(object_id))
         instance = self._instances.get(key)
         if instance is not None:
+            self._instances.move_to_end(key)
             return instance
         if self._state is not _State.RUNNING or self._loop is None:
             raise RuntimeError(
@@ -230,13 +264,24 @@ class Runtime:
         if name != object_id.name:
             object_id = ObjectId(key[0], key[1], name)
         self._alarms.watch(key, name, database)
-        database.commit_failed = lambda db: self._commit_failed(key, db)
+        database.commit_failed = lambda db, error: self._commit_failed(key, db, error)
         instance = Instance(
             object_id, namespace.object_class, self._env, database, self._schedule_idle
         )
         self._instances[key] = instance
+        if len(self._instances) > self._max_live:
+            self._evict_least_recent(key)
         self._schedule_idle(instance)
         return instance
+
+    def _evict_least_recent(self, keep: Key) -> None:
+        """Evict idle instances, least recently used first, down to `max_live_objects`.
+
+        Busy ones (a call, an alarm or `wait_until` work) and `keep` (the instance just
+        built) are skipped: the cap may be exceeded while that many objects are busy.
+        """
+        for key in least_recent_idle(self._instances, self._max_live, keep):
+            self._discard(self._instances.pop(key), crash=False)
 
     def _database(self, key: Key) -> Database:
         assert self._loop is not None
@@ -245,7 +290,7 @@ class Runtime:
             if database is None:
                 database = self._memory[key] = Database.open(self._loop, None)
             return database
-        return Database.open(self._loop, self._path / key[0] / f"{key[1]}.sqlite3")
+        return open_object_file(self._loop, self._path, key)
 
     def _schedule_idle(self, instance: Instance) -> None:
         """Note that `instance` just became idle; its idle timer checks it later.
@@ -282,12 +327,13 @@ class Runtime:
             del self._instances[key]
             self._discard(instance, crash=False)
 
-    def _commit_failed(self, key: Key, database: Database) -> None:
+    def _commit_failed(self, key: Key, database: Database, error: BaseException) -> None:
         # The instance's memory may disagree with storage now: rebuild it on next use.
+        # Its calls in flight may have written in the lost commit: they get its error.
         instance = self._instances.get(key)
         if instance is not None and instance.database is database:
             del self._instances[key]
-            self._discard(instance, crash=True)
+            self._discard(instance, crash=True, error=error)
 
     async def _drop(self, key: Key, *, crash: bool) -> None:
         instance = self._instances.pop(key, None)
@@ -295,8 +341,14 @@ class Runtime:
             return
         await _wind_down(self._discard(instance, crash=crash))
 
-    def _discard(self, instance: Instance, *, crash: bool) -> list[asyncio.Future[Any]]:
-        """Fence the instance, settle or drop its pending writes, cancel its work."""
+    def _discard(
+        self, instance: Instance, *, crash: bool, error: BaseException | None = None
+    ) -> list[asyncio.Future[Any]]:
+        """Fence the instance, settle or drop its pending writes, cancel its work.
+
+        `error`: why the instance is discarded, handed to its calls in flight
+        (by default they learn that the object was evicted).
+        """
         instance.fence()
         if instance.idle_timer is not None:
             instance.idle_timer.cancel()
@@ -311,10 +363,23 @@ class Runtime:
             )
         else:
             database.commit()
-        pending = instance.cancel_work()
+        pending = instance.cancel_work(error)
         if database.file is not None:
             database.close()
         return pending
+
+
+def _run_every(steps: list[Callable[[], object]]) -> None:
+    """Run each step even if an earlier one fails; then raise the first failure."""
+    failure: BaseException | None = None
+    for step in steps:
+        try:
+            step()
+        except BaseException as error:
+            logger.error("closing the runtime: %r", error)
+            failure = failure or error
+    if failure is not None:
+        raise failure
 
 
 async def _wind_down(tasks: list[asyncio.Future[Any]]) -> None:

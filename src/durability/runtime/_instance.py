@@ -295,11 +295,17 @@ class Instance:
         self.gone = True
         self.storage.fence()
 
-    def cancel_work(self) -> list[asyncio.Future[Any]]:
-        """Cancel every call and background task; callers waiting get `ObjectEvictedError`."""
+    def cancel_work(self, error: BaseException | None = None) -> list[asyncio.Future[Any]]:
+        """Cancel every call and background task; callers waiting get `ObjectEvictedError`.
+
+        Calls gated on a commit that already ended get its outcome; with `error` (a
+        failed commit), every other call in flight gets that error instead.
+        """
+        for commit in [commit for commit in self._gated if commit.done()]:
+            self._open_gate(commit)
         for outcome in self._outcomes.values():
             if not outcome.done():
-                outcome.set_exception(self._evicted_during_call())
+                outcome.set_exception(self._evicted_during_call() if error is None else error)
         self._outcomes.clear()
         pending = list(self.tasks)
         for task in pending:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .._context import Transaction
-from .._serialization import check_json_value, to_json_text
+from .._serialization import check_json_value, check_size, to_json_text
 from .._types import JsonValue, SqlValue, TimeInput
 from .._validate import check_callable, check_positive_int, to_epoch_ms
 from ._database import Database
@@ -285,6 +285,7 @@ class ObjectStorage:
         """Store a JSON value under `key`."""
         _check_key(key)
         text = to_json_text(check_json_value(value, "value"))
+        check_size("value", text, key)
         self.enter().execute(
             "INSERT INTO _durability_kv (key, value) VALUES (?, ?)"
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value",

@@ -4,8 +4,9 @@ The worker is either a Cloudflare-shaped project folder (`wrangler.jsonc` or
 `wrangler.toml`, see `_project`) or a worker module that defines its `DurableObject`
 classes, a `bindings` dict and `async def fetch(request, env)`. `WorkerApp`
 turns each HTTP request into a `Request`, calls `fetch(request, runtime.env)` and sends
-back the `Response`; its ASGI lifespan starts and closes the runtime, so a server
-shutdown (Ctrl-C) closes every object and releases the path's lock.
+back the `Response`, except under `/_durability`, where the read-only dashboard
+answers; its ASGI lifespan starts and closes the runtime, so a server shutdown
+(Ctrl-C) closes every object and releases the path's lock.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._dashboard import Dashboard
 from . import Runtime
 from ._http import Request, Response
 from ._project import ProjectError, find_config, load_project
@@ -120,14 +122,17 @@ class WorkerApp:
 
     The lifespan protocol starts the runtime at server start and closes it at shutdown.
     Driven without a lifespan (e.g. by httpx's `ASGITransport` in tests), the caller
-    starts and closes the runtime itself.
+    starts and closes the runtime itself. Paths under `/_durability` are the
+    dashboard's (see `durability._dashboard`).
     """
 
     def __init__(self, worker: WorkerModule, runtime: Runtime) -> None:
         self.worker = worker
         self.runtime = runtime
+        self.dashboard = Dashboard(runtime.path, runtime.clock)
         self.closed = False
-        """True once the lifespan shutdown closed the runtime cleanly."""
+        """True once `stop()` settled the worker and closed the runtime cleanly."""
+        self._stopped = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -150,28 +155,45 @@ class WorkerApp:
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 try:
-                    if self.worker.settle is not None:
-                        await self.worker.settle()
-                    await self.runtime.close()
+                    await self.stop()
                 except Exception as error:
                     logger.exception("runtime failed to close")
                     await send({"type": "lifespan.shutdown.failed", "message": str(error)})
                     return
-                self.closed = True
+                if not self.closed:
+                    await send({"type": "lifespan.shutdown.failed", "message": "close failed"})
+                    return
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+    async def stop(self) -> None:
+        """Settle the worker's pending work, then close the runtime; later calls do nothing.
+
+        The lifespan shutdown calls it; a server on virtual time calls it earlier (see
+        `durability.runtime._virtual_server`).
+        """
+        if self._stopped:
+            return
+        self._stopped = True
+        if self.worker.settle is not None:
+            await self.worker.settle()
+        await self.runtime.close()
+        self.closed = True
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = await _read_body(receive)
         if body is None:
             return
-        request = Request(
-            _url(scope),
-            method=scope["method"],
-            headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
-            body=body,
-        )
-        response = await self._respond(request)
+        if Dashboard.handles(scope["path"]):
+            response = await self.dashboard.respond(scope["method"], _url(scope))
+        else:
+            request = Request(
+                _url(scope),
+                method=scope["method"],
+                headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
+                body=body,
+            )
+            response = await self._respond(request)
         headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()]
         if "content-length" not in response.headers:
             headers.append((b"content-length", str(len(response.body)).encode("latin-1")))

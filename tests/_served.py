@@ -1,0 +1,77 @@
+"""Run `durability serve` as a real process on a free loopback port, for HTTP tests."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@contextmanager
+def served(target: str | Path, data: Path, *options: str) -> Iterator[str]:
+    """Serve `target` from `data` until the block ends; yields the base URL.
+
+    The server must come up within 30 s and exit 0 on SIGINT within 30 s.
+    """
+    port = free_port()
+    command = [
+        str(Path(sys.executable).with_name("durability")),
+        "serve",
+        str(target),
+        "--path",
+        str(data),
+        "--port",
+        str(port),
+        *options,
+    ]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/_durability/api/objects", timeout=1).close()
+            break
+        except (urllib.error.URLError, ConnectionError):
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                pytest.fail(f"durability serve did not come up:\n{server.communicate()[0]!r}")
+            time.sleep(0.05)
+    try:
+        yield base
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            output = server.communicate(timeout=30)[0].decode()
+        except subprocess.TimeoutExpired:
+            server.kill()
+            raise
+    assert server.returncode == 0, output
+
+
+def call(method: str, url: str) -> tuple[int, Any]:
+    """`method url` over real HTTP: the status and the JSON body."""
+    request = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
