@@ -49,6 +49,15 @@ from ._errors import (
     RoutingError,
     SerializedError,
 )
+from ._fanout import (
+    DurabilityFanout,
+    FanoutInput,
+    FanoutMessage,
+    FanoutTarget,
+    MessageWrite,
+    StoredFailure,
+    StoredMessage,
+)
 from ._load import EnqueueResult, LoadSnapshot, RoutingLoad
 from ._log import (
     MAX_LOG_BYTES,
@@ -82,6 +91,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "Durability",
     "DurabilityAlarms",
     "DurabilityError",
+    "DurabilityFanout",
     "DurabilityLog",
     "DurabilityScheduler",
     "Durable",
@@ -97,7 +107,10 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "DurableRetryPolicyError",
     "EnqueueResult",
     "FanoutEnqueueError",
+    "FanoutInput",
+    "FanoutMessage",
     "FanoutSettlementError",
+    "FanoutTarget",
     "FanoutTimeoutError",
     "JsonValue",
     "LATEST",
@@ -119,6 +132,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "LogSegment",
     "LogTruncatedError",
     "MAX_LOG_BYTES",
+    "MessageWrite",
     "MethodOptions",
     "MigrationResult",
     "NamedAlarm",
@@ -133,6 +147,8 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "RoutingLoad",
     "ScheduledEvent",
     "SerializedError",
+    "StoredFailure",
+    "StoredMessage",
     "TerminalEvent",
     "exponential",
     "jitter",

@@ -1,6 +1,6 @@
 """The engine layer: `DurabilityScheduler` and what capabilities build on.
 
-Capabilities (operations, named alarms, the log) import from this package only. Its
+Capabilities (operations, named alarms, the log, fanout) import from this package only. Its
 modules, top-down: the scheduler handle and attachment (`scheduler`), the `Engine`
 (`engine`) and its parts (`options`, `participants`, `reconcile`, `timer`, `permits`,
 `registry`, `tasks`), one attempt (`execution`) and its log records (`attempt_log`),
@@ -30,7 +30,7 @@ from .lifecycle import (
 )
 from .migrations import LATEST, MigrationResult, MigrationTarget, migrate
 from .options import AlarmRetryInfo, given_options
-from .participants import HostAlarmInfo
+from .participants import HostAlarmInfo, Participant
 from .permits import Release
 from .policy import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
@@ -45,6 +45,7 @@ from .policy import (
 from .registry import ActiveExecution
 from .scheduler import DurabilityScheduler, attach, attach_storage
 from .schemas import (
+    FANOUT_MIGRATIONS,
     LOG_LEASE_MIGRATIONS,
     LOG_MIGRATIONS,
     NAMED_ALARM_MIGRATIONS,
@@ -54,6 +55,7 @@ from .tables import TableSpec, forget_stack, read_stack
 
 __all__ = [
     "DEFAULT_ATTEMPT_TIMEOUT_MS",
+    "FANOUT_MIGRATIONS",
     "LATEST",
     "LOG_LEASE_MIGRATIONS",
     "LOG_MIGRATIONS",
@@ -77,6 +79,7 @@ __all__ = [
     "MethodOptions",
     "MigrationResult",
     "MigrationTarget",
+    "Participant",
     "PurgedEvent",
     "RegisteredEvent",
     "Release",

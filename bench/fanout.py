@@ -1,0 +1,282 @@
+"""Fanout: messages enqueued and fully delivered to two consumer targets, vs raw sqlite3.
+
+    python bench/fanout.py [--messages 20000] [--callers 200] [--rounds 3] [--dir DIR]
+
+Everything runs in one process on real files (WAL, synchronous=FULL) and the real clock.
+Concurrent callers enqueue messages on ONE file-backed object (each call
+returns once the message is durable); the clock stops when both consumer targets have
+settled every message, so every manifest and delivery row is gone again. Three
+configurations: the defaults (batches of 10, an explicit `ack()` per message),
+`ack_on_return` with batches of 100 (one transaction settles a whole batch), and the
+same with callers that enqueue 10 messages per call.
+
+Beside them, raw sqlite3 does the same row work per message in the same tables and
+indexes (insert the manifest and two delivery rows, bump the sequence, claim each
+delivery, delete it, release the manifest) with one fsynced commit per message, and
+batched 100 messages per commit.
+Each row is measured `--rounds` times (a fresh database each time) and reported as the
+median with its range.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import platform
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from durability import DurabilityFanout, FanoutInput, FanoutMessage, FanoutTarget
+from durability._engine import FANOUT_MIGRATIONS
+from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
+
+TARGETS = ("email", "audit")
+
+
+@dataclass
+class Settings:
+    """Options the benchmark object reads when it is built."""
+
+    max_batch_size: int = 10
+    ack_on_return: bool = False
+
+
+settings = Settings()
+
+
+class FanoutBench(DurableObject):
+    """A fanout to two consumer targets that count what they settled."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self.settled = dict.fromkeys(TARGETS, 0)
+        self.target = 0
+        self.done = asyncio.Event()
+        self.fanout: DurabilityFanout[int] = DurabilityFanout(
+            context=ctx,
+            targets={
+                name: FanoutTarget(
+                    deliver=self._consumer(name), ack_on_return=settings.ack_on_return
+                )
+                for name in TARGETS
+            },
+            max_batch_size=settings.max_batch_size,
+        )
+
+    def _consumer(self, name: str) -> Any:
+        async def deliver(messages: Sequence[FanoutMessage[int]]) -> None:
+            if not settings.ack_on_return:
+                for message in messages:
+                    await message.ack()
+            self.settled[name] += len(messages)
+            if min(self.settled.values()) >= self.target:
+                self.done.set()
+
+        return deliver
+
+    async def enqueue(self, ids: list[str]) -> None:
+        """Enqueue messages with these ids in one call; returns once they are durable."""
+        result = await self.fanout.enqueue([FanoutInput(0, id=id) for id in ids])
+        assert result.success, result.error
+
+    async def expect(self, count: int) -> None:
+        """Arm the completion counter for `count` messages per target."""
+        self.settled = dict.fromkeys(TARGETS, 0)
+        self.target = count
+        self.done.clear()
+
+    async def wait_delivered(self) -> int:
+        """Wait until both targets settled everything; return the rows still stored."""
+        await self.done.wait()
+        # The last batch's settlement may still be committing: let it finish.
+        while (await self.fanout.load()).outbound.pending_deliveries:
+            await asyncio.sleep(0.001)
+        rows = self.ctx.storage.sql.exec(
+            "SELECT (SELECT COUNT(*) FROM durability_fanout_deliveries) + "
+            "(SELECT COUNT(*) FROM durability_fanout_messages) AS n"
+        )
+        return int(rows.one()["n"])
+
+    async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
+        await self.fanout.alarm(info)
+
+
+def bench_raw(directory: Path, messages: int, per_commit: int) -> float:
+    """Seconds for raw sqlite3 to register, claim and settle `messages` for two targets."""
+    connection = sqlite3.connect(directory / f"raw-{per_commit}.sqlite3", isolation_level=None)
+    try:
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=FULL")
+        # The very tables and indexes the fanout uses, so the row work is the same.
+        for statement in FANOUT_MIGRATIONS[0].up:
+            connection.execute(statement)
+        payload = '{"kind":"value","value":0}'
+        started = time.perf_counter()
+        for first in range(0, messages, per_commit):
+            connection.execute("BEGIN IMMEDIATE")
+            for number in range(first, min(first + per_commit, messages)):
+                _raw_message(connection, f"m-{number}", number, payload)
+            connection.execute("COMMIT")
+        elapsed = time.perf_counter() - started
+        (left,) = connection.execute("SELECT COUNT(*) FROM durability_fanout_messages").fetchone()
+        assert left == 0, left
+        return elapsed
+    finally:
+        connection.close()
+
+
+def _raw_message(connection: sqlite3.Connection, key: str, now: int, payload: str) -> None:
+    (seq,) = connection.execute(
+        "SELECT next_seq FROM durability_fanout_seq WHERE id = 1"
+    ).fetchone()
+    connection.execute("UPDATE durability_fanout_seq SET next_seq = ? WHERE id = 1", (seq + 1,))
+    connection.execute(
+        "INSERT INTO durability_fanout_messages VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (key, key, payload, '["audit","email"]', len(TARGETS), seq, now, "g"),
+    )
+    for target in TARGETS:
+        connection.execute(
+            "INSERT INTO durability_fanout_deliveries (id, message_key, target_id, seq, status, "
+            "phase, attempt, next_attempt_at, created_at, generation_id) "
+            "VALUES (?, ?, ?, ?, 'pending', 'delivery', 0, ?, ?, 'g')",
+            (f'["{key}","{target}"]', key, target, seq, now, now),
+        )
+    for target in TARGETS:
+        row_id = f'["{key}","{target}"]'
+        connection.execute(
+            "UPDATE durability_fanout_deliveries SET attempt = attempt + 1, next_attempt_at = ? "
+            "WHERE id = ? AND attempt = 0",
+            (now + 300_000, row_id),
+        )
+        connection.execute(
+            "DELETE FROM durability_fanout_deliveries WHERE id = ? AND attempt = 1", (row_id,)
+        )
+        (remaining,) = connection.execute(
+            "UPDATE durability_fanout_messages SET remaining = remaining - 1 WHERE key = ? "
+            "RETURNING remaining",
+            (key,),
+        ).fetchone()
+        if remaining == 0:
+            connection.execute("DELETE FROM durability_fanout_messages WHERE key = ?", (key,))
+
+
+async def bench_fanout(
+    directory: Path,
+    messages: int,
+    callers: int,
+    configuration: tuple[str, int, bool, int],
+) -> float:
+    """Seconds from the first enqueue until both targets settled all `messages`."""
+    _, max_batch_size, ack_on_return, per_call = configuration
+    settings.max_batch_size = max_batch_size
+    settings.ack_on_return = ack_on_return
+    async with Runtime(path=directory, bindings={"FANOUT": FanoutBench}) as rt:
+        bench = rt.env.FANOUT.get_by_name("fanout")
+        await bench.expect(messages)
+        calls = iter(range(0, messages, per_call))
+
+        async def caller() -> None:
+            for first in calls:
+                last = min(first + per_call, messages)
+                await bench.enqueue([f"m-{number}" for number in range(first, last)])
+
+        started = time.perf_counter()
+        await asyncio.gather(*(caller() for _ in range(callers)))
+        left = await bench.wait_delivered()
+        elapsed = time.perf_counter() - started
+        assert left == 0, left
+        return elapsed
+
+
+def _rates(count: int, seconds: list[float]) -> tuple[float, str]:
+    """The median rate of `count` messages over runs of `seconds`, and its range as text."""
+    rates = sorted(count / value for value in seconds)
+    median = statistics.median(rates)
+    if len(rates) == 1:
+        return median, f"{median:,.0f} msg/s"
+    return median, f"{median:,.0f} msg/s ({rates[0]:,.0f} to {rates[-1]:,.0f})"
+
+
+CONFIGURATIONS = (
+    ("1 message per enqueue; defaults: batches of 10, ack() per message", 10, False, 1),
+    ("1 message per enqueue; ack_on_return, batches of 100", 100, True, 1),
+    ("10 messages per enqueue; ack_on_return, batches of 100", 100, True, 10),
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=20_000, help="messages to enqueue")
+    parser.add_argument("--callers", type=int, default=200, help="concurrent callers")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each row")
+    parser.add_argument(
+        "--raw-messages", type=int, default=2_000, help="raw sqlite3 messages, 1 commit each"
+    )
+    parser.add_argument(
+        "--dir", type=Path, default=Path.cwd(), help="where the databases go (a real disk)"
+    )
+    args = parser.parse_args()
+    raw_one: list[float] = []
+    raw_batched: list[float] = []
+    runtime: dict[str, list[float]] = {configuration[0]: [] for configuration in CONFIGURATIONS}
+    with tempfile.TemporaryDirectory(prefix="durability-bench-", dir=args.dir) as tmp:
+        for round_number in range(args.rounds):
+            here = Path(tmp) / f"round-{round_number}"
+            here.mkdir()
+            raw_one.append(bench_raw(here, args.raw_messages, 1))
+            raw_batched.append(bench_raw(here, args.messages, 100))
+            for index, configuration in enumerate(CONFIGURATIONS):
+                runtime[configuration[0]].append(
+                    asyncio.run(
+                        bench_fanout(
+                            here / f"runtime-{index}", args.messages, args.callers, configuration
+                        )
+                    )
+                )
+            print(f"round {round_number + 1} of {args.rounds} done", file=sys.stderr)
+
+    raw_rate, raw_text = _rates(args.raw_messages, raw_one)
+    batched_rate, batched_text = _rates(args.messages, raw_batched)
+    rows = [
+        (
+            "raw sqlite3: the same row work, 1 commit per message",
+            f"{args.raw_messages:,}",
+            raw_text,
+        ),
+        (
+            "raw sqlite3: the same, 100 messages per commit",
+            f"{args.messages:,}",
+            f"{batched_text}, {batched_rate / raw_rate:.1f}x",
+        ),
+    ]
+    for label, seconds in runtime.items():
+        rate, text = _rates(args.messages, seconds)
+        rows.append(
+            (
+                f"durability: enqueue -> settled by 2 targets, 1 object, {args.callers} "
+                f"callers, {label}",
+                f"{args.messages:,}",
+                f"{text}, {rate / raw_rate:.1f}x",
+            )
+        )
+    versions = f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}"
+    print(
+        f"{versions}, WAL, synchronous=FULL, {platform.machine()}, real clock, "
+        f"median of {args.rounds} (range)"
+    )
+    print()
+    print("| benchmark | messages | result (x = vs raw, 1 commit per message) |")
+    print("|---|---:|---:|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Row shapes of the fanout tables as the store reads and writes them, and their random ids."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .._serialization import to_json_text
+
+
+def json_pair(first: str, second: str) -> str:
+    """`["first","second"]` as compact JSON text (the delivery row and identity ids)."""
+    return to_json_text([first, second])
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """A validated enqueue entry."""
+
+    key: str
+    id: str
+    payload: str
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One delivery row joined with its manifest (`message_*` are `None` without one)."""
+
+    id: str
+    message_key: str
+    target: str
+    seq: int
+    phase: str
+    attempt: int
+    next_attempt_at: int
+    last_error: str | None
+    last_error_name: str | None
+    created_at: int
+    generation: str
+    dead_lettered_at: int | None
+    dead_letter_reason: str | None
+    message_id: str | None
+    payload: str | None
+    enqueued_at: int | None
+    message_generation: str | None
+
+    @property
+    def delivery_id(self) -> str:
+        """The identity a target and the DLQ see: `["<generation>","<target>"]`."""
+        return json_pair(self.generation, self.target)
+
+    def claimed(self, attempt: int) -> Delivery:
+        """This row as claimed for `attempt` (built directly: `dataclasses.replace` is slow)."""
+        return Delivery(
+            self.id,
+            self.message_key,
+            self.target,
+            self.seq,
+            self.phase,
+            attempt,
+            self.next_attempt_at,
+            self.last_error,
+            self.last_error_name,
+            self.created_at,
+            self.generation,
+            self.dead_lettered_at,
+            self.dead_letter_reason,
+            self.message_id,
+            self.payload,
+            self.enqueued_at,
+            self.message_generation,
+        )
+
+
+def new_row(
+    row_id: str, entry: NewMessage, target: str, seq: int, due_at: int, now: int, generation: str
+) -> Delivery:
+    """The row `register` just inserted, as `due` would read it."""
+    return Delivery(
+        id=row_id,
+        message_key=entry.key,
+        target=target,
+        seq=seq,
+        phase="delivery",
+        attempt=0,
+        next_attempt_at=due_at,
+        last_error=None,
+        last_error_name=None,
+        created_at=now,
+        generation=generation,
+        dead_lettered_at=None,
+        dead_letter_reason=None,
+        message_id=entry.id,
+        payload=entry.payload,
+        enqueued_at=now,
+        message_generation=generation,
+    )
+
+
+def from_sql(row: tuple[object, ...]) -> Delivery:
+    return Delivery(*row)  # type: ignore[arg-type]
+
+
+def random_id() -> str:
+    """A random (version 4) UUID string, without `uuid.UUID`'s per-call checks."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    text = raw.hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"

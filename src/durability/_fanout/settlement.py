@@ -1,0 +1,207 @@
+"""What happens to a claimed delivery: ack, retry, dead letter (or drop), and deadlines.
+
+Each step is one fenced transaction on the row at its claimed attempt, so a step that
+lost the row (it was reclaimed or settled meanwhile) raises `FanoutSettlementError`
+and changes nothing. A dead letter persists its intent before the DLQ write: a crash
+or a failed write then retries only the write, 60 s later, never the consumer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from .._clock import now_ms
+from .._engine import AttemptPolicy, report_failure
+from .._errors import (
+    DurableRetryPolicyError,
+    FanoutSettlementError,
+    FanoutTimeoutError,
+    SerializedError,
+    serialize_error,
+)
+from .._serialization import deserialize
+from .._types import MAX_SAFE_INTEGER
+from .events import DeliverySettledEvent, DeliveryTerminalEvent
+from .rows import Delivery
+from .store import DeliveryStore
+from .types import FailureReason, MessageWrite, StoredFailure, StoredMessage
+
+T = TypeVar("T")
+
+INFRASTRUCTURE_RETRY_MS = 60_000
+"""How long a dead letter waits before its DLQ write is retried, and a missing target."""
+
+EXPLICIT_DEAD_LETTER = SerializedError("DeadLetter", "Dead-lettered by consumer")
+
+
+async def within(work: Awaitable[T], timeout_ms: int) -> T:
+    """Await `work` for at most `timeout_ms`; past it, `FanoutTimeoutError`."""
+    try:
+        async with asyncio.timeout(timeout_ms / 1000) as deadline:
+            return await work
+    except TimeoutError:
+        if deadline.expired():
+            raise FanoutTimeoutError(timeout_ms) from None
+        raise
+
+
+def entity(row: Delivery) -> dict[str, Any]:
+    """The fields naming `row` in its lifecycle events."""
+    return {"id": row.message_id, "target": row.target, "generation": row.generation}
+
+
+def retry_delay(policy: AttemptPolicy, attempt: int, override: int | None) -> int:
+    """The delay before the next attempt; `DurableRetryPolicyError` if it is unusable."""
+    raw = override if override is not None else policy.delay(attempt)
+    if (
+        isinstance(raw, bool)
+        or not isinstance(raw, (int, float))
+        or not math.isfinite(raw)
+        or raw < 0
+    ):
+        raise DurableRetryPolicyError("fanout")
+    delay = math.floor(raw + 0.5)
+    if now_ms() + delay > MAX_SAFE_INTEGER:
+        raise DurableRetryPolicyError("fanout")
+    return delay
+
+
+class Settler:
+    """Runs the settlement steps of one fanout and emits their lifecycle events."""
+
+    __slots__ = ("_dlq", "_emit", "_events", "_store")
+
+    def __init__(
+        self,
+        store: DeliveryStore,
+        dlq: MessageWrite | None,
+        emit: Callable[[Any], None],
+        events: bool,
+    ) -> None:
+        self._store = store
+        self._dlq = dlq
+        self._emit = emit
+        self._events = events
+
+    def completed(self, row: Delivery, started_at: int) -> None:
+        """Emit the `completed` event of a removed row."""
+        if self._events:
+            now = now_ms()
+            self._emit(
+                DeliverySettledEvent(
+                    **entity(row),
+                    timestamp=now,
+                    attempt=row.attempt,
+                    outcome="completed",
+                    duration_ms=max(0, now - started_at),
+                )
+            )
+
+    async def ack(self, row: Delivery, started_at: int) -> None:
+        """Remove the claimed row; `FanoutSettlementError` if it is no longer this claim."""
+        if not await self._store.remove([row]):
+            raise FanoutSettlementError(row.id)
+        self.completed(row, started_at)
+
+    async def retry(
+        self,
+        row: Delivery,
+        policy: AttemptPolicy,
+        override: int | None,
+        error: SerializedError,
+        started_at: int,
+    ) -> None:
+        """Schedule another attempt, or dead-letter when attempts or the policy run out."""
+        if row.attempt >= policy.max_attempts:
+            await self.dead_letter(row, "exhausted", error)
+            return
+        try:
+            next_attempt_at = now_ms() + retry_delay(policy, row.attempt, override)
+        except Exception as policy_error:
+            await self.dead_letter(row, "exhausted", serialize_error(policy_error))
+            return
+        if not await self._store.settle_retry(row, next_attempt_at, error):
+            raise FanoutSettlementError(row.id)
+        if self._events:
+            now = now_ms()
+            self._emit(
+                DeliverySettledEvent(
+                    **entity(row),
+                    timestamp=now,
+                    attempt=row.attempt,
+                    outcome="retry_scheduled",
+                    duration_ms=max(0, now - started_at),
+                    error=error,
+                    next_attempt_at=next_attempt_at,
+                )
+            )
+
+    async def dead_letter(
+        self, row: Delivery, reason: FailureReason, failure: SerializedError | None = None
+    ) -> None:
+        """Write `row` to the DLQ and remove it; without a DLQ, drop it at once."""
+        timestamp = row.dead_lettered_at if row.dead_lettered_at is not None else now_ms()
+        error = failure
+        if error is None and row.last_error is not None:
+            error = SerializedError(row.last_error_name or "Error", row.last_error)
+        dlq = self._dlq
+        if dlq is None:
+            # Nothing could ever accept it, and retrying would keep the object awake.
+            await self.ack_terminal(row, reason, error)
+            return
+        marked = await self._store.mark_dead_letter(
+            row,
+            reason=reason,
+            timestamp=timestamp,
+            retry_at=now_ms() + INFRASTRUCTURE_RETRY_MS,
+            error=error,
+        )
+        if not marked:
+            raise FanoutSettlementError(row.id)
+        stored: StoredMessage[Any] = StoredMessage(
+            id=row.delivery_id,
+            message_id=str(row.message_id),
+            target=row.target,
+            body=deserialize(str(row.payload)),
+            enqueued_at=int(row.enqueued_at or 0),
+            stored_at=timestamp,
+            attempts=row.attempt,
+            failure=StoredFailure(reason=reason, error=error),
+        )
+        try:
+            await within(_call(dlq, stored), INFRASTRUCTURE_RETRY_MS)
+            await self.ack_terminal(row, reason, error)
+        except Exception as write_error:
+            report_failure(
+                "durability.fanout.dead_letter_failed",
+                {"id": row.message_id, "target": row.target},
+                write_error,
+            )
+
+    async def ack_terminal(
+        self, row: Delivery, reason: FailureReason, error: SerializedError | None
+    ) -> None:
+        """Remove a row that leaves the queue without success, and emit `terminal`."""
+        if not await self._store.remove([row]):
+            raise FanoutSettlementError(row.id)
+        if self._events:
+            self._emit(
+                DeliveryTerminalEvent(
+                    **entity(row),
+                    timestamp=now_ms(),
+                    attempt=row.attempt,
+                    reason="dead_lettered" if reason == "explicit" else "attempts_exhausted",
+                    error=error or EXPLICIT_DEAD_LETTER,
+                )
+            )
+
+
+async def _call(write: MessageWrite, message: StoredMessage[Any]) -> None:
+    """Call a `MessageWrite` (its result may be a plain value or an awaitable)."""
+    result: Any = write(message)
+    if inspect.isawaitable(result):
+        await result

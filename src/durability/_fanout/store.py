@@ -1,0 +1,225 @@
+"""The fanout tables: manifests, delivery obligations and the sequence.
+
+A manifest (`durability_fanout_messages`) holds the body once and counts the targets
+still owing it (`remaining`); each (message, target) pair is a delivery row. Every
+write after registration is a compare-and-set on the row's generation and attempt, so
+a stale settlement changes nothing. Removing the last delivery deletes the manifest,
+which frees its deduplication key. The number of delivery rows is cached in memory
+(counted once, adjusted by each committed write, recounted after a failed one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from .._context import SqlStorage
+from .._errors import SerializedError
+from .engine import FanoutEngine
+from .rows import Delivery, NewMessage, from_sql
+from .writes import claim_rows, register_rows, remove_rows
+
+T = TypeVar("T")
+
+_ROW_QUERY = (
+    "SELECT d.id, d.message_key, d.target_id, d.seq, d.phase, d.attempt, d.next_attempt_at, "
+    "d.last_error, d.last_error_name, d.created_at, d.generation_id, d.dead_lettered_at, "
+    "d.dead_letter_reason, m.id AS message_id, m.payload, m.created_at AS enqueued_at, "
+    "m.generation_id AS message_generation "
+    "FROM durability_fanout_deliveries AS d "
+    "LEFT JOIN durability_fanout_messages AS m ON m.key = d.message_key "
+)
+
+
+class DeliveryStore:
+    """SQL over the fanout tables; every write runs in an alarm-reconciling transaction."""
+
+    __slots__ = ("_count", "_engine")
+
+    def __init__(self, engine: FanoutEngine) -> None:
+        self._engine = engine
+        self._count: int | None = None
+
+    # -- reads --------------------------------------------------------------------------
+
+    def pending_count(self) -> int:
+        """Delivery rows still owed (either phase)."""
+        if self._count is None:
+            cursor = self._engine.sql.exec("SELECT COUNT(*) FROM durability_fanout_deliveries")
+            self._count = int(next(cursor.raw())[0])
+        return self._count
+
+    def target_ids(self) -> list[str]:
+        """The distinct targets that have delivery rows (one index seek per target)."""
+        found: list[str] = []
+        sql = self._engine.sql
+        while True:
+            if found:
+                rows = sql.exec(
+                    "SELECT target_id FROM durability_fanout_deliveries WHERE target_id > ? "
+                    "ORDER BY target_id LIMIT 1",
+                    found[-1],
+                ).raw()
+            else:
+                rows = sql.exec(
+                    "SELECT target_id FROM durability_fanout_deliveries ORDER BY target_id LIMIT 1"
+                ).raw()
+            row = next(rows, None)
+            if row is None:
+                return found
+            found.append(str(row[0]))
+
+    def due(self, target: str, now: int, limit: int) -> list[Delivery]:
+        """Up to `limit` due rows of `target`: never-delivered ones first, then by sequence.
+
+        Both queries walk the per-target index (the unary `+` keeps the planner from
+        scanning every due row of every target through the pending-time index).
+        """
+        sql = self._engine.sql
+        first = [
+            from_sql(row)
+            for row in sql.exec(
+                _ROW_QUERY + "WHERE d.target_id = ? AND d.phase = 'delivery' "
+                "AND d.status = 'pending' AND d.attempt = 0 AND +d.next_attempt_at <= ? "
+                "ORDER BY d.seq LIMIT ?",
+                target,
+                now,
+                limit,
+            ).raw()
+        ]
+        if len(first) == limit:
+            return first
+        retries = sql.exec(
+            _ROW_QUERY + "WHERE d.target_id = ? AND d.phase IN ('delivery', 'dead_letter') "
+            "AND d.status = 'pending' AND d.attempt > 0 AND +d.next_attempt_at <= ? "
+            "ORDER BY d.seq LIMIT ?",
+            target,
+            now,
+            limit - len(first),
+        ).raw()
+        return first + [from_sql(row) for row in retries]
+
+    def current(self, row: Delivery) -> tuple[str, int, str] | None:
+        """`(generation, attempt, phase)` of the stored row with `row`'s id, if any."""
+        found = self._engine.sql.exec(
+            "SELECT generation_id, attempt, phase FROM durability_fanout_deliveries WHERE id = ?",
+            row.id,
+        ).raw()
+        stored = next(found, None)
+        return None if stored is None else (str(stored[0]), int(stored[1]), str(stored[2]))
+
+    # -- writes -------------------------------------------------------------------------
+
+    async def _write(self, write: Callable[[SqlStorage], T], *, due_now: bool = False) -> T:
+        try:
+            return await self._engine.transaction(write, due_now=due_now)
+        except BaseException:
+            self._count = None
+            raise
+
+    def _adjust(self, delta: int) -> None:
+        if self._count is not None:
+            self._count += delta
+
+    async def register(
+        self,
+        entries: Sequence[NewMessage],
+        targets: Sequence[str],
+        now: int,
+        first_attempt_at: int,
+    ) -> list[Delivery]:
+        """Store every new entry with one row per target; returns the new rows.
+
+        An entry whose key is stored (or repeated in the batch) with the same id, body
+        and targets is skipped; with different ones the whole batch is rejected with
+        `FanoutEnqueueError` and nothing is written.
+        """
+        created = await self._write(
+            lambda sql: register_rows(sql, entries, targets, now, first_attempt_at),
+            due_now=first_attempt_at <= now,
+        )
+        self._adjust(len(created))
+        return created
+
+    async def claim(
+        self, rows: Sequence[Delivery], max_attempts: int, lease_until: int
+    ) -> list[Delivery]:
+        """Count one more attempt of each row still as read, leased until `lease_until`."""
+        return await self._write(lambda sql: claim_rows(sql, rows, max_attempts, lease_until))
+
+    async def postpone(self, rows: Sequence[Delivery], until: int) -> None:
+        """Make rows due at `until` without counting an attempt (a missing target)."""
+
+        def write(sql: SqlStorage) -> None:
+            for row in rows:
+                sql.exec(
+                    "UPDATE durability_fanout_deliveries SET next_attempt_at = ? "
+                    "WHERE id = ? AND generation_id = ? AND status = 'pending' AND attempt = ?",
+                    until,
+                    row.id,
+                    row.generation,
+                    row.attempt,
+                )
+
+        await self._write(write)
+
+    async def remove(self, rows: Sequence[Delivery]) -> set[str]:
+        """Delete each row still at its claimed attempt; the ids actually removed."""
+        try:
+            removed = self._engine.removal(lambda sql: remove_rows(sql, rows))
+        except BaseException:
+            self._count = None
+            raise
+        self._adjust(-len(removed))
+        return removed
+
+    async def settle_retry(
+        self, row: Delivery, next_attempt_at: int, error: SerializedError
+    ) -> bool:
+        """Make the claimed row due again at `next_attempt_at`; False if it changed."""
+
+        def write(sql: SqlStorage) -> bool:
+            written = sql.exec(
+                "UPDATE durability_fanout_deliveries SET next_attempt_at = ?, last_error = ?, "
+                "last_error_name = ? WHERE id = ? AND generation_id = ? AND status = 'pending' "
+                "AND attempt = ?",
+                next_attempt_at,
+                error.message,
+                error.name,
+                row.id,
+                row.generation,
+                row.attempt,
+            ).rows_written
+            return bool(written)
+
+        return await self._write(write)
+
+    async def mark_dead_letter(
+        self,
+        row: Delivery,
+        *,
+        reason: str,
+        timestamp: int,
+        retry_at: int,
+        error: SerializedError | None,
+    ) -> bool:
+        """Persist the dead-letter intent before the DLQ write; False if the row changed."""
+
+        def write(sql: SqlStorage) -> bool:
+            written = sql.exec(
+                "UPDATE durability_fanout_deliveries SET phase = 'dead_letter', "
+                "dead_lettered_at = ?, dead_letter_reason = ?, next_attempt_at = ?, "
+                "last_error = ?, last_error_name = ? WHERE id = ? AND generation_id = ? "
+                "AND status = 'pending' AND attempt = ?",
+                timestamp,
+                reason,
+                retry_at,
+                None if error is None else error.message,
+                None if error is None else error.name,
+                row.id,
+                row.generation,
+                row.attempt,
+            ).rows_written
+            return bool(written)
+
+        return await self._write(write)

@@ -1,0 +1,192 @@
+"""The set-based writes of the fanout: register, claim and remove many rows per statement.
+
+Each runs inside one transaction of the caller. Rows are matched on (id, generation,
+attempt) row values, so a row that changed since it was read is left alone and the
+caller learns which rows were written. Statements are chunked to stay under the
+Workers limit of 100 bound parameters per statement.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
+
+from .._context import SqlStorage
+from .._errors import FanoutEnqueueError
+from .._serialization import to_json_text
+from .._types import SqlValue
+from .rows import Delivery, NewMessage, json_pair, new_row, random_id
+
+Item = TypeVar("Item")
+
+MAX_PARAMETERS = 96
+"""Bound parameters per statement (the Workers SQL API accepts at most 100)."""
+
+
+def _chunks(items: Sequence[Item], width: int) -> Iterator[Sequence[Item]]:
+    """`items` in slices whose rows of `width` parameters fit in one statement."""
+    size = max(1, MAX_PARAMETERS // width)
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _values(count: int, width: int) -> str:
+    """`VALUES (?, ?), (?, ?)` for `count` rows of `width` parameters."""
+    row = "(" + ", ".join("?" * width) + ")"
+    return "VALUES " + ", ".join([row] * count)
+
+
+def _fenced(count: int) -> str:
+    """The WHERE clause matching `count` pending rows on (id, generation, attempt).
+
+    The plain `id IN` list is what lets SQLite look rows up by key (a row-value IN
+    alone is answered with a table scan); the unary `+` on the other columns keeps an
+    UPDATE of indexed columns on that one-pass path (without it, 40 times slower).
+    """
+    marks = ", ".join("?" * count)
+    return (
+        f"id IN ({marks}) AND (id, generation_id, attempt) IN ({_values(count, 3)}) "
+        "AND +status = 'pending'"
+    )
+
+
+def _fence_bindings(rows: Sequence[Delivery]) -> list[SqlValue]:
+    """The bindings of `_fenced(len(rows))`."""
+    bindings: list[SqlValue] = [row.id for row in rows]
+    for row in rows:
+        bindings += [row.id, row.generation, row.attempt]
+    return bindings
+
+
+def register_rows(
+    sql: SqlStorage,
+    entries: Sequence[NewMessage],
+    targets: Sequence[str],
+    now: int,
+    first_attempt_at: int,
+) -> list[Delivery]:
+    """Insert a manifest and one delivery per target for each new entry; the new rows.
+
+    A stored key (or one repeated in the batch) with the same id, body and targets is
+    skipped; with different ones `FanoutEnqueueError` rolls the whole batch back.
+    """
+    targets_text = to_json_text(list(targets))
+    # Reserved for the whole batch up front; a skipped duplicate leaves a harmless gap.
+    end = int(
+        next(
+            sql.exec(
+                "UPDATE durability_fanout_seq SET next_seq = next_seq + ? WHERE id = 1 "
+                "RETURNING next_seq",
+                len(entries),
+            ).raw()
+        )[0]
+    )
+    created: list[Delivery] = []
+    for seq, entry in enumerate(entries, end - len(entries)):
+        generation = random_id()
+        inserted = sql.exec(
+            "INSERT INTO durability_fanout_messages (key, id, payload, targets, remaining, "
+            "seq, created_at, generation_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(key) DO NOTHING",
+            entry.key,
+            entry.id,
+            entry.payload,
+            targets_text,
+            len(targets),
+            seq,
+            now,
+            generation,
+        ).rows_written
+        if not inserted:
+            _check_duplicate(sql, entry, targets_text)
+            continue
+        rows = [
+            new_row(
+                json_pair(entry.key, target), entry, target, seq, first_attempt_at, now, generation
+            )
+            for target in targets
+        ]
+        for chunk in _chunks(rows, 7):
+            bindings: list[SqlValue] = []
+            for row in chunk:
+                bindings += [
+                    row.id,
+                    row.message_key,
+                    row.target,
+                    seq,
+                    first_attempt_at,
+                    now,
+                    generation,
+                ]
+            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, 'pending', 'delivery', 0)"] * len(chunk))
+            written = sql.exec(
+                "INSERT INTO durability_fanout_deliveries (id, message_key, target_id, seq, "
+                "next_attempt_at, created_at, generation_id, status, phase, attempt) "
+                f"VALUES {values} ON CONFLICT(id) DO NOTHING",
+                *bindings,
+            ).rows_written
+            if written != len(chunk):
+                raise RuntimeError("Fanout manifest and delivery state disagree")
+        created += rows
+    return created
+
+
+def _check_duplicate(sql: SqlStorage, entry: NewMessage, targets_text: str) -> None:
+    """Accept a stored key only for the very same work."""
+    stored = next(
+        sql.exec(
+            "SELECT id, payload, targets FROM durability_fanout_messages WHERE key = ?", entry.key
+        ).raw()
+    )
+    if tuple(stored) != (entry.id, entry.payload, targets_text):
+        raise FanoutEnqueueError(
+            f'Deduplication key "{entry.key}" already identifies different work'
+        )
+
+
+def claim_rows(
+    sql: SqlStorage, rows: Sequence[Delivery], max_attempts: int, lease_until: int
+) -> list[Delivery]:
+    """Count one more attempt of each row still as read; the claimed rows, in order."""
+    won: set[str] = set()
+    for chunk in _chunks(rows, 4):
+        cursor = sql.exec(
+            "UPDATE durability_fanout_deliveries SET attempt = attempt + 1, next_attempt_at = ? "
+            f"WHERE {_fenced(len(chunk))} AND +phase = 'delivery' AND +attempt < ? RETURNING id",
+            lease_until,
+            *_fence_bindings(chunk),
+            max_attempts,
+        )
+        won.update(str(found[0]) for found in cursor.raw())
+    return [row.claimed(row.attempt + 1) for row in rows if row.id in won]
+
+
+def remove_rows(sql: SqlStorage, rows: Sequence[Delivery]) -> set[str]:
+    """Delete each row still at its attempt and release the manifests; the removed ids."""
+    removed: set[str] = set()
+    for chunk in _chunks(rows, 4):
+        cursor = sql.exec(
+            f"DELETE FROM durability_fanout_deliveries WHERE {_fenced(len(chunk))} RETURNING id",
+            *_fence_bindings(chunk),
+        )
+        removed.update(str(found[0]) for found in cursor.raw())
+    releases = Counter((row.message_key, row.generation) for row in rows if row.id in removed)
+    by_count: dict[int, list[tuple[str, str]]] = {}
+    for manifest, count in releases.items():
+        by_count.setdefault(count, []).append(manifest)
+    for count, manifests in by_count.items():
+        for group in _chunks(manifests, 3):
+            marks = ", ".join("?" * len(group))
+            where = f"key IN ({marks}) AND (key, generation_id) IN ({_values(len(group), 2)})"
+            keys: list[SqlValue] = [key for key, _ in group]
+            keys += [value for manifest in group for value in manifest]
+            sql.exec(
+                f"UPDATE durability_fanout_messages SET remaining = remaining - ? WHERE {where}",
+                count,
+                *keys,
+            )
+            sql.exec(
+                f"DELETE FROM durability_fanout_messages WHERE remaining <= 0 AND {where}", *keys
+            )
+    return removed
