@@ -276,11 +276,105 @@ def check_image_jobs(base_url: str) -> None:
     _expect(request(base_url, "GET", f"/{image}/nope")[0], 404, "an unknown route")
 
 
+def _drained(base_url: str, shard: str) -> None:
+    """Wait (polling) until the queue shard owes no deliveries."""
+    deadline = time.monotonic() + ALARM_WAIT_S
+    while (pending := request(base_url, "GET", f"/queues/{shard}")[1]) != 0:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{shard} still owes {pending!r} deliveries after 30 s")
+        time.sleep(0.2)
+
+
+def _dead_letters(base_url: str, token: str) -> list[tuple[str, str, str]]:
+    """(message id, target, reason) of the dead letters of this run's messages."""
+    entries = request(base_url, "GET", "/dlq")[1]
+    return sorted(
+        (e["messageId"], e["target"], e["failure"]["reason"])
+        for e in entries
+        if e["messageId"].endswith(token)
+    )
+
+
+def check_email_queue(base_url: str) -> None:
+    """Emails route to their customer's or lane's shard; each is sent once per id and
+    archived; a bad address and an exhausted delivery are dead-lettered for the email
+    target only; a redrive delivers the exhausted one."""
+    token = _token()
+    alice, bob, carol = (f"{name}-{token}" for name in ("alice", "bob", "carol"))
+    good, flaky, late = (f"{name}-{token}@example.com" for name in ("ada", "bo", "eve"))
+    bad = f"nobody-{token}"  # no "@": the mailer answers 400
+    emails = [
+        {"id": f"m1-{token}", "customerId": alice, "to": good, "subject": "hello"},
+        {"id": f"m2-{token}", "customerId": alice, "to": bad, "subject": "hello"},
+        {"id": f"m3-{token}", "customerId": bob, "to": flaky, "fail": 2},
+    ]
+    status, pushed = request(base_url, "POST", "/emails", emails)
+    _expect(status, 202, "produce")
+    _expect(
+        [(push["shard"], push["success"], push["value"]) for push in pushed],
+        [
+            (f"customer-{alice}", True, [f"m1-{token}", f"m2-{token}"]),
+            (f"customer-{bob}", True, [f"m3-{token}"]),
+        ],
+        "one push per customer, to the customer's shard",
+    )
+    vip = [{"id": f"m4-{token}", "customerId": carol, "to": late, "fail": 6}]
+    status, pushed = request(base_url, "POST", f"/emails?lane=vip-{token}", vip)
+    _expect((status, [p["shard"] for p in pushed]), (202, [f"vip-{token}"]), "a lane")
+    _drained(base_url, f"customer-{alice}")
+    _drained(base_url, f"customer-{bob}")
+    sends = {to: request(base_url, "GET", f"/mailer/{to}")[1] for to in (good, bad, flaky)}
+    _expect(
+        sends,
+        {
+            good: [{"key": f"m1-{token}", "calls": 1, "sent": True}],
+            bad: [{"key": f"m2-{token}", "calls": 1, "sent": False}],
+            flaky: [{"key": f"m3-{token}", "calls": 3, "sent": True}],
+        },
+        "each email sent once under its id; 503s retried; a 400 not",
+    )
+    _drained(base_url, f"vip-{token}")
+    _, archive = request(base_url, "GET", "/archive")
+    archived = sorted(e["messageId"] for e in archive if e["messageId"].endswith(token))
+    expected = [f"m{n}-{token}" for n in range(1, 5)]
+    _expect(archived, expected, "every message archived once, whatever its email did")
+    _expect(
+        _dead_letters(base_url, token),
+        [(f"m2-{token}", "email", "explicit"), (f"m4-{token}", "email", "exhausted")],
+        "dead letters, for the email target only",
+    )
+    _expect(
+        request(base_url, "GET", f"/mailer/{late}")[1],
+        [{"key": f"m4-{token}", "calls": 5, "sent": False}],
+        "five attempts, then dead-lettered",
+    )
+    status, redriven = request(base_url, "POST", "/dlq/redrive")
+    _expect((status, redriven["redriven"] >= 2), (200, True), "redrive")
+    _drained(base_url, f"customer-{carol}")
+    _drained(base_url, f"customer-{alice}")
+    _expect(
+        request(base_url, "GET", f"/mailer/{late}")[1],
+        [{"key": f"m4-{token}", "calls": 7, "sent": True}],
+        "the redriven email went out (one more 503 first), under the same key",
+    )
+    _expect(
+        _dead_letters(base_url, token),
+        [(f"m2-{token}", "email", "explicit")],
+        "a bad address is dead-lettered again",
+    )
+    _, archive = request(base_url, "GET", "/archive")
+    archived = sorted(e["messageId"] for e in archive if e["messageId"].endswith(token))
+    _expect(archived, expected, "a redrive goes to the email target alone")
+    _expect(request(base_url, "POST", "/emails", [{"to": good}])[0], 400, "no customerId")
+    _expect(request(base_url, "GET", "/nope")[0], 404, "an unknown route")
+
+
 CHECKS: dict[str, Callable[[str], None]] = {
     "counter": check_counter,
     "subscription_renewals": check_subscription_renewals,
     "event_topics": check_event_topics,
     "rpc_transforms": check_rpc_transforms,
     "image_jobs": check_image_jobs,
+    "email_queue": check_email_queue,
 }
 """Example folder name -> its check, run against the served example's base URL."""
