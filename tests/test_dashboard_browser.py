@@ -9,11 +9,12 @@ so; CI installs both.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -62,10 +63,16 @@ def _panel(driver: webdriver.Chrome) -> str:
     return str(driver.find_element(By.ID, "panel").text)
 
 
+def _wait(driver: webdriver.Chrome, check: Callable[[webdriver.Chrome], object]) -> None:
+    """Retry `check` until it is truthy; the panel is replaced on every refresh, so an
+    element found a moment ago may be gone (stale) and is looked up again."""
+    WebDriverWait(driver, WAIT_S, ignored_exceptions=(StaleElementReferenceException,)).until(check)
+
+
 def _until(driver: webdriver.Chrome, what: str, *texts: str) -> None:
     """Wait until the panel shows every one of `texts` (each a refresh at most apart)."""
     try:
-        WebDriverWait(driver, WAIT_S).until(lambda d: all(t in _panel(d) for t in texts))
+        _wait(driver, lambda d: all(t in _panel(d) for t in texts))
     except Exception:
         pytest.fail(f"the page never showed {what}: {texts!r}\n--- panel ---\n{_panel(driver)}")
 
@@ -91,24 +98,33 @@ def test_dashboard_shows_the_work_and_refreshes_itself(
             "mailer",
         )
         assert browser.find_elements(By.CSS_SELECTOR, "#panel b") == []
-        failed = browser.find_element(By.CSS_SELECTOR, "#summary .total.bad dd")
-        assert failed.text == "1"
+        failed = "#summary .total.bad dd"
+        _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, failed).text == "1")
 
-        traceback = browser.find_element(By.CSS_SELECTOR, "#failures details.traceback")
-        traceback.find_element(By.TAG_NAME, "summary").click()
-        assert 'raise RuntimeError(f"card <b>declined</b>' in traceback.text
+        summary = "#failures details.traceback summary"
+        _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, summary).click() or True)
+        opened = "#failures details.traceback[open]"
+        _wait(
+            browser,
+            lambda d: (
+                'raise RuntimeError(f"card <b>declined</b>'
+                in d.find_element(By.CSS_SELECTOR, opened).text
+            ),
+        )
 
         assert call("POST", f"{base}/%3Ci%3Ebeta%3C%2Fi%3E/order/inv-2")[0] == 201
         _until(browser, "the new shop", "<i>beta</i>", "ship-inv-2")
         assert browser.find_elements(By.CSS_SELECTOR, "#panel i") == []
-        opened = browser.find_element(By.CSS_SELECTOR, "#failures details.traceback[open]")
-        assert "Traceback (most recent call last)" in opened.text
+        _wait(
+            browser,
+            lambda d: (
+                "Traceback (most recent call last)" in d.find_element(By.CSS_SELECTOR, opened).text
+            ),
+        )
 
         assert call("POST", f"{base}/_durability/advance?ms=7200000")[0] == 200
-        WebDriverWait(browser, WAIT_S).until(
-            lambda d: d.find_element(By.CSS_SELECTOR, "#summary .total.bad dd").text == "2"
-        )
-        assert "updated" in browser.find_element(By.ID, "status").text
+        _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, failed).text == "2")
+        _wait(browser, lambda d: "updated" in d.find_element(By.ID, "status").text)
         SCREENSHOT.parent.mkdir(exist_ok=True)
         assert browser.save_screenshot(str(SCREENSHOT))
         assert browser.get_log("browser") == []

@@ -129,9 +129,11 @@ EXPECTED = [
     "MethodOptions",
     "MigrationResult",
     "NamedAlarm",
+    "NamedAlarmState",
     "NonRetryableError",
     "OperationResult",
     "PurgedEvent",
+    "Recurrence",
     "RegisteredEvent",
     "RetriedEvent",
     "RetryAfter",
@@ -311,6 +313,13 @@ SIGNATURE_DEFAULTS = [
     (DurabilityAlarms.alarm, "info", None),
     (Durability.migrate, "target", LATEST),
     (DurabilityAlarms.migrate, "target", LATEST),
+    (durability.NamedAlarm.__call__, "payload", None),
+    (durability.NamedAlarm.every, "start_at", None),
+    (durability.NamedAlarm.every, "catch_up", "latest"),
+    (durability.NamedAlarm.every, "payload", None),
+    (durability.NamedAlarm.cron, "tz", "UTC"),
+    (durability.NamedAlarm.cron, "catch_up", "latest"),
+    (durability.NamedAlarm.cron, "payload", None),
     (DurabilityLog.migrate, "target", LATEST),
     (Runtime, "path", None),
     (Runtime, "clock", None),
@@ -395,7 +404,15 @@ FIELDS = [
     (MethodOptions, "attempt_timeout_ms retries"),
     (AlarmMethodOptions, "attempt_timeout_ms retries retry_timeouts"),
     (RegisteredEvent, "type entity_kind operation id generation timestamp attempt"),
-    (ScheduledEvent, "type entity_kind alarm id generation timestamp scheduled_time attempt"),
+    (
+        ScheduledEvent,
+        "type entity_kind alarm id generation timestamp scheduled_time attempt occurrence",
+    ),
+    (
+        durability.NamedAlarmState,
+        "name scheduled_time next_attempt_at attempt status last_error recurrence",
+    ),
+    (durability.Recurrence, "kind interval_ms expression tz catch_up"),
     (AttemptStartedEvent, "type entity_kind operation alarm id generation timestamp attempt"),
     (
         AttemptSettledEvent,
@@ -434,6 +451,11 @@ def test_value_types_are_frozen_dataclasses_with_documented_fields(cls: type, na
 
 ERRORS: list[tuple[DurabilityError, str, dict[str, Any]]] = [
     (NonRetryableError("stop now"), "stop now", {}),
+    (
+        DurableCancelledError(alarm="renew"),
+        'Durable named alarm "renew" was cancelled',
+        {"alarm": "renew", "operation": None, "id": None},
+    ),
     (
         DurableAttemptTimeoutError("charge", 1000),
         'Durable operation "charge" timed out after 1000ms',

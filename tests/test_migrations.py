@@ -33,6 +33,14 @@ BUILTIN = {
 CALLS_0004 = "durability_0004_calls_generation_and_created_at"
 ALARMS_0004 = "durability_0004_alarms_generation_and_created_at"
 ALARMS_0008 = "durability_0008_alarms_payload_and_occurrence"
+ALARMS_RECURRENCE = "durability_0010_alarms_recurrence"
+RECURRENCE_COLUMNS = (
+    "recurrence_kind",
+    "recurrence_interval_ms",
+    "recurrence_expression",
+    "recurrence_tz",
+    "recurrence_catch_up",
+)
 LAB_START_MS = START_MS + 123
 """An odd millisecond, so stamped times show they keep millisecond precision."""
 
@@ -356,8 +364,10 @@ async def test_alarm_payload_columns_up_keep_rows_and_down_drops_them(lab: Objec
         "next_attempt_at, attempt, last_error, last_error_name, created_at) "
         "VALUES ('renew', 'g1', 'failed', 5, 6, 2, 'boom', 'RuntimeError', 7)"
     )
-    assert await lab.migrate("namedAlarms") == {"applied": [ALARMS_0008], "rolled_back": []}
-    assert await lab.current("namedAlarms")
+    assert await lab.migrate("namedAlarms", ALARMS_0008) == {
+        "applied": [ALARMS_0008],
+        "rolled_back": [],
+    }
     assert await lab.query("SELECT name, payload, occurrence FROM durability_alarms") == [
         {"name": "renew", "payload": None, "occurrence": None}
     ]
@@ -400,7 +410,73 @@ async def test_alarm_payload_columns_up_keep_rows_and_down_drops_them(lab: Objec
     schema = await lab.schema()
     assert "index:durability_alarms_pending_idx" in schema
     assert "index:durability_alarms_created_idx" in schema
-    assert await lab.migrate("namedAlarms") == {"applied": [ALARMS_0008], "rolled_back": []}
+    assert await lab.migrate("namedAlarms", ALARMS_0008) == {
+        "applied": [ALARMS_0008],
+        "rolled_back": [],
+    }
+
+
+async def test_recurrence_columns_up_keep_rows_and_down_keeps_them_as_one_shots(
+    lab: ObjectStub,
+) -> None:
+    """0010 adds the recurrence columns (NULL on old rows); its down keeps every row,
+    with its slot, payload and occurrence, as a one-shot."""
+    await lab.migrate("namedAlarms", ALARMS_0008)
+    await lab.query(
+        "INSERT INTO durability_alarms (name, generation_id, status, scheduled_at, "
+        "next_attempt_at, attempt, created_at, payload, occurrence) "
+        "VALUES ('renew', 'g1', 'pending', 5, 5, 0, 7, NULL, NULL)"
+    )
+    up = await lab.migrate("namedAlarms")
+    assert up == {"applied": [ALARMS_RECURRENCE], "rolled_back": []}
+    assert await lab.current("namedAlarms")
+    columns = ", ".join(RECURRENCE_COLUMNS)
+    assert await lab.query(f"SELECT {columns} FROM durability_alarms") == [
+        dict.fromkeys(RECURRENCE_COLUMNS)
+    ]
+    await lab.query(
+        "INSERT INTO durability_alarms (name, generation_id, status, scheduled_at, "
+        f"next_attempt_at, attempt, created_at, payload, occurrence, {columns}) "
+        "VALUES ('tick', 'g2', 'pending', 8, 8, 0, 9, '\"p\"', 4, "
+        "'cron', NULL, '0 9 * * *', 'Europe/Paris', 'all')"
+    )
+    with pytest.raises(sqlite3.IntegrityError):
+        await lab.query(
+            "INSERT INTO durability_alarms (name, generation_id, status, scheduled_at, "
+            "next_attempt_at, attempt, created_at, recurrence_kind) "
+            "VALUES ('bad', 'g3', 'pending', 1, 1, 0, 1, 'weekly')"
+        )
+    down = await lab.migrate("namedAlarms", ALARMS_0008)
+    assert down == {"applied": [], "rolled_back": [ALARMS_RECURRENCE]}
+    table = await lab.query("PRAGMA table_info(durability_alarms)")
+    assert not set(RECURRENCE_COLUMNS) & {row["name"] for row in table}
+    assert await lab.query(
+        "SELECT name, generation_id, scheduled_at, next_attempt_at, created_at, payload, "
+        "occurrence FROM durability_alarms ORDER BY name"
+    ) == [
+        {
+            "name": "renew",
+            "generation_id": "g1",
+            "scheduled_at": 5,
+            "next_attempt_at": 5,
+            "created_at": 7,
+            "payload": None,
+            "occurrence": None,
+        },
+        {
+            "name": "tick",
+            "generation_id": "g2",
+            "scheduled_at": 8,
+            "next_attempt_at": 8,
+            "created_at": 9,
+            "payload": '"p"',
+            "occurrence": 4,
+        },
+    ]
+    schema = await lab.schema()
+    assert "index:durability_alarms_pending_idx" in schema
+    assert "index:durability_alarms_created_idx" in schema
+    assert await lab.migrate("namedAlarms") == {"applied": [ALARMS_RECURRENCE], "rolled_back": []}
 
 
 async def _make_v2_database(lab: ObjectStub) -> None:
@@ -428,12 +504,15 @@ async def _make_v2_database(lab: ObjectStub) -> None:
 async def test_v2_history_is_translated_without_running_schema(lab: ObjectStub) -> None:
     """The v2 combined row is split per capability, kept, and nothing is re-applied.
 
-    Only what v2 never had (the alarms' payload columns, the calls' cancelled status and
-    listing indexes) is applied on top."""
+    Only what v2 never had (the alarms' payload and recurrence columns, the calls'
+    cancelled status and listing indexes) is applied on top."""
     await _make_v2_database(lab)
     schema = await lab.schema()
     assert await lab.migrate("operations", CALLS_0004) == {"applied": [], "rolled_back": []}
-    assert await lab.migrate("namedAlarms") == {"applied": [ALARMS_0008], "rolled_back": []}
+    assert await lab.migrate("namedAlarms") == {
+        "applied": [ALARMS_0008, ALARMS_RECURRENCE],
+        "rolled_back": [],
+    }
     assert await lab.schema() == schema
     history = {row["name"]: row["capability"] for row in await _history(lab)}
     assert history == {
@@ -444,6 +523,7 @@ async def test_v2_history_is_translated_without_running_schema(lab: ObjectStub) 
         CALLS_0004: "operations",
         ALARMS_0004: "namedAlarms",
         ALARMS_0008: "namedAlarms",
+        ALARMS_RECURRENCE: "namedAlarms",
     }
     newer = _names(OPERATION_MIGRATIONS)[_names(OPERATION_MIGRATIONS).index(CALLS_0004) + 1 :]
     assert await lab.migrate("operations") == {"applied": newer, "rolled_back": []}

@@ -227,7 +227,7 @@ async def test_a_year_with_crashes_and_failing_payments(shop: Shop) -> None:
 
 async def test_a_period_renewed_twice_is_charged_once(tmp_path: Path) -> None:
     """Charges dedupe per billing period, not per alarm occurrence: a period whose renewal
-    is scheduled again (here by an operator) is not charged a second time."""
+    runs again (an operator restarts the recurrence from it) is not charged a second time."""
     worker = load_worker(str(EXAMPLE))
     module = sys.modules[worker.name]
 
@@ -235,7 +235,7 @@ async def test_a_period_renewed_twice_is_charged_once(tmp_path: Path) -> None:
         """The example's object plus what an operator re-running a renewal would call."""
 
         async def renew_again(self, period_start: int, period_ms: int) -> None:
-            await self.renew(period_start, payload={"period_ms": period_ms})
+            await self.renew.every(period_ms, start_at=period_start)
 
     payments = PaymentsService(failure_rate=0.0, max_latency_ms=0, seed=1)
     bindings = {**worker.bindings, "SUBSCRIPTIONS": Operated, "PAYMENTS": payments}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect as _inspect
 import typing as _typing
 
+from ._alarm_rows import NamedAlarmState
 from ._clock import now_ms
 from ._declare import Durable, named_alarm, operation
 from ._engine import (
@@ -77,6 +78,7 @@ from ._named_alarms import DurabilityAlarms, DurableAlarmInfo, NamedAlarm
 from ._operation_handles import DurableJob, DurableOperation
 from ._operation_records import OperationResult
 from ._operations import Durability, DurableCall
+from ._recurrence import Recurrence
 from ._signal import AbortSignal
 from ._types import JsonValue
 
@@ -136,9 +138,11 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "MethodOptions",
     "MigrationResult",
     "NamedAlarm",
+    "NamedAlarmState",
     "NonRetryableError",
     "OperationResult",
     "PurgedEvent",
+    "Recurrence",
     "RegisteredEvent",
     "RetriedEvent",
     "RetryAfter",

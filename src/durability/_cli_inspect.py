@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ._inspect import InspectError, ObjectReport, inspect_path
+from ._inspect import InspectError, ObjectReport, format_size, inspect_path
 
 _ERROR_WIDTH = 60
 """Last errors are cut to this many characters in tables (`--json` has them whole)."""
@@ -40,7 +40,8 @@ def _object_lines(report: ObjectReport) -> list[str]:
     name = report["name"] if report["name"] is not None else "(no name recorded)"
     lines = [
         f"{report['namespace']} / {name}",
-        f"  id {report['id']}  {_size(report['size_bytes'])}  alarm {_time(report['alarm_at'])}",
+        f"  id {report['id']}  {format_size(report['size_bytes'])}"
+        f"  alarm {_time(report['alarm_at'])}",
     ]
     if "error" in report:
         return [*lines, f"  error: {report['error']}"]
@@ -96,7 +97,7 @@ def _log(report: ObjectReport) -> list[str]:
     lines = [
         f"  log: offsets {log['oldest_offset']}..{log['next_offset'] - 1} "
         f"(hot from {log['hot_offset']}: {log['hot_records']} records, "
-        f"{_size(log['hot_bytes'])}), next {log['next_offset']}"
+        f"{format_size(log['hot_bytes'])}), next {log['next_offset']}"
     ]
     cursors = [
         [row["consumer"], row["offset"], row["lag"], _time(row["committed_at"])]
@@ -187,11 +188,3 @@ def _time(ms: Any) -> str:
         return "-"
     moment = datetime.fromtimestamp(ms / 1000, UTC)
     return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def _size(size: Any) -> str:
-    if size < 1024:
-        return f"{size} B"
-    if size < 1024 * 1024:
-        return f"{size / 1024:.1f} KiB"
-    return f"{size / 1024 / 1024:.1f} MiB"

@@ -14,13 +14,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
 from ._engine import (
+    OPTION_NAMES,
     AlarmMethodOptions,
     DurabilityScheduler,
     MethodOptions,
     RetryPolicy,
+    SchedulerOptions,
+    object_scheduler,
 )
-from ._engine.options import OPTION_NAMES, SchedulerOptions
-from ._engine.scheduler import object_scheduler
 from ._named_alarms import DurabilityAlarms, NamedAlarm
 from ._operation_handles import DurableOperation
 from ._operations import Durability

@@ -17,7 +17,7 @@ The tree (catch at the level you need)::
     ├── FanoutSettlementError              a delivery was already settled or is stale
     ├── FanoutTimeoutError                 a fanout delivery ran out of time
     ├── RoutingError                       an invalid shard or routing target
-    ├── DurableCancelledError              an operation was cancelled while it ran
+    ├── DurableCancelledError              a record was cancelled while it ran
     ├── RetryAfter                         raise from a handler to retry after a delay
     └── CallerTimeoutError                 a caller-side `timeout` transform expired
                                            (also a `TimeoutError`)
@@ -187,12 +187,20 @@ class RoutingError(DurabilityError):
 
 
 class DurableCancelledError(DurabilityError):
-    """The reason a running operation's signal is aborted when it is cancelled."""
+    """The reason a running handler's signal is aborted when its record is cancelled:
+    an operation's call (`operation`, `id`) or a named alarm's occurrence (`alarm`)."""
 
-    def __init__(self, operation: str, id: str) -> None:
-        super().__init__(f'Durable operation "{operation}" call "{id}" was cancelled')
+    def __init__(
+        self, operation: str | None = None, id: str | None = None, *, alarm: str | None = None
+    ) -> None:
+        if alarm is None:
+            message = f'Durable operation "{operation}" call "{id}" was cancelled'
+        else:
+            message = f'Durable named alarm "{alarm}" was cancelled'
+        super().__init__(message)
         self.operation = operation
         self.id = id
+        self.alarm = alarm
 
 
 class RetryAfter(DurabilityError):

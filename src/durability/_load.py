@@ -59,7 +59,7 @@ class LoadSnapshot:
     outbound: OutboundLoad
 
     def to_json(self) -> dict[str, JsonValue]:
-        """The snapshot as JSON with the upstream camelCase keys, to return over RPC."""
+        """The snapshot as JSON with the TypeScript library's camelCase keys, to return over RPC."""
         inbound, outbound = self.inbound, self.outbound
         return {
             "observedAt": self.observed_at,

@@ -6,14 +6,30 @@ previous one of that name, whatever its state) and returns; the handler gets the
 `idempotency_key` is stable across its retries and new for every schedule, so a handler
 that passes it to an idempotent receiver cannot double an effect. A success deletes only
 the occurrence that ran; a failure keeps the row until it is rescheduled or purged.
+
+`every` and `cron` make a name recur: its row moves from slot to slot (each slot a new
+generation), on success and on a terminal failure alike, and a due pass first applies
+the catch-up policy to a recurrence that missed slots. `cancel` removes the name's
+pending occurrence and its recurrence; `get` and `pending` read the stored state.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._alarm_handle import NamedAlarm
+from ._alarm_rows import (
+    ALARMS,
+    RECURRENCE_COLUMNS,
+    NamedAlarmState,
+    delete_pending,
+    move_to_slot,
+    read_states,
+    upsert,
+)
 from ._clock import now_ms
 from ._context import Context, SqlStorage
 from ._engine import (
@@ -22,26 +38,30 @@ from ._engine import (
     AlarmMethodOptions,
     AlarmRetryInfo,
     AttemptPolicy,
+    CancelledEvent,
     DurabilityScheduler,
     DurableHelper,
     ExecutionSpec,
-    HandlerEntry,
     HostAlarmInfo,
     LifecycleHook,
     RetryPolicy,
     ScheduledEvent,
-    TableSpec,
     check_handlers,
     given_options,
 )
-from ._errors import DurableAlarmTimeoutError
+from ._errors import DurableAlarmTimeoutError, DurableCancelledError
+from ._recurrence import Recurrence, Slot, catch_up, first_cron_slot, next_slot
+from ._recurrence import cron as cron_recurrence
+from ._recurrence import every as every_recurrence
+from ._recurrence import loaded as loaded_recurrence
 from ._serialization import deserialize, serialize
-from ._signal import AbortSignal
-from ._types import JsonValue, TimeInput
+from ._signal import AbortSignal, abort
+from ._types import JsonValue
 from ._uuid import random_uuid
 from ._validate import to_epoch_ms
 
-ALARMS = TableSpec("durability_alarms", "name")
+__all__ = ["DurabilityAlarms", "DurableAlarmInfo", "NamedAlarm"]
+
 CAPABILITY = "namedAlarms"
 IDEMPOTENCY_PREFIX = "durability-alarm:v1:"
 DEFAULT_RETRIES = RetryPolicy()
@@ -70,7 +90,7 @@ class DurableAlarmInfo:
     occurrence: int | None
 
 
-class DurabilityAlarms(DurableHelper["NamedAlarm"]):
+class DurabilityAlarms(DurableHelper[NamedAlarm]):
     """Named alarms: `await alarms.<handler>(scheduled_time)` schedules (or replaces) one.
 
     Construct it in the object's `__init__` with `scheduler=` or `context=` (the
@@ -86,7 +106,10 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
     _missing = 'No named alarm handler registered for "{}"'
     _purge_reason = "Durable alarm was purged"
     _timeout_error = DurableAlarmTimeoutError
-    _due_columns = "name, generation_id, scheduled_at, created_at, attempt, payload, occurrence"
+    _due_columns = (
+        "name, generation_id, scheduled_at, created_at, attempt, payload, occurrence, "
+        + RECURRENCE_COLUMNS
+    )
     _one_per_key = True
 
     def __init__(
@@ -121,45 +144,155 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
         """The alarm object of handler `name` (the one attribute access returns)."""
         return self._entry(name)
 
+    async def pending(self) -> list[NamedAlarmState]:
+        """Every pending (or running) named alarm, earliest next attempt first."""
+        return read_states(self._engine.sql, None, self._running_generations())
+
     # -- internals ----------------------------------------------------------------------
 
     def _new_entry(self, name: str) -> NamedAlarm:
         return NamedAlarm(self, name)
 
-    async def _schedule(self, name: str, scheduled_time: object, payload: object) -> None:
-        at = to_epoch_ms("scheduled_time", scheduled_time)
+    async def _schedule(
+        self, name: str, slot: Slot | int, payload: object, recurrence: Recurrence | None
+    ) -> None:
+        """Store `name`'s occurrence at `slot` (a time for a one-shot), replacing any."""
         text = None if payload is None else serialize(payload, "payload")
         now = now_ms()
         generation = random_uuid()
-
-        def write(sql: SqlStorage) -> None:
-            sql.exec(
-                "INSERT INTO durability_alarms (name, generation_id, status, scheduled_at, "
-                "next_attempt_at, attempt, last_error, last_error_name, created_at, payload, "
-                "occurrence) VALUES (?, ?, 'pending', ?, ?, 0, NULL, NULL, ?, ?, NULL) "
-                "ON CONFLICT(name) DO UPDATE SET generation_id = excluded.generation_id, "
-                "status = 'pending', scheduled_at = excluded.scheduled_at, "
-                "next_attempt_at = excluded.next_attempt_at, attempt = 0, last_error = NULL, "
-                "last_error_name = NULL, created_at = excluded.created_at, "
-                "payload = excluded.payload, occurrence = NULL",
-                name,
-                generation,
-                at,
-                at,
-                now,
-                text,
-            )
-
-        await self._engine.transaction(write)
+        await self._engine.transaction(
+            lambda sql: upsert(sql, name, generation, slot, now, text, recurrence)
+        )
         if self._events:
+            at, occurrence = (slot, None) if isinstance(slot, int) else (slot.at, slot.occurrence)
             self._emit(
                 ScheduledEvent(
-                    alarm=name, id=name, generation=generation, timestamp=now, scheduled_time=at
+                    alarm=name,
+                    id=name,
+                    generation=generation,
+                    timestamp=now,
+                    scheduled_time=at,
+                    occurrence=occurrence,
                 )
             )
 
+    async def _every(
+        self,
+        name: str,
+        interval_ms: object,
+        start_at: object,
+        catch_up_policy: object,
+        payload: object,
+    ) -> None:
+        recurrence = every_recurrence(interval_ms, catch_up_policy)
+        now = now_ms()
+        start = now if start_at is None else to_epoch_ms("start_at", start_at)
+        slot = Slot(start, 0)
+        if start <= now:
+            slot, _ = catch_up(recurrence, slot, now)
+        await self._schedule(name, slot, payload, recurrence)
+
+    async def _cron(
+        self, name: str, expression: object, tz: object, catch_up_policy: object, payload: object
+    ) -> None:
+        recurrence = cron_recurrence(expression, tz, catch_up_policy)
+        await self._schedule(name, first_cron_slot(recurrence, now_ms()), payload, recurrence)
+
+    async def _cancel(self, name: str) -> bool:
+        removed = await self._engine.transaction(lambda sql: delete_pending(sql, name))
+        if removed is None:
+            return False
+        generation, attempt = removed
+        active = self._active.get(name)
+        signal = None if active is None else active.signal
+        if signal is not None:
+            abort(signal, DurableCancelledError(alarm=name))
+        if self._events:
+            self._emit(
+                CancelledEvent(
+                    entity_kind="named_alarm",
+                    alarm=name,
+                    id=name,
+                    generation=generation,
+                    timestamp=now_ms(),
+                    attempt=attempt,
+                    running=signal is not None,
+                )
+            )
+        return True
+
+    async def _get(self, name: str) -> NamedAlarmState | None:
+        states = read_states(self._engine.sql, name, self._running_generations())
+        return states[0] if states else None
+
+    def _running_generations(self) -> dict[str, str]:
+        """The generation of each name with an attempt running here."""
+        return {
+            name: execution.generation
+            for name, execution in self._active.items()
+            if execution.signal is not None and not execution.settled.is_set()
+        }
+
+    def _moved(self, name: str, generation: str, slot: Slot, now: int) -> None:
+        """Tell the hook that a recurrence moved to `slot` (after the write that did it)."""
+        if self._events:
+            event = ScheduledEvent(
+                alarm=name,
+                id=name,
+                generation=generation,
+                timestamp=now,
+                scheduled_time=slot.at,
+                occurrence=slot.occurrence,
+            )
+            asyncio.get_running_loop().call_soon(self._emit, event)
+
+    async def _catch_up(self, rows: list[tuple[Any, ...]], now: int) -> list[tuple[Any, ...]]:
+        """Apply the catch-up policy to recurrences whose next slot is also due.
+
+        Only a slot no attempt has started on moves: the moved rows are written in one
+        transaction (with the alarm), and those now waiting for a future slot do not run.
+        """
+        moves: list[tuple[int, Slot, bool, str]] = []
+        for index, row in enumerate(rows):
+            recurrence = loaded_recurrence(*row[7:12])
+            if recurrence is None or int(row[4]) != 0:
+                continue
+            slot = Slot(int(row[2]), int(row[6]))
+            target, runs = catch_up(recurrence, slot, now)
+            if target != slot:
+                moves.append((index, target, runs, random_uuid()))
+        if not moves:
+            return rows
+
+        def write(sql: SqlStorage) -> list[bool]:
+            return [
+                move_to_slot(
+                    sql,
+                    rows[i][0],
+                    rows[i][1],
+                    "pending",
+                    0,
+                    generation,
+                    slot,
+                    now,
+                    keep_error=True,
+                )
+                for i, slot, _, generation in moves
+            ]
+
+        written = await self._engine.transaction(write)
+        kept: list[tuple[Any, ...] | None] = list(rows)
+        for (index, slot, runs, generation), moved in zip(moves, written, strict=True):
+            row = rows[index]
+            if moved:
+                self._moved(row[0], generation, slot, now)
+            replaced = (row[0], generation, slot.at, now, 0, row[5], slot.occurrence, *row[7:])
+            kept[index] = replaced if moved and runs else None
+        return [row for row in kept if row is not None]
+
     def _due_spec(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> ExecutionSpec:
-        name, generation, scheduled_at, created_at, attempt, payload_text, occurrence = row
+        name, generation, scheduled_at, created_at, attempt, payload_text, occurrence = row[:7]
+        recurrence = loaded_recurrence(*row[7:12])
         scheduled_time = int(scheduled_at)
 
         def argument(attempt: int, signal: AbortSignal) -> DurableAlarmInfo:
@@ -177,6 +310,9 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
             )
 
         def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
+            if recurrence is not None:
+                done = self._advance(sql, name, generation, recurrence, slot, "pending", attempt)
+                return now_ms() if done else None
             deleted = sql.exec(
                 "DELETE FROM durability_alarms WHERE name = ? AND generation_id = ? "
                 "AND status = 'pending' AND attempt = ?",
@@ -186,6 +322,11 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
             ).rows_written
             return now_ms() if deleted else None
 
+        def on_terminal(sql: SqlStorage) -> None:
+            if recurrence is not None:
+                self._advance(sql, name, generation, recurrence, slot, "failed", None)
+
+        slot = Slot(scheduled_time, 0 if occurrence is None else int(occurrence))
         return self._spec(
             key=name,
             name=name,
@@ -194,19 +335,41 @@ class DurabilityAlarms(DurableHelper["NamedAlarm"]):
             attempt=int(attempt),
             argument=argument,
             complete=complete,
+            on_terminal=on_terminal,
         )
+
+    def _advance(
+        self,
+        sql: SqlStorage,
+        name: str,
+        generation: str,
+        recurrence: Recurrence,
+        slot: Slot,
+        status: str,
+        attempt: int | None,
+    ) -> bool:
+        """Move a recurrence whose slot settled (succeeded, or `failed` for good) on to its
+        next slot, or the one its catch-up policy picks when later slots are due too."""
+        now = now_ms()
+        following = next_slot(recurrence, slot)
+        if following.at <= now:
+            following, _ = catch_up(recurrence, following, now)
+        new_generation = random_uuid()
+        moved = move_to_slot(
+            sql,
+            name,
+            generation,
+            status,
+            attempt,
+            new_generation,
+            following,
+            now,
+            keep_error=status == "failed",
+        )
+        if moved:
+            self._moved(name, new_generation, following, now)
+        return moved
 
     def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
         """A timed-out occurrence may have had its effect: terminal unless `retry_timeouts`."""
         return isinstance(error, DurableAlarmTimeoutError) and not policy.retry_timeouts
-
-
-class NamedAlarm(HandlerEntry[DurabilityAlarms]):
-    """One named alarm of a `DurabilityAlarms`: call it with a time to schedule it."""
-
-    __slots__ = ()
-
-    async def __call__(self, scheduled_time: TimeInput, payload: JsonValue = None) -> None:
-        """Schedule the occurrence at `scheduled_time` (ms or aware datetime), replacing any;
-        its handler gets `payload` (a JSON value) as `info.payload`."""
-        await self._owner._schedule(self.name, scheduled_time, payload)

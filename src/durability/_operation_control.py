@@ -1,5 +1,5 @@
 """The checks and writes that control one operation record: its id, when it first runs,
-cancel and retry.
+completion, cancel and retry.
 
 Each write is a single compare-and-set on the record's status, run inside the engine's
 transaction by the caller so the alarm is reconciled with it. Cancelling or retrying
@@ -9,12 +9,19 @@ settlement can no longer match, which is how a late outcome is ignored.
 
 from __future__ import annotations
 
+from typing import Any
+
+from ._clock import now_ms
 from ._context import Row, SqlStorage
 from ._engine import forget_stack
-from ._errors import DuplicateDurableCallError, SerializedError
+from ._errors import DuplicateDurableCallError, DurableResultSerializationError, SerializedError
 from ._operation_records import CALLS
+from ._serialization import serialize
 from ._types import MAX_SAFE_INTEGER
 from ._validate import check_non_negative_int, to_epoch_ms
+
+NULL_TEXT = serialize(None)
+"""The stored envelope of `None`, the most common payload and result."""
 
 
 def check_id(id: object) -> str:
@@ -55,11 +62,7 @@ def cancel_call(
         key,
         operation,
     ).to_list()
-    if rows:
-        forget_stack(sql, CALLS, key)
-        return rows[0]
-    _check_owner(sql, operation, key)
-    return None
+    return _changed(sql, rows, operation, key)
 
 
 def retry_call(sql: SqlStorage, operation: str, key: str, now: int, generation: str) -> Row | None:
@@ -76,6 +79,37 @@ def retry_call(sql: SqlStorage, operation: str, key: str, now: int, generation: 
         key,
         operation,
     ).to_list()
+    return _changed(sql, rows, operation, key)
+
+
+def complete_call(
+    sql: SqlStorage, operation: str, key: str, generation: str, result: Any, attempt: int
+) -> int | None:
+    """Store `result` on record `key` if `attempt` of `generation` still holds it; the
+    completion time, or `None` when a cancel, retry or purge got there first.
+
+    `DurableResultSerializationError` when the result is not JSON: nothing is stored.
+    """
+    try:
+        text = NULL_TEXT if result is None else serialize(result, "result")
+    except (TypeError, ValueError) as error:
+        raise DurableResultSerializationError(operation) from error
+    completed_at = now_ms()
+    won = sql.exec(
+        "UPDATE durability_calls SET status = 'completed', result = ?, completed_at = ? "
+        "WHERE id = ? AND generation_id = ? AND status = 'pending' AND attempt = ?",
+        text,
+        completed_at,
+        key,
+        generation,
+        attempt,
+    ).rows_written
+    return completed_at if won else None
+
+
+def _changed(sql: SqlStorage, rows: list[Row], operation: str, key: str) -> Row | None:
+    """The one row an update of record `key` returned (its stored stack trace is dropped),
+    or `None` when nothing matched (`DuplicateDurableCallError` if it is another's)."""
     if rows:
         forget_stack(sql, CALLS, key)
         return rows[0]

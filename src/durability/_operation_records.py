@@ -12,7 +12,7 @@ from typing import Final, Literal, get_args
 
 from ._context import Row, SqlStorage
 from ._engine import TableSpec, read_stack
-from ._errors import SerializedError
+from ._errors import DuplicateDurableCallError, SerializedError
 from ._serialization import deserialize
 from ._types import JsonValue, SqlValue
 from ._validate import check_positive_int
@@ -109,3 +109,15 @@ def list_query(operation: str, status: str | None, after: str | None) -> tuple[s
         f"WHERE {' AND '.join(conditions)} ORDER BY id ASC"
     )
     return query, bindings
+
+
+def read_call(sql: SqlStorage, operation: str, key: str) -> Row | None:
+    """Record `key` of `operation` (its `RECORD_COLUMNS`), or `None` when there is none;
+    `DuplicateDurableCallError` when the id belongs to another operation."""
+    rows = sql.exec(f"SELECT {RECORD_COLUMNS} FROM durability_calls WHERE id = ?", key).to_list()
+    if not rows:
+        return None
+    row = rows[0]
+    if row["operation"] != operation:
+        raise DuplicateDurableCallError(key, str(row["operation"]), operation)
+    return row

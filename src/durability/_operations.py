@@ -44,17 +44,22 @@ from ._errors import (
     DurableResultSerializationError,
     serialize_error,
 )
-from ._operation_control import cancel_call, check_id, first_attempt_at, retry_call
+from ._operation_control import (
+    NULL_TEXT,
+    cancel_call,
+    check_id,
+    complete_call,
+    first_attempt_at,
+    retry_call,
+)
 from ._operation_handles import DurableOperation
-from ._operation_records import CALLS, RECORD_COLUMNS, OperationResult, list_results, to_result
+from ._operation_records import CALLS, OperationResult, list_results, read_call, to_result
 from ._serialization import deserialize, serialize
 from ._signal import AbortSignal, abort
 from ._types import JsonValue
 from ._uuid import random_uuid
 from ._validate import check_non_negative_int
 
-NULL_TEXT = serialize(None)
-"""The stored envelope of `None`, the most common payload and result."""
 CAPABILITY = "operations"
 DEFAULT_RETRIES = RetryPolicy()
 IDEMPOTENCY_PREFIX = "durability-call:v1:"
@@ -263,16 +268,7 @@ class Durability(DurableHelper["DurableOperation"]):
         return list_results(self._engine.sql, operation, status=status, limit=limit, after=after)
 
     def _read(self, operation: str, id: object) -> Row | None:
-        key = check_id(id)
-        rows = self._engine.sql.exec(
-            f"SELECT {RECORD_COLUMNS} FROM durability_calls WHERE id = ?", key
-        ).to_list()
-        if not rows:
-            return None
-        row = rows[0]
-        if row["operation"] != operation:
-            raise DuplicateDurableCallError(key, str(row["operation"]), operation)
-        return row
+        return read_call(self._engine.sql, operation, check_id(id))
 
     def _result(self, operation: str, id: object) -> tuple[OperationResult, Row | None]:
         row = self._read(operation, id)
@@ -326,21 +322,7 @@ class Durability(DurableHelper["DurableOperation"]):
             )
 
         def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
-            try:
-                text = NULL_TEXT if result is None else serialize(result, "result")
-            except (TypeError, ValueError) as error:
-                raise DurableResultSerializationError(operation) from error
-            completed_at = now_ms()
-            won = sql.exec(
-                "UPDATE durability_calls SET status = 'completed', result = ?, completed_at = ? "
-                "WHERE id = ? AND generation_id = ? AND status = 'pending' AND attempt = ?",
-                text,
-                completed_at,
-                key,
-                generation,
-                attempt,
-            ).rows_written
-            return completed_at if won else None
+            return complete_call(sql, operation, key, generation, result, attempt)
 
         after = self._after.get((key, generation))
         if after is not None and after.is_set():

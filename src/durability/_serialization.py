@@ -1,7 +1,7 @@
 """The JSON value envelope stored for payloads, results and log bodies.
 
-A value is stored as the JSON text `{"kind":"value","value":<json>}`; the upstream
-`{"kind":"undefined"}` envelope is read back as `None`. Only strict JSON values are
+A value is stored as the JSON text `{"kind":"value","value":<json>}`; the TypeScript
+library's `{"kind":"undefined"}` envelope is read back as `None`. Only strict JSON values are
 accepted: no NaN or infinities, no tuples, sets, bytes, dates or non-string keys, no
 nesting deeper than `MAX_JSON_DEPTH`, and no stored text over `MAX_VALUE_BYTES` (what
 Cloudflare refuses is refused on every host, with the same error).

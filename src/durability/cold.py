@@ -36,14 +36,14 @@ class FileColdStorage:
     """Segments as JSON files named by their log and their offsets.
 
     A file holds `{"firstOffset", "lastOffset", "records": [{"offset",
-    "deduplicationKey", "body", "appendedAt"}]}` (the upstream keys), plus `"logId"`.
+    "deduplicationKey", "body", "appendedAt"}]}` (the TypeScript library's keys), plus `"logId"`.
     It is named `<log id>-<first offset>.json`, zero-padded (the log id is
     `current_log_id()`). A write finding that file reuses it only if it holds exactly
     the segment's records; otherwise (an earlier, shorter flush, or a segment of
     another log) the segment goes to a file named by both offsets, then by both
     offsets and a digest of its content. A write outside a log's trim has no log id:
-    its file is `<first offset>.json`, reused when it reaches as far (the upstream
-    rule, by first offset alone). Temporary files left by a killed
+    its file is `<first offset>.json`, reused when it reaches as far (the TypeScript
+    library's rule, by first offset alone). Temporary files left by a killed
     process are removed once they are an hour old.
     """
 
@@ -154,7 +154,7 @@ def _reusable(data: object, expected: dict[str, Any], log_id: str) -> bool:
 
     With a log id, only a file holding exactly the segment's records. Without one (a
     write outside a log's trim) nothing tells two segments with the same first offset
-    apart, so the upstream rule applies: a file reaching as far is trusted.
+    apart, so the TypeScript library's rule applies: a file reaching as far is trusted.
     """
     if log_id:
         return _holds(data, expected)

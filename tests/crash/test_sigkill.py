@@ -2,46 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from durability.runtime import Runtime
 
+from ._kill import run_and_kill
 from .child import OBJECTS, bindings
 
 CHILD = Path(__file__).with_name("child.py")
 RUNS = 5
-READY_TIMEOUT_S = 30.0
-
-
-def _run_and_kill(path: Path, seed: int, out_file: Path, rng: random.Random) -> list[str]:
-    """Start the child, SIGKILL it 50-400 ms after it is ready; the acknowledged lines."""
-    with out_file.open("wb") as out:
-        child = subprocess.Popen(
-            [sys.executable, str(CHILD), str(path), str(seed)],
-            stdout=out,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        try:
-            deadline = time.monotonic() + READY_TIMEOUT_S
-            while not out_file.read_bytes().startswith(b"ready\n"):
-                assert child.poll() is None, f"child exited early with {child.returncode}"
-                assert time.monotonic() < deadline, "child never became ready"
-                time.sleep(0.01)
-            time.sleep(rng.uniform(0.05, 0.4))
-            child.send_signal(signal.SIGKILL)
-        finally:
-            child.kill()
-            child.wait()
-    assert child.returncode == -signal.SIGKILL
-    text = out_file.read_text()
-    complete = text[: text.rfind("\n") + 1]
-    return complete.splitlines()[1:]
 
 
 async def test_acknowledged_writes_survive_sigkill(tmp_path: Path) -> None:
@@ -51,8 +21,9 @@ async def test_acknowledged_writes_survive_sigkill(tmp_path: Path) -> None:
     data = tmp_path / "data"
     acknowledged: dict[int, set[str]] = {n: set() for n in range(OBJECTS)}
     for run in range(RUNS):
-        lines = _run_and_kill(data, seed * 100 + run, tmp_path / f"run{run}.out", rng)
-        for line in lines:
+        args = [str(data), str(seed * 100 + run)]
+        lines = run_and_kill(CHILD, args, tmp_path / f"run{run}.out", rng, kill_after_s=(0.05, 0.4))
+        for line in lines[1:]:
             target, write_id = line.split(" ")
             acknowledged[int(target)].add(write_id)
     assert sum(len(ids) for ids in acknowledged.values()) > RUNS, f"too few writes (seed {seed})"

@@ -1,16 +1,16 @@
-"""Subscription renewals: a renewal alarm per billing period and one durable charge each.
+"""Subscription renewals: a recurring renewal alarm and one durable charge per period.
 
 One `Subscription` object per customer, its handlers declared on the class: `renew`
 is a named alarm and `charge_invoice` a durable operation (retried on its own if the
-payments service fails). Subscribing schedules `renew` one period ahead (30 days, or
-`?period=SECONDS` for a trial), with the period's length as the alarm's payload. When
-it fires, it registers the charge of the billing period that starts then, under the id
-`period:<start ms>`, and schedules the next renewal. The charge's idempotency key,
-which the payments service dedupes on, is built from that id: a retried renewal, or a
-renewal of the same period scheduled again, registers the same charge, which is a
-no-op, so each period is charged once. Scheduling a name again replaces its pending
-occurrence, so subscribing twice is harmless; cancelling stops the next renewal from
-charging or rescheduling.
+payments service fails). Subscribing makes `renew` recur every period (30 days, or
+`?period=SECONDS` for a trial) from one period ahead, with `every`: each slot is
+computed from the previous one, so renewals never drift, whatever the retries. Each
+occurrence registers the charge of the billing period starting at its slot, under the
+id `period:<start ms>`. The charge's idempotency key, which the payments service
+dedupes on, is built from that id: a retried renewal, or a renewal of the same period
+run again, registers the same charge, which is a no-op, so each period is charged once.
+Subscribing again replaces the recurrence, so subscribing twice is harmless;
+cancelling removes it.
 
 The payments service is the `PAYMENTS` binding: here `Payments`, a Durable Object that
 accepts one charge per idempotency key, as a real provider does. Tests bind a fake with
@@ -51,39 +51,33 @@ class Subscription(Durable, DurableObject):
 
     @named_alarm
     async def renew(self, info):
-        """Start the billing period beginning at `info.scheduled_time`: charge it, then
-        schedule the next renewal."""
+        """Start the billing period beginning at this slot (`info.scheduled_time`): charge
+        it. The recurrence itself schedules the next period."""
         customer_id = await self.ctx.storage.get("customer_id")
-        if customer_id is None:
-            return  # Cancelled: this occurrence completes without charging or renewing.
+        info.signal.raise_if_aborted()  # cancelled meanwhile: charge nothing
         period_start = info.scheduled_time
         await self.charge_invoice(
             f"period:{period_start}", {"customer_id": customer_id, "period_start": period_start}
         )
-        await self._schedule_renewal(period_start + info.payload["period_ms"], info.payload)
-
-    async def _schedule_renewal(self, at_ms, plan):
-        """Schedule (or move) the next renewal with its plan, and remember when it is."""
-        await self.renew(at_ms, payload=plan)
-        await self.ctx.storage.put("next_renewal_at", at_ms)
 
     async def subscribe(self, customer_id, period_ms=RENEWAL_PERIOD_MS):
         """Start (or restart) the subscription; returns when the first renewal is due."""
         await self.ctx.storage.put("customer_id", customer_id)
         first = now_ms() + period_ms
-        await self._schedule_renewal(first, {"period_ms": period_ms})
+        await self.renew.every(period_ms, start_at=first)
         return first
 
     async def cancel(self):
-        """Stop renewing: the next occurrence finds no customer and does nothing."""
+        """Stop renewing: the recurrence is removed (a renewal running now is aborted)."""
+        await self.renew.cancel()
         await self.ctx.storage.delete("customer_id")
-        await self.ctx.storage.delete("next_renewal_at")
 
     async def state(self):
         """The customer and the next renewal time (None when not subscribed)."""
+        renewal = await self.renew.get()
         return {
             "customer_id": await self.ctx.storage.get("customer_id"),
-            "next_renewal_at": await self.ctx.storage.get("next_renewal_at"),
+            "next_renewal_at": None if renewal is None else renewal.scheduled_time,
         }
 
     async def purge_history(self):

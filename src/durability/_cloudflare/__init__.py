@@ -10,10 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from .._context import Context
-from ._context import CloudflareAlarmInfo, CloudflareContext, alarm_info
+from ._context import CloudflareContext, alarm_info
 
 __all__ = [
-    "CloudflareAlarmInfo",
     "CloudflareContext",
     "adapt",
     "alarm_info",

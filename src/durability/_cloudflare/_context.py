@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from .._alarm_info import AlarmInvocationInfo
 from ._boxed import call_async
 from ._ffi import ffi, js, jsnull, to_python
 from ._storage import CloudflareStorage
@@ -91,26 +91,6 @@ def _settled_promise(task: asyncio.Future[Any]) -> Any:
     return scope.Promise.new(ffi().create_once_callable(executor))
 
 
-@dataclass(frozen=True, slots=True)
-class CloudflareAlarmInfo:
-    """Cloudflare's alarm invocation info under the library's names (and its own)."""
-
-    retry_count: int
-    """0 on the first call; counts Cloudflare's retries after a raising `alarm()`."""
-    is_retry: bool
-    """True when this call is a retry."""
-
-    @property
-    def retryCount(self) -> int:
-        """Cloudflare's name for `retry_count`."""
-        return self.retry_count
-
-    @property
-    def isRetry(self) -> bool:
-        """Cloudflare's name for `is_retry`."""
-        return self.is_retry
-
-
 def alarm_info(info: Any) -> Any:
     """`info` with `retry_count`/`is_retry`: Cloudflare's `retryCount`/`isRetry` info is
     converted, `jsnull` becomes `None`, anything else is returned as it is."""
@@ -118,7 +98,7 @@ def alarm_info(info: Any) -> Any:
         return info
     count = getattr(info, "retryCount", None)
     if count is not None:
-        return CloudflareAlarmInfo(retry_count=int(count), is_retry=bool(info.isRetry))
+        return AlarmInvocationInfo(retry_count=int(count), is_retry=bool(info.isRetry))
     if info is jsnull():
         return None
     return info

@@ -1,4 +1,4 @@
-"""Small HTML builders for the dashboard: escaped text, tables, times and sizes.
+"""Small HTML builders for the dashboard: escaped text, tables and times.
 
 Every value that reaches the page goes through `text()` (or a builder that uses it):
 object names, ids, error messages and tracebacks are user data and must never be read
@@ -73,15 +73,6 @@ def relative_time(delta_ms: int) -> str:
     parts = [f"{count} {unit}" for count, unit in amounts[first : first + 2] if count]
     span = " ".join(parts)
     return f"in {span}" if delta_ms > 0 else f"{span} ago"
-
-
-def size(size_bytes: Any) -> str:
-    """Bytes as B, KiB or MiB."""
-    if size_bytes < 1024:
-        return f"{size_bytes} B"
-    if size_bytes < 1024 * 1024:
-        return f"{size_bytes / 1024:.1f} KiB"
-    return f"{size_bytes / 1024 / 1024:.1f} MiB"
 
 
 def error_cell(row: dict[str, Any]) -> str:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
-from .._inspect import ObjectReport
-from .html import error_cell, moment, size, stable_id, table, tag, text, traceback, utc
+from .._inspect import ObjectReport, format_size
+from .html import error_cell, moment, stable_id, table, tag, text, traceback, utc
 
 FAILURE_ROWS = 50
 """At most this many entries in the recent failures section."""
@@ -164,7 +164,8 @@ def _object(report: ObjectReport, now_ms: int) -> str:
         + tag(
             "p",
             tag("code", text(report["id"][:16]) + "…", title=report["id"])
-            + f" · {text(size(report['size_bytes']))} · alarm {moment(report['alarm_at'], now_ms)}",
+            + f" · {text(format_size(report['size_bytes']))}"
+            + f" · alarm {moment(report['alarm_at'], now_ms)}",
             class_="meta",
         ),
     )
@@ -240,7 +241,7 @@ def _log(report: ObjectReport, now_ms: int) -> str:
         return ""
     bounds = (
         f"offsets {log['oldest_offset']}…{log['next_offset'] - 1} · hot from "
-        f"{log['hot_offset']}: {log['hot_records']} records, {size(log['hot_bytes'])}"
+        f"{log['hot_offset']}: {log['hot_records']} records, {format_size(log['hot_bytes'])}"
     )
     parts = [tag("h4", "Log " + tag("span", text(bounds), class_="badges"))]
     cursors = [

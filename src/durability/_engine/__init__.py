@@ -12,7 +12,7 @@ and the `DurableHelper` base (`helper`).
 from __future__ import annotations
 
 from .._cloudflare import as_context
-from .execution import ExecutionSpec, run_execution
+from .execution import run_execution
 from .helper import DurableHelper, HandlerEntry
 from .lifecycle import (
     AttemptSettledEvent,
@@ -29,7 +29,7 @@ from .lifecycle import (
     report_failure,
 )
 from .migrations import LATEST, MigrationResult, MigrationTarget, migrate
-from .options import AlarmRetryInfo, given_options
+from .options import OPTION_NAMES, AlarmRetryInfo, SchedulerOptions, given_options
 from .participants import HostAlarmInfo, Participant
 from .permits import Release
 from .policy import (
@@ -43,7 +43,7 @@ from .policy import (
     jitter,
 )
 from .registry import ActiveExecution
-from .scheduler import DurabilityScheduler, attach, attach_storage
+from .scheduler import DurabilityScheduler, attach, attach_storage, object_scheduler
 from .schemas import (
     FANOUT_MIGRATIONS,
     LOG_LEASE_MIGRATIONS,
@@ -51,6 +51,7 @@ from .schemas import (
     NAMED_ALARM_MIGRATIONS,
     OPERATION_MIGRATIONS,
 )
+from .spec import ExecutionSpec
 from .tables import TableSpec, forget_stack, read_stack
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "LOG_MIGRATIONS",
     "NAMED_ALARM_MIGRATIONS",
     "OPERATION_MIGRATIONS",
+    "OPTION_NAMES",
     "ActiveExecution",
     "AlarmMethodOptions",
     "AlarmRetryInfo",
@@ -86,6 +88,7 @@ __all__ = [
     "RetriedEvent",
     "RetryPolicy",
     "ScheduledEvent",
+    "SchedulerOptions",
     "TableSpec",
     "TerminalEvent",
     "as_context",
@@ -97,6 +100,7 @@ __all__ = [
     "given_options",
     "jitter",
     "migrate",
+    "object_scheduler",
     "read_stack",
     "report_failure",
     "run_execution",

@@ -20,7 +20,7 @@ from .._errors import RetryAfter, SerializedError, is_non_retryable
 
 if TYPE_CHECKING:
     from .engine import Engine
-    from .execution import ExecutionSpec
+    from .spec import ExecutionSpec
 
 OPERATIONS = logging.getLogger("durability.operations")
 ALARMS = logging.getLogger("durability.alarms")

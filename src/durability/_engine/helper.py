@@ -26,7 +26,7 @@ from .._errors import (
 from .._signal import AbortSignal
 from .._types import TimeInput
 from .._validate import check_callable, to_epoch_ms
-from .execution import ExecutionSpec, run_execution
+from .execution import run_execution
 from .lifecycle import EntityKind, LifecycleHook, PurgedEvent, report_failure
 from .migrations import LATEST, Migration, MigrationResult, MigrationTarget, migrate
 from .participants import HostAlarmInfo, Participant
@@ -34,6 +34,7 @@ from .policy import AttemptPolicy, resolve_policies
 from .registry import ActiveExecution
 from .scheduler import DurabilityScheduler, attach
 from .schemas import ERROR_STACK_MIGRATIONS, STACKS_CAPABILITY
+from .spec import ExecutionSpec
 from .tables import TableSpec, due_rows
 
 Entry = TypeVar("Entry")
@@ -204,7 +205,7 @@ class DurableHelper(ABC, Generic[Entry]):
 
         table = self._table
         rows = due_rows(self._engine.sql, table, self._due_columns, now, DUE_BATCH)
-        due = [row for row in rows if not running(row)]
+        due = await self._catch_up([row for row in rows if not running(row)], now)
         await self._engine.run_concurrent(due, run, table=table.name)
         for execution in attached:
             await execution.settled.wait()
@@ -215,6 +216,10 @@ class DurableHelper(ABC, Generic[Entry]):
                 "durability.background_execution.failed", {"table": table.name, "key": key}, error
             )
         raise failures[0][1]
+
+    async def _catch_up(self, rows: list[tuple[Any, ...]], now: int) -> list[tuple[Any, ...]]:
+        """The due `rows` to run at `now`; a subclass may move some of them first."""
+        return rows
 
     @abstractmethod
     def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
@@ -231,6 +236,7 @@ class DurableHelper(ABC, Generic[Entry]):
         argument: Callable[[int, AbortSignal], object],
         complete: Callable[[SqlStorage, Any, int], int | None],
         after: asyncio.Event | None = None,
+        on_terminal: Callable[[SqlStorage], None] | None = None,
     ) -> ExecutionSpec:
         """The execution of record `key` of handler `name`; `argument(attempt, signal)`
         builds what the handler is called with; it starts once `after` (if any) is set."""
@@ -263,4 +269,5 @@ class DurableHelper(ABC, Generic[Entry]):
             include_result=self._include_result,
             emits=self._events,
             after=after,
+            on_terminal=on_terminal,
         )

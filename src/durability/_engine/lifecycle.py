@@ -66,10 +66,10 @@ def report_failure(event: str, details: Mapping[str, Any], error: object) -> Non
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class RegisteredEvent:
-    """A new operation record was inserted (not emitted for duplicate registrations)."""
+class _GenerationEvent:
+    """The fields of an event about an operation record's new generation, in order."""
 
-    type: Literal["registered"] = field(default=LifecycleEventType.REGISTERED.value, init=False)
+    type: str
     entity_kind: Literal["operation"] = field(default="operation", init=False)
     operation: str
     id: str
@@ -79,8 +79,19 @@ class RegisteredEvent:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class RegisteredEvent(_GenerationEvent):
+    """A new operation record was inserted (not emitted for duplicate registrations)."""
+
+    type: Literal["registered"] = field(default=LifecycleEventType.REGISTERED.value, init=False)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ScheduledEvent:
-    """A named alarm occurrence was scheduled (every call, replacements included)."""
+    """A named alarm occurrence was scheduled (every call, replacements included).
+
+    A recurrence emits one for each slot it moves to; `occurrence` is that slot's
+    number (`None` for a one-shot).
+    """
 
     type: Literal["scheduled"] = field(default=LifecycleEventType.SCHEDULED.value, init=False)
     entity_kind: Literal["named_alarm"] = field(default="named_alarm", init=False)
@@ -90,6 +101,7 @@ class ScheduledEvent:
     timestamp: int
     scheduled_time: int
     attempt: int = 0
+    occurrence: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -158,16 +170,10 @@ class CancelledEvent(_AttemptEvent):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class RetriedEvent:
+class RetriedEvent(_GenerationEvent):
     """A failed or cancelled operation was made pending again, as a new generation."""
 
     type: Literal["retried"] = field(default=LifecycleEventType.RETRIED.value, init=False)
-    entity_kind: Literal["operation"] = field(default="operation", init=False)
-    operation: str
-    id: str
-    generation: str
-    timestamp: int
-    attempt: int = 0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -30,7 +30,8 @@ from .._clock import now_ms
 from .._context import SqlStorage, Storage
 
 HISTORY_TABLE: Final = "durability_migrations"
-"""The history table shared by every capability (upstream name, for interop)."""
+"""The history table shared by every capability, named as the TypeScript library names
+it, so both libraries read one database."""
 
 MAX_FUTURE_MIGRATIONS: Final = 2
 """How many unknown (newer) migrations `migrate` reverts through their stored downs."""

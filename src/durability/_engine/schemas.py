@@ -11,6 +11,7 @@ from typing import Final
 from .migrations import ALARMS_0004, CALLS_0004, Migration, migration_time_ms
 
 ALARMS_0008: Final = "durability_0008_alarms_payload_and_occurrence"
+ALARMS_RECURRENCE: Final = "durability_0010_alarms_recurrence"
 
 _CALL_COLUMNS: Final = (
     "id, operation, payload, status, result, attempt, next_attempt_at, "
@@ -177,13 +178,37 @@ NAMED_ALARM_MIGRATIONS: Final[tuple[Migration, ...]] = (
             "CREATE INDEX durability_alarms_created_idx ON durability_alarms (created_at)",
         ),
     ),
+    Migration(
+        name=ALARMS_RECURRENCE,
+        up=(
+            "ALTER TABLE durability_alarms ADD COLUMN recurrence_kind TEXT "
+            "CHECK (recurrence_kind IN ('every', 'cron'))",
+            "ALTER TABLE durability_alarms ADD COLUMN recurrence_interval_ms INTEGER",
+            "ALTER TABLE durability_alarms ADD COLUMN recurrence_expression TEXT",
+            "ALTER TABLE durability_alarms ADD COLUMN recurrence_tz TEXT",
+            "ALTER TABLE durability_alarms ADD COLUMN recurrence_catch_up TEXT",
+        ),
+        down=(
+            f"CREATE TABLE durability_alarms_previous ({_ALARM_TABLE_BODY}, "
+            "created_at INTEGER NOT NULL, payload TEXT, occurrence INTEGER)",
+            f"INSERT INTO durability_alarms_previous ({_ALARM_COLUMNS}, created_at, payload, "
+            f"occurrence) SELECT {_ALARM_COLUMNS}, created_at, payload, occurrence "
+            "FROM durability_alarms",
+            "DROP TABLE durability_alarms",
+            "ALTER TABLE durability_alarms_previous RENAME TO durability_alarms",
+            _ALARMS_PENDING_INDEX,
+            "CREATE INDEX durability_alarms_created_idx ON durability_alarms (created_at)",
+        ),
+    ),
 )
 """Capability "namedAlarms": the `durability_alarms` table.
 
 0008 adds `payload` (the serialized JSON value given when the occurrence was scheduled,
 NULL for none) and `occurrence` (the slot number of a recurrence's occurrence, NULL for
 a one-shot). Its down rebuilds the table rather than dropping columns, so it runs on
-any SQLite."""
+any SQLite. 0010 adds the recurrence of `every` and `cron` alarms (all NULL for a
+one-shot): its kind, interval, cron expression and time zone, and catch-up policy; its
+down rebuilds the table too, keeping every row as a one-shot of its current slot."""
 
 FANOUT_MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
@@ -325,5 +350,6 @@ ERROR_STACK_MIGRATIONS: Final[tuple[Migration, ...]] = (
 """Capability "errorStacks": the traceback of each operation's or named alarm's last
 error, beside its record (one row per record, of the generation that failed).
 
-A capability of its own so the upstream tables and their migration lists stay as they
-are: a database stays readable by a library that does not know this table."""
+A capability of its own so the tables and migration lists shared with the TypeScript
+library stay as they are: a database stays readable by a library that does not know
+this table."""

@@ -9,13 +9,14 @@ inspect` command prints these reports; a dashboard can reuse them as they are.
 from __future__ import annotations
 
 from .discover import InspectError, ObjectFile, find_objects
-from .report import ObjectReport, inspect_path, read_object
+from .report import ObjectReport, format_size, inspect_path, read_object
 
 __all__ = [
     "InspectError",
     "ObjectFile",
     "ObjectReport",
     "find_objects",
+    "format_size",
     "inspect_path",
     "read_object",
 ]

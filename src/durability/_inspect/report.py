@@ -83,3 +83,12 @@ def _alarm_at(tables: Tables) -> int | None:
         [t for t in (rows[0]["scheduled_ms"], rows[0]["retry_ms"]) if t is not None] if rows else []
     )
     return min(times) if times else None
+
+
+def format_size(size_bytes: Any) -> str:
+    """Bytes as B, KiB or MiB, for the command's tables and the dashboard."""
+    if size_bytes < 1024:
+        return f"{size_bytes} B"
+    if size_bytes < 1024 * 1024:
+        return f"{size_bytes / 1024:.1f} KiB"
+    return f"{size_bytes / 1024 / 1024:.1f} MiB"

@@ -73,8 +73,8 @@ def to_records(rows: Sequence[tuple[int, str, str, int]]) -> list[LogRecord[Any]
     """Decode `(offset, key, payload, appended_at)` rows, parsing all envelopes at once.
 
     One JSON parse per page instead of one per record is most of the speed of a hot
-    read. Anything but a plain value envelope is decoded on its own, so the upstream
-    "undefined" envelope reads as `None` and a malformed one raises as usual.
+    read. Anything but a plain value envelope is decoded on its own, so the TypeScript
+    library's "undefined" envelope reads as `None` and a malformed one raises as usual.
     """
     if not rows:
         return []

@@ -4,7 +4,7 @@ At the end of the chain a call with an empty context goes straight to the target
 method (keyword arguments included; transforms see the positional ones). A call
 carrying context needs a target that can receive it: one call,
 `target.set_context(context, method, args)`, delivers both (stubs copy JSON values,
-so the upstream two-step form, which returns a live target, cannot cross RPC).
+so the TypeScript library's two-step form, which returns a live target, cannot cross RPC).
 """
 
 from __future__ import annotations

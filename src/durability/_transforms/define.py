@@ -102,7 +102,7 @@ def merge_context(context: Context, update: object) -> dict[str, Any]:
 
 def next_arguments(given: object, context: object, args: object) -> tuple[object, object]:
     """`next()`'s `(context, args)`: given as keywords, or as one mapping with "context"
-    and/or "args" keys (the upstream `next({context})` form)."""
+    and/or "args" keys (the TypeScript library's `next({context})` form)."""
     if given is None:
         return context, args
     if not isinstance(given, Mapping):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._alarm_info import AlarmInvocationInfo as AlarmInvocationInfo
 from ._ids import ObjectId
 from ._storage import ObjectStorage
 
@@ -13,26 +13,6 @@ if TYPE_CHECKING:
     from ._instance import Instance
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class AlarmInvocationInfo:
-    """Passed to `alarm()`: how many times this alarm was already retried."""
-
-    retry_count: int
-    """0 on the first call; 1 to 6 on the retries after a raising `alarm()`."""
-    is_retry: bool
-    """True when `retry_count > 0`."""
-
-    @property
-    def retryCount(self) -> int:
-        """`retry_count` under its Cloudflare name."""
-        return self.retry_count
-
-    @property
-    def isRetry(self) -> bool:
-        """`is_retry` under its Cloudflare name."""
-        return self.is_retry
 
 
 class ObjectContext:

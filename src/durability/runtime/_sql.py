@@ -10,9 +10,10 @@ from __future__ import annotations
 import functools
 import re
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
+from .._sql_rows import ReadRows
 from .._types import MAX_SAFE_INTEGER
 
 
@@ -138,50 +139,20 @@ def check_bindings(bindings: Sequence[object]) -> tuple[object, ...]:
     return tuple(checked)
 
 
-class Cursor:
+class Cursor(ReadRows[Row]):
     """The rows of one `sql.exec`, already read; consumed as they are iterated.
 
     `rows_read` counts the rows returned (SQLite does not report rows scanned);
     `rows_written` counts rows inserted, updated or deleted.
     """
 
-    __slots__ = ("_columns", "_position", "_rows", "_rows_read", "_rows_written")
+    __slots__ = ()
 
     def __init__(self, columns: list[str], rows: list[tuple[Any, ...]], rows_written: int) -> None:
-        self._columns = columns
-        self._rows = rows
-        self._position = 0
-        self._rows_read = len(rows)
-        self._rows_written = rows_written
+        super().__init__(columns, rows, len(rows), rows_written)
 
-    @property
-    def column_names(self) -> list[str]:
-        """The result column names, in order."""
-        return list(self._columns)
-
-    @property
-    def rows_read(self) -> int:
-        """Rows returned by the statement."""
-        return self._rows_read
-
-    @property
-    def rows_written(self) -> int:
-        """Rows inserted, updated or deleted by the statement."""
-        return self._rows_written
-
-    def __iter__(self) -> Iterator[Row]:
-        return self
-
-    def __next__(self) -> Row:
-        if self._position >= len(self._rows):
-            raise StopIteration
-        row = self._rows[self._position]
-        self._position += 1
-        return Row(zip(self._columns, row, strict=True))
-
-    def to_list(self) -> list[Row]:
-        """Every remaining row as a dict."""
-        return list(self)
+    def _row(self, pairs: Iterable[tuple[str, Any]]) -> Row:
+        return Row(pairs)
 
     def toArray(self) -> list[Row]:
         """`to_list()` under its Cloudflare name."""
@@ -201,19 +172,3 @@ class Cursor:
     def rowsWritten(self) -> int:
         """`rows_written` under its Cloudflare name."""
         return self._rows_written
-
-    def one(self) -> Row:
-        """The only remaining row; `ValueError` unless there is exactly one."""
-        remaining = len(self._rows) - self._position
-        if remaining != 1:
-            # Cloudflare's own wording, as observed on workerd.
-            got = "no results" if remaining == 0 else "multiple results"
-            raise ValueError(f"Expected exactly one result from SQL query, but got {got}.")
-        return next(self)
-
-    def raw(self) -> Iterator[tuple[Any, ...]]:
-        """The remaining rows as tuples, in column order."""
-        while self._position < len(self._rows):
-            row = self._rows[self._position]
-            self._position += 1
-            yield row

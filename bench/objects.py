@@ -1,0 +1,594 @@
+"""Many objects: alarm deliveries, creation, fsyncs, memory and start time, vs raw sqlite3.
+
+    python bench/objects.py [--objects 1000] [--live 10000] [--start-objects 100000]
+                            [--fsync-objects 200] [--quick] [--dir DIR]
+
+Everything runs on real files (WAL, synchronous=FULL) and the real clock, in one command:
+
+- deliveries: `--objects` file-backed objects each get an alarm due at the same instant;
+  each `alarm()` inserts one row and waits for it to be durable (`storage.sync()`). Once
+  with the objects live (open), once after a restart (every object hibernated, its alarm
+  overdue when the runtime starts). Beside them raw sqlite3 committing one row in each of
+  as many already-open files, one after another, and the same from 8 threads.
+- creation: a first call to each new object, which creates a table and sets its alarm,
+  vs raw sqlite3 creating the file, its table and one row.
+- fsyncs: the same phases run again in a child process under
+  `strace -f -e trace=fsync,fdatasync`; the child marks each phase's start and end with
+  an `access()` of a path that cannot exist, so the fsyncs (and fdatasyncs) of SQLite's
+  own VFS and of the runtime's directory syncs are counted between the marks, per item.
+- memory: RSS (after `malloc_trim`) and tracemalloc deltas per object with `--live`
+  objects live (each has a table, one row and an alarm), then after evicting them all;
+  beside them the RSS of raw sqlite3 connections (the deliveries' raw files, open).
+  These files go to `--memory-dir` (default /dev/shm), only so that creating 10,000
+  objects does not wait on 100,000 fsyncs: memory per object does not depend on it.
+- start: `Runtime.start()` with `--start-objects` objects on disk (copies of one object
+  file, with and without a catalog entry each), and the first call to one of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ctypes
+import gc
+import os
+import platform
+import re
+import resource
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from durability.runtime import DurableObject, Runtime
+
+FAR_FUTURE_MS = 10 * 365 * 24 * 60 * 60 * 1000
+MARK_ROOT = "/durability-bench-mark"
+BATCH = 100
+START_ROUNDS = 3
+
+
+class Tally:
+    """Counts delivered alarms; wakes the benchmark when the expected number arrived."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.target = 0
+        self.last = 0.0
+        self.done = asyncio.Event()
+
+    def expect(self, target: int) -> None:
+        self.count = 0
+        self.target = target
+        self.done = asyncio.Event()
+
+    def add(self) -> None:
+        self.count += 1
+        self.last = time.time()
+        if self.count >= self.target:
+            self.done.set()
+
+
+tally = Tally()
+
+
+class Tenant(DurableObject):
+    """One small object: a table of ticks and one alarm that writes a tick."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        ctx.storage.sql.exec(
+            "CREATE TABLE IF NOT EXISTS ticks (id INTEGER PRIMARY KEY, at INTEGER NOT NULL)"
+        )
+
+    async def arm(self, at_ms: int) -> None:
+        """Set the alarm (the first call to a new object creates it)."""
+        await self.ctx.storage.set_alarm(at_ms)
+
+    async def touch(self, at_ms: int) -> None:
+        """Write one row and set the alarm."""
+        self.ctx.storage.sql.exec("INSERT INTO ticks (at) VALUES (?)", at_ms)
+        await self.ctx.storage.set_alarm(at_ms)
+
+    async def ping(self) -> int:
+        """Nothing: the first call after start opens the object."""
+        return 1
+
+    async def alarm(self) -> None:
+        """One row per delivery, counted once it is durable."""
+        self.ctx.storage.sql.exec("INSERT INTO ticks (at) VALUES (?)", int(time.time() * 1000))
+        await self.ctx.storage.sync()
+        tally.add()
+
+
+def mark(phase: str, edge: str) -> None:
+    """A syscall strace can see: the fsync counter splits the trace at these."""
+    os.access(f"{MARK_ROOT}/{phase}/{edge}", os.F_OK)
+
+
+@contextmanager
+def phase(name: str) -> Iterator[None]:
+    """Mark the start and end of a phase for the fsync counter."""
+    mark(name, "begin")
+    try:
+        yield
+    finally:
+        mark(name, "end")
+
+
+def _create_raw(file: Path, at: int) -> sqlite3.Connection:
+    """A new WAL file whose table and first row are one commit (the least raw can do)."""
+    connection = sqlite3.connect(file, isolation_level=None, check_same_thread=False)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=FULL")
+    connection.execute("BEGIN IMMEDIATE")
+    connection.execute("CREATE TABLE ticks (id INTEGER PRIMARY KEY, at INTEGER NOT NULL)")
+    connection.execute("INSERT INTO ticks (at) VALUES (?)", (at,))
+    connection.execute("COMMIT")
+    return connection
+
+
+def _commit_one(connection: sqlite3.Connection, at: int) -> None:
+    connection.execute("BEGIN IMMEDIATE")
+    connection.execute("INSERT INTO ticks (at) VALUES (?)", (at,))
+    connection.execute("COMMIT")
+
+
+def raw_create(directory: Path, count: int) -> tuple[float, list[sqlite3.Connection]]:
+    """Seconds to create `count` files, each with its table and one committed row."""
+    directory.mkdir(parents=True)
+    connections = []
+    with phase("raw-create"):
+        started = time.perf_counter()
+        for number in range(count):
+            connections.append(_create_raw(directory / f"{number}.sqlite3", number))
+        elapsed = time.perf_counter() - started
+    return elapsed, connections
+
+
+def raw_deliveries(connections: list[sqlite3.Connection], threads: int) -> float:
+    """Seconds to commit one row in each open file, in turn (split over `threads`)."""
+    with phase(f"raw-commit-{threads}"):
+        started = time.perf_counter()
+        if threads == 1:
+            for number, connection in enumerate(connections):
+                _commit_one(connection, number)
+        else:
+            slices = [connections[first::threads] for first in range(threads)]
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(lambda part: [_commit_one(c, 0) for c in part], slices))
+        return time.perf_counter() - started
+
+
+async def _in_batches(count: int, call: Callable[[int], Any], concurrency: int) -> None:
+    """`call(n)` for n in range(count), `concurrency` at a time."""
+    for first in range(0, count, concurrency):
+        await asyncio.gather(*(call(n) for n in range(first, min(first + concurrency, count))))
+
+
+async def durability_runs(directory: Path, count: int) -> dict[str, float]:
+    """Creation (1 caller, then 100), live deliveries and deliveries after a restart."""
+    results: dict[str, float] = {}
+    async with Runtime(path=directory, bindings={"T": Tenant}) as rt:
+        ns = rt.env.T
+        half = count // 2
+        with phase("create-1"):
+            started = time.perf_counter()
+            for number in range(half):
+                await ns.get_by_name(f"t{number}").arm(FAR_FUTURE_MS + now_ms())
+            results["create-1"] = (time.perf_counter() - started) / half
+        with phase("create-100"):
+            started = time.perf_counter()
+            await _in_batches(
+                count - half,
+                lambda n: ns.get_by_name(f"t{half + n}").arm(FAR_FUTURE_MS + now_ms()),
+                BATCH,
+            )
+            results["create-100"] = (time.perf_counter() - started) / (count - half)
+        per_create = max(results["create-1"], results["create-100"])
+        due = await _arm_all(ns, count, per_create)
+        with phase("deliver-live"):
+            await tally.done.wait()
+            results["deliver-live"] = tally.last - due / 1000
+            await asyncio.sleep(0.3)
+        due = await _arm_all(ns, count, per_create)
+    await asyncio.sleep(max(0.0, due / 1000 - time.time()) + 0.1)
+    with phase("deliver-restart"):
+        started = time.time()
+        async with Runtime(path=directory, bindings={"T": Tenant}):
+            await tally.done.wait()
+            results["deliver-restart"] = tally.last - started
+            await asyncio.sleep(0.3)
+    return results
+
+
+async def _arm_all(ns: Any, count: int, per_call: float) -> int:
+    """Arm every object for one instant, far enough ahead for the arming to finish."""
+    due = now_ms() + int((count * per_call * 1.5 + 1.0) * 1000)
+    tally.expect(count)
+    await _in_batches(count, lambda n: ns.get_by_name(f"t{n}").arm(due), BATCH)
+    if now_ms() >= due:
+        raise RuntimeError("arming took longer than its lead: rerun on a quieter machine")
+    return due
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _settled_memory() -> tuple[int, int]:
+    """(RSS, tracemalloc current) after a full collection and a malloc_trim."""
+    gc.collect()
+    with suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    return _rss_bytes(), tracemalloc.get_traced_memory()[0]
+
+
+async def memory_run(directory: Path, count: int) -> dict[str, float]:
+    """Bytes per live object at `count` live objects, and per hibernated object."""
+    async with Runtime(path=directory, bindings={"T": Tenant}) as rt:
+        ns = rt.env.T
+        await ns.get_by_name("warm-up").touch(FAR_FUTURE_MS + now_ms())
+        tracemalloc.start()
+        rss0, traced0 = _settled_memory()
+        at = FAR_FUTURE_MS + now_ms()
+        await _in_batches(count, lambda n: ns.get_by_name(f"m{n}").touch(at), BATCH)
+        rss1, traced1 = _settled_memory()
+        for number in range(count):
+            await rt.evict(ns.get_by_name(f"m{number}"))
+        rss2, traced2 = _settled_memory()
+        tracemalloc.stop()
+    return {
+        "live-rss": (rss1 - rss0) / count,
+        "live-traced": (traced1 - traced0) / count,
+        "hibernated-rss": (rss2 - rss0) / count,
+        "hibernated-traced": (traced2 - traced0) / count,
+        "total-live-rss": rss1 - rss0,
+    }
+
+
+async def start_run(directory: Path, count: int) -> dict[str, float]:
+    """Start time with `count` objects on disk, with and without a catalog entry each."""
+    template_dir = directory / "template"
+    async with Runtime(path=template_dir, bindings={"T": Tenant}) as rt:
+        await rt.env.T.get_by_name("template").touch(FAR_FUTURE_MS + now_ms())
+    (template,) = (template_dir / "T").glob("*.sqlite3")
+    names = Runtime(bindings={"T": Tenant}).namespace("T")
+    ids = [str(names.id_from_name(f"s{number}")) for number in range(count)]
+    results: dict[str, float] = {}
+    path = directory / "objects"
+    (path / "T").mkdir(parents=True)
+    for object_id in ids:
+        shutil.copyfile(template, path / "T" / f"{object_id}.sqlite3")
+    for armed in (False, True):
+        if armed:
+            shutil.copyfile(template_dir / "_catalog.sqlite3", path / "_catalog.sqlite3")
+            wake = FAR_FUTURE_MS + now_ms()
+            with sqlite3.connect(path / "_catalog.sqlite3") as catalog:
+                catalog.execute("DELETE FROM alarms")
+                catalog.executemany(
+                    "INSERT INTO alarms (namespace, id, name, wake_ms) VALUES ('T', ?, ?, ?)",
+                    ((object_id, f"s{n}", wake) for n, object_id in enumerate(ids)),
+                )
+        gc.collect()
+        runs: dict[str, list[float]] = {"start": [], "first-call": [], "close": []}
+        for _ in range(START_ROUNDS):
+            rt = Runtime(path=path, bindings={"T": Tenant})
+            started = time.perf_counter()
+            await rt.start()
+            runs["start"].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            await rt.env.T.get_by_name(f"s{count // 2}").ping()
+            runs["first-call"].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            await rt.close()
+            runs["close"].append(time.perf_counter() - started)
+        for name, values in runs.items():
+            results[f"{name}-{armed}"] = statistics.median(values)
+    return results
+
+
+def raise_fd_limit(wanted: int) -> int:
+    """Raise the open-file limit toward `wanted` (a live object holds 3 files open)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    for limit in (max(wanted, hard), hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+            return limit
+        except (ValueError, OSError):
+            continue
+    return soft
+
+
+FsyncCounts = dict[str, dict[str, int]]
+"""Per phase: fsync + fdatasync calls by kind of file (catalog, wal, db, directory)."""
+
+
+def count_fsyncs(args: argparse.Namespace) -> FsyncCounts | str:
+    """The fsyncs of each phase, from a child run under strace; or why there are none."""
+    strace = shutil.which("strace")
+    if strace is None:
+        return "not counted: strace is not installed"
+    with tempfile.TemporaryDirectory(prefix="durability-fsync-", dir=args.dir) as tmp:
+        trace = Path(tmp) / "trace.txt"
+        command = [
+            strace,
+            "-f",
+            "-qq",
+            "-y",
+            "--seccomp-bpf",
+            "-e",
+            "trace=fsync,fdatasync,access,faccessat,faccessat2",
+            "-o",
+            str(trace),
+            sys.executable,
+            __file__,
+            "--fsync-child",
+            "--objects",
+            str(args.fsync_objects),
+            "--dir",
+            tmp,
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            return f"not counted: the strace run failed ({done.stderr.strip()[-300:]})"
+        return _parse_trace(trace.read_text())
+
+
+def _parse_trace(text: str) -> FsyncCounts:
+    counts: FsyncCounts = {}
+    current: str | None = None
+    marks = re.compile(re.escape(MARK_ROOT) + r"/([^/]+)/(begin|end)")
+    syncs = re.compile(r"\b(?:fsync|fdatasync)\(\d+<([^>]*)>")
+    for line in text.splitlines():
+        found = marks.search(line)
+        if found:
+            current = found.group(1) if found.group(2) == "begin" else None
+            continue
+        synced = syncs.search(line)
+        if current is None or synced is None:
+            continue
+        target = synced.group(1)
+        if "_catalog.sqlite3" in target:
+            kind = "catalog"
+        elif target.endswith("-wal"):
+            kind = "wal"
+        elif target.endswith(".sqlite3"):
+            kind = "db"
+        else:
+            kind = "directory"
+        phase_counts = counts.setdefault(current, {})
+        phase_counts[kind] = phase_counts.get(kind, 0) + 1
+    return counts
+
+
+def fsync_child(args: argparse.Namespace) -> None:
+    """The phases whose fsyncs the parent counts (run under strace)."""
+    directory = Path(args.dir)
+    _, connections = raw_create(directory / "raw", args.objects)
+    raw_deliveries(connections, 1)
+    for connection in connections:
+        connection.close()
+    asyncio.run(durability_runs(directory / "runtime", args.objects))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--objects", type=int, default=1_000, help="objects for deliveries")
+    parser.add_argument("--live", type=int, default=10_000, help="live objects for memory")
+    parser.add_argument("--start-objects", type=int, default=100_000, help="objects on disk")
+    parser.add_argument("--fsync-objects", type=int, default=200, help="objects, fsync count")
+    parser.add_argument("--threads", type=int, default=8, help="threads of the raw row")
+    parser.add_argument("--quick", action="store_true", help="small sizes: a fast check")
+    parser.add_argument("--dir", type=Path, default=Path.cwd(), help="a real disk")
+    parser.add_argument(
+        "--memory-dir",
+        type=Path,
+        default=Path("/dev/shm") if Path("/dev/shm").is_dir() else None,
+        help="where the memory run's objects go (default /dev/shm: fsyncs there are free, "
+        "and memory per object does not depend on the disk)",
+    )
+    parser.add_argument("--fsync-child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.fsync_child:
+        fsync_child(args)
+        return
+    if args.quick:
+        args.objects, args.live, args.start_objects, args.fsync_objects = 200, 1_000, 10_000, 50
+    fd_limit = raise_fd_limit(3 * args.live + 1_000)
+    wanted_live = args.live
+    args.live = min(args.live, (fd_limit - 1_000) // 3)
+    results: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="durability-objects-", dir=args.dir) as tmp:
+        directory = Path(tmp)
+        rss0, _ = _settled_memory()
+        results["raw-create"], connections = raw_create(directory / "raw", args.objects)
+        results["raw-rss"] = (_settled_memory()[0] - rss0) / args.objects
+        results["raw-commit-1"] = raw_deliveries(connections, 1)
+        results["raw-commit-n"] = raw_deliveries(connections, args.threads)
+        print("raw done", file=sys.stderr)
+        results.update(asyncio.run(durability_runs(directory / "runtime", args.objects)))
+        results["raw-commit-after"] = raw_deliveries(connections, 1)
+        for connection in connections:
+            connection.close()
+        print("deliveries done", file=sys.stderr)
+        fsyncs = count_fsyncs(args)
+        print("fsync count done", file=sys.stderr)
+        with tempfile.TemporaryDirectory(prefix="durability-memory-", dir=args.memory_dir) as mem:
+            results.update(asyncio.run(memory_run(Path(mem), args.live)))
+        print("memory done", file=sys.stderr)
+        results.update(asyncio.run(start_run(directory / "start", args.start_objects)))
+        print("start done", file=sys.stderr)
+    report(args, fd_limit, results, fsyncs)
+    if args.live < wanted_live:
+        print(
+            f"live objects: {args.live:,}, not {wanted_live:,}: {wanted_live:,} would need "
+            f"{3 * wanted_live:,} open files and the limit here is {fd_limit:,} (not raisable)."
+        )
+
+
+def report(
+    args: argparse.Namespace, fd_limit: int, results: dict[str, float], fsyncs: FsyncCounts | str
+) -> None:
+    """Print the two tables and the notes."""
+    n = args.objects
+    half = n // 2
+    # The disk of a shared machine varies: raw is measured before and after durability's
+    # deliveries, and the deliveries are compared with the mean of the two.
+    raw_before = n / results["raw-commit-1"]
+    raw_after = n / results["raw-commit-after"]
+    raw_rate = (raw_before + raw_after) / 2
+    raw_create_rate = n / results["raw-create"]
+    fsync_items = {
+        "raw-create": args.fsync_objects,
+        "raw-commit-1": args.fsync_objects,
+        "create-1": args.fsync_objects // 2,
+        "create-100": args.fsync_objects - args.fsync_objects // 2,
+        "deliver-live": args.fsync_objects,
+        "deliver-restart": args.fsync_objects,
+    }
+
+    def fsync_text(key: str) -> str:
+        if isinstance(fsyncs, str) or key not in fsync_items:
+            return ""
+        kinds = fsyncs.get(key, {})
+        total = sum(kinds.values()) / fsync_items[key]
+        parts = ", ".join(
+            f"{kind} {count / fsync_items[key]:.2f}" for kind, count in sorted(kinds.items())
+        )
+        return f"{total:.2f} ({parts})"
+
+    rows = [
+        (
+            f"raw sqlite3: 1 row committed in each open file, in turn (mean of "
+            f"{raw_before:,.0f} before and {raw_after:,.0f} after)",
+            n,
+            raw_rate,
+            raw_rate,
+            "raw-commit-1",
+        ),
+        (
+            f"raw sqlite3: the same from {args.threads} threads",
+            n,
+            n / results["raw-commit-n"],
+            raw_rate,
+            "",
+        ),
+        (
+            "durability: alarm() writes 1 row, objects live",
+            n,
+            n / results["deliver-live"],
+            raw_rate,
+            "deliver-live",
+        ),
+        (
+            "durability: the same after a restart (hibernated, overdue)",
+            n,
+            n / results["deliver-restart"],
+            raw_rate,
+            "deliver-restart",
+        ),
+        (
+            "raw sqlite3: create file, table + 1 row in one commit",
+            n,
+            raw_create_rate,
+            raw_create_rate,
+            "raw-create",
+        ),
+        (
+            "durability: first call creates the object (table, alarm), 1 caller",
+            half,
+            1 / results["create-1"],
+            raw_create_rate,
+            "create-1",
+        ),
+        (
+            f"durability: the same, {BATCH} concurrent callers",
+            n - half,
+            1 / results["create-100"],
+            raw_create_rate,
+            "create-100",
+        ),
+    ]
+    versions = f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}"
+    print(f"{versions}, WAL, synchronous=FULL, {platform.machine()}, real clock, one run")
+    print()
+    print("| benchmark | n | per second | vs raw | fsyncs per item (by file) |")
+    print("|---|---:|---:|---:|---:|")
+    for label, count, rate, base, key in rows:
+        print(f"| {label} | {count:,} | {rate:,.0f} | {rate / base:.2f}x | {fsync_text(key)} |")
+    kib = 1024
+    live = f"{args.live:,}"
+    lines = [
+        (
+            "raw sqlite3: RSS per open connection (WAL, 1 table, 1 row)",
+            f"{n:,}",
+            f"{results['raw-rss'] / kib:,.1f} KiB",
+        ),
+        (
+            "durability, live objects: RSS per object",
+            live,
+            f"{results['live-rss'] / kib:,.1f} KiB "
+            f"({results['total-live-rss'] / kib / kib:,.0f} MiB in all)",
+        ),
+        (
+            "durability, live objects: Python heap per object (tracemalloc)",
+            live,
+            f"{results['live-traced'] / kib:,.1f} KiB",
+        ),
+        (
+            "the same objects evicted (hibernated, alarm armed): RSS per object",
+            live,
+            f"{results['hibernated-rss'] / kib:,.1f} KiB",
+        ),
+        (
+            "hibernated: Python heap per object (tracemalloc)",
+            live,
+            f"{results['hibernated-traced']:,.0f} bytes",
+        ),
+    ]
+    for armed, label in ((False, "no alarm"), (True, "each with an alarm armed")):
+        lines.append(
+            (
+                f"Runtime.start(), objects on disk, {label} (median of {START_ROUNDS})",
+                f"{args.start_objects:,}",
+                f"{results[f'start-{armed}'] * 1000:,.1f} ms (then first call "
+                f"{results[f'first-call-{armed}'] * 1000:,.1f} ms, "
+                f"close {results[f'close-{armed}'] * 1000:,.0f} ms)",
+            )
+        )
+    print()
+    print("| memory and start | n | result |")
+    print("|---|---:|---:|")
+    for label, count_text, text in lines:
+        print(f"| {label} | {count_text} | {text} |")
+    print()
+    print("RSS is read after gc.collect() and malloc_trim(0); tracemalloc counts Python")
+    print("allocations only (not SQLite's). A live file-backed object holds 3 files open")
+    print(f"(db, -wal, -shm); the open-file limit was raised to {fd_limit:,}.")
+    print(f"The memory run's files are in {args.memory_dir} (to save time: no fsync wait there).")
+    if isinstance(fsyncs, str):
+        print(f"fsyncs: {fsyncs}")
+    else:
+        print(
+            f"fsyncs: a second run with {args.fsync_objects:,} objects under strace; "
+            "fsync + fdatasync calls between phase marks, per item, by the file synced."
+        )
+
+
+if __name__ == "__main__":
+    main()

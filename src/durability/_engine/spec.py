@@ -1,0 +1,115 @@
+"""What one attempt of a record needs (`ExecutionSpec`) and what a failed attempt becomes.
+
+`decide_retry` applies the retry rules in a fixed order; the execution in
+`execution.py` persists what it decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .._clock import now_ms
+from .._context import SqlStorage
+from .._errors import DurableRetryPolicyError, RetryAfter, is_non_retryable
+from .._signal import AbortSignal
+from .._types import MAX_SAFE_INTEGER
+from .lifecycle import Emit, EntityKind
+from .policy import AttemptPolicy
+from .tables import TableSpec
+
+
+@dataclass(eq=False, kw_only=True, slots=True)
+class ExecutionSpec:
+    """Everything that differs between an operation attempt and a named-alarm attempt.
+
+    `attempt` is the attempt count the row had when it was read (the claim expects it);
+    `invoke(attempt, signal)` calls the handler (its result may be awaitable);
+    `complete(sql, result, attempt)` persists a success and returns its timestamp, or
+    `None` when a newer generation won, and may raise to turn the success into a
+    failure (it runs outside any transaction, so it must write with one statement);
+    `is_terminal(error)` adds a kind-specific terminal rule. `emits` False (no lifecycle
+    hook) skips building events nobody receives. `after`, when given, is awaited
+    before anything else: the settlement of an older execution of the key that this
+    one must not overlap. `on_terminal(sql)`, when given, writes in the transaction
+    that records a terminal failure (a recurrence moves on there).
+    """
+
+    table: TableSpec
+    key: str
+    generation: str
+    created_at: int
+    attempt: int
+    label: str
+    entity_kind: EntityKind
+    name: str
+    policy: AttemptPolicy
+    emit: Emit
+    exhausted_error: Callable[[], BaseException]
+    timeout_error: Callable[[], BaseException]
+    invoke: Callable[[int, AbortSignal], Any]
+    complete: Callable[[SqlStorage, Any, int], int | None]
+    is_terminal: Callable[[BaseException], bool]
+    include_result: bool = False
+    emits: bool = True
+    after: asyncio.Event | None = None
+    on_terminal: Callable[[SqlStorage], None] | None = None
+
+    def entity(self) -> dict[str, Any]:
+        """The entity fields every lifecycle event of this record carries."""
+        fields: dict[str, Any] = {
+            "entity_kind": self.entity_kind,
+            "id": self.key,
+            "generation": self.generation,
+        }
+        fields["operation" if self.entity_kind == "operation" else "alarm"] = self.name
+        return fields
+
+
+@dataclass(frozen=True, slots=True)
+class RetryDecision:
+    """What a failed attempt becomes: the error to store, terminal or not, and when next."""
+
+    error: BaseException
+    terminal: bool
+    timestamp: int
+    next_attempt_at: int
+
+
+def decide_retry(spec: ExecutionSpec, attempt: int, error: BaseException) -> RetryDecision:
+    """Apply the retry rules in order: non-retryable (by class, name or the policy's
+    `non_retryable`), attempt limit, kind rule, then the delay a `RetryAfter` asked for
+    or else the policy's."""
+    if (
+        is_non_retryable(error)
+        or isinstance(error, spec.policy.non_retryable)
+        or attempt >= spec.policy.max_attempts
+        or spec.is_terminal(error)
+    ):
+        timestamp = now_ms()
+        return RetryDecision(error, True, timestamp, timestamp)
+    try:
+        raw = error.delay_ms if isinstance(error, RetryAfter) else spec.policy.delay(attempt)
+        if (
+            isinstance(raw, bool)
+            or not isinstance(raw, (int, float))
+            or not math.isfinite(raw)
+            or raw < 0
+        ):
+            raise DurableRetryPolicyError(spec.label)
+        delay = math.floor(raw + 0.5)
+        timestamp = now_ms()
+        if delay > MAX_SAFE_INTEGER or timestamp + delay > MAX_SAFE_INTEGER:
+            raise DurableRetryPolicyError(spec.label)
+        return RetryDecision(error, False, timestamp, timestamp + delay)
+    except Exception as policy_error:
+        if isinstance(policy_error, DurableRetryPolicyError):
+            terminal_error = policy_error
+        else:
+            terminal_error = DurableRetryPolicyError(spec.label)
+            terminal_error.__cause__ = policy_error
+        timestamp = now_ms()
+        return RetryDecision(terminal_error, True, timestamp, timestamp)

@@ -1,0 +1,81 @@
+"""The rows of one SQL statement, read in full before the caller sees them.
+
+Both hosts answer `sql.exec` with one of these: the embedded runtime over `sqlite3`
+and the Cloudflare adapter over Cloudflare's cursor. Each says how a row is built.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from typing import Any, Generic, TypeVar
+
+RowT = TypeVar("RowT", bound=dict[str, Any])
+
+
+class ReadRows(ABC, Generic[RowT]):
+    """The rows of one statement, already read; consumed as they are iterated."""
+
+    __slots__ = ("_columns", "_position", "_rows", "_rows_read", "_rows_written")
+
+    def __init__(
+        self,
+        columns: list[str],
+        rows: list[tuple[Any, ...]],
+        rows_read: int,
+        rows_written: int,
+    ) -> None:
+        self._columns = columns
+        self._rows = rows
+        self._position = 0
+        self._rows_read = rows_read
+        self._rows_written = rows_written
+
+    @abstractmethod
+    def _row(self, pairs: Iterable[tuple[str, Any]]) -> RowT:
+        """One row built from its (column, value) pairs."""
+
+    @property
+    def column_names(self) -> list[str]:
+        """The result column names, in order."""
+        return list(self._columns)
+
+    @property
+    def rows_read(self) -> int:
+        """Rows the statement read, as the host counts them."""
+        return self._rows_read
+
+    @property
+    def rows_written(self) -> int:
+        """Rows the statement inserted, updated or deleted."""
+        return self._rows_written
+
+    def __iter__(self) -> Iterator[RowT]:
+        return self
+
+    def __next__(self) -> RowT:
+        if self._position >= len(self._rows):
+            raise StopIteration
+        row = self._rows[self._position]
+        self._position += 1
+        return self._row(zip(self._columns, row, strict=True))
+
+    def to_list(self) -> list[RowT]:
+        """Every remaining row as a dict."""
+        return list(self)
+
+    def one(self) -> RowT:
+        """The only remaining row; `ValueError` unless there is exactly one."""
+        remaining = len(self._rows) - self._position
+        if remaining != 1:
+            # Cloudflare's own wording, as observed on workerd.
+            got = "no results" if remaining == 0 else "multiple results"
+            raise ValueError(f"Expected exactly one result from SQL query, but got {got}.")
+        return next(self)
+
+    def raw(self) -> Iterator[tuple[Any, ...]]:
+        """The remaining rows as tuples, in column order."""
+        while self._position < len(self._rows):
+            row = self._rows[self._position]
+            self._position += 1
+            yield row
