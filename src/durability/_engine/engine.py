@@ -103,26 +103,29 @@ class Engine:
         write: Callable[[SqlStorage], T],
         *,
         due_at: Callable[[T], int | None] | None = None,
+        timed: bool = True,
     ) -> T:
         """Run `write` and reconcile the alarm in one transaction; then publish the timer.
 
         `due_at(value)`, given the write's return value, is the due time of the pending
         row the write added (`None` if it added none): when that is now or earlier, the
-        reconcile needs only the armed alarm, not the pending rows.
+        reconcile needs only the armed alarm, not the pending rows. `timed` False: the
+        row's participant is holding, so that shortcut leaves the timer alone.
         """
-        times = [TimerTimes()]
+        times: list[TimerTimes | None] = [None]
 
         async def body(txn: Transaction) -> T:
             value = write(self.sql)
             added = None if due_at is None else due_at(value)
             serving = self._timer.serving()
             times[0] = await reconcile(
-                txn, self.sql, self._participants, self.running, self.options, serving, added
+                txn, self.sql, self._participants, self.running, self.options, serving, added, timed
             )
             return value
 
         result = await self.storage.transaction(body)
-        self._timer.schedule(times[0])
+        if times[0] is not None:
+            self._timer.schedule(times[0])
         return result
 
     def schedule_next_alarm(self) -> Awaitable[None]:

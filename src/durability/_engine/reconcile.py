@@ -65,11 +65,14 @@ async def reconcile(
     options: SchedulerOptions,
     serving: Collection[str],
     added_due_at: int | None = None,
-) -> TimerTimes:
+    timed: bool = True,
+) -> TimerTimes | None:
     """Arm the alarm for the earliest pending row; return the early timer's times.
 
     `serving` names the tables whose running pass still takes due rows; `added_due_at`
-    is the due time of a row this transaction added, if any.
+    is the due time of a row this transaction added, if any, and `timed` False says its
+    participant is holding (serves it itself): when the shortcut below settles the
+    alarm, the result is then `None`, for "leave the timer as it is".
     """
     now = now_ms()
     min_delay = options.alarm_min_delay_ms
@@ -84,9 +87,9 @@ async def reconcile(
         # `added_due_at` needs the earliest pending time itself.
         if current is None or current > latest:
             await txn.set_alarm(latest)
-            return TimerTimes(added_due_at)
+            return TimerTimes(added_due_at) if timed else None
         if current >= added_due_at:
-            return TimerTimes(added_due_at)
+            return TimerTimes(added_due_at) if timed else None
     physical_times: list[int] = []
     timer_times: list[int] = []
     deferred: dict[str, int] = {}

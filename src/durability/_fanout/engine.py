@@ -60,7 +60,7 @@ def next_pending_at(sql: SqlStorage) -> int | None:
 class FanoutEngine:
     """The engine operations a fanout uses, and nothing else."""
 
-    __slots__ = ("_engine",)
+    __slots__ = ("_engine", "_holding", "waiting")
 
     def __init__(
         self,
@@ -70,11 +70,25 @@ class FanoutEngine:
         options: Mapping[str, Any],
     ) -> None:
         self._engine = attach(scheduler=scheduler, context=context, kind=KIND, options=options)
+        self._holding: Callable[[], bool] = _never
+        self.waiting = 0
+        """Target runs waiting for a permit of the shared pool."""
 
-    def start(self, run_due: Callable[[int, HostInfo | None], Awaitable[None]]) -> None:
-        """Migrate the fanout tables and make alarm passes call `run_due(now, info)`."""
+    def start(
+        self,
+        run_due: Callable[[int, HostInfo | None], Awaitable[None]],
+        holding: Callable[[], bool],
+    ) -> None:
+        """Migrate the fanout tables and make alarm passes call `run_due(now, info)`.
+
+        `holding()` True means a pass now would only wait for runs already in flight:
+        the early timer then leaves the fanout's due rows to the end of those runs.
+        """
         self._engine.migrate_schema(CAPABILITY, FANOUT_MIGRATIONS)
-        self._engine.register(Participant(DELIVERIES, run_due, next_pending_at=next_pending_at))
+        self._holding = holding
+        self._engine.register(
+            Participant(DELIVERIES, run_due, next_pending_at=next_pending_at, holding=holding)
+        )
 
     @property
     def sql(self) -> SqlStorage:
@@ -84,10 +98,11 @@ class FanoutEngine:
     async def transaction(self, write: Callable[[SqlStorage], T], *, due_now: bool = False) -> T:
         """Run `write` and reconcile the one physical alarm atomically.
 
-        `due_now` says the write added a row that is due at once (the cheap reconcile).
+        `due_now` says the write added a row that is due at once (the cheap reconcile;
+        while the fanout is holding, it leaves the in-memory timer alone).
         """
         if due_now:
-            return await self._engine.transaction(write, due_at=_due_now)
+            return await self._engine.transaction(write, due_at=_due_now, timed=not self._holding())
         return await self._engine.transaction(write)
 
     def removal(self, write: Callable[[SqlStorage], T]) -> T:
@@ -99,8 +114,16 @@ class FanoutEngine:
         return self._engine.transaction_sync(write)
 
     async def acquire_permit(self) -> Release:
-        """A permit of the scheduler's shared FIFO pool."""
-        return self._engine.permits.try_acquire() or await self._engine.permits.acquire()
+        """A permit of the scheduler's shared FIFO pool; `waiting` counts the waiters."""
+        permits = self._engine.permits
+        release = permits.try_acquire()
+        if release is not None:
+            return release
+        self.waiting += 1
+        try:
+            return await permits.acquire()
+        finally:
+            self.waiting -= 1
 
     def spawn(self, work: Awaitable[T]) -> asyncio.Task[T]:
         """Run `work` as a task of this instance (counted by the host, cancelled on eviction)."""
@@ -121,6 +144,11 @@ class FanoutEngine:
     async def alarm(self, info: HostInfo | None) -> None:
         """Run an alarm pass of every helper on this scheduler."""
         await self._engine.alarm(alarm_info(info))
+
+
+def _never() -> bool:
+    """`holding()` before `start`: nothing is in flight."""
+    return False
 
 
 def _due_now(value: object) -> int:

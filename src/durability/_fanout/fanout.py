@@ -38,7 +38,7 @@ from .engine import CAPABILITY, FanoutEngine, HostInfo, migrate_storage
 from .enqueue import EnqueueRequest, first_attempt_at
 from .events import DeliveryRegisteredEvent
 from .rows import Delivery
-from .settlement import INFRASTRUCTURE_RETRY_MS, Settler, entity
+from .settlement import INFRASTRUCTURE_RETRY_MS, Settler
 from .store import DeliveryStore
 from .types import Body, FanoutInput, FanoutTarget, MessageWrite
 
@@ -98,7 +98,7 @@ class DurabilityFanout(Generic[Body]):
         self._settler = Settler(self._store, dlq, self._emit, self._events)
         self._running: dict[str, asyncio.Future[None]] = {}
         self._eager_pending = False
-        self._engine.start(self._run_due)
+        self._engine.start(self._run_due, self._holding)
 
     @classmethod
     def migrate(cls, context: Context, target: Any = LATEST) -> MigrationResult:
@@ -143,12 +143,24 @@ class DurabilityFanout(Generic[Body]):
         finally:
             finish()
         if self._events:
-            for row in created:
-                self._emit(
-                    DeliveryRegisteredEvent(**entity(row), timestamp=row.created_at, attempt=0)
-                )
+            for registered in created:
+                for target in request.targets:
+                    self._emit(
+                        DeliveryRegisteredEvent(
+                            id=registered.entry.id,
+                            target=target,
+                            generation=registered.generation,
+                            timestamp=now,
+                            attempt=0,
+                        )
+                    )
         load = await self.load()
-        if created and self._batch_delay_ms == 0 and not self._eager_pending:
+        if (
+            created
+            and self._batch_delay_ms == 0
+            and not self._eager_pending
+            and not self._holding()
+        ):
             # One eager pass serves every enqueue that commits before it starts.
             self._eager_pending = True
             self._engine.in_background(self._eager_pass(), "durability.fanout.failed", {})
@@ -162,6 +174,19 @@ class DurabilityFanout(Generic[Body]):
         return EnqueueResult(False, None, serialize_error(rejection), await self.load())
 
     # -- delivery passes ----------------------------------------------------------------
+
+    def _holding(self) -> bool:
+        """True while a new pass would only wait: a target run waits for a permit, or
+        every configured target has a run in flight (one run per target at a time).
+
+        The end of the pass awaiting those runs reconciles the timer again; meanwhile
+        only the physical alarm counts the fanout's due rows, so permits held for long
+        cost no pass per transaction.
+        """
+        if self._engine.waiting:
+            return True
+        running = self._running
+        return all(target in running and not running[target].done() for target in self._targets)
 
     async def _eager_pass(self) -> None:
         self._eager_pending = False

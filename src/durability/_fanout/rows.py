@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-
-from .._serialization import to_json_text
+from json.encoder import encode_basestring
 
 
 def json_pair(first: str, second: str) -> str:
-    """`["first","second"]` as compact JSON text (the delivery row and identity ids)."""
-    return to_json_text([first, second])
+    """`["first","second"]` as compact JSON text (the delivery row and identity ids).
+
+    Built from the two quoted strings: the same text as encoding the list, without the
+    encoder's per-call machinery (two of these per delivery).
+    """
+    return f"[{encode_basestring(first)},{encode_basestring(second)}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +23,14 @@ class NewMessage:
     key: str
     id: str
     payload: str
+
+
+@dataclass(frozen=True, slots=True)
+class Registered:
+    """An entry `register` stored, with the generation of its delivery rows."""
+
+    entry: NewMessage
+    generation: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,31 +81,6 @@ class Delivery:
             self.enqueued_at,
             self.message_generation,
         )
-
-
-def new_row(
-    row_id: str, entry: NewMessage, target: str, seq: int, due_at: int, now: int, generation: str
-) -> Delivery:
-    """The row `register` just inserted, as `due` would read it."""
-    return Delivery(
-        id=row_id,
-        message_key=entry.key,
-        target=target,
-        seq=seq,
-        phase="delivery",
-        attempt=0,
-        next_attempt_at=due_at,
-        last_error=None,
-        last_error_name=None,
-        created_at=now,
-        generation=generation,
-        dead_lettered_at=None,
-        dead_letter_reason=None,
-        message_id=entry.id,
-        payload=entry.payload,
-        enqueued_at=now,
-        message_generation=generation,
-    )
 
 
 def from_sql(row: tuple[object, ...]) -> Delivery:

@@ -16,7 +16,7 @@ from typing import TypeVar
 from .._context import SqlStorage
 from .._errors import SerializedError
 from .engine import FanoutEngine
-from .rows import Delivery, NewMessage, from_sql
+from .rows import Delivery, NewMessage, Registered, from_sql
 from .writes import claim_rows, register_rows, remove_rows
 
 T = TypeVar("T")
@@ -127,8 +127,8 @@ class DeliveryStore:
         targets: Sequence[str],
         now: int,
         first_attempt_at: int,
-    ) -> list[Delivery]:
-        """Store every new entry with one row per target; returns the new rows.
+    ) -> list[Registered]:
+        """Store every new entry with one row per target; returns the new entries.
 
         An entry whose key is stored (or repeated in the batch) with the same id, body
         and targets is skipped; with different ones the whole batch is rejected with
@@ -138,7 +138,7 @@ class DeliveryStore:
             lambda sql: register_rows(sql, entries, targets, now, first_attempt_at),
             due_now=first_attempt_at <= now,
         )
-        self._adjust(len(created))
+        self._adjust(len(created) * len(targets))
         return created
 
     async def claim(

@@ -16,7 +16,7 @@ from .._context import SqlStorage
 from .._errors import FanoutEnqueueError
 from .._serialization import to_json_text
 from .._types import SqlValue
-from .rows import Delivery, NewMessage, json_pair, new_row, random_id
+from .rows import Delivery, NewMessage, Registered, json_pair, random_id
 
 Item = TypeVar("Item")
 
@@ -65,8 +65,8 @@ def register_rows(
     targets: Sequence[str],
     now: int,
     first_attempt_at: int,
-) -> list[Delivery]:
-    """Insert a manifest and one delivery per target for each new entry; the new rows.
+) -> list[Registered]:
+    """Insert a manifest and one delivery per target for each new entry; the new entries.
 
     A stored key (or one repeated in the batch) with the same id, body and targets is
     skipped; with different ones `FanoutEnqueueError` rolls the whole batch back.
@@ -82,7 +82,7 @@ def register_rows(
             ).raw()
         )[0]
     )
-    created: list[Delivery] = []
+    created: list[Registered] = []
     for seq, entry in enumerate(entries, end - len(entries)):
         generation = random_id()
         inserted = sql.exec(
@@ -101,19 +101,13 @@ def register_rows(
         if not inserted:
             _check_duplicate(sql, entry, targets_text)
             continue
-        rows = [
-            new_row(
-                json_pair(entry.key, target), entry, target, seq, first_attempt_at, now, generation
-            )
-            for target in targets
-        ]
-        for chunk in _chunks(rows, 7):
+        for chunk in _chunks(targets, 7):
             bindings: list[SqlValue] = []
-            for row in chunk:
+            for target in chunk:
                 bindings += [
-                    row.id,
-                    row.message_key,
-                    row.target,
+                    json_pair(entry.key, target),
+                    entry.key,
+                    target,
                     seq,
                     first_attempt_at,
                     now,
@@ -131,7 +125,7 @@ def register_rows(
             written = next(sql.exec("SELECT changes()").raw())[0]
             if written != len(chunk):
                 raise RuntimeError("Fanout manifest and delivery state disagree")
-        created += rows
+        created.append(Registered(entry, generation))
     return created
 
 
