@@ -115,13 +115,20 @@ def check_subscription_renewals(base_url: str) -> None:
 
 
 def check_event_topics(base_url: str) -> None:
-    """Events are handled once per group in key order, keys dedupe, poison is parked."""
+    """Pushes land on the key's partition and report its load, events are handled once
+    per group in key order, keys dedupe, poison is parked."""
     topic = f"orders-{_token()}"
     produced = [(f"user-{n % 5}", f"e{n}") for n in range(20)]
     events = [{"partitionKey": key, "payload": payload} for key, payload in produced]
-    status, accepted = request(base_url, "POST", f"/{topic}/events", events)
+    status, accepted = request(base_url, "POST", f"/{topic}/events?region=weur", events)
     _expect(status, 202, "produce")
-    _expect(all(result["accepted"] for result in accepted.values()), True, "all accepted")
+    # FNV-1a of user-0 .. user-4 over 8 partitions: 1, 4, 3, 6, 5.
+    _expect(sorted(accepted), ["1", "3", "4", "5", "6"], "the partitions the keys hash to")
+    _expect(all(result["success"] for result in accepted.values()), True, "all accepted")
+    offsets = {number: result["value"] for number, result in accepted.items()}
+    _expect(offsets["1"], [0, 1, 2, 3], "user-0's four events, in order, on partition 1")
+    loads = [result["load"]["outbound"]["pendingDeliveries"] for result in accepted.values()]
+    _expect(loads, [0] * 5, "each push reports its partition's load")
     _, first = request(base_url, "POST", f"/{topic}/groups/billing/poll")
     handled = [event for lease in first for event in lease["events"]]
     _expect(sorted(e["payload"] for e in handled), sorted(p for _, p in produced), "poll")
@@ -146,8 +153,9 @@ def check_event_topics(base_url: str) -> None:
         _expect(partition, expected, f"partition {number} after both groups polled")
 
     keyed = [{"partitionKey": "alice", "payload": "paid", "key": "evt-1"}]
-    once = request(base_url, "POST", f"/{topic}/events", keyed)
-    _expect(request(base_url, "POST", f"/{topic}/events", keyed), once, "a repeated key")
+    once = request(base_url, "POST", f"/{topic}/events", keyed)[1]["1"]["value"]
+    again = request(base_url, "POST", f"/{topic}/events", keyed)[1]["1"]["value"]
+    _expect((once, again), ([4], [4]), "a repeated key returns its original offset")
 
     quarantine = f"{topic}-poison"
     request(base_url, "POST", f"/{quarantine}/events", [{"partitionKey": "z", "payload": "poison"}])
@@ -209,10 +217,164 @@ def check_rpc_transforms(base_url: str) -> None:
     _expect(state_metrics[0]["requestId"], None, "a call without transforms has no context")
 
 
+def _settled(base_url: str, path: str) -> Any:
+    """The job GET `path` shows, once it is no longer pending (polling)."""
+    deadline = time.monotonic() + ALARM_WAIT_S
+    while (job := request(base_url, "GET", path)[1])["status"] == "pending":
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the job did not settle within 30 s: {job!r}")
+        time.sleep(0.2)
+    return job
+
+
+def check_image_jobs(base_url: str) -> None:
+    """A resize job is registered once per size and completes; injected 503s are retried
+    under one idempotency key (one image made); a bad width and an unreadable format fail
+    at the first attempt without retries."""
+    image = f"cat-{_token()}.jpg"
+    status, usage = request(base_url, "GET", "/")
+    _expect((status, "resize" in usage), (200, True), "GET / shows the usage")
+    status, job = request(base_url, "POST", f"/{image}/resize?width=300")
+    _expect((status, job), (202, {"job": f"resize:{image}:300"}), "register a job")
+    _expect(request(base_url, "POST", f"/{image}/resize?width=300")[1], job, "again: same job")
+    _expect(request(base_url, "POST", f"/{image}/resize?width=200&fail=2")[0], 202, "flaky")
+    _expect(request(base_url, "POST", f"/{image}/resize?width=0")[0], 202, "a bad width")
+    gif = f"cat-{_token()}.gif"
+    _expect(request(base_url, "POST", f"/{gif}/resize?width=100")[0], 202, "a gif")
+    _expect(request(base_url, "POST", f"/{image}/resize")[0], 400, "no width")
+
+    done = _settled(base_url, f"/{image}/result?width=300")
+    _expect(
+        (done["status"], done["attempt"], done["image"]),
+        ("completed", 1, f"resized/300/{image}"),
+        "a job that went through",
+    )
+    flaky = _settled(base_url, f"/{image}/result?width=200")
+    _expect((flaky["status"], flaky["attempt"]), ("completed", 3), "two 503s, then done")
+    bad = _settled(base_url, f"/{image}/result?width=0")
+    _expect(
+        (bad["status"], bad["attempt"], bad["error"]["name"]),
+        ("failed", 1, "InvalidWidth"),
+        "a width out of range fails at once",
+    )
+    rejected = _settled(base_url, f"/{gif}/result?width=100")
+    _expect(
+        (rejected["status"], rejected["attempt"], rejected["error"]["name"]),
+        ("failed", 1, "ResizeRejected"),
+        "the service's 4xx fails at once",
+    )
+    upstream = [
+        {"width": 200, "calls": 3, "image": f"resized/200/{image}"},
+        {"width": 300, "calls": 1, "image": f"resized/300/{image}"},
+    ]
+    _expect(request(base_url, "GET", f"/{image}/upstream")[1], upstream, "one image per key")
+    _expect(
+        request(base_url, "GET", f"/{gif}/upstream")[1],
+        [{"width": 100, "calls": 1, "image": None}],
+        "the rejected format was asked once",
+    )
+    _expect(request(base_url, "GET", f"/{image}/nope")[0], 404, "an unknown route")
+
+
+def _drained(base_url: str, shard: str) -> None:
+    """Wait (polling) until the queue shard owes no deliveries."""
+    deadline = time.monotonic() + ALARM_WAIT_S
+    while (pending := request(base_url, "GET", f"/queues/{shard}")[1]) != 0:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{shard} still owes {pending!r} deliveries after 30 s")
+        time.sleep(0.2)
+
+
+def _dead_letters(base_url: str, token: str) -> list[tuple[str, str, str]]:
+    """(message id, target, reason) of the dead letters of this run's messages."""
+    entries = request(base_url, "GET", "/dlq")[1]
+    return sorted(
+        (e["messageId"], e["target"], e["failure"]["reason"])
+        for e in entries
+        if e["messageId"].endswith(token)
+    )
+
+
+def check_email_queue(base_url: str) -> None:
+    """Emails route to their customer's or lane's shard; each is sent once per id and
+    archived; a bad address and an exhausted delivery are dead-lettered for the email
+    target only; a redrive delivers the exhausted one."""
+    token = _token()
+    alice, bob, carol = (f"{name}-{token}" for name in ("alice", "bob", "carol"))
+    good, flaky, late = (f"{name}-{token}@example.com" for name in ("ada", "bo", "eve"))
+    bad = f"nobody-{token}"  # no "@": the mailer answers 400
+    emails = [
+        {"id": f"m1-{token}", "customerId": alice, "to": good, "subject": "hello"},
+        {"id": f"m2-{token}", "customerId": alice, "to": bad, "subject": "hello"},
+        {"id": f"m3-{token}", "customerId": bob, "to": flaky, "fail": 2},
+    ]
+    status, pushed = request(base_url, "POST", "/emails", emails)
+    _expect(status, 202, "produce")
+    _expect(
+        [(push["shard"], push["success"], push["value"]) for push in pushed],
+        [
+            (f"customer-{alice}", True, [f"m1-{token}", f"m2-{token}"]),
+            (f"customer-{bob}", True, [f"m3-{token}"]),
+        ],
+        "one push per customer, to the customer's shard",
+    )
+    vip = [{"id": f"m4-{token}", "customerId": carol, "to": late, "fail": 6}]
+    status, pushed = request(base_url, "POST", f"/emails?lane=vip-{token}", vip)
+    _expect((status, [p["shard"] for p in pushed]), (202, [f"vip-{token}"]), "a lane")
+    _drained(base_url, f"customer-{alice}")
+    _drained(base_url, f"customer-{bob}")
+    sends = {to: request(base_url, "GET", f"/mailer/{to}")[1] for to in (good, bad, flaky)}
+    _expect(
+        sends,
+        {
+            good: [{"key": f"m1-{token}", "calls": 1, "sent": True}],
+            bad: [{"key": f"m2-{token}", "calls": 1, "sent": False}],
+            flaky: [{"key": f"m3-{token}", "calls": 3, "sent": True}],
+        },
+        "each email sent once under its id; 503s retried; a 400 not",
+    )
+    _drained(base_url, f"vip-{token}")
+    _, archive = request(base_url, "GET", "/archive")
+    archived = sorted(e["messageId"] for e in archive if e["messageId"].endswith(token))
+    expected = [f"m{n}-{token}" for n in range(1, 5)]
+    _expect(archived, expected, "every message archived once, whatever its email did")
+    _expect(
+        _dead_letters(base_url, token),
+        [(f"m2-{token}", "email", "explicit"), (f"m4-{token}", "email", "exhausted")],
+        "dead letters, for the email target only",
+    )
+    _expect(
+        request(base_url, "GET", f"/mailer/{late}")[1],
+        [{"key": f"m4-{token}", "calls": 5, "sent": False}],
+        "five attempts, then dead-lettered",
+    )
+    status, redriven = request(base_url, "POST", "/dlq/redrive")
+    _expect((status, redriven["redriven"] >= 2), (200, True), "redrive")
+    _drained(base_url, f"customer-{carol}")
+    _drained(base_url, f"customer-{alice}")
+    _expect(
+        request(base_url, "GET", f"/mailer/{late}")[1],
+        [{"key": f"m4-{token}", "calls": 7, "sent": True}],
+        "the redriven email went out (one more 503 first), under the same key",
+    )
+    _expect(
+        _dead_letters(base_url, token),
+        [(f"m2-{token}", "email", "explicit")],
+        "a bad address is dead-lettered again",
+    )
+    _, archive = request(base_url, "GET", "/archive")
+    archived = sorted(e["messageId"] for e in archive if e["messageId"].endswith(token))
+    _expect(archived, expected, "a redrive goes to the email target alone")
+    _expect(request(base_url, "POST", "/emails", [{"to": good}])[0], 400, "no customerId")
+    _expect(request(base_url, "GET", "/nope")[0], 404, "an unknown route")
+
+
 CHECKS: dict[str, Callable[[str], None]] = {
     "counter": check_counter,
     "subscription_renewals": check_subscription_renewals,
     "event_topics": check_event_topics,
     "rpc_transforms": check_rpc_transforms,
+    "image_jobs": check_image_jobs,
+    "email_queue": check_email_queue,
 }
 """Example folder name -> its check, run against the served example's base URL."""

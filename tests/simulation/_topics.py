@@ -20,7 +20,6 @@ from typing import Any
 from ._sim import Simulation
 
 TOPIC = "orders"
-PARTITIONS = 4
 GROUPS = ("billing", "search")
 KEYS = tuple(f"user-{n}" for n in range(6))
 STEPS = 150
@@ -51,7 +50,7 @@ async def run(sim: Simulation, data: Path) -> None:
         if roll < 0.2:
             await sim.advance(sim.rng.randrange(1_000, 120_000))
         elif roll < 0.3:
-            partition = f"{TOPIC}:{sim.rng.randrange(PARTITIONS)}"
+            partition = f"{TOPIC}:{sim.rng.randrange(sim.module.PARTITIONS)}"
             await sim.strike(runtime.env.PARTITIONS.get_by_name(partition))
         elif roll < 0.6:
             await _produce(sim, topic, _new_batch(sim, topic))
@@ -106,7 +105,7 @@ async def _produce(sim: Simulation, topic: Topic, batch: list[dict[str, Any]]) -
         topic.batches.append(batch)
     for partition, result in body.items():
         mine = [e for e in batch if str(_partition_of(sim, e["partitionKey"])) == partition]
-        for event, offset in zip(mine, result["offsets"], strict=True):
+        for event, offset in zip(mine, result["value"], strict=True):
             if "key" in event:
                 place = [int(partition), offset]
                 known = topic.offsets.setdefault(event["payload"], place)

@@ -114,12 +114,15 @@ def register_rows(
                     generation,
                 ]
             values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, 'pending', 'delivery', 0)"] * len(chunk))
-            written = sql.exec(
+            sql.exec(
                 "INSERT INTO durability_fanout_deliveries (id, message_key, target_id, seq, "
                 "next_attempt_at, created_at, generation_id, status, phase, attempt) "
                 f"VALUES {values} ON CONFLICT(id) DO NOTHING",
                 *bindings,
-            ).rows_written
+            )
+            # Rows inserted, from SQLite itself: Cloudflare's rows_written also counts
+            # the index entries written, so it is no row count.
+            written = next(sql.exec("SELECT changes()").raw())[0]
             if written != len(chunk):
                 raise RuntimeError("Fanout manifest and delivery state disagree")
         created.append(Registered(entry, generation))
