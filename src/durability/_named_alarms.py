@@ -26,10 +26,10 @@ from ._alarm_rows import (
     RECURRENCE_COLUMNS,
     NamedAlarmState,
     delete_pending,
-    move_to_slot,
     read_states,
     upsert,
 )
+from ._alarm_slots import SlotMover
 from ._clock import now_ms
 from ._context import Context, SqlStorage
 from ._engine import (
@@ -50,7 +50,7 @@ from ._engine import (
     given_options,
 )
 from ._errors import DurableAlarmTimeoutError, DurableCancelledError
-from ._recurrence import Recurrence, Slot, catch_up, first_cron_slot, next_slot
+from ._recurrence import Recurrence, Slot, catch_up, first_cron_slot
 from ._recurrence import cron as cron_recurrence
 from ._recurrence import every as every_recurrence
 from ._recurrence import loaded as loaded_recurrence
@@ -139,6 +139,7 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
             on_lifecycle_event=on_lifecycle_event,
             options=given_options(locals()),
         )
+        self._slots = SlotMover(self._engine, self._moved)
 
     def named(self, name: str) -> NamedAlarm:
         """The alarm object of handler `name` (the one attribute access returns)."""
@@ -247,48 +248,8 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
             asyncio.get_running_loop().call_soon(self._emit, event)
 
     async def _catch_up(self, rows: list[tuple[Any, ...]], now: int) -> list[tuple[Any, ...]]:
-        """Apply the catch-up policy to recurrences whose next slot is also due.
-
-        Only a slot no attempt has started on moves: the moved rows are written in one
-        transaction (with the alarm), and those now waiting for a future slot do not run.
-        """
-        moves: list[tuple[int, Slot, bool, str]] = []
-        for index, row in enumerate(rows):
-            recurrence = loaded_recurrence(*row[7:12])
-            if recurrence is None or int(row[4]) != 0:
-                continue
-            slot = Slot(int(row[2]), int(row[6]))
-            target, runs = catch_up(recurrence, slot, now)
-            if target != slot:
-                moves.append((index, target, runs, random_uuid()))
-        if not moves:
-            return rows
-
-        def write(sql: SqlStorage) -> list[bool]:
-            return [
-                move_to_slot(
-                    sql,
-                    rows[i][0],
-                    rows[i][1],
-                    "pending",
-                    0,
-                    generation,
-                    slot,
-                    now,
-                    keep_error=True,
-                )
-                for i, slot, _, generation in moves
-            ]
-
-        written = await self._engine.transaction(write)
-        kept: list[tuple[Any, ...] | None] = list(rows)
-        for (index, slot, runs, generation), moved in zip(moves, written, strict=True):
-            row = rows[index]
-            if moved:
-                self._moved(row[0], generation, slot, now)
-            replaced = (row[0], generation, slot.at, now, 0, row[5], slot.occurrence, *row[7:])
-            kept[index] = replaced if moved and runs else None
-        return [row for row in kept if row is not None]
+        """Recurrences whose next slot is due too move per their catch-up policy."""
+        return await self._slots.catch_up(rows, now)
 
     def _due_spec(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> ExecutionSpec:
         name, generation, scheduled_at, created_at, attempt, payload_text, occurrence = row[:7]
@@ -311,7 +272,9 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
 
         def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
             if recurrence is not None:
-                done = self._advance(sql, name, generation, recurrence, slot, "pending", attempt)
+                done = self._slots.advance(
+                    sql, name, generation, recurrence, slot, "pending", attempt
+                )
                 return now_ms() if done else None
             deleted = sql.exec(
                 "DELETE FROM durability_alarms WHERE name = ? AND generation_id = ? "
@@ -324,7 +287,7 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
 
         def on_terminal(sql: SqlStorage) -> None:
             if recurrence is not None:
-                self._advance(sql, name, generation, recurrence, slot, "failed", None)
+                self._slots.advance(sql, name, generation, recurrence, slot, "failed", None)
 
         slot = Slot(scheduled_time, 0 if occurrence is None else int(occurrence))
         return self._spec(
@@ -337,38 +300,6 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
             complete=complete,
             on_terminal=on_terminal,
         )
-
-    def _advance(
-        self,
-        sql: SqlStorage,
-        name: str,
-        generation: str,
-        recurrence: Recurrence,
-        slot: Slot,
-        status: str,
-        attempt: int | None,
-    ) -> bool:
-        """Move a recurrence whose slot settled (succeeded, or `failed` for good) on to its
-        next slot, or the one its catch-up policy picks when later slots are due too."""
-        now = now_ms()
-        following = next_slot(recurrence, slot)
-        if following.at <= now:
-            following, _ = catch_up(recurrence, following, now)
-        new_generation = random_uuid()
-        moved = move_to_slot(
-            sql,
-            name,
-            generation,
-            status,
-            attempt,
-            new_generation,
-            following,
-            now,
-            keep_error=status == "failed",
-        )
-        if moved:
-            self._moved(name, new_generation, following, now)
-        return moved
 
     def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
         """A timed-out occurrence may have had its effect: terminal unless `retry_timeouts`."""

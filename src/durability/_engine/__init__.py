@@ -12,6 +12,7 @@ and the `DurableHelper` base (`helper`).
 from __future__ import annotations
 
 from .._cloudflare import as_context
+from .engine import Engine
 from .execution import run_execution
 from .helper import DurableHelper, HandlerEntry
 from .lifecycle import (
@@ -72,6 +73,7 @@ __all__ = [
     "CancelledEvent",
     "DurabilityScheduler",
     "DurableHelper",
+    "Engine",
     "ExecutionSpec",
     "HandlerEntry",
     "HostAlarmInfo",
