@@ -26,13 +26,8 @@ def free_port() -> int:
         return port
 
 
-@contextmanager
-def served(target: str | Path, data: Path, *options: str) -> Iterator[str]:
-    """Serve `target` from `data` until the block ends; yields the base URL.
-
-    The server must come up within 30 s and exit 0 on SIGINT within 30 s.
-    """
-    port = free_port()
+def start(target: str | Path, data: Path, port: int, *options: str) -> subprocess.Popen[bytes]:
+    """Start `durability serve target` on `port`; returns once it answers HTTP (30 s at most)."""
     command = [
         str(Path(sys.executable).with_name("durability")),
         "serve",
@@ -44,27 +39,41 @@ def served(target: str | Path, data: Path, *options: str) -> Iterator[str]:
         *options,
     ]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
         try:
-            urllib.request.urlopen(f"{base}/_durability/api/objects", timeout=1).close()
-            break
+            ready = f"http://127.0.0.1:{port}/_durability/api/objects"
+            urllib.request.urlopen(ready, timeout=1).close()
+            return server
         except (urllib.error.URLError, ConnectionError):
             if server.poll() is not None or time.monotonic() > deadline:
                 server.kill()
-                pytest.fail(f"durability serve did not come up:\n{server.communicate()[0]!r}")
+                output = server.communicate()[0].decode()
+                pytest.fail(f"durability serve {target} did not come up:\n{output}")
             time.sleep(0.05)
+
+
+def stop(server: subprocess.Popen[bytes]) -> str:
+    """Stop `server` with SIGINT; it must exit 0 within 30 s. Returns its output."""
+    server.send_signal(signal.SIGINT)
     try:
-        yield base
-    finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            output = server.communicate(timeout=30)[0].decode()
-        except subprocess.TimeoutExpired:
-            server.kill()
-            raise
+        output = server.communicate(timeout=30)[0].decode()
+    except subprocess.TimeoutExpired:
+        server.kill()
+        raise
     assert server.returncode == 0, output
+    return output
+
+
+@contextmanager
+def served(target: str | Path, data: Path, *options: str) -> Iterator[str]:
+    """Serve `target` from `data` until the block ends; yields the base URL."""
+    port = free_port()
+    server = start(target, data, port, *options)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(server)
 
 
 def call(method: str, url: str) -> tuple[int, Any]:

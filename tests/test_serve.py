@@ -6,11 +6,6 @@ import asyncio
 import json
 import logging
 import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
@@ -20,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from _served import free_port, start, stop
 from conftest import START_MS
 from durability.runtime import AlarmInvocationInfo, Request, Response, Runtime
 from durability.runtime.server import WorkerApp, WorkerModule, WorkerModuleError, load_worker
@@ -259,74 +255,32 @@ def test_load_worker_missing_module(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         load_worker("needs_dep")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def _request(method: str, url: str) -> Any:
     request = urllib.request.Request(url, method=method)
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())
 
 
-def _start_server(data: Path, port: int) -> subprocess.Popen[bytes]:
-    command = [
-        str(Path(sys.executable).with_name("durability")),
-        "serve",
-        str(COUNTER),
-        "--path",
-        str(data),
-        "--port",
-        str(port),
-    ]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).close()
-            return server
-        except (urllib.error.URLError, ConnectionError):
-            if server.poll() is not None or time.monotonic() > deadline:
-                server.kill()
-                output = server.communicate()[0].decode()
-                pytest.fail(f"durability serve did not come up:\n{output}")
-            time.sleep(0.05)
-
-
-def _stop_server(server: subprocess.Popen[bytes]) -> str:
-    server.send_signal(signal.SIGINT)
-    try:
-        output = server.communicate(timeout=30)[0].decode()
-    except subprocess.TimeoutExpired:
-        server.kill()
-        raise
-    assert server.returncode == 0, output
-    return output
-
-
 @pytest.mark.skipif(os.name != "posix", reason="sends SIGINT")
 def test_real_server_serves_stops_on_sigint_and_keeps_data(tmp_path: Path) -> None:
     """`durability serve` answers HTTP, exits 0 on SIGINT, and a restart sees the data."""
     data = tmp_path / "data"
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
-    server = _start_server(data, port)
+    server = start(COUNTER, data, port)
     try:
         for _ in range(3):
             last = _request("POST", f"{base}/apples/increment")
         assert last["value"] == 3
         armed = _request("POST", f"{base}/apples/reset-in/3600")
     finally:
-        output = _stop_server(server)
+        output = stop(server)
     assert "Serving" in output
-    server = _start_server(data, port)
+    server = start(COUNTER, data, port)
     try:
         state = _request("GET", f"{base}/apples")
     finally:
-        _stop_server(server)
+        stop(server)
     assert state == {"name": "apples", "value": 3, "reset_at_ms": armed["reset_at_ms"]}
 
 
