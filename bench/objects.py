@@ -319,7 +319,7 @@ def raise_fd_limit(wanted: int) -> int:
 
 
 FsyncCounts = dict[str, dict[str, int]]
-"""Per phase: fsync + fdatasync calls by kind of file (catalog, wal, db, directory)."""
+"""Per phase: fsync + fdatasync calls by kind of file (catalog, wal, journal, db, directory)."""
 
 
 def count_fsyncs(args: argparse.Namespace) -> FsyncCounts | str:
@@ -371,6 +371,8 @@ def _parse_trace(text: str) -> FsyncCounts:
             kind = "catalog"
         elif target.endswith("-wal"):
             kind = "wal"
+        elif target.endswith("-journal"):
+            kind = "journal"
         elif target.endswith(".sqlite3"):
             kind = "db"
         else:
@@ -406,6 +408,11 @@ def main() -> None:
         help="where the memory run's objects go (default /dev/shm: fsyncs there are free, "
         "and memory per object does not depend on the disk)",
     )
+    parser.add_argument(
+        "--phases",
+        default="objects,memory,start",
+        help="comma-separated: objects (creation, deliveries, fsyncs), memory, start",
+    )
     parser.add_argument("--fsync-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.fsync_child:
@@ -416,27 +423,20 @@ def main() -> None:
     fd_limit = raise_fd_limit(3 * args.live + 1_000)
     wanted_live = args.live
     args.live = min(args.live, (fd_limit - 1_000) // 3)
+    phases = set(args.phases.split(","))
     results: dict[str, float] = {}
+    fsyncs: FsyncCounts | str = "not counted: the objects phase did not run"
     with tempfile.TemporaryDirectory(prefix="durability-objects-", dir=args.dir) as tmp:
         directory = Path(tmp)
-        rss0, _ = _settled_memory()
-        results["raw-create"], connections = raw_create(directory / "raw", args.objects)
-        results["raw-rss"] = (_settled_memory()[0] - rss0) / args.objects
-        results["raw-commit-1"] = raw_deliveries(connections, 1)
-        results["raw-commit-n"] = raw_deliveries(connections, args.threads)
-        print("raw done", file=sys.stderr)
-        results.update(asyncio.run(durability_runs(directory / "runtime", args.objects)))
-        results["raw-commit-after"] = raw_deliveries(connections, 1)
-        for connection in connections:
-            connection.close()
-        print("deliveries done", file=sys.stderr)
-        fsyncs = count_fsyncs(args)
-        print("fsync count done", file=sys.stderr)
-        with tempfile.TemporaryDirectory(prefix="durability-memory-", dir=args.memory_dir) as mem:
-            results.update(asyncio.run(memory_run(Path(mem), args.live)))
-        print("memory done", file=sys.stderr)
-        results.update(asyncio.run(start_run(directory / "start", args.start_objects)))
-        print("start done", file=sys.stderr)
+        if "objects" in phases:
+            fsyncs = objects_phase(args, directory, results)
+        if "memory" in phases:
+            with tempfile.TemporaryDirectory(prefix="durability-memory-", dir=args.memory_dir) as m:
+                results.update(asyncio.run(memory_run(Path(m), args.live)))
+            print("memory done", file=sys.stderr)
+        if "start" in phases:
+            results.update(asyncio.run(start_run(directory / "start", args.start_objects)))
+            print("start done", file=sys.stderr)
     report(args, fd_limit, results, fsyncs)
     if args.live < wanted_live:
         print(
@@ -445,10 +445,49 @@ def main() -> None:
         )
 
 
+def objects_phase(
+    args: argparse.Namespace, directory: Path, results: dict[str, float]
+) -> FsyncCounts | str:
+    """Raw and durability creation and deliveries into `results`; then count fsyncs."""
+    rss0, _ = _settled_memory()
+    results["raw-create"], connections = raw_create(directory / "raw", args.objects)
+    results["raw-rss"] = (_settled_memory()[0] - rss0) / args.objects
+    results["raw-commit-1"] = raw_deliveries(connections, 1)
+    results["raw-commit-n"] = raw_deliveries(connections, args.threads)
+    print("raw done", file=sys.stderr)
+    results.update(asyncio.run(durability_runs(directory / "runtime", args.objects)))
+    results["raw-commit-after"] = raw_deliveries(connections, 1)
+    for connection in connections:
+        connection.close()
+    print("deliveries done", file=sys.stderr)
+    fsyncs = count_fsyncs(args)
+    print("fsync count done", file=sys.stderr)
+    return fsyncs
+
+
 def report(
     args: argparse.Namespace, fd_limit: int, results: dict[str, float], fsyncs: FsyncCounts | str
 ) -> None:
-    """Print the two tables and the notes."""
+    """Print the tables of the phases that ran, and the notes."""
+    versions = f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}"
+    print(f"{versions}, WAL, synchronous=FULL, {platform.machine()}, real clock, one run")
+    if "raw-create" in results:
+        report_objects(args, results, fsyncs)
+    if "live-rss" in results or "start-False" in results:
+        report_memory_start(args, fd_limit, results)
+    if isinstance(fsyncs, str):
+        print(f"fsyncs: {fsyncs}")
+    else:
+        print(
+            f"fsyncs: a second run with {args.fsync_objects:,} objects under strace; "
+            "fsync + fdatasync calls between phase marks, per item, by the file synced."
+        )
+
+
+def report_objects(
+    args: argparse.Namespace, results: dict[str, float], fsyncs: FsyncCounts | str
+) -> None:
+    """The creation and deliveries table."""
     n = args.objects
     half = n // 2
     # The disk of a shared machine varies: raw is measured before and after durability's
@@ -528,44 +567,53 @@ def report(
             "create-100",
         ),
     ]
-    versions = f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}"
-    print(f"{versions}, WAL, synchronous=FULL, {platform.machine()}, real clock, one run")
     print()
     print("| benchmark | n | per second | vs raw | fsyncs per item (by file) |")
     print("|---|---:|---:|---:|---:|")
     for label, count, rate, base, key in rows:
         print(f"| {label} | {count:,} | {rate:,.0f} | {rate / base:.2f}x | {fsync_text(key)} |")
+
+
+def report_memory_start(args: argparse.Namespace, fd_limit: int, results: dict[str, float]) -> None:
+    """The memory and start table."""
     kib = 1024
     live = f"{args.live:,}"
-    lines = [
-        (
-            "raw sqlite3: RSS per open connection (WAL, 1 table, 1 row)",
-            f"{n:,}",
-            f"{results['raw-rss'] / kib:,.1f} KiB",
-        ),
-        (
-            "durability, live objects: RSS per object",
-            live,
-            f"{results['live-rss'] / kib:,.1f} KiB "
-            f"({results['total-live-rss'] / kib / kib:,.0f} MiB in all)",
-        ),
-        (
-            "durability, live objects: Python heap per object (tracemalloc)",
-            live,
-            f"{results['live-traced'] / kib:,.1f} KiB",
-        ),
-        (
-            "the same objects evicted (hibernated, alarm armed): RSS per object",
-            live,
-            f"{results['hibernated-rss'] / kib:,.1f} KiB",
-        ),
-        (
-            "hibernated: Python heap per object (tracemalloc)",
-            live,
-            f"{results['hibernated-traced']:,.0f} bytes",
-        ),
-    ]
+    lines = []
+    if "raw-rss" in results:
+        lines.append(
+            (
+                "raw sqlite3: RSS per open connection (WAL, 1 table, 1 row)",
+                f"{args.objects:,}",
+                f"{results['raw-rss'] / kib:,.1f} KiB",
+            )
+        )
+    if "live-rss" in results:
+        lines += [
+            (
+                "durability, live objects: RSS per object",
+                live,
+                f"{results['live-rss'] / kib:,.1f} KiB "
+                f"({results['total-live-rss'] / kib / kib:,.0f} MiB in all)",
+            ),
+            (
+                "durability, live objects: Python heap per object (tracemalloc)",
+                live,
+                f"{results['live-traced'] / kib:,.1f} KiB",
+            ),
+            (
+                "the same objects evicted (hibernated, alarm armed): RSS per object",
+                live,
+                f"{results['hibernated-rss'] / kib:,.1f} KiB",
+            ),
+            (
+                "hibernated: Python heap per object (tracemalloc)",
+                live,
+                f"{results['hibernated-traced']:,.0f} bytes",
+            ),
+        ]
     for armed, label in ((False, "no alarm"), (True, "each with an alarm armed")):
+        if f"start-{armed}" not in results:
+            continue
         lines.append(
             (
                 f"Runtime.start(), objects on disk, {label} (median of {START_ROUNDS})",
@@ -585,13 +633,6 @@ def report(
     print("allocations only (not SQLite's). A live file-backed object holds 3 files open")
     print(f"(db, -wal, -shm); the open-file limit was raised to {fd_limit:,}.")
     print(f"The memory run's files are in {args.memory_dir} (to save time: no fsync wait there).")
-    if isinstance(fsyncs, str):
-        print(f"fsyncs: {fsyncs}")
-    else:
-        print(
-            f"fsyncs: a second run with {args.fsync_objects:,} objects under strace; "
-            "fsync + fdatasync calls between phase marks, per item, by the file synced."
-        )
 
 
 if __name__ == "__main__":

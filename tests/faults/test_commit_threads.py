@@ -92,7 +92,10 @@ async def test_failed_catalog_write_fails_the_threaded_commit_that_needs_it(
     """An alarm change commits only after its catalog entry: if that write fails, so does it."""
     async with Runtime(path=tmp_path, bindings={"C": Counter}) as rt:
         stub = rt.env.C.get_by_name("c")
-        faults.fail("_catalog", "COMMIT", message="catalog write failed (injected)")
+        # A file created in this run does not wait for its entry: reopen it first.
+        assert await stub.count() == 0
+        await rt.evict(stub)
+        faults.fail("_catalog.sqlite3", "COMMIT", message="catalog write failed (injected)")
         with pytest.raises(sqlite3.OperationalError, match="injected"):
             await stub.arm(4_000_000_000_000)
         await stub.arm(4_000_000_000_000)

@@ -118,9 +118,11 @@ class AlarmDriver:
         row = read_alarm(database)
         wake_ms = row.wake_ms if row is not None else None
         self._committing[key] = wake_ms
-        if wake_ms is not None:
-            return self._catalog.lower(key, name, wake_ms)
-        return None
+        if wake_ms is None or (database.created and self._catalog.scan_finds_new_files()):
+            # A file created in this run is read at the next start after a crash: its
+            # entry need not precede the commit, it is written once settled.
+            return None
+        return self._catalog.lower(key, name, wake_ms)
 
     def _after_commit(self, key: Key, name: str | None) -> None:
         wake_ms = self._committing.pop(key, None)

@@ -15,6 +15,12 @@ corrected from them, with a warning when it had missed an alarm. After a clean c
 no object is opened; after a crash, only those the crashed run modified; with a
 catalog restored from an old copy, those modified since that copy.
 
+An object whose file was created in this run is the exception: its alarm commits do
+not wait for the catalog, whose entry follows with the settled ones. A crash before
+that entry is written cannot lose the alarm: the file is newer than the time recorded
+at this start, so the next start reads it (this holds while the clock has not gone
+back past that time; if it has, the entry is written first, as for any object).
+
 Writes are batched across objects: one transaction writes every entry changed since
 the last one. With a committer (the real clock), object commits write the entries they
 need first from their worker thread, and settled entries are written there too; a lock
@@ -113,6 +119,8 @@ class Catalog:
         """Guards `_entries` and `_dirty`, which writers in worker threads read."""
         self._writer = threading.Lock()
         """One writer of the catalog file at a time."""
+        self._agreed_ns: int | None = None
+        """When this run recorded that the catalog agrees with every object."""
 
     def open(self, loop: asyncio.AbstractEventLoop, committer: Executor | None = None) -> None:
         """Open the catalog file (if any), load its entries, correct them from the objects.
@@ -143,7 +151,12 @@ class Catalog:
             if not any(object_files(file.parent, None)):
                 problem = None
         self._reconcile(file.parent, agreed_ns, problem)
-        _record_agreement(connection)
+        self._agreed_ns = _record_agreement(connection)
+
+    def scan_finds_new_files(self) -> bool:
+        """Whether an object file created now would be read by the start after a crash:
+        it is newer than the agreement this run recorded (the clock did not go back)."""
+        return self._agreed_ns is not None and time.time_ns() >= self._agreed_ns
 
     def _load(self, file: Path) -> tuple[sqlite3.Connection, int | None]:
         """Open `file`, read its entries and when it last agreed with every object (close
@@ -308,13 +321,15 @@ class Catalog:
                     connection.close()
 
 
-def _record_agreement(connection: sqlite3.Connection) -> None:
-    """Durably note that the catalog agrees with every object as of now."""
+def _record_agreement(connection: sqlite3.Connection) -> int:
+    """Durably note that the catalog agrees with every object as of now (returned)."""
+    now_ns = time.time_ns()
     connection.execute(
         "INSERT INTO meta (key, value) VALUES ('agreed_ns', ?)"
         " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        (time.time_ns(),),
+        (now_ns,),
     )
+    return now_ns
 
 
 def _set_aside(file: Path) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 
 from ._sql import Cursor
 
-_PRIVATE_TABLES = (
+PRIVATE_TABLES = (
     "CREATE TABLE IF NOT EXISTS _durability_kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
     " WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS _durability_alarm ("
@@ -77,8 +77,12 @@ class Database:
         loop: asyncio.AbstractEventLoop,
         file: Path | None,
         committer: Executor | None = None,
+        *,
+        created: bool = False,
     ) -> None:
         self.file = file
+        self.created = created
+        """This connection created the file (so it is newer than the runtime's start)."""
         self.commits = 0
         self.alarm_changed = False
         self.before_commit: PrepareHook | None = None
@@ -109,12 +113,12 @@ class Database:
         """
         connection = self._conn()
         if connection.in_transaction:
-            for statement in _PRIVATE_TABLES:
+            for statement in PRIVATE_TABLES:
                 connection.execute(statement)
             return
         connection.execute("BEGIN")
         try:
-            for statement in _PRIVATE_TABLES:
+            for statement in PRIVATE_TABLES:
                 connection.execute(statement)
             connection.execute("COMMIT")
         except BaseException:
