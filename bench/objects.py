@@ -373,7 +373,7 @@ def _parse_trace(text: str) -> FsyncCounts:
             kind = "wal"
         elif target.endswith("-journal"):
             kind = "journal"
-        elif target.endswith(".sqlite3"):
+        elif target.endswith((".sqlite3", ".sqlite3-new")):
             kind = "db"
         else:
             kind = "directory"
