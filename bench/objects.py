@@ -9,7 +9,9 @@ Everything runs on real files (WAL, synchronous=FULL) and the real clock, in one
   each `alarm()` inserts one row and waits for it to be durable (`storage.sync()`). Once
   with the objects live (open), once after a restart (every object hibernated, its alarm
   overdue when the runtime starts). Beside them raw sqlite3 committing one row in each of
-  as many already-open files, one after another, and the same from 8 threads.
+  as many already-open files, one after another, and the same from 8 threads; and raw
+  sqlite3 opening each closed file and committing one row in it (what a delivery after
+  a restart cannot do with less: a new WAL in each file).
 - creation: a first call to each new object, which creates a table and sets its alarm,
   vs raw sqlite3 creating the file, its table and one row.
 - fsyncs: the same phases run again in a child process under
@@ -167,6 +169,26 @@ def raw_deliveries(connections: list[sqlite3.Connection], threads: int) -> float
             with ThreadPoolExecutor(threads) as pool:
                 list(pool.map(lambda part: [_commit_one(c, 0) for c in part], slices))
         return time.perf_counter() - started
+
+
+def raw_reopen(directory: Path, count: int) -> float:
+    """Seconds to open each closed file and commit one row in it, in turn (its WAL is
+    created anew); the files are then closed (checkpointed) outside the timing."""
+    connections = []
+    with phase("raw-reopen"):
+        started = time.perf_counter()
+        for number in range(count):
+            connection = sqlite3.connect(
+                directory / f"{number}.sqlite3", isolation_level=None, check_same_thread=False
+            )
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=FULL")
+            _commit_one(connection, number)
+            connections.append(connection)
+        elapsed = time.perf_counter() - started
+        for connection in connections:
+            connection.close()
+    return elapsed
 
 
 async def _in_batches(count: int, call: Callable[[int], Any], concurrency: int) -> None:
@@ -389,6 +411,7 @@ def fsync_child(args: argparse.Namespace) -> None:
     raw_deliveries(connections, 1)
     for connection in connections:
         connection.close()
+    raw_reopen(directory / "raw", args.objects)
     asyncio.run(durability_runs(directory / "runtime", args.objects))
 
 
@@ -459,6 +482,7 @@ def objects_phase(
     results["raw-commit-after"] = raw_deliveries(connections, 1)
     for connection in connections:
         connection.close()
+    results["raw-reopen"] = raw_reopen(directory / "raw", args.objects)
     print("deliveries done", file=sys.stderr)
     fsyncs = count_fsyncs(args)
     print("fsync count done", file=sys.stderr)
@@ -503,6 +527,7 @@ def report_objects(
         "create-100": args.fsync_objects - args.fsync_objects // 2,
         "deliver-live": args.fsync_objects,
         "deliver-restart": args.fsync_objects,
+        "raw-reopen": args.fsync_objects,
     }
 
     def fsync_text(key: str) -> str:
@@ -544,6 +569,13 @@ def report_objects(
             n / results["deliver-restart"],
             raw_rate,
             "deliver-restart",
+        ),
+        (
+            "raw sqlite3: open each closed file, commit 1 row (close untimed), in turn",
+            n,
+            n / results["raw-reopen"],
+            raw_rate,
+            "raw-reopen",
         ),
         (
             "raw sqlite3: create file, table + 1 row in one commit",
