@@ -13,7 +13,8 @@ Everything runs on real files (WAL, synchronous=FULL) and the real clock, in one
   sqlite3 opening each closed file and committing one row in it (what a delivery after
   a restart cannot do with less: a new WAL in each file).
 - creation: a first call to each new object, which creates a table and sets its alarm,
-  vs raw sqlite3 creating the file, its table and one row.
+  vs raw sqlite3 creating the file, its table and one row (before and after the
+  runtime's phases, as the disk drifts; compared with the mean).
 - fsyncs: the same phases run again in a child process under
   `strace -f -e trace=fsync,fdatasync`; the child marks each phase's start and end with
   an `access()` of a path that cannot exist, so the fsyncs (and fdatasyncs) of SQLite's
@@ -145,11 +146,13 @@ def _commit_one(connection: sqlite3.Connection, at: int) -> None:
     connection.execute("COMMIT")
 
 
-def raw_create(directory: Path, count: int) -> tuple[float, list[sqlite3.Connection]]:
+def raw_create(
+    directory: Path, count: int, name: str = "raw-create"
+) -> tuple[float, list[sqlite3.Connection]]:
     """Seconds to create `count` files, each with its table and one committed row."""
     directory.mkdir(parents=True)
     connections = []
-    with phase("raw-create"):
+    with phase(name):
         started = time.perf_counter()
         for number in range(count):
             connections.append(_create_raw(directory / f"{number}.sqlite3", number))
@@ -483,6 +486,11 @@ def objects_phase(
     for connection in connections:
         connection.close()
     results["raw-reopen"] = raw_reopen(directory / "raw", args.objects)
+    results["raw-create-after"], connections = raw_create(
+        directory / "raw-after", args.objects, "raw-create-after"
+    )
+    for connection in connections:
+        connection.close()
     print("deliveries done", file=sys.stderr)
     fsyncs = count_fsyncs(args)
     print("fsync count done", file=sys.stderr)
@@ -519,7 +527,9 @@ def report_objects(
     raw_before = n / results["raw-commit-1"]
     raw_after = n / results["raw-commit-after"]
     raw_rate = (raw_before + raw_after) / 2
-    raw_create_rate = n / results["raw-create"]
+    raw_create_before = n / results["raw-create"]
+    raw_create_after = n / results["raw-create-after"]
+    raw_create_rate = (raw_create_before + raw_create_after) / 2
     fsync_items = {
         "raw-create": args.fsync_objects,
         "raw-commit-1": args.fsync_objects,
@@ -578,7 +588,8 @@ def report_objects(
             "raw-reopen",
         ),
         (
-            "raw sqlite3: create file, table + 1 row in one commit",
+            f"raw sqlite3: create file, table + 1 row in one commit (mean of "
+            f"{raw_create_before:,.0f} before and {raw_create_after:,.0f} after)",
             n,
             raw_create_rate,
             raw_create_rate,
