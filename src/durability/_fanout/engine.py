@@ -113,6 +113,10 @@ class FanoutEngine:
         """
         return self._engine.transaction_sync(write)
 
+    async def sync(self) -> None:
+        """Wait until every write made so far is durable (raises if their commit failed)."""
+        await self._engine.storage.sync()
+
     async def acquire_permit(self) -> Release:
         """A permit of the scheduler's shared FIFO pool; `waiting` counts the waiters."""
         permits = self._engine.permits
