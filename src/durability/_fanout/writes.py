@@ -82,51 +82,55 @@ def register_rows(
             ).raw()
         )[0]
     )
-    created: list[Registered] = []
-    for seq, entry in enumerate(entries, end - len(entries)):
-        generation = random_id()
-        inserted = sql.exec(
-            "INSERT INTO durability_fanout_messages (key, id, payload, targets, remaining, "
-            "seq, created_at, generation_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT(key) DO NOTHING",
-            entry.key,
-            entry.id,
-            entry.payload,
-            targets_text,
-            len(targets),
-            seq,
-            now,
-            generation,
-        ).rows_written
-        if not inserted:
-            _check_duplicate(sql, entry, targets_text)
-            continue
-        for chunk in _chunks(targets, 7):
-            bindings: list[SqlValue] = []
-            for target in chunk:
-                bindings += [
-                    json_pair(entry.key, target),
-                    entry.key,
-                    target,
-                    seq,
-                    first_attempt_at,
-                    now,
-                    generation,
-                ]
-            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, 'pending', 'delivery', 0)"] * len(chunk))
-            sql.exec(
-                "INSERT INTO durability_fanout_deliveries (id, message_key, target_id, seq, "
-                "next_attempt_at, created_at, generation_id, status, phase, attempt) "
-                f"VALUES {values} ON CONFLICT(id) DO NOTHING",
+    fresh: list[Registered] = []
+    seqs: dict[str, int] = {}
+    first_seq = end - len(entries)
+    for offset, chunk in _offset_chunks(entries, 8):
+        bindings: list[SqlValue] = []
+        generations: list[str] = []
+        for index, entry in enumerate(chunk, first_seq + offset):
+            generation = random_id()
+            generations.append(generation)
+            bindings += [entry.key, entry.id, entry.payload, targets_text, len(targets)]
+            bindings += [index, now, generation]
+        inserted = {
+            str(row[0])
+            for row in sql.exec(
+                "INSERT INTO durability_fanout_messages (key, id, payload, targets, remaining, "
+                f"seq, created_at, generation_id) {_values(len(chunk), 8)} "
+                "ON CONFLICT(key) DO NOTHING RETURNING key",
                 *bindings,
-            )
-            # Rows inserted, from SQLite itself: Cloudflare's rows_written also counts
-            # the index entries written, so it is no row count.
-            written = next(sql.exec("SELECT changes()").raw())[0]
-            if written != len(chunk):
-                raise RuntimeError("Fanout manifest and delivery state disagree")
-        created.append(Registered(entry, generation))
-    return created
+            ).raw()
+        }
+        for index, (entry, generation) in enumerate(zip(chunk, generations, strict=True)):
+            if entry.key in inserted and entry.key not in seqs:
+                seqs[entry.key] = first_seq + offset + index
+                fresh.append(Registered(entry, generation))
+            else:
+                _check_duplicate(sql, entry, targets_text)
+    rows = [(registered, target) for registered in fresh for target in targets]
+    for chunk_rows in _chunks(rows, 7):
+        bindings = []
+        for registered, target in chunk_rows:
+            key = registered.entry.key
+            bindings += [json_pair(key, target), key, target, seqs[key], first_attempt_at, now]
+            bindings.append(registered.generation)
+        # No ON CONFLICT: a delivery row left without its manifest is a broken invariant,
+        # and the constraint error rolls the whole enqueue back.
+        sql.exec(
+            "INSERT INTO durability_fanout_deliveries (id, message_key, target_id, seq, "
+            "next_attempt_at, created_at, generation_id, status, phase, attempt) VALUES "
+            + ", ".join(["(?, ?, ?, ?, ?, ?, ?, 'pending', 'delivery', 0)"] * len(chunk_rows)),
+            *bindings,
+        )
+    return fresh
+
+
+def _offset_chunks(items: Sequence[Item], width: int) -> Iterator[tuple[int, Sequence[Item]]]:
+    """`_chunks` with the offset of each chunk's first item."""
+    size = max(1, MAX_PARAMETERS // width)
+    for start in range(0, len(items), size):
+        yield start, items[start : start + size]
 
 
 def _check_duplicate(sql: SqlStorage, entry: NewMessage, targets_text: str) -> None:
@@ -178,12 +182,16 @@ def remove_rows(sql: SqlStorage, rows: Sequence[Delivery]) -> set[str]:
             where = f"key IN ({marks}) AND (key, generation_id) IN ({_values(len(group), 2)})"
             keys: list[SqlValue] = [key for key, _ in group]
             keys += [value for manifest in group for value in manifest]
-            sql.exec(
-                f"UPDATE durability_fanout_messages SET remaining = remaining - ? WHERE {where}",
+            released = sql.exec(
+                f"UPDATE durability_fanout_messages SET remaining = remaining - ? WHERE {where} "
+                "RETURNING key, remaining",
                 count,
                 *keys,
             )
-            sql.exec(
-                f"DELETE FROM durability_fanout_messages WHERE remaining <= 0 AND {where}", *keys
-            )
+            finished: list[SqlValue] = [key for key, left in released.raw() if left <= 0]
+            # Only a manifest no target owes any more is deleted (by key: this very
+            # transaction just matched its generation).
+            for done in _chunks(finished, 1):
+                marks = ", ".join("?" * len(done))
+                sql.exec(f"DELETE FROM durability_fanout_messages WHERE key IN ({marks})", *done)
     return removed
