@@ -117,7 +117,7 @@ async def test_rows_are_plain_dicts_with_none_and_bytes(ctx: Any) -> None:
     ]
     assert sql.exec("SELECT v FROM t WHERE k = 'c'").one() == {"v": 7}
     assert list(sql.exec("SELECT k FROM t WHERE k > 'a' ORDER BY k").raw()) == [("b",), ("c",)]
-    assert sql.exec("DELETE FROM t WHERE k = 'a'").rows_written == 1
+    assert sql.exec("DELETE FROM t WHERE k = 'a'").rows_written == 2
 
 
 async def test_raw_rows_are_not_subscriptable_under_the_builtin_sdk(ctx: Any, flavour: str) -> None:
@@ -155,12 +155,12 @@ async def test_rows_written_counts_index_entries_too(ctx: Any) -> None:
     """As on Cloudflare, `rows_written` counts every index entry a write made, not rows."""
     sql = table(ctx)
     sql.exec("CREATE INDEX IF NOT EXISTS t_v ON t (v)")
-    # Two rows, each with an entry in t_v.
-    assert sql.exec("INSERT INTO t VALUES ('a', 1), ('b', 2)").rows_written == 4
+    # Two rows, each with an entry in the primary key's index and in t_v.
+    assert sql.exec("INSERT INTO t VALUES ('a', 1), ('b', 2)").rows_written == 6
     assert sql.exec("UPDATE t SET v = 3 WHERE k = 'a'").rows_written == 2
-    assert sql.exec("UPDATE t SET k = 'c' WHERE k = 'b'").rows_written == 1
+    assert sql.exec("UPDATE t SET k = 'c' WHERE k = 'b'").rows_written == 2
     assert sql.exec("INSERT INTO t VALUES ('a', 1) ON CONFLICT (k) DO NOTHING").rows_written == 0
-    assert sql.exec("DELETE FROM t").rows_written == 4
+    assert sql.exec("DELETE FROM t").rows_written == 6
 
 
 async def test_fanout_enqueues_and_delivers_on_a_raw_ctx(ctx: Any) -> None:
