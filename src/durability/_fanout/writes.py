@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from .._context import SqlStorage
@@ -59,40 +60,52 @@ def _fence_bindings(rows: Sequence[Delivery]) -> list[SqlValue]:
     return bindings
 
 
-def register_rows(
-    sql: SqlStorage,
-    entries: Sequence[NewMessage],
-    targets: Sequence[str],
-    now: int,
-    first_attempt_at: int,
-) -> list[Registered]:
-    """Insert a manifest and one delivery per target for each new entry; the new entries.
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """One enqueue's checked entries, its sorted targets and its timestamps."""
 
-    A stored key (or one repeated in the batch) with the same id, body and targets is
-    skipped; with different ones `FanoutEnqueueError` rolls the whole batch back.
+    entries: Sequence[NewMessage]
+    targets: Sequence[str]
+    now: int
+    first_attempt_at: int
+
+
+def register_rows(sql: SqlStorage, requests: Sequence[Registration]) -> list[list[Registered]]:
+    """Insert a manifest and one delivery per target for each new entry of each request,
+    in order; the new entries of each request.
+
+    A stored key (or one repeated earlier) with the same id, body and targets is
+    skipped; with different ones `FanoutEnqueueError` is raised (the caller's
+    transaction then rolls everything back).
     """
-    targets_text = to_json_text(list(targets))
-    # Reserved for the whole batch up front; a skipped duplicate leaves a harmless gap.
+    count = sum(len(request.entries) for request in requests)
+    # Reserved for every entry up front; a skipped duplicate leaves a harmless gap.
     end = int(
         next(
             sql.exec(
                 "UPDATE durability_fanout_seq SET next_seq = next_seq + ? WHERE id = 1 "
                 "RETURNING next_seq",
-                len(entries),
+                count,
             ).raw()
         )[0]
     )
-    fresh: list[Registered] = []
-    seqs: dict[str, int] = {}
-    first_seq = end - len(entries)
-    for offset, chunk in _offset_chunks(entries, 8):
+    items = [
+        (request, entry, to_json_text(list(request.targets)))
+        for request in requests
+        for entry in request.entries
+    ]
+    first_seq = end - count
+    fresh: dict[int, list[Registered]] = {id(request): [] for request in requests}
+    new_rows: list[tuple[Registration, Registered, int]] = []
+    seen: set[str] = set()
+    for offset, chunk in _offset_chunks(items, 8):
         bindings: list[SqlValue] = []
         generations: list[str] = []
-        for index, entry in enumerate(chunk, first_seq + offset):
+        for seq, (request, entry, targets_text) in enumerate(chunk, first_seq + offset):
             generation = random_id()
             generations.append(generation)
-            bindings += [entry.key, entry.id, entry.payload, targets_text, len(targets)]
-            bindings += [index, now, generation]
+            bindings += [entry.key, entry.id, entry.payload, targets_text]
+            bindings += [len(request.targets), seq, request.now, generation]
         inserted = {
             str(row[0])
             for row in sql.exec(
@@ -102,19 +115,23 @@ def register_rows(
                 *bindings,
             ).raw()
         }
-        for index, (entry, generation) in enumerate(zip(chunk, generations, strict=True)):
-            if entry.key in inserted and entry.key not in seqs:
-                seqs[entry.key] = first_seq + offset + index
-                fresh.append(Registered(entry, generation))
+        for seq, ((request, entry, targets_text), generation) in enumerate(
+            zip(chunk, generations, strict=True), first_seq + offset
+        ):
+            if entry.key in inserted and entry.key not in seen:
+                seen.add(entry.key)
+                registered = Registered(entry, generation)
+                fresh[id(request)].append(registered)
+                new_rows.append((request, registered, seq))
             else:
                 _check_duplicate(sql, entry, targets_text)
-    rows = [(registered, target) for registered in fresh for target in targets]
+    rows = [(request, new, seq, t) for request, new, seq in new_rows for t in request.targets]
     for chunk_rows in _chunks(rows, 7):
         bindings = []
-        for registered, target in chunk_rows:
+        for request, registered, seq, target in chunk_rows:
             key = registered.entry.key
-            bindings += [json_pair(key, target), key, target, seqs[key], first_attempt_at, now]
-            bindings.append(registered.generation)
+            bindings += [json_pair(key, target), key, target, seq, request.first_attempt_at]
+            bindings += [request.now, registered.generation]
         # No ON CONFLICT: a delivery row left without its manifest is a broken invariant,
         # and the constraint error rolls the whole enqueue back.
         sql.exec(
@@ -123,7 +140,7 @@ def register_rows(
             + ", ".join(["(?, ?, ?, ?, ?, ?, ?, 'pending', 'delivery', 0)"] * len(chunk_rows)),
             *bindings,
         )
-    return fresh
+    return [fresh[id(request)] for request in requests]
 
 
 def _offset_chunks(items: Sequence[Item], width: int) -> Iterator[tuple[int, Sequence[Item]]]:
