@@ -402,6 +402,20 @@ def _strace_calls(summary: str) -> int:
     return 0
 
 
+def raw_commit_us(directory: Path, commits: int = 500) -> float:
+    """Microseconds per raw sqlite3 commit of one row (WAL, synchronous=FULL): the disk's floor."""
+    connection = sqlite3.connect(directory / "raw.sqlite3", isolation_level=None)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=FULL")
+    connection.execute("CREATE TABLE tasks (id INTEGER PRIMARY KEY, body TEXT)")
+    started = time.perf_counter()
+    for _ in range(commits):
+        connection.execute("INSERT INTO tasks (body) VALUES ('{}')")
+    seconds = time.perf_counter() - started
+    connection.close()
+    return seconds / commits * 1e6
+
+
 def _percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
@@ -431,6 +445,7 @@ def main() -> None:
     results: dict[tuple[str, str], dict[str, Any]] = {}
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="durability-peers-", dir=args.dir) as tmp:
+        raw_us = raw_commit_us(Path(tmp))
         for mode, names, tasks in (
             ("immediate", IMMEDIATE, args.tasks),
             ("delayed", DELAYED, args.delayed),
@@ -440,7 +455,7 @@ def main() -> None:
                     continue
                 results[(name, mode)] = run_child(name, mode, tasks, Path(tmp), args.fsyncs)
                 print(f"{name} {mode} done", file=sys.stderr)
-    report(args, results, (load, os.getloadavg()[0]))
+    report(args, results, (load, os.getloadavg()[0]), raw_us)
 
 
 def _rate(result: dict[str, Any], tasks: int) -> float:
@@ -462,6 +477,7 @@ def report(
     args: argparse.Namespace,
     results: dict[tuple[str, str], dict[str, Any]],
     load: tuple[float, float],
+    raw_us: float,
 ) -> None:
     """The table (rates and ratios), then how each system was configured."""
     versions = f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}"
@@ -499,6 +515,11 @@ def report(
                 f"| {fsyncs} | {late_text} |"
             )
     print()
+    print(
+        f"raw sqlite3 in the same run: one commit of one row (WAL, synchronous=FULL) takes "
+        f"{raw_us:,.0f} us, so a system doing 2 commits per task tops out near "
+        f"{1e6 / raw_us / 2:,.0f} tasks/s on this disk"
+    )
     for mode in ("immediate", "delayed"):
         tasks = args.tasks if mode == "immediate" else args.delayed
         ours, theirs = (
