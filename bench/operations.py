@@ -15,6 +15,8 @@ Everything runs in one process on real files (WAL, synchronous=FULL) and the rea
   to show how much of the cost is the permit limit.
 - named-alarm schedule cost with 1,000 vs 100,000 other occurrences pending (those are
   inserted with SQL to set up quickly; the measured calls go through the API).
+- CPU per operation on the in-memory runtime (process time, register -> completed,
+  default permits), beside the runtime's own floor: a stub call inserting one row.
 - lateness of near-term named alarms (due within the min delay, so served by the
   in-memory timer): time the handler starts minus the scheduled time, p50/p99.
 """
@@ -95,6 +97,18 @@ class OperationsBench(DurableObject):
 
     async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
         await self.durability.alarm(info)
+
+
+class InsertFloor(DurableObject):
+    """The runtime's own floor: a stub call that inserts one row and nothing else."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS floor (id TEXT PRIMARY KEY)")
+
+    async def register(self, id: str) -> None:
+        """Insert row `id` (durable when the call returns, through the output gate)."""
+        self.ctx.storage.sql.exec("INSERT INTO floor (id) VALUES (?)", id)
 
 
 class ScheduleBench(DurableObject):
@@ -232,6 +246,28 @@ async def bench_operations(
         return elapsed
 
 
+async def cpu_per_call(binding: type[DurableObject], operations: int, callers: int) -> float:
+    """Process CPU seconds per call of `callers` concurrent callers making `operations`
+    `register` calls on one in-memory object (for operations: until all completed)."""
+    settings.alarm_concurrency = 10
+    async with Runtime(bindings={"OBJ": binding}) as rt:
+        bench = rt.env.OBJ.get_by_name("cpu")
+        operations_bench = binding is OperationsBench
+        if operations_bench:
+            await bench.expect(operations)
+        ids = iter(range(operations))
+
+        async def caller() -> None:
+            for number in ids:
+                await bench.register(f"op-{number}")
+
+        started = time.process_time()
+        await asyncio.gather(*(caller() for _ in range(callers)))
+        if operations_bench:
+            assert await bench.wait_completed() == operations
+        return (time.process_time() - started) / operations
+
+
 async def bench_schedule(directory: Path, pending: int) -> float:
     """Seconds for PROBES schedule calls with `pending` other occurrences pending."""
     async with Runtime(path=directory / "schedule", bindings={"S": ScheduleBench}) as rt:
@@ -289,6 +325,7 @@ def main() -> None:
     raw_one: list[float] = []
     raw_batched: list[float] = []
     runtime: dict[int, list[float]] = {concurrency: [] for concurrency in concurrencies}
+    cpu: dict[str, list[float]] = {"operations": [], "floor": []}
     with tempfile.TemporaryDirectory(prefix="durability-bench-", dir=args.dir) as tmp:
         directory = Path(tmp)
         for round_number in range(args.rounds):
@@ -307,6 +344,12 @@ def main() -> None:
                         )
                     )
                 )
+            cpu["floor"].append(
+                asyncio.run(cpu_per_call(InsertFloor, args.operations, args.callers))
+            )
+            cpu["operations"].append(
+                asyncio.run(cpu_per_call(OperationsBench, args.operations, args.callers))
+            )
             print(f"round {round_number + 1} of {args.rounds} done", file=sys.stderr)
         schedule = {n: asyncio.run(bench_schedule(directory, n)) for n in (1_000, 100_000)}
         print("schedule cost done", file=sys.stderr)
@@ -336,6 +379,22 @@ def main() -> None:
                 f"{text}, {rate / raw_rate:.1f}x",
             )
         )
+    floor_us = statistics.median(cpu["floor"]) * 1e6
+    operations_us = statistics.median(cpu["operations"]) * 1e6
+    rows.append(
+        (
+            "in-memory runtime, CPU per call: a stub call inserting one row (the floor)",
+            f"{args.operations:,}",
+            f"{floor_us:.1f} us",
+        )
+    )
+    rows.append(
+        (
+            "in-memory runtime, CPU per operation: register -> completed, alarm_concurrency=10",
+            f"{args.operations:,}",
+            f"{operations_us:.1f} us ({operations_us - floor_us:.1f} us over the floor)",
+        )
+    )
     rows.extend(
         (
             f"named alarm schedule, {pending:,} other occurrences pending",

@@ -169,6 +169,15 @@ _COMPLETE = (
     "AND +status = 'pending' RETURNING id"
 )
 
+_COMPLETE_ALIKE = (
+    "WITH c(id, generation_id, attempt) AS (VALUES {rows}) "
+    "UPDATE durability_calls SET status = 'completed', completed_at = ?, result = ? "
+    "WHERE id IN (SELECT id FROM c) "
+    "AND (id, generation_id, attempt) IN (SELECT id, generation_id, attempt FROM c) "
+    "AND +status = 'pending' RETURNING id"
+)
+"""`_COMPLETE` for rows that all store the same result (no per-row lookup of it)."""
+
 
 def complete_calls(
     sql: SqlStorage, done: Sequence[tuple[ExecutionSpec, int, Any]], completed_at: int
@@ -190,9 +199,17 @@ def complete_calls(
     for first in range(0, len(writes), _COMPLETE_CHUNK):
         chunk = writes[first : first + _COMPLETE_CHUNK]
         size = padded(len(chunk))
-        bindings: list[SqlValue] = [value for write in chunk for value in write[1:]]
-        bindings.extend([None] * (4 * (size - len(chunk))))
-        cursor = sql.exec(_COMPLETE.format(rows=value_rows(4, size)), *bindings, completed_at)
+        text = chunk[0][4]
+        if all(write[4] == text for write in chunk):
+            bindings: list[SqlValue] = [value for write in chunk for value in write[1:4]]
+            bindings.extend([None] * (3 * (size - len(chunk))))
+            query = _COMPLETE_ALIKE.format(rows=value_rows(3, size))
+            cursor = sql.exec(query, *bindings, completed_at, text)
+        else:
+            bindings = [value for write in chunk for value in write[1:]]
+            bindings.extend([None] * (4 * (size - len(chunk))))
+            query = _COMPLETE.format(rows=value_rows(4, size))
+            cursor = sql.exec(query, *bindings, completed_at)
         won = {row[0] for row in cursor.raw()}
         for index, key, *_ in chunk:
             if key in won:
