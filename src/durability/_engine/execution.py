@@ -115,6 +115,9 @@ async def _execute(engine: Engine, spec: ExecutionSpec, gate: _Gate) -> None:
             return
         signal = AbortSignal()
         gate.entry.signal = signal
+        # A host may commit off the loop: wait, so a handler that takes the process down
+        # has its attempt counted all the same.
+        await engine.storage.sync()
         ended = await _run(engine, spec, gate, attempt, signal, _NOT_CALLED)
         await _settle(engine, spec, attempt, started_at, ended)
     finally:
