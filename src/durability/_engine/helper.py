@@ -49,7 +49,7 @@ _Shared = tuple[
 ]
 """Per handler name: its policy, label, exhausted and timeout errors, terminal rule."""
 
-DUE_BATCH = 500
+DUE_BATCH = 100
 """How many due rows of one table an alarm pass reads and runs."""
 
 
