@@ -7,8 +7,10 @@ Everything runs in one process on real files (WAL, synchronous=FULL) and the rea
 - register -> completed throughput: concurrent callers register no-op operations on
   ONE file-backed object (each call returns once the registration is durable); the
   clock stops when the last one is completed. Beside it, raw sqlite3 doing the same
-  row work (insert, claim, complete) with one fsynced commit per operation, and the
-  same batched 100 operations per commit. Each is measured `--rounds` times (a fresh
+  row work (insert, claim, complete) with one fsynced commit per operation, the same
+  batched 100 operations per commit, and batched `--alarm-concurrency` operations per
+  commit (as many as one batch of permits runs: a claim must be committed before its
+  handler starts, so that is the most operations one commit can finish). Each is measured `--rounds` times (a fresh
   database each time) and reported as the median with the range, because a shared
   machine's disk and CPU vary a lot between runs. The object runs with the default
   `alarm_concurrency` (10) and, as a second row, with `--wide-concurrency` permits,
@@ -189,7 +191,8 @@ _CREATE_CALLS = (
 
 def bench_raw(directory: Path, operations: int, per_commit: int) -> float:
     """Seconds for raw sqlite3 to insert, claim and complete `operations` rows."""
-    connection = sqlite3.connect(directory / f"raw-{per_commit}.sqlite3", isolation_level=None)
+    file = directory / f"raw-{per_commit}-{time.monotonic_ns()}.sqlite3"
+    connection = sqlite3.connect(file, isolation_level=None)
     try:
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=FULL")
@@ -324,6 +327,7 @@ def main() -> None:
         concurrencies.append(args.wide_concurrency)
     raw_one: list[float] = []
     raw_batched: list[float] = []
+    raw_permits: list[float] = []
     runtime: dict[int, list[float]] = {concurrency: [] for concurrency in concurrencies}
     cpu: dict[str, list[float]] = {"operations": [], "floor": []}
     with tempfile.TemporaryDirectory(prefix="durability-bench-", dir=args.dir) as tmp:
@@ -333,6 +337,7 @@ def main() -> None:
             here.mkdir()
             raw_one.append(bench_raw(here, args.raw_operations, 1))
             raw_batched.append(bench_raw(here, args.operations, 100))
+            raw_permits.append(bench_raw(here, args.operations, args.alarm_concurrency))
             for concurrency in concurrencies:
                 runtime[concurrency].append(
                     asyncio.run(
@@ -357,6 +362,7 @@ def main() -> None:
 
     raw_rate, raw_text = _rates(args.raw_operations, raw_one)
     batched_rate, batched_text = _rates(args.operations, raw_batched)
+    permits_rate, permits_text = _rates(args.operations, raw_permits)
     rows = [
         (
             "raw sqlite3: insert, claim, complete; 1 commit per op",
@@ -367,6 +373,11 @@ def main() -> None:
             "raw sqlite3: the same, 100 ops per commit",
             f"{args.operations:,}",
             f"{batched_text}, {batched_rate / raw_rate:.1f}x",
+        ),
+        (
+            f"raw sqlite3: the same, {args.alarm_concurrency} ops per commit (one permit batch)",
+            f"{args.operations:,}",
+            f"{permits_text}, {permits_rate / raw_rate:.1f}x",
         ),
     ]
     for concurrency, seconds in runtime.items():

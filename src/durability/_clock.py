@@ -32,24 +32,39 @@ WALL_CLOCK = WallClock()
 _bound: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Clock] = weakref.WeakKeyDictionary()
 
 
+_last: tuple[weakref.ref[asyncio.AbstractEventLoop] | None, Clock] = (None, WALL_CLOCK)
+"""The loop last asked about (weakly) and its clock: a program runs on one loop at a
+time, so most lookups need no dictionary."""
+
+
 def bind_clock(loop: asyncio.AbstractEventLoop, clock: Clock) -> None:
     """Make `clock` the time source of code running on `loop`."""
+    global _last
     _bound[loop] = clock
+    _last = (None, WALL_CLOCK)
 
 
 def unbind_clock(loop: asyncio.AbstractEventLoop, clock: Clock) -> None:
     """Forget `clock` for `loop` if it is still the one bound there."""
+    global _last
     if _bound.get(loop) is clock:
         del _bound[loop]
+    _last = (None, WALL_CLOCK)
 
 
 def current_clock() -> Clock:
     """The clock bound to the running loop, else the wall clock."""
+    global _last
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return WALL_CLOCK
-    return _bound.get(loop, WALL_CLOCK)
+    last, clock = _last
+    if last is not None and last() is loop:
+        return clock
+    clock = _bound.get(loop, WALL_CLOCK)
+    _last = (weakref.ref(loop), clock)
+    return clock
 
 
 def now_ms() -> int:
