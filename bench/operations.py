@@ -10,11 +10,11 @@ Everything runs in one process on real files (WAL, synchronous=FULL) and the rea
   row work (insert, claim, complete) with one fsynced commit per operation, the same
   batched 100 operations per commit, and batched `--alarm-concurrency` operations per
   commit (as many as one batch of permits runs: a claim must be committed before its
-  handler starts, so that is the most operations one commit can finish). Each is measured `--rounds` times (a fresh
-  database each time) and reported as the median with the range, because a shared
-  machine's disk and CPU vary a lot between runs. The object runs with the default
-  `alarm_concurrency` (10) and, as a second row, with `--wide-concurrency` permits,
-  to show how much of the cost is the permit limit.
+  handler starts, so that is the most operations one commit can finish). Each is
+  measured `--rounds` times (a fresh database each time) and reported as the median
+  with the range, because a shared machine's disk and CPU vary a lot between runs.
+  The object runs with the default `alarm_concurrency` (10) and, as a second row,
+  with `--wide-concurrency` permits, to show how much of the cost is the permit limit.
 - named-alarm schedule cost with 1,000 vs 100,000 other occurrences pending (those are
   inserted with SQL to set up quickly; the measured calls go through the API).
 - CPU per operation on the in-memory runtime (process time, register -> completed,
