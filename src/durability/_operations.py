@@ -160,8 +160,8 @@ class Durability(DurableHelper["DurableOperation"]):
         await self._registrations.add((key, operation, text, due, random_uuid(), now))
 
     def _registered(self, inserted: list[Registration]) -> None:
-        """After the commit of new records: emit, and start those due now at once when
-        permits are free (nothing can be running a record that was just inserted)."""
+        """After the commit of new records: emit, and start those due now at once as far
+        as permits are free (a record a timer pass started meanwhile is left to it)."""
         now = now_ms()
         free = self._engine.permits.free
         due: list[ExecutionSpec] = []
