@@ -15,7 +15,6 @@ from __future__ import annotations
 from .._cloudflare import as_context
 from .batch import start_batch
 from .engine import Engine
-from .execution import run_execution
 from .helper import DurableHelper, HandlerEntry
 from .lifecycle import (
     AttemptSettledEvent,
@@ -109,7 +108,6 @@ __all__ = [
     "padded",
     "read_stack",
     "report_failure",
-    "run_execution",
     "start_batch",
     "value_rows",
 ]
