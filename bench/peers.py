@@ -372,6 +372,7 @@ def run_child(name: str, mode: str, tasks: int, directory: Path, fsyncs: bool) -
     With `fsyncs`, a second run of the same size under `strace -f -c` counts the process's
     fsync and fdatasync calls (start-up included); the rates come from the first run.
     """
+    directory.mkdir(exist_ok=True)
     command = [sys.executable, __file__, "--child", name, "--mode", mode, "--tasks", str(tasks)]
     result = _child_run(command, directory / f"{name}-{mode}")
     strace = shutil.which("strace")
@@ -402,6 +403,20 @@ def _strace_calls(summary: str) -> int:
     return 0
 
 
+def raw_commit_us(directory: Path, commits: int = 500) -> float:
+    """Microseconds per raw sqlite3 commit of one row (WAL, synchronous=FULL): the disk's floor."""
+    connection = sqlite3.connect(directory / "raw.sqlite3", isolation_level=None)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=FULL")
+    connection.execute("CREATE TABLE tasks (id INTEGER PRIMARY KEY, body TEXT)")
+    started = time.perf_counter()
+    for _ in range(commits):
+        connection.execute("INSERT INTO tasks (body) VALUES ('{}')")
+    seconds = time.perf_counter() - started
+    connection.close()
+    return seconds / commits * 1e6
+
+
 def _percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
@@ -413,6 +428,7 @@ def main() -> None:
     parser.add_argument("--delayed", type=int, default=2_000, help="delayed tasks")
     parser.add_argument("--quick", action="store_true", help="200 tasks of each kind")
     parser.add_argument("--fsyncs", action="store_true", help="count fsyncs (strace)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each; median shown")
     parser.add_argument("--dir", type=Path, default=Path.cwd(), help="a real disk")
     parser.add_argument("--only", default="", help="comma-separated systems to run")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -428,19 +444,41 @@ def main() -> None:
     if args.quick:
         args.tasks = args.delayed = 200
     only = set(filter(None, args.only.split(",")))
-    results: dict[tuple[str, str], dict[str, Any]] = {}
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    raw: list[float] = []
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="durability-peers-", dir=args.dir) as tmp:
-        for mode, names, tasks in (
-            ("immediate", IMMEDIATE, args.tasks),
-            ("delayed", DELAYED, args.delayed),
-        ):
-            for name in names:
-                if only and name not in only:
-                    continue
-                results[(name, mode)] = run_child(name, mode, tasks, Path(tmp), args.fsyncs)
-                print(f"{name} {mode} done", file=sys.stderr)
-    report(args, results, (load, os.getloadavg()[0]))
+        for round_ in range(args.rounds):
+            here = Path(tmp) / f"round{round_}"
+            here.mkdir()
+            raw.append(raw_commit_us(here))
+            for mode, names, tasks in (
+                ("immediate", IMMEDIATE, args.tasks),
+                ("delayed", DELAYED, args.delayed),
+            ):
+                for name in names:
+                    if only and name not in only:
+                        continue
+                    result = run_child(name, mode, tasks, here, args.fsyncs and round_ == 0)
+                    runs.setdefault((name, mode), []).append(result)
+                    print(f"round {round_ + 1}: {name} {mode} done", file=sys.stderr)
+    results = {key: _median_run(key, found, args) for key, found in runs.items()}
+    report(args, results, (load, os.getloadavg()[0]), statistics.median(raw))
+
+
+def _median_run(
+    key: tuple[str, str], found: list[dict[str, Any]], args: argparse.Namespace
+) -> dict[str, Any]:
+    """The run with the median rate (its CPU and lateness too), with every run's rate."""
+    if any("error" in result for result in found):
+        return next(result for result in found if "error" in result)
+    tasks = args.tasks if key[1] == "immediate" else args.delayed
+    ordered = sorted(found, key=lambda result: _rate(result, tasks))
+    median = dict(ordered[(len(ordered) - 1) // 2])
+    median["rates"] = [_rate(result, tasks) for result in ordered]
+    if "fsyncs" in found[0]:
+        median["fsyncs"] = found[0]["fsyncs"]
+    return median
 
 
 def _rate(result: dict[str, Any], tasks: int) -> float:
@@ -462,12 +500,14 @@ def report(
     args: argparse.Namespace,
     results: dict[tuple[str, str], dict[str, Any]],
     load: tuple[float, float],
+    raw_us: float,
 ) -> None:
     """The table (rates and ratios), then how each system was configured."""
     versions = f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}"
     print(
         f"{versions}, {platform.machine()}, {os.cpu_count()} CPUs, load average "
-        f"{load[0]:.1f} before / {load[1]:.1f} after, one run, each system in its own process"
+        f"{load[0]:.1f} before / {load[1]:.1f} after, {args.rounds} rounds (median, range), "
+        "each system in its own process"
     )
     print()
     print(
@@ -493,12 +533,23 @@ def report(
                 else ""
             )
             fsyncs = f"{result['fsyncs'] / tasks:.2f}" if "fsyncs" in result else ""
+            spread = result["rates"]
+            if len(spread) > 1:
+                rate_text = f"{rate:,.0f} ({spread[0]:,.0f} to {spread[-1]:,.0f})"
+            else:
+                rate_text = f"{rate:,.0f}"
             print(
-                f"| {label} | {LABELS[name]} | {tasks:,} | {rate:,.0f} | {ratio} "
+                f"| {label} | {LABELS[name]} | {tasks:,} | {rate_text} | {ratio} "
                 f"| {tasks / result['enqueue']:,.0f} | {result['cpu'] / tasks * 1e6:,.0f} us "
                 f"| {fsyncs} | {late_text} |"
             )
     print()
+    print(
+        f"raw sqlite3 in the same run (median of one measurement per round): one commit of "
+        f"one row (WAL, synchronous=FULL) takes "
+        f"{raw_us:,.0f} us; a task that needs 2 commits one after the other costs at least "
+        "twice that"
+    )
     for mode in ("immediate", "delayed"):
         tasks = args.tasks if mode == "immediate" else args.delayed
         ours, theirs = (
