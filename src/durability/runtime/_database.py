@@ -22,9 +22,12 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._sql import Cursor
+
+if TYPE_CHECKING:
+    from ._pool import OpenDatabases
 
 _PRIVATE_TABLES = (
     "CREATE TABLE IF NOT EXISTS _durability_kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -84,7 +87,12 @@ class Database:
         self.before_commit: PrepareHook | None = None
         self.after_commit: CommitHook | None = None
         self.commit_failed: FailureHook | None = None
+        self.pool: OpenDatabases | None = None
+        """Where a file's connection is counted (closed when idle, reopened on use)."""
+        self.busy: Callable[[], bool] = _never
+        """Whether a call or alarm is in progress on the object (its connection stays)."""
         self._connection: sqlite3.Connection | None = connection
+        self._closed = False
         self._loop = loop
         self._pending: asyncio.Future[None] | None = None
         self._savepoints = 0
@@ -94,7 +102,27 @@ class Database:
 
     @property
     def closed(self) -> bool:
-        return self._connection is None
+        return self._closed
+
+    @property
+    def parkable(self) -> bool:
+        """Whether the connection may be closed now and reopened later: open, no
+        transaction, no commit running, no call or alarm in progress."""
+        connection = self._connection
+        return (
+            connection is not None
+            and self._pending is None
+            and self._inflight is None
+            and not connection.in_transaction
+            and not self.busy()
+        )
+
+    def park(self) -> sqlite3.Connection:
+        """Hand over the (parkable) connection to be closed; the next use opens a new one."""
+        connection = self._connection
+        assert connection is not None and self.parkable
+        self._connection = None
+        return connection
 
     @property
     def pending_commit(self) -> asyncio.Future[None] | None:
@@ -294,6 +322,9 @@ class Database:
         self.commit()
         if self._pending is not None:
             self.rollback(DatabaseClosedError("the database was closed before its commit"))
+        self._closed = True
+        if self.pool is not None:
+            self.pool.forget(self)
         if self._connection is not None:
             self._connection.close()
             self._connection = None
@@ -315,9 +346,19 @@ class Database:
     def _conn(self) -> sqlite3.Connection:
         if self._inflight is not None:
             self._settle_inflight()
-        if self._connection is None:
-            raise DatabaseClosedError("the object's database is closed")
-        return self._connection
+        connection = self._connection
+        pool = self.pool
+        if connection is None:
+            if self._closed or pool is None or self.file is None:
+                raise DatabaseClosedError("the object's database is closed")
+            connection = self._connection = pool.reopen(self, self.file)
+        elif pool is not None:
+            pool.used(self)
+        return connection
+
+
+def _never() -> bool:
+    return False
 
 
 def _commit_on(connection: sqlite3.Connection, flush: FlushHook | None) -> None:
