@@ -238,6 +238,24 @@ def _settled_memory() -> tuple[int, int]:
     return _rss_bytes(), tracemalloc.get_traced_memory()[0]
 
 
+def raw_memory(directory: Path, count: int) -> float:
+    """RSS per open raw sqlite3 connection to a small WAL file (1 table, 1 row)."""
+    directory.mkdir(parents=True)
+    for number in range(count):
+        _create_raw(directory / f"{number}.sqlite3", number).close()
+    rss0, _ = _settled_memory()
+    connections = []
+    for number in range(count):
+        connection = sqlite3.connect(directory / f"{number}.sqlite3", isolation_level=None)
+        connection.execute("PRAGMA synchronous=FULL")
+        _commit_one(connection, number)
+        connections.append(connection)
+    rss = (_settled_memory()[0] - rss0) / count
+    for connection in connections:
+        connection.close()
+    return rss
+
+
 async def memory_run(directory: Path, count: int) -> dict[str, float]:
     """Bytes per live object at `count` live objects, and per hibernated object.
 
@@ -257,6 +275,8 @@ async def memory_run(directory: Path, count: int) -> dict[str, float]:
         rss2, traced2 = _settled_memory()
         tracemalloc.stop()
     return {
+        # Versions before the open-files cap kept one file open per live object.
+        "open-cap": getattr(rt, "max_open_databases", count),
         "live-rss": (rss1 - rss0) / count,
         "live-traced": (traced1 - traced0) / count,
         "hibernated-rss": (rss2 - rss0) / count,
@@ -406,6 +426,11 @@ def main() -> None:
         help="where the memory run's objects go (default /dev/shm: fsyncs there are free, "
         "and memory per object does not depend on the disk)",
     )
+    parser.add_argument(
+        "--phases",
+        default="deliveries,memory,start",
+        help="which phases to run, comma-separated (deliveries includes creation and fsyncs)",
+    )
     parser.add_argument("--fsync-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.fsync_child:
@@ -413,42 +438,51 @@ def main() -> None:
         return
     if args.quick:
         args.objects, args.live, args.start_objects, args.fsync_objects = 200, 1_000, 10_000, 50
-    fd_limit = raise_fd_limit(3 * args.live + 1_000)
-    wanted_live = args.live
-    args.live = min(args.live, (fd_limit - 1_000) // 3)
+    phases = set(args.phases.split(","))
+    fd_limit = raise_fd_limit(3 * args.objects + 1_000)
     results: dict[str, float] = {}
+    fsyncs: FsyncCounts | str = "not counted: the deliveries phase did not run"
     with tempfile.TemporaryDirectory(prefix="durability-objects-", dir=args.dir) as tmp:
         directory = Path(tmp)
-        rss0, _ = _settled_memory()
-        results["raw-create"], connections = raw_create(directory / "raw", args.objects)
-        results["raw-rss"] = (_settled_memory()[0] - rss0) / args.objects
-        results["raw-commit-1"] = raw_deliveries(connections, 1)
-        results["raw-commit-n"] = raw_deliveries(connections, args.threads)
-        print("raw done", file=sys.stderr)
-        results.update(asyncio.run(durability_runs(directory / "runtime", args.objects)))
-        results["raw-commit-after"] = raw_deliveries(connections, 1)
-        for connection in connections:
-            connection.close()
-        print("deliveries done", file=sys.stderr)
-        fsyncs = count_fsyncs(args)
-        print("fsync count done", file=sys.stderr)
-        with tempfile.TemporaryDirectory(prefix="durability-memory-", dir=args.memory_dir) as mem:
-            results.update(asyncio.run(memory_run(Path(mem), args.live)))
-        print("memory done", file=sys.stderr)
-        results.update(asyncio.run(start_run(directory / "start", args.start_objects)))
-        print("start done", file=sys.stderr)
+        if "deliveries" in phases:
+            results["raw-create"], connections = raw_create(directory / "raw", args.objects)
+            results["raw-commit-1"] = raw_deliveries(connections, 1)
+            results["raw-commit-n"] = raw_deliveries(connections, args.threads)
+            print("raw done", file=sys.stderr)
+            results.update(asyncio.run(durability_runs(directory / "runtime", args.objects)))
+            results["raw-commit-after"] = raw_deliveries(connections, 1)
+            for connection in connections:
+                connection.close()
+            print("deliveries done", file=sys.stderr)
+            fsyncs = count_fsyncs(args)
+            print("fsync count done", file=sys.stderr)
+        if "memory" in phases:
+            with tempfile.TemporaryDirectory(prefix="durability-mem-", dir=args.memory_dir) as mem:
+                results["raw-rss"] = raw_memory(Path(mem) / "raw", args.objects)
+                results.update(asyncio.run(memory_run(Path(mem) / "runtime", args.live)))
+            print("memory done", file=sys.stderr)
+        if "start" in phases:
+            results.update(asyncio.run(start_run(directory / "start", args.start_objects)))
+            print("start done", file=sys.stderr)
     report(args, fd_limit, results, fsyncs)
-    if args.live < wanted_live:
-        print(
-            f"live objects: {args.live:,}, not {wanted_live:,}: {wanted_live:,} would need "
-            f"{3 * wanted_live:,} open files and the limit here is {fd_limit:,} (not raisable)."
-        )
 
 
 def report(
     args: argparse.Namespace, fd_limit: int, results: dict[str, float], fsyncs: FsyncCounts | str
 ) -> None:
     """Print the two tables and the notes."""
+    versions = f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}"
+    print(f"{versions}, WAL, synchronous=FULL, {platform.machine()}, real clock, one run")
+    if "raw-create" in results:
+        print()
+        delivery_table(args, results, fsyncs)
+    memory_table(args, fd_limit, results)
+
+
+def delivery_table(
+    args: argparse.Namespace, results: dict[str, float], fsyncs: FsyncCounts | str
+) -> None:
+    """The deliveries and creation table, with fsyncs per item."""
     n = args.objects
     half = n // 2
     # The disk of a shared machine varies: raw is measured before and after durability's
@@ -528,44 +562,57 @@ def report(
             "create-100",
         ),
     ]
-    versions = f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}"
-    print(f"{versions}, WAL, synchronous=FULL, {platform.machine()}, real clock, one run")
-    print()
     print("| benchmark | n | per second | vs raw | fsyncs per item (by file) |")
     print("|---|---:|---:|---:|---:|")
     for label, count, rate, base, key in rows:
         print(f"| {label} | {count:,} | {rate:,.0f} | {rate / base:.2f}x | {fsync_text(key)} |")
+    if isinstance(fsyncs, str):
+        print(f"fsyncs: {fsyncs}")
+    else:
+        print(
+            f"fsyncs: a second run with {args.fsync_objects:,} objects under strace; "
+            "fsync + fdatasync calls between phase marks, per item, by the file synced."
+        )
+
+
+def memory_table(args: argparse.Namespace, fd_limit: int, results: dict[str, float]) -> None:
+    """The memory and start table."""
     kib = 1024
     live = f"{args.live:,}"
-    lines = [
-        (
-            "raw sqlite3: RSS per open connection (WAL, 1 table, 1 row)",
-            f"{n:,}",
-            f"{results['raw-rss'] / kib:,.1f} KiB",
-        ),
-        (
-            "durability, live objects: RSS per object",
-            live,
-            f"{results['live-rss'] / kib:,.1f} KiB "
-            f"({results['total-live-rss'] / kib / kib:,.0f} MiB in all)",
-        ),
-        (
-            "durability, live objects: Python heap per object (tracemalloc)",
-            live,
-            f"{results['live-traced'] / kib:,.1f} KiB",
-        ),
-        (
-            "the same objects evicted (hibernated, alarm armed): RSS per object",
-            live,
-            f"{results['hibernated-rss'] / kib:,.1f} KiB",
-        ),
-        (
-            "hibernated: Python heap per object (tracemalloc)",
-            live,
-            f"{results['hibernated-traced']:,.0f} bytes",
-        ),
-    ]
+    lines = []
+    if "live-rss" in results:
+        lines += [
+            (
+                "raw sqlite3: RSS per open connection (WAL, 1 table, 1 row)",
+                f"{args.objects:,}",
+                f"{results['raw-rss'] / kib:,.1f} KiB",
+            ),
+            (
+                "durability, live objects: RSS per object "
+                f"(at most {results['open-cap']:,.0f} files open)",
+                live,
+                f"{results['live-rss'] / kib:,.1f} KiB "
+                f"({results['total-live-rss'] / kib / kib:,.0f} MiB in all)",
+            ),
+            (
+                "durability, live objects: Python heap per object (tracemalloc)",
+                live,
+                f"{results['live-traced'] / kib:,.1f} KiB",
+            ),
+            (
+                "the same objects evicted (hibernated, alarm armed): RSS per object",
+                live,
+                f"{results['hibernated-rss'] / kib:,.1f} KiB",
+            ),
+            (
+                "hibernated: Python heap per object (tracemalloc)",
+                live,
+                f"{results['hibernated-traced']:,.0f} bytes",
+            ),
+        ]
     for armed, label in ((False, "no alarm"), (True, "each with an alarm armed")):
+        if f"start-{armed}" not in results:
+            continue
         lines.append(
             (
                 f"Runtime.start(), objects on disk, {label} (median of {START_ROUNDS})",
@@ -575,6 +622,8 @@ def report(
                 f"close {results[f'close-{armed}'] * 1000:,.0f} ms)",
             )
         )
+    if not lines:
+        return
     print()
     print("| memory and start | n | result |")
     print("|---|---:|---:|")
@@ -582,16 +631,9 @@ def report(
         print(f"| {label} | {count_text} | {text} |")
     print()
     print("RSS is read after gc.collect() and malloc_trim(0); tracemalloc counts Python")
-    print("allocations only (not SQLite's). A live file-backed object holds 3 files open")
+    print("allocations only (not SQLite's). An open object file holds 3 descriptors")
     print(f"(db, -wal, -shm); the open-file limit was raised to {fd_limit:,}.")
     print(f"The memory run's files are in {args.memory_dir} (to save time: no fsync wait there).")
-    if isinstance(fsyncs, str):
-        print(f"fsyncs: {fsyncs}")
-    else:
-        print(
-            f"fsyncs: a second run with {args.fsync_objects:,} objects under strace; "
-            "fsync + fdatasync calls between phase marks, per item, by the file synced."
-        )
 
 
 if __name__ == "__main__":

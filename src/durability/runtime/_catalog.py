@@ -12,8 +12,9 @@ object: at start, once checked, and at a clean close (from then on every object 
 goes through it). At start, objects modified since that time (all of them when the
 catalog is missing, corrupt, or has no such record) are read and the catalog
 corrected from them, with a warning when it had missed an alarm. After a clean close
-no object is opened; after a crash, only those the crashed run modified; with a
-catalog restored from an old copy, those modified since that copy.
+no object is opened, and no object file even looked at (its mark, `_recovery`); after
+a crash, only those the crashed run modified are read; with a catalog restored from
+an old copy, those modified since that copy.
 
 Writes are batched across objects: one transaction writes every entry changed since
 the last one. With a committer (the real clock), object commits write the entries they
@@ -39,7 +40,13 @@ from typing import IO
 
 from .._files import sync_directory
 from ._errors import PathInUseError
-from ._recovery import StoredAlarm, object_files, read_alarm_file
+from ._recovery import (
+    StoredAlarm,
+    leave_clean_mark,
+    object_files,
+    read_alarm_file,
+    take_clean_mark,
+)
 
 logger = logging.getLogger("durability.runtime")
 
@@ -125,6 +132,7 @@ class Catalog:
         if file is None:
             return
         problem = None if file.exists() else "missing"
+        closed_clean_ns = take_clean_mark(file.parent) if file.parent.is_dir() else None
         agreed_ns: int | None = None
         try:
             connection, agreed_ns = self._load(file)
@@ -142,7 +150,8 @@ class Catalog:
             # A new path has no objects: nothing to rebuild, nothing to warn about.
             if not any(object_files(file.parent, None)):
                 problem = None
-        self._reconcile(file.parent, agreed_ns, problem)
+        if problem is not None or agreed_ns is None or closed_clean_ns != agreed_ns:
+            self._reconcile(file.parent, agreed_ns, problem)
         _record_agreement(connection)
 
     def _load(self, file: Path) -> tuple[sqlite3.Connection, int | None]:
@@ -303,18 +312,22 @@ class Catalog:
             if connection is not None:
                 try:
                     self._flush(connection)
-                    _record_agreement(connection)
+                    agreed_ns = _record_agreement(connection)
                 finally:
                     connection.close()
+                assert self._file is not None
+                leave_clean_mark(self._file.parent, agreed_ns)
 
 
-def _record_agreement(connection: sqlite3.Connection) -> None:
-    """Durably note that the catalog agrees with every object as of now."""
+def _record_agreement(connection: sqlite3.Connection) -> int:
+    """Durably note that the catalog agrees with every object as of now (returned)."""
+    agreed_ns = time.time_ns()
     connection.execute(
         "INSERT INTO meta (key, value) VALUES ('agreed_ns', ?)"
         " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        (time.time_ns(),),
+        (agreed_ns,),
     )
+    return agreed_ns
 
 
 def _set_aside(file: Path) -> None:
