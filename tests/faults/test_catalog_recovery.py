@@ -109,7 +109,6 @@ async def test_catalog_io_error_at_start_names_the_file_and_keeps_it(
     with pytest.raises(sqlite3.OperationalError, match=str(catalog)):
         await Runtime(path=tmp_path, bindings=bindings([]), clock=clock).start()
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == [
-        ".clean",
         ".lock",
         "_catalog.sqlite3",
     ]
