@@ -14,7 +14,9 @@ catalog is missing, corrupt, or has no such record) are read and the catalog
 corrected from them, with a warning when it had missed an alarm. After a clean close
 no object is opened, and no object file even looked at (its mark, `_recovery`); after
 a crash, only those the crashed run modified are read; with a catalog restored from
-an old copy, those modified since that copy.
+an old copy, those modified since that copy. On the real clock, that scan runs in a
+worker thread after `start()` returned (alarms it finds are armed then), and the
+agreement is recorded only once it has ended.
 
 Writes are batched across objects: one transaction writes every entry changed since
 the last one. With a committer (the real clock), object commits write the entries they
@@ -28,6 +30,7 @@ so deliveries across many objects share one catalog commit.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import sqlite3
@@ -120,6 +123,10 @@ class Catalog:
         """Guards `_entries` and `_dirty`, which writers in worker threads read."""
         self._writer = threading.Lock()
         """One writer of the catalog file at a time."""
+        self._scan: concurrent.futures.Future[bool] | None = None
+        self._closing = False
+        self.found: Callable[[list[StoredAlarm]], None] | None = None
+        """Told (on the loop) of alarms the scan after start found missing."""
 
     def open(self, loop: asyncio.AbstractEventLoop, committer: Executor | None = None) -> None:
         """Open the catalog file (if any), load its entries, correct them from the objects.
@@ -150,9 +157,15 @@ class Catalog:
             # A new path has no objects: nothing to rebuild, nothing to warn about.
             if not any(object_files(file.parent, None)):
                 problem = None
-        if problem is not None or agreed_ns is None or closed_clean_ns != agreed_ns:
+        if problem is None and agreed_ns is not None and closed_clean_ns == agreed_ns:
+            _record_agreement(connection)
+        elif problem is None and agreed_ns is not None and committer is not None:
+            # After a crash, on the real clock: start() does not wait for the scan.
+            since = agreed_ns - AGREED_MARGIN_NS
+            self._scan = committer.submit(self._scan_late, file.parent, since)
+        else:
             self._reconcile(file.parent, agreed_ns, problem)
-        _record_agreement(connection)
+            _record_agreement(connection)
 
     def _load(self, file: Path) -> tuple[sqlite3.Connection, int | None]:
         """Open `file`, read its entries and when it last agreed with every object (close
@@ -213,6 +226,45 @@ class Catalog:
                 len(missed),
                 ", ".join(f"{stored.key[0]}:{stored.key[1]}" for stored in missed[:5]),
             )
+
+    def _scan_late(self, root: Path, since_ns: int) -> bool:
+        """The scan of modified object files, in a worker thread after start() returned.
+
+        It only adds or lowers entries (an object changed since start has told the
+        catalog itself; a bound left too early is a spurious wake), and records the
+        agreement once done. Whether it got to the end (`close()` may cut it short).
+        """
+        found: list[StoredAlarm] = []
+        for key, object_file in object_files(root, since_ns):
+            if self._closing:
+                return False
+            stored = read_alarm_file(key, object_file)
+            if stored is None or stored.wake_ms is None:
+                continue
+            with self._state:
+                current = self._entries.get(key)
+                if current is not None and current[1] <= stored.wake_ms:
+                    continue
+                name = stored.name if stored.name is not None else (current or (None, 0))[0]
+                self._entries[key] = (name, stored.wake_ms)
+                self._dirty.add(key)
+            found.append(StoredAlarm(key, name, stored.wake_ms))
+        with self._writer:
+            if self._connection is None:
+                return False
+            self._flush(self._connection)
+            _record_agreement(self._connection)
+        if found:
+            logger.warning(
+                "alarm catalog %s was older than %d object(s) (%s): their alarms were "
+                "restored from the objects after start",
+                self._file,
+                len(found),
+                ", ".join(f"{stored.key[0]}:{stored.key[1]}" for stored in found[:5]),
+            )
+            if self._loop is not None and self.found is not None:
+                self._loop.call_soon_threadsafe(self.found, found)
+        return True
 
     def entries(self) -> list[tuple[Key, str | None, int]]:
         """Every entry: key, name and the wake lower bound."""
@@ -305,18 +357,31 @@ class Catalog:
         """Flush, record the agreement, and close the file (closed even if that fails).
 
         Call it only once every object database is closed: the recorded time says no
-        object changed after it without the catalog knowing.
+        object changed after it without the catalog knowing. A scan still running
+        after start is stopped, and then no agreement is recorded (the next start
+        scans again).
         """
+        self._closing = True
+        scanned = True
+        if self._scan is not None:
+            try:
+                scanned = self._scan.result()
+            except Exception as error:
+                logger.warning(
+                    "alarm catalog %s: the scan after start failed: %r", self._file, error
+                )
+                scanned = False
         with self._writer:
             connection, self._connection = self._connection, None
             if connection is not None:
                 try:
                     self._flush(connection)
-                    agreed_ns = _record_agreement(connection)
+                    agreed_ns = _record_agreement(connection) if scanned else None
                 finally:
                     connection.close()
-                assert self._file is not None
-                leave_clean_mark(self._file.parent, agreed_ns)
+                if agreed_ns is not None:
+                    assert self._file is not None
+                    leave_clean_mark(self._file.parent, agreed_ns)
 
 
 def _record_agreement(connection: sqlite3.Connection) -> int:
