@@ -88,28 +88,40 @@ async def test_an_object_written_by_sqlite_while_stopped_is_found(
     assert await fired_after(tmp_path, clock, 1_000) == ["b"]
 
 
-def test_a_killed_run_leaves_no_mark_and_its_alarm_is_found(tmp_path: Path) -> None:
-    """A runtime SIGKILLed after an object committed an alarm the catalog lacks: the
-    next start scans (no clean mark survives the crash) and delivers that alarm."""
-    clock = VirtualClock(int(time.time() * 1000))
-    asyncio.run(arm(tmp_path, clock, {"a": 3_600_000, "b": 3_600_000}))
-    names = Runtime(bindings=bindings([])).namespace("NOTES")
-    file = tmp_path / "NOTES" / f"{names.id_from_name('b')}.sqlite3"
+def killed_run(path: Path, file: Path) -> None:
+    """A runtime on `path` whose object `file` commits an alarm the catalog never hears
+    of; the process is SIGKILLed after that commit."""
     child = subprocess.Popen(
-        [sys.executable, "-c", KILLED_CHILD, str(tmp_path), str(file)],
+        [sys.executable, "-c", KILLED_CHILD, str(path), str(file)],
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
         assert child.stdout is not None
         assert child.stdout.readline() == b"ready\n"
-        assert not (tmp_path / ".clean").exists()
+        assert not (path / ".clean").exists()
         child.send_signal(signal.SIGKILL)
     finally:
         child.kill()
         child.wait()
     assert child.returncode == -signal.SIGKILL
-    assert asyncio.run(fired_after(tmp_path, VirtualClock(int(time.time() * 1000)), 1_000)) == ["b"]
+
+
+def armed_then_killed(path: Path) -> None:
+    """Objects a and b armed an hour ahead (clean close), then a run killed after b
+    committed an alarm due now that the catalog does not have."""
+    clock = VirtualClock(int(time.time() * 1000))
+    asyncio.run(arm(path, clock, {"a": 3_600_000, "b": 3_600_000}))
+    names = Runtime(bindings=bindings([])).namespace("NOTES")
+    killed_run(path, path / "NOTES" / f"{names.id_from_name('b')}.sqlite3")
+
+
+def test_a_killed_run_leaves_no_mark_and_its_alarm_is_found(tmp_path: Path) -> None:
+    """A runtime SIGKILLed after an object committed an alarm the catalog lacks: the
+    next start scans (no clean mark survives the crash) and delivers that alarm."""
+    armed_then_killed(tmp_path)
+    later = VirtualClock(int(time.time() * 1000))
+    assert asyncio.run(fired_after(tmp_path, later, 1_000)) == ["b"]
 
 
 class Waker(DurableObject):
@@ -120,17 +132,10 @@ class Waker(DurableObject):
 
 
 def test_after_a_crash_on_the_real_clock_the_scan_runs_after_start(tmp_path: Path) -> None:
-    """On the real clock start() does not wait for the scan of modified files: an alarm
-    the catalog lacks is armed once the scan finds it, and then delivered."""
-    clock = VirtualClock(int(time.time() * 1000))
-    asyncio.run(arm(tmp_path, clock, {"a": 3_600_000, "b": 3_600_000}))
-    (tmp_path / ".clean").unlink()
-    names = Runtime(bindings=bindings([])).namespace("NOTES")
-    file = tmp_path / "NOTES" / f"{names.id_from_name('b')}.sqlite3"
-    with sqlite3.connect(file) as connection:
-        now = int(time.time() * 1000)
-        connection.execute("UPDATE _durability_alarm SET scheduled_ms = ?", (now,))
-    connection.close()
+    """On the real clock start() does not wait for the scan of modified files: after a
+    SIGKILLed run, the alarm the catalog lacks is armed once the scan finds it, and
+    delivered; the clean close after it leaves the mark again."""
+    armed_then_killed(tmp_path)
 
     async def run() -> None:
         woken = asyncio.Event()
