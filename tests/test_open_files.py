@@ -116,13 +116,13 @@ async def test_a_database_with_a_transaction_open_is_not_closed(tmp_path: Path) 
     first.execute("CREATE TABLE t (v INTEGER)")
     second = open_object_file(loop, tmp_path, ("K", "b" * 64))
     pool.add(second)
-    assert not first.closed and first.parkable is False and len(pool) == 2
+    assert len(pool) == 2 and len(open_object_files(tmp_path)) == 2
     await commit
     third = open_object_file(loop, tmp_path, ("K", "c" * 64))
     pool.add(third)
     assert len(pool) == 1 and len(open_object_files(tmp_path)) == 1
     assert first.query("SELECT count(*) FROM t") == [(0,)]
-    assert len(pool) == 1 and first.parkable
+    assert len(pool) == 1
     for database in (first, second, third):
         database.close()
     assert len(pool) == 0 and open_object_files(tmp_path) == set()

@@ -100,27 +100,14 @@ class Database:
         self._committer = committer
         self._inflight: concurrent.futures.Future[None] | None = None
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
-    def parkable(self) -> bool:
-        """Whether the connection may be closed now and reopened later: open, no
-        transaction, no commit running, no call or alarm in progress."""
+    def park(self) -> sqlite3.Connection | None:
+        """Give up the connection if idle (no transaction, commit, call or alarm in
+        progress) for the pool to close; the next use opens a new one."""
         connection = self._connection
-        return (
-            connection is not None
-            and self._pending is None
-            and self._inflight is None
-            and not connection.in_transaction
-            and not self.busy()
-        )
-
-    def park(self) -> sqlite3.Connection:
-        """Hand over the (parkable) connection to be closed; the next use opens a new one."""
-        connection = self._connection
-        assert connection is not None and self.parkable
+        if connection is None or self._pending or self._inflight or self.busy():
+            return None
+        if connection.in_transaction:  # a transaction SQLite itself still holds open
+            return None
         self._connection = None
         return connection
 

@@ -67,15 +67,16 @@ class OpenDatabases:
 
     def _trim(self, keep: Database) -> None:
         excess = len(self._open) - self.cap
-        victims: list[Database] = []
+        parked: list[Database] = []
         for database in self._open:
-            if len(victims) >= excess:
+            if len(parked) >= excess:
                 break
-            if database is not keep and database.parkable:
-                victims.append(database)
-        for database in victims:
+            connection = database.park() if database is not keep else None
+            if connection is not None:
+                parked.append(database)
+                self._close(connection)
+        for database in parked:
             del self._open[database]
-            self._close(database.park())
 
     def _close(self, connection: sqlite3.Connection) -> None:
         if self._committer is None:

@@ -9,9 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .._clock import WALL_CLOCK, Clock
-from ._catalog import Catalog, Key, PathLock
+from ._catalog import Catalog, Key
 from ._database import Database
 from ._opening import open_database, open_object_file
+from ._path_lock import PathLock
 from ._pool import OpenDatabases
 
 COMMIT_THREADS = 8
