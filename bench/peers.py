@@ -1,16 +1,19 @@
 """The same durable task workload on durability and on peer libraries, in one run.
 
     pip install -e '.[bench]' -c constraints/dev.txt
-    python bench/peers.py [--tasks 1000] [--delayed 500] [--quick] [--dir DIR]
+    python bench/peers.py [--tasks 2000] [--delayed 2000] [--quick] [--fsyncs] [--dir DIR]
 
-Immediate work: N no-op tasks are enqueued one after another by one producer and run by
-the system's own worker(s); the clock runs from the first enqueue until the last task
-is completed and its completion is durable (acknowledged = fsynced). Delayed work: N
-tasks each due 1 s after it was enqueued; the table shows how late each one ran and the
-end-to-end rate. Every system runs in a subprocess of its own (threads, event loops and
-signal handlers stay apart), on SQLite files on the same disk, configured for its
-durable mode (see the notes the table prints). A peer that is not installed is left
-out, with the reason printed.
+Immediate work: N no-op tasks are enqueued by the system's producer(s) (one, or several
+concurrent ones where a row says so) and run by its own worker(s); the clock runs from
+the first enqueue until the last task is completed and its completion is durable
+(acknowledged = fsynced). Delayed work: N tasks each due 1 s after it was enqueued; its
+rate is taken from the first task's due time to the last acknowledged completion (the
+1 s wait would otherwise cap every system at about N per second), and the table shows
+how late each task ran. Every system runs in a subprocess of its own (threads, event
+loops and signal handlers stay apart), on SQLite files on the same disk, configured for
+its durable mode (see the notes the table prints). `--fsyncs` counts each system's
+fsyncs in a second run under strace. A peer that is not installed is left out, with the
+reason printed.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -26,49 +31,57 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-IMMEDIATE = ("durability-1", "durability-100", "huey", "huey-8", "persist-queue", "dbos")
-DELAYED = ("durability-1", "durability-100", "huey", "apscheduler")
-CALLERS = 100
-HUEY_PRODUCERS = 8
+IMMEDIATE = (
+    "durability-1",
+    "durability-8",
+    "durability-100",
+    "huey",
+    "huey-8",
+    "persist-queue",
+    "dbos",
+)
+DELAYED = ("durability-1", "durability-100", "huey", "huey-8", "apscheduler")
 LABELS = {
     "durability-1": "durability, 1 caller",
-    "durability-100": f"durability, {CALLERS} callers",
-    "huey": "Huey (SqliteHuey)",
-    "huey-8": f"Huey, {HUEY_PRODUCERS} producer threads",
+    "durability-8": "durability, 8 callers",
+    "durability-100": "durability, 100 callers",
+    "huey": "Huey (SqliteHuey), 1 producer",
+    "huey-8": "Huey, 8 producer threads",
     "persist-queue": "persist-queue (SQLiteAckQueue)",
     "dbos": "DBOS (SQLite)",
     "apscheduler": "APScheduler (SQLAlchemyJobStore)",
 }
 
 NOTES = {
-    "durability-1": "durability: Durability operations on one file-backed object, embedded "
-    "Runtime (WAL, synchronous=FULL), default alarm_concurrency=10; one caller awaits each "
-    "registration (returned once durable); done when a final call's result (released only "
-    "after every earlier commit) confirms all completed rows",
-    "durability-100": f"durability: the same, {CALLERS} concurrent callers (asyncio tasks) "
-    "share registration commits; delayed tasks: one DurabilityAlarms name each, scheduled "
-    "at now + 1 s (served by the in-memory timer; operations take no delay yet)",
+    "durability-1": "durability: Durability operations (a no-op handler) on one file-backed "
+    "object of the embedded Runtime (WAL, synchronous=FULL), default alarm_concurrency=10; "
+    "each caller (an asyncio task) awaits its registration (returned once durable) before "
+    "the next; done when a final call's result (released only after every earlier commit) "
+    "counts every completed row. Delayed: the same operations with delay_ms=1000",
+    "durability-8": "durability, 8 callers: the same with 8 concurrent callers (as Huey's 8 "
+    "producer threads); their registrations share commits",
+    "durability-100": "durability, 100 callers: the same with 100 concurrent callers",
     "huey": "Huey: SqliteHuey(fsync=True, journal_mode='wal') = WAL + synchronous=FULL; "
     "consumer with 4 worker threads, polling 10 ms to 100 ms (defaults 0.1 s to 10 s); "
     "a task is acknowledged by its dequeue's committed DELETE (Huey removes it before "
-    "running it); delayed tasks: task.schedule(delay=1), moved by the scheduler each 1 s",
-    "huey-8": f"Huey, {HUEY_PRODUCERS} producer threads: the same, enqueueing concurrently "
-    "(SQLite still takes one writer at a time, each enqueue its own commit)",
+    "running it); delayed: task.schedule(delay=1), moved to the queue by the consumer's "
+    "scheduler, which looks once a second (its shortest interval)",
+    "huey-8": "Huey, 8 producer threads: the same, enqueueing from 8 threads at once "
+    "(SQLite takes one writer at a time; each enqueue is its own commit)",
     "persist-queue": "persist-queue: SQLiteAckQueue (WAL, SQLite's default synchronous=FULL), "
-    "JSON serializer, auto_commit; one consumer thread: get() (marks unacked, commit), "
-    "ack(id) (commit)",
+    "JSON serializer, auto_commit; one producer; one consumer thread: get() (marks unacked, "
+    "a commit), ack(id) (a commit)",
     "dbos": "DBOS: SQLite system database (SQLAlchemy, rollback journal, synchronous=FULL "
-    "by default); a no-op workflow enqueued on a Queue (polling 10 ms, default 1 s); done "
-    "when every handle's get_result() returned",
+    "by default); one producer enqueues a no-op workflow on a Queue polled every 10 ms "
+    "(default 1 s); done when every handle's get_result() returned",
     "apscheduler": "APScheduler 3: BackgroundScheduler, SQLAlchemyJobStore on SQLite "
-    "(rollback journal, synchronous=FULL), 10 worker threads, misfire_grace_time=None (no "
-    "skipped jobs); date jobs at now + 1 s; acknowledged when the store is empty (a run "
-    "date job is deleted)",
+    "(rollback journal, synchronous=FULL), one producer, 10 worker threads, "
+    "misfire_grace_time=None (no job skipped for lateness); date jobs at now + 1 s; "
+    "acknowledged when the store is empty (a run date job is deleted)",
 }
 
 
@@ -79,6 +92,7 @@ class Done:
         self.target = target
         self.count = 0
         self.lateness: list[float] = []
+        self.first_due: float | None = None
         self.lock = threading.Lock()
         self.event = threading.Event()
 
@@ -87,6 +101,8 @@ class Done:
             self.count += 1
             if due is not None:
                 self.lateness.append((time.time() - due) * 1000)
+                if self.first_due is None or due < self.first_due:
+                    self.first_due = due
             if self.count >= self.target:
                 self.event.set()
 
@@ -95,35 +111,57 @@ class Done:
             raise RuntimeError(f"only {self.count} of {self.target} tasks completed in 600 s")
 
 
+class Clock:
+    """One run's marks (first enqueue, last enqueue, last acknowledged completion) and CPU."""
+
+    def __init__(self) -> None:
+        self.wall = self.started = self.enqueue_end = self.ended = 0.0
+        self.cpu = 0.0
+
+    def start(self) -> None:
+        self.cpu = time.process_time()
+        self.wall = time.time()
+        self.started = time.perf_counter()
+
+    def enqueued(self) -> None:
+        self.enqueue_end = time.perf_counter()
+
+    def stop(self) -> None:
+        self.ended = time.perf_counter()
+        self.cpu = time.process_time() - self.cpu
+
+    def result(self, done: Done) -> dict[str, Any]:
+        """Seconds from the first enqueue; `first_due`: when the earliest task came due."""
+        first_due = None if done.first_due is None else done.first_due - self.wall
+        return {
+            "seconds": self.ended - self.started,
+            "enqueue": self.enqueue_end - self.started,
+            "first_due": first_due,
+            "cpu": self.cpu,
+            "lateness": done.lateness,
+        }
+
+
 def run_durability(directory: Path, tasks: int, callers: int, delayed: bool) -> dict[str, Any]:
-    """No-op durable operations (or named alarms due in 1 s) on one file-backed object."""
-    from durability import Durability, DurabilityAlarms, DurabilityScheduler, DurableAlarmInfo
+    """No-op durable operations on one file-backed object, due now or in 1 s."""
+    from durability import Durability, DurabilityScheduler
     from durability.runtime import DurableObject, Runtime
 
     done = Done(tasks)
-    names = [f"t{number}" for number in range(tasks)]
+    delay_ms = 1000 if delayed else None
 
     class Worker(DurableObject):
         def __init__(self, ctx: Any, env: Any) -> None:
             super().__init__(ctx, env)
             self.scheduler = DurabilityScheduler(context=ctx)
             self.durability = Durability(scheduler=self.scheduler, handlers={"noop": self.noop})
-            handlers: dict[str, Callable[[DurableAlarmInfo], None]] = dict.fromkeys(
-                names, self.fire
-            )
-            self.alarms = DurabilityAlarms(scheduler=self.scheduler, handlers=handlers)
 
         def noop(self, call: Any) -> None:
             done.add(call.payload)
 
-        def fire(self, info: DurableAlarmInfo) -> None:
-            done.add(info.scheduled_time / 1000)
-
         async def register(self, number: int) -> None:
-            await self.durability.noop(id=f"op-{number}", payload=None)
-
-        async def schedule(self, number: int) -> None:
-            await self.alarms.named(names[number])(int(time.time() * 1000) + 1000)
+            due = time.time() + 1 if delayed else None
+            await self.durability.noop(id=f"op-{number}", payload=due, delay_ms=delay_ms)
 
         async def completed(self) -> int:
             rows = self.ctx.storage.sql.exec(
@@ -134,29 +172,28 @@ def run_durability(directory: Path, tasks: int, callers: int, delayed: bool) -> 
         async def alarm(self, info: Any = None) -> None:
             await self.scheduler.alarm(info)
 
-    async def main() -> float:
+    async def main() -> None:
         async with Runtime(path=directory, bindings={"W": Worker}) as rt:
             stub = rt.env.W.get_by_name("worker")
             await stub.completed()
             numbers = iter(range(tasks))
-            call = stub.schedule if delayed else stub.register
 
             async def caller() -> None:
                 for number in numbers:
-                    await call(number)
+                    await stub.register(number)
 
-            started = time.perf_counter()
+            clock.start()
             await asyncio.gather(*(caller() for _ in range(callers)))
-            enqueued.append(time.perf_counter() - started)
+            clock.enqueued()
             await asyncio.to_thread(done.wait)
             # This call's result is released only after every earlier commit is durable.
             completed = await stub.completed()
-            assert delayed or completed == tasks, (completed, tasks)
-            return time.perf_counter() - started
+            clock.stop()
+            assert completed == tasks, (completed, tasks)
 
-    enqueued: list[float] = []
-    seconds = asyncio.run(main())
-    return {"seconds": seconds, "enqueue": enqueued[0], "lateness": done.lateness}
+    clock = Clock()
+    asyncio.run(main())
+    return clock.result(done)
 
 
 def run_huey(directory: Path, tasks: int, delayed: bool, producers: int) -> dict[str, Any]:
@@ -193,16 +230,17 @@ def run_huey(directory: Path, tasks: int, delayed: bool, producers: int) -> dict
         threading.Thread(target=produce, args=(tasks // producers + (n < tasks % producers),))
         for n in range(producers)
     ]
-    started = time.perf_counter()
+    clock = Clock()
+    clock.start()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    enqueued = time.perf_counter() - started
+    clock.enqueued()
     done.wait()
-    seconds = time.perf_counter() - started
+    clock.stop()
     consumer.stop(graceful=True)
-    return {"seconds": seconds, "enqueue": enqueued, "lateness": done.lateness}
+    return clock.result(done)
 
 
 def run_persist_queue(directory: Path, tasks: int) -> dict[str, Any]:
@@ -223,14 +261,15 @@ def run_persist_queue(directory: Path, tasks: int) -> dict[str, Any]:
 
     consumer = threading.Thread(target=consume, daemon=True)
     consumer.start()
-    started = time.perf_counter()
+    clock = Clock()
+    clock.start()
     for number in range(tasks):
         queue.put({"task": number})
-    enqueued = time.perf_counter() - started
+    clock.enqueued()
     done.wait()
-    seconds = time.perf_counter() - started
+    clock.stop()
     assert queue.acked_count() == tasks, (queue.acked_count(), tasks)
-    return {"seconds": seconds, "enqueue": enqueued, "lateness": []}
+    return clock.result(done)
 
 
 def run_dbos(directory: Path, tasks: int) -> dict[str, Any]:
@@ -253,17 +292,18 @@ def run_dbos(directory: Path, tasks: int) -> dict[str, Any]:
         return number
 
     DBOS.launch()
+    clock = Clock()
     try:
         queue = DBOS.register_queue("bench", polling_interval_sec=0.01)
-        started = time.perf_counter()
+        clock.start()
         handles = [queue.enqueue(noop, number) for number in range(tasks)]
-        enqueued = time.perf_counter() - started
+        clock.enqueued()
         results = [handle.get_result() for handle in handles]
-        seconds = time.perf_counter() - started
+        clock.stop()
         assert results == list(range(tasks))
     finally:
         DBOS.destroy()
-    return {"seconds": seconds, "enqueue": enqueued, "lateness": []}
+    return clock.result(Done(tasks))
 
 
 def run_apscheduler(directory: Path, tasks: int) -> dict[str, Any]:
@@ -280,7 +320,8 @@ def run_apscheduler(directory: Path, tasks: int) -> dict[str, Any]:
         job_defaults={"misfire_grace_time": None},
     )
     scheduler.start()
-    started = time.perf_counter()
+    clock = Clock()
+    clock.start()
     for number in range(tasks):
         due = time.time() + 1
         scheduler.add_job(
@@ -290,13 +331,13 @@ def run_apscheduler(directory: Path, tasks: int) -> dict[str, Any]:
             args=[due],
             id=f"job-{number}",
         )
-    enqueued = time.perf_counter() - started
+    clock.enqueued()
     _aps_done.wait()
     while scheduler.get_jobs():
         time.sleep(0.001)
-    seconds = time.perf_counter() - started
+    clock.stop()
     scheduler.shutdown()
-    return {"seconds": seconds, "enqueue": enqueued, "lateness": _aps_done.lateness}
+    return clock.result(_aps_done)
 
 
 _aps_done: Done | None = None
@@ -311,11 +352,11 @@ def _aps_noop(due: float) -> None:
 def child(name: str, mode: str, tasks: int, directory: Path) -> dict[str, Any]:
     """Run one system's workload here (in the child process)."""
     delayed = mode == "delayed"
-    if name.startswith("durability"):
-        callers = 1 if name == "durability-1" else CALLERS
-        return run_durability(directory, tasks, callers, delayed)
-    if name.startswith("huey"):
-        return run_huey(directory, tasks, delayed, HUEY_PRODUCERS if name == "huey-8" else 1)
+    system, _, count = name.partition("-")
+    if system == "durability":
+        return run_durability(directory, tasks, int(count), delayed)
+    if system == "huey":
+        return run_huey(directory, tasks, delayed, int(count or 1))
     if name == "persist-queue":
         return run_persist_queue(directory, tasks)
     if name == "dbos":
@@ -325,18 +366,55 @@ def child(name: str, mode: str, tasks: int, directory: Path) -> dict[str, Any]:
     raise ValueError(f"unknown system {name!r}")
 
 
-def run_child(name: str, mode: str, tasks: int, directory: Path) -> dict[str, Any]:
-    """Run one system in a subprocess; its result, or the reason it could not run."""
-    here = directory / f"{name}-{mode}"
+def run_child(name: str, mode: str, tasks: int, directory: Path, fsyncs: bool) -> dict[str, Any]:
+    """Run one system in a subprocess; its result, or the reason it could not run.
+
+    With `fsyncs`, a second run of the same size under `strace -f -c` counts the process's
+    fsync and fdatasync calls (start-up included); the rates come from the first run.
+    """
+    directory.mkdir(exist_ok=True)
+    command = [sys.executable, __file__, "--child", name, "--mode", mode, "--tasks", str(tasks)]
+    result = _child_run(command, directory / f"{name}-{mode}")
+    strace = shutil.which("strace")
+    if fsyncs and "error" not in result and strace is not None:
+        summary = directory / f"{name}-{mode}.strace"
+        traced = [strace, "-f", "-qq", "-c", "-e", "trace=fsync,fdatasync", "-o", str(summary)]
+        if "error" not in _child_run(traced + command, directory / f"{name}-{mode}-traced"):
+            result["fsyncs"] = _strace_calls(summary.read_text())
+    return result
+
+
+def _child_run(command: list[str], here: Path) -> dict[str, Any]:
     here.mkdir()
-    command = [sys.executable, __file__, "--child", name, "--mode", mode]
-    command += ["--tasks", str(tasks), "--dir", str(here)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run([*command, "--dir", str(here)], capture_output=True, text=True)
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
     result: dict[str, Any] = json.loads(lines[-1])
     return result
+
+
+def _strace_calls(summary: str) -> int:
+    """The calls column of the `total` line of an `strace -c` summary."""
+    for line in summary.splitlines():
+        fields = line.split()
+        if fields and fields[-1] == "total":
+            return int(fields[3])
+    return 0
+
+
+def raw_commit_us(directory: Path, commits: int = 500) -> float:
+    """Microseconds per raw sqlite3 commit of one row (WAL, synchronous=FULL): the disk's floor."""
+    connection = sqlite3.connect(directory / "raw.sqlite3", isolation_level=None)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=FULL")
+    connection.execute("CREATE TABLE tasks (id INTEGER PRIMARY KEY, body TEXT)")
+    started = time.perf_counter()
+    for _ in range(commits):
+        connection.execute("INSERT INTO tasks (body) VALUES ('{}')")
+    seconds = time.perf_counter() - started
+    connection.close()
+    return seconds / commits * 1e6
 
 
 def _percentile(values: list[float], fraction: float) -> float:
@@ -346,9 +424,11 @@ def _percentile(values: list[float], fraction: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--tasks", type=int, default=1_000, help="immediate tasks")
-    parser.add_argument("--delayed", type=int, default=500, help="delayed tasks")
-    parser.add_argument("--quick", action="store_true", help="100 tasks of each kind")
+    parser.add_argument("--tasks", type=int, default=2_000, help="immediate tasks")
+    parser.add_argument("--delayed", type=int, default=2_000, help="delayed tasks")
+    parser.add_argument("--quick", action="store_true", help="200 tasks of each kind")
+    parser.add_argument("--fsyncs", action="store_true", help="count fsyncs (strace)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each; median shown")
     parser.add_argument("--dir", type=Path, default=Path.cwd(), help="a real disk")
     parser.add_argument("--only", default="", help="comma-separated systems to run")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -362,54 +442,124 @@ def main() -> None:
         print(json.dumps(result))
         return
     if args.quick:
-        args.tasks = args.delayed = 100
+        args.tasks = args.delayed = 200
     only = set(filter(None, args.only.split(",")))
-    results: dict[tuple[str, str], dict[str, Any]] = {}
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    raw: list[float] = []
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="durability-peers-", dir=args.dir) as tmp:
-        for mode, names, tasks in (
-            ("immediate", IMMEDIATE, args.tasks),
-            ("delayed", DELAYED, args.delayed),
-        ):
-            for name in names:
-                if only and name not in only:
-                    continue
-                results[(name, mode)] = run_child(name, mode, tasks, Path(tmp))
-                print(f"{name} {mode} done", file=sys.stderr)
-    report(args, results)
+        for round_ in range(args.rounds):
+            here = Path(tmp) / f"round{round_}"
+            here.mkdir()
+            raw.append(raw_commit_us(here))
+            for mode, names, tasks in (
+                ("immediate", IMMEDIATE, args.tasks),
+                ("delayed", DELAYED, args.delayed),
+            ):
+                for name in names:
+                    if only and name not in only:
+                        continue
+                    result = run_child(name, mode, tasks, here, args.fsyncs and round_ == 0)
+                    runs.setdefault((name, mode), []).append(result)
+                    print(f"round {round_ + 1}: {name} {mode} done", file=sys.stderr)
+    results = {key: _median_run(key, found, args) for key, found in runs.items()}
+    report(args, results, (load, os.getloadavg()[0]), statistics.median(raw))
 
 
-def report(args: argparse.Namespace, results: dict[tuple[str, str], dict[str, Any]]) -> None:
+def _median_run(
+    key: tuple[str, str], found: list[dict[str, Any]], args: argparse.Namespace
+) -> dict[str, Any]:
+    """The run with the median rate (its CPU and lateness too), with every run's rate."""
+    if any("error" in result for result in found):
+        return next(result for result in found if "error" in result)
+    tasks = args.tasks if key[1] == "immediate" else args.delayed
+    ordered = sorted(found, key=lambda result: _rate(result, tasks))
+    median = dict(ordered[(len(ordered) - 1) // 2])
+    median["rates"] = [_rate(result, tasks) for result in ordered]
+    if "fsyncs" in found[0]:
+        median["fsyncs"] = found[0]["fsyncs"]
+    return median
+
+
+def _rate(result: dict[str, Any], tasks: int) -> float:
+    """Tasks per second: from the first enqueue, or (delayed work) from the first due time."""
+    start = result["first_due"] or 0.0
+    return tasks / (result["seconds"] - start)
+
+
+def _best(results: dict[tuple[str, str], dict[str, Any]], mode: str, system: str, tasks: int):
+    rates = [
+        (_rate(result, tasks), name)
+        for (name, result_mode), result in results.items()
+        if result_mode == mode and name.startswith(system) and "error" not in result
+    ]
+    return max(rates, default=None)
+
+
+def report(
+    args: argparse.Namespace,
+    results: dict[tuple[str, str], dict[str, Any]],
+    load: tuple[float, float],
+    raw_us: float,
+) -> None:
     """The table (rates and ratios), then how each system was configured."""
     versions = f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}"
-    print(f"{versions}, {platform.machine()}, real clock, one run, each system in its own process")
+    print(
+        f"{versions}, {platform.machine()}, {os.cpu_count()} CPUs, load average "
+        f"{load[0]:.1f} before / {load[1]:.1f} after, {args.rounds} rounds (median, range), "
+        "each system in its own process"
+    )
     print()
     print(
-        "| workload | system | tasks | completed/s | durability (100 callers) vs this "
-        "| enqueued/s | late p50 / p99 |"
+        "| workload | system | tasks | tasks/s | best durability vs this | enqueued/s "
+        "| CPU per task | fsyncs per task | late p50 / p99 |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for mode, tasks in (("immediate", args.tasks), ("delayed", args.delayed)):
-        reference = results.get(("durability-100", mode), {})
-        reference_rate = tasks / reference["seconds"] if "seconds" in reference else None
+        best = _best(results, mode, "durability", tasks)
+        label = "due in 1 s" if mode == "delayed" else "immediate"
         for (name, result_mode), result in results.items():
             if result_mode != mode:
                 continue
-            label = "due in 1 s" if mode == "delayed" else "immediate"
-            system = LABELS[name]
             if "error" in result:
-                print(f"| {label} | {system} | {tasks:,} | left out: {result['error']} | | | |")
+                print(f"| {label} | {LABELS[name]} | {tasks:,} | left out: {result['error']} |||||")
                 continue
-            rate = tasks / result["seconds"]
-            ratio = f"{reference_rate / rate:.1f}x" if reference_rate else ""
+            rate = _rate(result, tasks)
+            ratio = f"{best[0] / rate:.1f}x" if best else ""
             late = result["lateness"]
             late_text = (
                 f"{statistics.median(late):,.0f} / {_percentile(late, 0.99):,.0f} ms"
                 if late
                 else ""
             )
+            fsyncs = f"{result['fsyncs'] / tasks:.2f}" if "fsyncs" in result else ""
+            spread = result["rates"]
+            if len(spread) > 1:
+                rate_text = f"{rate:,.0f} ({spread[0]:,.0f} to {spread[-1]:,.0f})"
+            else:
+                rate_text = f"{rate:,.0f}"
             print(
-                f"| {label} | {system} | {tasks:,} | {rate:,.0f} | {ratio} "
-                f"| {tasks / result['enqueue']:,.0f} | {late_text} |"
+                f"| {label} | {LABELS[name]} | {tasks:,} | {rate_text} | {ratio} "
+                f"| {tasks / result['enqueue']:,.0f} | {result['cpu'] / tasks * 1e6:,.0f} us "
+                f"| {fsyncs} | {late_text} |"
+            )
+    print()
+    print(
+        f"raw sqlite3 in the same run (median of one measurement per round): one commit of "
+        f"one row (WAL, synchronous=FULL) takes "
+        f"{raw_us:,.0f} us; a task that needs 2 commits one after the other costs at least "
+        "twice that"
+    )
+    for mode in ("immediate", "delayed"):
+        tasks = args.tasks if mode == "immediate" else args.delayed
+        ours, theirs = (
+            _best(results, mode, "durability", tasks),
+            _best(results, mode, "huey", tasks),
+        )
+        if ours and theirs:
+            print(
+                f"{mode}: best durability ({LABELS[ours[1]]}, {ours[0]:,.0f}/s) is "
+                f"{ours[0] / theirs[0]:.1f}x best Huey ({LABELS[theirs[1]]}, {theirs[0]:,.0f}/s)"
             )
     print()
     print("How each system is configured (all on SQLite files on the same disk):")
@@ -418,9 +568,13 @@ def report(args: argparse.Namespace, results: dict[tuple[str, str], dict[str, An
         if any(key[0] == name for key in results):
             print(f"- {note}")
     print(
-        "- completed/s: tasks over the time from the first enqueue to the last acknowledged "
-        "completion (for delayed work it includes the 1 s delay); enqueued/s: tasks over the "
-        "time until the last enqueue returned; late: run time minus due time"
+        "- tasks/s: immediate work, tasks over the time from the first enqueue to the last "
+        "acknowledged completion; delayed work, tasks over the time from the first task's due "
+        "time (1 s after the first enqueue) to the last acknowledged completion, so the 1 s "
+        "wait is not in it. enqueued/s: tasks over the time until the last enqueue returned. "
+        "CPU per task: the process's CPU time (all threads) over the run, per task. fsyncs "
+        "per task: fsync + fdatasync calls of a second run under strace (start-up included). "
+        "late: when the task ran minus when it was due"
     )
 
 

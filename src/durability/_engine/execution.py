@@ -113,6 +113,9 @@ async def _execute(engine: Engine, spec: ExecutionSpec, gate: _Gate) -> None:
         attempt = await _claim(engine, spec, started_at)
         if attempt is None:
             return
+        # A host may commit off the loop: wait, so a handler that takes the process down
+        # has its attempt counted all the same.
+        await engine.storage.sync()
         ended = await _run(engine, spec, gate, attempt, started_at)
         await _settle(engine, spec, attempt, started_at, ended)
     finally:
