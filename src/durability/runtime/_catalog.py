@@ -166,9 +166,7 @@ class Catalog:
         early once closing); how many were read, and the alarms the catalog missed."""
         read = 0
         missed: list[StoredAlarm] = []
-        for key, object_file in object_files(root, since_ns):
-            if self._closing:
-                break
+        for key, object_file in object_files(root, since_ns, lambda: self._closing):
             stored = read_alarm_file(key, object_file)
             read += 1
             if stored is not None and self._correct(stored, may_drop=may_drop):

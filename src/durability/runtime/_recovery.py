@@ -17,7 +17,7 @@ import logging
 import os
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,11 +80,14 @@ def _directory_times(root: Path) -> Iterator[int]:
                 yield entry.stat().st_mtime_ns
 
 
-def object_files(root: Path, modified_since_ns: int | None) -> Iterator[tuple[Key, Path]]:
+def object_files(
+    root: Path, modified_since_ns: int | None, stop: Callable[[], bool] = lambda: False
+) -> Iterator[tuple[Key, Path]]:
     """Every object file under `root` (only those modified since the time, if given).
 
     A file counts as modified when it or its write-ahead log is; only directory
-    entries are read for the others (one `stat` each), no database is opened.
+    entries are read for the others (one `stat` each), no database is opened. Ends
+    early once `stop()` says so.
     """
     if not root.is_dir():
         return
@@ -101,6 +104,8 @@ def object_files(root: Path, modified_since_ns: int | None) -> Iterator[tuple[Ke
         for name, entry in entries.items():
             if len(name) != _OBJECT_NAME_LENGTH or not _OBJECT_FILE.fullmatch(name):
                 continue
+            if stop():
+                return
             if modified_since_ns is not None:
                 wal = entries.get(name + "-wal")
                 try:
@@ -113,6 +118,8 @@ def object_files(root: Path, modified_since_ns: int | None) -> Iterator[tuple[Ke
                     continue
             found.append(name)
         for name in sorted(found):
+            if stop():
+                return
             yield (namespace, name[:64]), Path(directory, name)
 
 
