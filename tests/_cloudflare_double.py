@@ -13,7 +13,8 @@ runtime's) and shows only what Cloudflare shows, in one of two flavours:
   rows, `memoryview` BLOBs); the transaction handed to a callback is still raw.
 
 Both: camelCase names only; `sql.exec` errors are `JsException`s with Cloudflare's
-messages; `True` is stored as the text 'true'; every number is bound as REAL (an
+messages; a cursor's `rowsWritten` also counts the index entries a write made (it is
+no row count); `True` is stored as the text 'true'; every number is bound as REAL (an
 integral value reads back as an int), and an int from +/-(2**53 - 1) outwards cannot be
 bound (Pyodide makes it a BigInt); an exception raised inside `transaction` or
 `blockConcurrencyWhile` comes back as `JsException: PythonError`; `waitUntil` refuses a

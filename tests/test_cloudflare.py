@@ -24,7 +24,16 @@ from _cloudflare_double import (
     install,
 )
 from conftest import START_MS, Holder
-from durability import Durability, DurabilityAlarms, DurabilityLog, DurabilityScheduler
+from durability import (
+    Durability,
+    DurabilityAlarms,
+    DurabilityFanout,
+    DurabilityLog,
+    DurabilityScheduler,
+    FanoutInput,
+    FanoutMessage,
+    FanoutTarget,
+)
 from durability._cloudflare import CloudflareContext, alarm_info, as_context
 from durability.cloudflare import adapt
 from durability.runtime import AlarmInvocationInfo, Runtime
@@ -108,7 +117,7 @@ async def test_rows_are_plain_dicts_with_none_and_bytes(ctx: Any) -> None:
     ]
     assert sql.exec("SELECT v FROM t WHERE k = 'c'").one() == {"v": 7}
     assert list(sql.exec("SELECT k FROM t WHERE k > 'a' ORDER BY k").raw()) == [("b",), ("c",)]
-    assert sql.exec("DELETE FROM t WHERE k = 'a'").rows_written == 1
+    assert sql.exec("DELETE FROM t WHERE k = 'a'").rows_written == 2
 
 
 async def test_raw_rows_are_not_subscriptable_under_the_builtin_sdk(ctx: Any, flavour: str) -> None:
@@ -140,6 +149,42 @@ async def test_bool_is_bound_as_a_number(ctx: Any) -> None:
     assert sql.exec("SELECT v, typeof(v) AS type FROM t").one() == {"v": 1, "type": "real"}
     ctx.storage.sql.exec("INSERT INTO t VALUES ('b', ?)", True)
     assert sql.exec("SELECT v FROM t WHERE k = 'b'").one() == {"v": "true"}
+
+
+async def test_rows_written_counts_index_entries_too(ctx: Any) -> None:
+    """As on Cloudflare, `rows_written` counts every index entry a write made, not rows."""
+    sql = table(ctx)
+    sql.exec("CREATE INDEX IF NOT EXISTS t_v ON t (v)")
+    # Two rows, each with an entry in the primary key's index and in t_v.
+    assert sql.exec("INSERT INTO t VALUES ('a', 1), ('b', 2)").rows_written == 6
+    assert sql.exec("UPDATE t SET v = 3 WHERE k = 'a'").rows_written == 2
+    assert sql.exec("UPDATE t SET k = 'c' WHERE k = 'b'").rows_written == 2
+    assert sql.exec("INSERT INTO t VALUES ('a', 1) ON CONFLICT (k) DO NOTHING").rows_written == 0
+    assert sql.exec("DELETE FROM t").rows_written == 6
+
+
+async def test_fanout_enqueues_and_delivers_on_a_raw_ctx(ctx: Any) -> None:
+    """Fanout counts inserted rows itself (rows_written is no row count on Cloudflare)."""
+    delivered: list[tuple[str, str]] = []
+
+    def consumer(name: str) -> Any:
+        async def deliver(messages: list[FanoutMessage[int]]) -> None:
+            delivered.extend((name, message.id) for message in messages)
+
+        return deliver
+
+    targets = {name: FanoutTarget(deliver=consumer(name), ack_on_return=True) for name in "abc"}
+    fanout: DurabilityFanout[int] = DurabilityFanout(context=ctx, targets=targets)
+    inputs = [FanoutInput(1, id="m-1"), FanoutInput(2, id="m-2")]
+    first = await fanout.enqueue(inputs)
+    assert first.success and first.value == ["m-1", "m-2"]
+    again = await fanout.enqueue(inputs)
+    assert again.success and again.value == ["m-1", "m-2"]
+    clash = await fanout.enqueue(FanoutInput(3, id="m-1"))
+    assert not clash.success
+    await fanout.alarm()
+    assert sorted(delivered) == [(name, f"m-{n}") for name in "abc" for n in (1, 2)]
+    assert (await fanout.load()).outbound.pending_deliveries == 0
 
 
 async def test_bytes_are_stored_as_a_blob(ctx: Any, flavour: str) -> None:

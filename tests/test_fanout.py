@@ -99,6 +99,24 @@ async def test_key_reused_for_different_work_rejects_the_whole_batch() -> None:
         assert await t.obj.manifests() == before
 
 
+async def test_concurrent_enqueues_are_atomic_each_and_keep_their_order() -> None:
+    """Enqueues stored together in one turn: a rejected one stores nothing, the rest do."""
+    probe = Probe(consumers={"email": {}})
+    async with hub(probe) as t:
+        probe.behaviour["email"] = lambda messages: _never()
+        first, clash, third = await asyncio.gather(
+            t.obj.enqueue([{"id": "m1", "body": 1, "key": "k"}, {"id": "m2", "body": 2}]),
+            t.obj.enqueue([{"id": "m3", "body": 3}, {"id": "m4", "body": 4, "key": "k"}]),
+            t.obj.enqueue([{"id": "m5", "body": 5}, {"id": "m2", "body": 2}]),
+        )
+        assert (first["success"], first["value"]) == (True, ["m1", "m2"])
+        assert clash["success"] is False
+        assert clash["error"][0] == "FanoutEnqueueError"
+        assert (third["success"], third["value"]) == (True, ["m5", "m2"])
+        assert [row["id"] for row in await t.obj.manifests()] == ["m1", "m2", "m5"]
+        assert await t.obj.pending() == 3
+
+
 async def test_repeat_within_one_batch_is_registered_once() -> None:
     """The second use of a key in one batch is a duplicate of the first."""
     probe = Probe(consumers={"email": {}})

@@ -32,24 +32,38 @@ WALL_CLOCK = WallClock()
 _bound: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Clock] = weakref.WeakKeyDictionary()
 
 
+_last: tuple[weakref.ref[asyncio.AbstractEventLoop], Clock] | None = None
+"""The loop `current_clock` last looked up, and its clock (it is called very often)."""
+
+
 def bind_clock(loop: asyncio.AbstractEventLoop, clock: Clock) -> None:
     """Make `clock` the time source of code running on `loop`."""
+    global _last
     _bound[loop] = clock
+    _last = None
 
 
 def unbind_clock(loop: asyncio.AbstractEventLoop, clock: Clock) -> None:
     """Forget `clock` for `loop` if it is still the one bound there."""
+    global _last
     if _bound.get(loop) is clock:
         del _bound[loop]
+        _last = None
 
 
 def current_clock() -> Clock:
     """The clock bound to the running loop, else the wall clock."""
+    global _last
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return WALL_CLOCK
-    return _bound.get(loop, WALL_CLOCK)
+    last = _last
+    if last is not None and last[0]() is loop:
+        return last[1]
+    clock = _bound.get(loop, WALL_CLOCK)
+    _last = (weakref.ref(loop), clock)
+    return clock
 
 
 def now_ms() -> int:

@@ -193,13 +193,19 @@ class _Bucket:
 
 
 class _DirectionLoad:
-    """In-flight count and one minute of one-second buckets for one direction."""
+    """In-flight count and one minute of one-second buckets for one direction.
 
-    __slots__ = ("buckets", "in_flight")
+    The window's totals are kept for the current second and adjusted by each record
+    in it, so a snapshot per call sums the buckets once a second, not every time.
+    """
+
+    __slots__ = ("buckets", "cached", "in_flight")
 
     def __init__(self) -> None:
         self.in_flight = 0
         self.buckets = [_Bucket() for _ in range(_BUCKETS)]
+        self.cached: list[int] | None = None
+        """`[second, completed, duration_ms]` of the window ending at that second."""
 
     def record(self, now: int, duration_ms: int) -> None:
         second = now // _BUCKET_MS
@@ -210,15 +216,26 @@ class _DirectionLoad:
             bucket.duration_ms = 0
         bucket.completed += 1
         bucket.duration_ms += duration_ms
+        cached = self.cached
+        if cached is not None:
+            if cached[0] == second:
+                cached[1] += 1
+                cached[2] += duration_ms
+            else:
+                self.cached = None
 
     def window(self, now: int) -> tuple[int, float | None]:
         second = now // _BUCKET_MS
-        completed = 0
-        duration = 0
-        for bucket in self.buckets:
-            if second - _BUCKETS < bucket.second <= second:
-                completed += bucket.completed
-                duration += bucket.duration_ms
+        cached = self.cached
+        if cached is None or cached[0] != second:
+            completed = 0
+            duration = 0
+            for bucket in self.buckets:
+                if second - _BUCKETS < bucket.second <= second:
+                    completed += bucket.completed
+                    duration += bucket.duration_ms
+            cached = self.cached = [second, completed, duration]
+        completed, duration = cached[1], cached[2]
         return completed, (duration / completed if completed else None)
 
 

@@ -156,9 +156,9 @@ def _check_repeats(report: dict[str, list[list[Any]]], context: str) -> int:
         attempts = [attempt for attempt, _ in seen]
         in_order = [run for _, run in seen]
         assert len(set(in_order)) == len(in_order), f"{effect} repeated in one run {context}"
-        # A fanout claim (its attempt count) may be lost with the kill that cut its
-        # delivery short, so only operations promise a new attempt number each time.
-        if effect[0] == "op":
+        # Operation and fanout claims are durable before the effect runs: each repeat
+        # after a kill comes with a new attempt number.
+        if effect[0] in ("op", "fan"):
             assert len(set(attempts)) == len(attempts), f"{effect}: an attempt twice {context}"
             assert in_order == sorted(in_order), f"{effect}: attempts out of order {context}"
         repeats += len(seen) - 1

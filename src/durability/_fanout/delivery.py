@@ -223,7 +223,7 @@ class Batch:
         """Ack what the consumer left unsettled, in one transaction, in this task.
 
         Running it here (not in a task of its own) lets the removal share the turn, and
-        so the commit, of the claim when the consumer never really waited.
+        so the commit, of whatever else this object writes meanwhile.
         """
         unsettled = [state for state in self.states if state.outcome is None]
         if not unsettled:

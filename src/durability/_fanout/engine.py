@@ -113,6 +113,14 @@ class FanoutEngine:
         """
         return self._engine.transaction_sync(write)
 
+    async def sync(self) -> None:
+        """Wait until every write made so far is durable (raises if their commit failed)."""
+        await self._engine.storage.sync()
+
+    def nested(self, write: Callable[[SqlStorage], T]) -> T:
+        """Run `write` atomically inside the transaction running now (a savepoint)."""
+        return self._engine.transaction_sync(write)
+
     async def acquire_permit(self) -> Release:
         """A permit of the scheduler's shared FIFO pool; `waiting` counts the waiters."""
         permits = self._engine.permits

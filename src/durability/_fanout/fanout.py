@@ -249,6 +249,9 @@ class DurabilityFanout(Generic[Body]):
                 claimable, policy.max_attempts, now_ms() + policy.attempt_timeout_ms
             )
             if claimed:
+                # The counted attempt and its lease are durable before any consumer code
+                # runs: a process killed inside deliver() still used up the attempt.
+                await self._engine.sync()
                 batch = Batch(
                     store=self._store,
                     settler=self._settler,

@@ -14,10 +14,11 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from .._context import SqlStorage
-from .._errors import SerializedError
+from .._errors import FanoutEnqueueError, SerializedError
 from .engine import FanoutEngine
+from .grouping import TurnGroups
 from .rows import Delivery, NewMessage, Registered, from_sql
-from .writes import claim_rows, register_rows, remove_rows
+from .writes import Registration, claim_rows, register_rows, remove_rows
 
 T = TypeVar("T")
 
@@ -34,11 +35,14 @@ _ROW_QUERY = (
 class DeliveryStore:
     """SQL over the fanout tables; every write runs in an alarm-reconciling transaction."""
 
-    __slots__ = ("_count", "_engine")
+    __slots__ = ("_count", "_engine", "_groups")
 
     def __init__(self, engine: FanoutEngine) -> None:
         self._engine = engine
         self._count: int | None = None
+        self._groups: TurnGroups[Registration, list[Registered]] = TurnGroups(
+            self._register_group, engine.spawn
+        )
 
     # -- reads --------------------------------------------------------------------------
 
@@ -132,13 +136,37 @@ class DeliveryStore:
 
         An entry whose key is stored (or repeated in the batch) with the same id, body
         and targets is skipped; with different ones the whole batch is rejected with
-        `FanoutEnqueueError` and nothing is written.
+        `FanoutEnqueueError` and nothing is written. Enqueues of one turn are stored
+        together (see `grouping`).
         """
-        created = await self._write(
-            lambda sql: register_rows(sql, entries, targets, now, first_attempt_at),
-            due_now=first_attempt_at <= now,
-        )
-        self._adjust(len(created) * len(targets))
+        return await self._groups.submit(Registration(entries, targets, now, first_attempt_at))
+
+    async def _register_group(
+        self, requests: list[Registration]
+    ) -> list[list[Registered] | Exception]:
+        """Register `requests` in one transaction: all together, or one at a time (each
+        in a nested transaction) when one of them is rejected."""
+
+        def write(sql: SqlStorage) -> list[list[Registered] | Exception]:
+            try:
+                return list(self._engine.nested(lambda inner: register_rows(inner, requests)))
+            except FanoutEnqueueError:
+                pass
+            return [self._register_alone(request) for request in requests]
+
+        due_now = any(request.first_attempt_at <= request.now for request in requests)
+        outcomes = await self._write(write, due_now=due_now)
+        for request, outcome in zip(requests, outcomes, strict=True):
+            if not isinstance(outcome, Exception):
+                self._adjust(len(outcome) * len(request.targets))
+        return outcomes
+
+    def _register_alone(self, request: Registration) -> list[Registered] | Exception:
+        """Register one request in a nested transaction; its rejection, if it is rejected."""
+        try:
+            [created] = self._engine.nested(lambda sql: register_rows(sql, [request]))
+        except FanoutEnqueueError as rejection:
+            return rejection
         return created
 
     async def claim(

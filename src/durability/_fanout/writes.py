@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from .._context import SqlStorage
@@ -59,74 +60,94 @@ def _fence_bindings(rows: Sequence[Delivery]) -> list[SqlValue]:
     return bindings
 
 
-def register_rows(
-    sql: SqlStorage,
-    entries: Sequence[NewMessage],
-    targets: Sequence[str],
-    now: int,
-    first_attempt_at: int,
-) -> list[Registered]:
-    """Insert a manifest and one delivery per target for each new entry; the new entries.
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """One enqueue's checked entries, its sorted targets and its timestamps."""
 
-    A stored key (or one repeated in the batch) with the same id, body and targets is
-    skipped; with different ones `FanoutEnqueueError` rolls the whole batch back.
+    entries: Sequence[NewMessage]
+    targets: Sequence[str]
+    now: int
+    first_attempt_at: int
+
+
+def register_rows(sql: SqlStorage, requests: Sequence[Registration]) -> list[list[Registered]]:
+    """Insert a manifest and one delivery per target for each new entry of each request,
+    in order; the new entries of each request.
+
+    A stored key (or one repeated earlier) with the same id, body and targets is
+    skipped; with different ones `FanoutEnqueueError` is raised (the caller's
+    transaction then rolls everything back).
     """
-    targets_text = to_json_text(list(targets))
-    # Reserved for the whole batch up front; a skipped duplicate leaves a harmless gap.
+    count = sum(len(request.entries) for request in requests)
+    # Reserved for every entry up front; a skipped duplicate leaves a harmless gap.
     end = int(
         next(
             sql.exec(
                 "UPDATE durability_fanout_seq SET next_seq = next_seq + ? WHERE id = 1 "
                 "RETURNING next_seq",
-                len(entries),
+                count,
             ).raw()
         )[0]
     )
-    created: list[Registered] = []
-    for seq, entry in enumerate(entries, end - len(entries)):
-        generation = random_id()
-        inserted = sql.exec(
-            "INSERT INTO durability_fanout_messages (key, id, payload, targets, remaining, "
-            "seq, created_at, generation_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT(key) DO NOTHING",
-            entry.key,
-            entry.id,
-            entry.payload,
-            targets_text,
-            len(targets),
-            seq,
-            now,
-            generation,
-        ).rows_written
-        if not inserted:
-            _check_duplicate(sql, entry, targets_text)
-            continue
-        for chunk in _chunks(targets, 7):
-            bindings: list[SqlValue] = []
-            for target in chunk:
-                bindings += [
-                    json_pair(entry.key, target),
-                    entry.key,
-                    target,
-                    seq,
-                    first_attempt_at,
-                    now,
-                    generation,
-                ]
-            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, 'pending', 'delivery', 0)"] * len(chunk))
-            sql.exec(
-                "INSERT INTO durability_fanout_deliveries (id, message_key, target_id, seq, "
-                "next_attempt_at, created_at, generation_id, status, phase, attempt) "
-                f"VALUES {values} ON CONFLICT(id) DO NOTHING",
+    items = [
+        (request, entry, to_json_text(list(request.targets)))
+        for request in requests
+        for entry in request.entries
+    ]
+    first_seq = end - count
+    fresh: dict[int, list[Registered]] = {id(request): [] for request in requests}
+    new_rows: list[tuple[Registration, Registered, int]] = []
+    seen: set[str] = set()
+    for offset, chunk in _offset_chunks(items, 8):
+        bindings: list[SqlValue] = []
+        generations: list[str] = []
+        for seq, (request, entry, targets_text) in enumerate(chunk, first_seq + offset):
+            generation = random_id()
+            generations.append(generation)
+            bindings += [entry.key, entry.id, entry.payload, targets_text]
+            bindings += [len(request.targets), seq, request.now, generation]
+        inserted = {
+            str(row[0])
+            for row in sql.exec(
+                "INSERT INTO durability_fanout_messages (key, id, payload, targets, remaining, "
+                f"seq, created_at, generation_id) {_values(len(chunk), 8)} "
+                "ON CONFLICT(key) DO NOTHING RETURNING key",
                 *bindings,
-            )
-            # Rows inserted, from SQLite itself: Cloudflare's rows_written also counts
-            # the index entries written, so it is no row count.
-            written = next(sql.exec("SELECT changes()").raw())[0]
-            if written != len(chunk):
-                raise RuntimeError("Fanout manifest and delivery state disagree")
-        created.append(Registered(entry, generation))
-    return created
+            ).raw()
+        }
+        for seq, ((request, entry, targets_text), generation) in enumerate(
+            zip(chunk, generations, strict=True), first_seq + offset
+        ):
+            if entry.key in inserted and entry.key not in seen:
+                seen.add(entry.key)
+                registered = Registered(entry, generation)
+                fresh[id(request)].append(registered)
+                new_rows.append((request, registered, seq))
+            else:
+                _check_duplicate(sql, entry, targets_text)
+    rows = [(request, new, seq, t) for request, new, seq in new_rows for t in request.targets]
+    for chunk_rows in _chunks(rows, 7):
+        bindings = []
+        for request, registered, seq, target in chunk_rows:
+            key = registered.entry.key
+            bindings += [json_pair(key, target), key, target, seq, request.first_attempt_at]
+            bindings += [request.now, registered.generation]
+        # No ON CONFLICT: a delivery row left without its manifest is a broken invariant,
+        # and the constraint error rolls the whole enqueue back.
+        sql.exec(
+            "INSERT INTO durability_fanout_deliveries (id, message_key, target_id, seq, "
+            "next_attempt_at, created_at, generation_id, status, phase, attempt) VALUES "
+            + ", ".join(["(?, ?, ?, ?, ?, ?, ?, 'pending', 'delivery', 0)"] * len(chunk_rows)),
+            *bindings,
+        )
+    return [fresh[id(request)] for request in requests]
+
+
+def _offset_chunks(items: Sequence[Item], width: int) -> Iterator[tuple[int, Sequence[Item]]]:
+    """`_chunks` with the offset of each chunk's first item."""
+    size = max(1, MAX_PARAMETERS // width)
+    for start in range(0, len(items), size):
+        yield start, items[start : start + size]
 
 
 def _check_duplicate(sql: SqlStorage, entry: NewMessage, targets_text: str) -> None:
@@ -178,12 +199,16 @@ def remove_rows(sql: SqlStorage, rows: Sequence[Delivery]) -> set[str]:
             where = f"key IN ({marks}) AND (key, generation_id) IN ({_values(len(group), 2)})"
             keys: list[SqlValue] = [key for key, _ in group]
             keys += [value for manifest in group for value in manifest]
-            sql.exec(
-                f"UPDATE durability_fanout_messages SET remaining = remaining - ? WHERE {where}",
+            released = sql.exec(
+                f"UPDATE durability_fanout_messages SET remaining = remaining - ? WHERE {where} "
+                "RETURNING key, remaining",
                 count,
                 *keys,
             )
-            sql.exec(
-                f"DELETE FROM durability_fanout_messages WHERE remaining <= 0 AND {where}", *keys
-            )
+            finished: list[SqlValue] = [key for key, left in released.raw() if left <= 0]
+            # Only a manifest no target owes any more is deleted (by key: this very
+            # transaction just matched its generation).
+            for done in _chunks(finished, 1):
+                marks = ", ".join("?" * len(done))
+                sql.exec(f"DELETE FROM durability_fanout_messages WHERE key IN ({marks})", *done)
     return removed

@@ -1,0 +1,54 @@
+"""A fanout delivery cut short by SIGKILL still used up its attempt."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .fanout_child import MAX_ATTEMPTS
+
+CHILD = Path(__file__).with_name("fanout_child.py")
+RUN_TIMEOUT_S = 60.0
+
+
+def _run(data: Path, kind: str) -> tuple[int, list[str]]:
+    """Run the child once; its exit code and its complete output lines."""
+    child = subprocess.run(
+        [sys.executable, str(CHILD), str(data), kind],
+        capture_output=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+    text = child.stdout.decode()
+    assert child.returncode in (0, -signal.SIGKILL), child.stderr.decode()[-2000:]
+    return child.returncode, text[: text.rfind("\n") + 1].splitlines()
+
+
+@pytest.mark.parametrize("kind", ["dlq", "drop"])
+def test_a_consumer_that_kills_its_process_exhausts_its_attempts(tmp_path: Path, kind: str) -> None:
+    """Each kill inside deliver() counts an attempt; then the message dead-letters or drops."""
+    data = tmp_path / "data"
+    attempts: list[int] = []
+    state: dict[str, object] | None = None
+    for _ in range(MAX_ATTEMPTS + 2):
+        code, lines = _run(data, kind)
+        attempts += [int(line.split()[1]) for line in lines if line.startswith("deliver ")]
+        if code == 0:
+            state = json.loads(lines[-1].removeprefix("state "))
+            break
+    assert attempts == list(range(1, MAX_ATTEMPTS + 1))
+    assert state is not None, "the message never left the queue"
+    assert state["pending"] == 0
+    if kind == "drop":
+        assert state["dead"] == []
+        return
+    [dead] = state["dead"]  # type: ignore[misc]
+    assert (dead["messageId"], dead["attempts"]) == ("m-1", MAX_ATTEMPTS)
+    assert dead["failure"]["reason"] == "exhausted"
