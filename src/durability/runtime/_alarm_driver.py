@@ -38,6 +38,7 @@ from ._database import Database, FlushHook
 from ._errors import ObjectEvictedError
 from ._instance import Instance
 from ._object import AlarmInvocationInfo, DurableObject
+from ._recovery import StoredAlarm
 from ._storage import (
     MAX_ALARM_RETRIES,
     AlarmRow,
@@ -84,6 +85,7 @@ class AlarmDriver:
         self._committing: dict[Key, int | None] = {}
         self._failures: dict[Key, int] = {}
         self._closed = False
+        catalog.found = self._learn
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Queue every catalog entry (overdue ones fire right away)."""
@@ -92,6 +94,17 @@ class AlarmDriver:
             self._names[key] = name
             self._wake[key] = wake_ms
         self._rebuild()
+
+    def _learn(self, found: list[StoredAlarm]) -> None:
+        """Arm alarms found after start in objects the catalog had missed."""
+        for stored in found:
+            assert stored.wake_ms is not None
+            current = self._wake.get(stored.key)
+            if current is None or stored.wake_ms < current:
+                self._wake[stored.key] = stored.wake_ms
+                self._names.setdefault(stored.key, stored.name)
+                if stored.key not in self._running:
+                    self._arm(stored.key)
 
     def name_of(self, key: Key) -> str | None:
         """The name recorded for an object that has had an alarm, if any."""

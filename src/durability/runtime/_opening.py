@@ -98,6 +98,28 @@ def _create_file(file: Path) -> None:
         sync_directory(file.parent)
 
 
+def connect_file(file: Path, *, threaded: bool) -> sqlite3.Connection:
+    """A connection to an object file, set up as every object's is (WAL, full sync).
+
+    `threaded`: commits may run in a worker thread. Errors name the file and leave no
+    connection open.
+    """
+    connection = sqlite3.connect(
+        file,
+        isolation_level=None,
+        check_same_thread=not threaded,
+        cached_statements=CACHED_STATEMENTS,
+    )
+    try:
+        connection.execute(f"PRAGMA cache_size={CACHE_PAGES}")
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=FULL")
+    except sqlite3.Error as error:
+        connection.close()
+        raise type(error)(f"{file}: {error}") from error
+    return connection
+
+
 def open_database(
     loop: asyncio.AbstractEventLoop,
     file: Path | None,
@@ -117,16 +139,8 @@ def open_database(
     if created:
         _make_directory(file.parent)
         _create_file(file)
-    connection = sqlite3.connect(
-        file,
-        isolation_level=None,
-        check_same_thread=committer is None,
-        cached_statements=CACHED_STATEMENTS,
-    )
+    connection = connect_file(file, threaded=committer is not None)
     try:
-        connection.execute(f"PRAGMA cache_size={CACHE_PAGES}")
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=FULL")
         database = Database(connection, loop, file, committer, created=created)
         if not created:
             database.create_private_tables()
