@@ -7,14 +7,18 @@ Everything runs in one process on real files (WAL, synchronous=FULL) and the rea
 - register -> completed throughput: concurrent callers register no-op operations on
   ONE file-backed object (each call returns once the registration is durable); the
   clock stops when the last one is completed. Beside it, raw sqlite3 doing the same
-  row work (insert, claim, complete) with one fsynced commit per operation, and the
-  same batched 100 operations per commit. Each is measured `--rounds` times (a fresh
-  database each time) and reported as the median with the range, because a shared
-  machine's disk and CPU vary a lot between runs. The object runs with the default
-  `alarm_concurrency` (10) and, as a second row, with `--wide-concurrency` permits,
-  to show how much of the cost is the permit limit.
+  row work (insert, claim, complete) with one fsynced commit per operation, the same
+  batched 100 operations per commit, and batched `--alarm-concurrency` operations per
+  commit (as many as one batch of permits runs: a claim must be committed before its
+  handler starts, so that is the most operations one commit can finish). Each is
+  measured `--rounds` times (a fresh database each time) and reported as the median
+  with the range, because a shared machine's disk and CPU vary a lot between runs.
+  The object runs with the default `alarm_concurrency` (10) and, as a second row,
+  with `--wide-concurrency` permits, to show how much of the cost is the permit limit.
 - named-alarm schedule cost with 1,000 vs 100,000 other occurrences pending (those are
   inserted with SQL to set up quickly; the measured calls go through the API).
+- CPU per operation on the in-memory runtime (process time, register -> completed,
+  default permits), beside the runtime's own floor: a stub call inserting one row.
 - lateness of near-term named alarms (due within the min delay, so served by the
   in-memory timer): time the handler starts minus the scheduled time, p50/p99.
 """
@@ -97,6 +101,18 @@ class OperationsBench(DurableObject):
         await self.durability.alarm(info)
 
 
+class InsertFloor(DurableObject):
+    """The runtime's own floor: a stub call that inserts one row and nothing else."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS floor (id TEXT PRIMARY KEY)")
+
+    async def register(self, id: str) -> None:
+        """Insert row `id` (durable when the call returns, through the output gate)."""
+        self.ctx.storage.sql.exec("INSERT INTO floor (id) VALUES (?)", id)
+
+
 class ScheduleBench(DurableObject):
     """Named alarms scheduled far ahead, next to many other pending occurrences."""
 
@@ -175,7 +191,8 @@ _CREATE_CALLS = (
 
 def bench_raw(directory: Path, operations: int, per_commit: int) -> float:
     """Seconds for raw sqlite3 to insert, claim and complete `operations` rows."""
-    connection = sqlite3.connect(directory / f"raw-{per_commit}.sqlite3", isolation_level=None)
+    file = directory / f"raw-{per_commit}-{time.monotonic_ns()}.sqlite3"
+    connection = sqlite3.connect(file, isolation_level=None)
     try:
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=FULL")
@@ -230,6 +247,28 @@ async def bench_operations(
         elapsed = time.perf_counter() - started
         assert completed == operations, (completed, operations)
         return elapsed
+
+
+async def cpu_per_call(binding: type[DurableObject], operations: int, callers: int) -> float:
+    """Process CPU seconds per call of `callers` concurrent callers making `operations`
+    `register` calls on one in-memory object (for operations: until all completed)."""
+    settings.alarm_concurrency = 10
+    async with Runtime(bindings={"OBJ": binding}) as rt:
+        bench = rt.env.OBJ.get_by_name("cpu")
+        operations_bench = binding is OperationsBench
+        if operations_bench:
+            await bench.expect(operations)
+        ids = iter(range(operations))
+
+        async def caller() -> None:
+            for number in ids:
+                await bench.register(f"op-{number}")
+
+        started = time.process_time()
+        await asyncio.gather(*(caller() for _ in range(callers)))
+        if operations_bench:
+            assert await bench.wait_completed() == operations
+        return (time.process_time() - started) / operations
 
 
 async def bench_schedule(directory: Path, pending: int) -> float:
@@ -288,7 +327,9 @@ def main() -> None:
         concurrencies.append(args.wide_concurrency)
     raw_one: list[float] = []
     raw_batched: list[float] = []
+    raw_permits: list[float] = []
     runtime: dict[int, list[float]] = {concurrency: [] for concurrency in concurrencies}
+    cpu: dict[str, list[float]] = {"operations": [], "floor": []}
     with tempfile.TemporaryDirectory(prefix="durability-bench-", dir=args.dir) as tmp:
         directory = Path(tmp)
         for round_number in range(args.rounds):
@@ -296,6 +337,7 @@ def main() -> None:
             here.mkdir()
             raw_one.append(bench_raw(here, args.raw_operations, 1))
             raw_batched.append(bench_raw(here, args.operations, 100))
+            raw_permits.append(bench_raw(here, args.operations, args.alarm_concurrency))
             for concurrency in concurrencies:
                 runtime[concurrency].append(
                     asyncio.run(
@@ -307,6 +349,12 @@ def main() -> None:
                         )
                     )
                 )
+            cpu["floor"].append(
+                asyncio.run(cpu_per_call(InsertFloor, args.operations, args.callers))
+            )
+            cpu["operations"].append(
+                asyncio.run(cpu_per_call(OperationsBench, args.operations, args.callers))
+            )
             print(f"round {round_number + 1} of {args.rounds} done", file=sys.stderr)
         schedule = {n: asyncio.run(bench_schedule(directory, n)) for n in (1_000, 100_000)}
         print("schedule cost done", file=sys.stderr)
@@ -314,6 +362,7 @@ def main() -> None:
 
     raw_rate, raw_text = _rates(args.raw_operations, raw_one)
     batched_rate, batched_text = _rates(args.operations, raw_batched)
+    permits_rate, permits_text = _rates(args.operations, raw_permits)
     rows = [
         (
             "raw sqlite3: insert, claim, complete; 1 commit per op",
@@ -324,6 +373,11 @@ def main() -> None:
             "raw sqlite3: the same, 100 ops per commit",
             f"{args.operations:,}",
             f"{batched_text}, {batched_rate / raw_rate:.1f}x",
+        ),
+        (
+            f"raw sqlite3: the same, {args.alarm_concurrency} ops per commit (one permit batch)",
+            f"{args.operations:,}",
+            f"{permits_text}, {permits_rate / raw_rate:.1f}x",
         ),
     ]
     for concurrency, seconds in runtime.items():
@@ -336,6 +390,22 @@ def main() -> None:
                 f"{text}, {rate / raw_rate:.1f}x",
             )
         )
+    floor_us = statistics.median(cpu["floor"]) * 1e6
+    operations_us = statistics.median(cpu["operations"]) * 1e6
+    rows.append(
+        (
+            "in-memory runtime, CPU per call: a stub call inserting one row (the floor)",
+            f"{args.operations:,}",
+            f"{floor_us:.1f} us",
+        )
+    )
+    rows.append(
+        (
+            "in-memory runtime, CPU per operation: register -> completed, alarm_concurrency=10",
+            f"{args.operations:,}",
+            f"{operations_us:.1f} us ({operations_us - floor_us:.1f} us over the floor)",
+        )
+    )
     rows.extend(
         (
             f"named alarm schedule, {pending:,} other occurrences pending",

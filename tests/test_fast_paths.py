@@ -76,12 +76,15 @@ class Lab(DurableObject):
         )
 
     async def arm_and_register(self, at: int | None, id: str) -> int | None:
-        """Arm the alarm at `at`, register `id`, return the alarm (all in one turn)."""
+        """Arm the alarm at `at`, write registration `id` as a turn's batch does, return
+        the alarm (all in one turn: an alarm in the past would fire at the next)."""
         if at is None:
             await self.ctx.storage.delete_alarm()
         else:
             await self.ctx.storage.set_alarm(at)
-        await self.durability.work(id=id)
+        now = now_ms()
+        row = (id, "work", '{"kind":"value","value":null}', now, random_uuid(), now)
+        assert await self.durability._registrations.write([row]) == [True]
         return await self.ctx.storage.get_alarm()
 
     async def observed(self) -> dict[str, Any]:

@@ -10,7 +10,8 @@ ids stay deduplicated; `purge_before` is the only way to drop them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
@@ -30,20 +31,19 @@ from ._engine import (
     LifecycleHook,
     MethodOptions,
     RegisteredEvent,
-    Release,
     RetriedEvent,
     RetryPolicy,
     check_handlers,
     given_options,
-    run_execution,
+    start_batch,
 )
 from ._errors import (
-    DuplicateDurableCallError,
     DurableAttemptTimeoutError,
     DurableCancelledError,
     DurableResultSerializationError,
     serialize_error,
 )
+from ._operation_batch import Registration, RegistrationBatch, complete_calls
 from ._operation_control import (
     NULL_TEXT,
     cancel_call,
@@ -139,6 +139,7 @@ class Durability(DurableHelper["DurableOperation"]):
         )
         self._after: dict[tuple[str, str], asyncio.Event] = {}
         """Retried records (by key and generation) whose older attempt must end first."""
+        self._registrations = RegistrationBatch(self._engine, self._registered)
 
     def operation(self, name: str) -> DurableOperation:
         """The operation object of handler `name` (the one attribute access returns)."""
@@ -156,54 +157,36 @@ class Durability(DurableHelper["DurableOperation"]):
         text = NULL_TEXT if payload is None else serialize(payload, "payload")
         now = now_ms()
         due = first_attempt_at(now, run_at, delay_ms)
-        generation = random_uuid()
+        await self._registrations.add((key, operation, text, due, random_uuid(), now))
 
-        def write(sql: SqlStorage) -> bool:
-            inserted = sql.exec(
-                "INSERT INTO durability_calls (id, operation, payload, status, result, attempt, "
-                "next_attempt_at, last_error, last_error_name, completed_at, generation_id, "
-                "created_at) VALUES (?, ?, ?, 'pending', NULL, 0, ?, NULL, NULL, NULL, ?, ?) "
-                "ON CONFLICT(id) DO NOTHING",
-                key,
-                operation,
-                text,
-                due,
-                generation,
-                now,
-            ).rows_written
-            if inserted:
-                return True
-            stored = sql.exec("SELECT operation FROM durability_calls WHERE id = ?", key).to_list()
-            if not stored:
-                raise RuntimeError(f'Durable call "{key}" was not persisted')
-            if stored[0]["operation"] != operation:
-                raise DuplicateDurableCallError(key, str(stored[0]["operation"]), operation)
-            return False
+    def _registered(self, inserted: list[Registration]) -> None:
+        """After the commit of new records: emit, and start those due now at once as far
+        as permits are free (a record a timer pass started meanwhile is left to it)."""
+        now = now_ms()
+        free = self._engine.permits.free
+        due: list[ExecutionSpec] = []
+        for key, operation, text, due_at, generation, created_at in inserted:
+            if self._events:
+                self._emit(
+                    RegisteredEvent(
+                        operation=operation, id=key, generation=generation, timestamp=created_at
+                    )
+                )
+            if due_at <= now and len(due) < free:
+                due.append(self._call_spec(key, operation, text, generation, created_at, 0))
+        if due:
+            self._start_eagerly(due)
 
-        if not await self._engine.transaction(write, due_at=lambda added: due if added else None):
-            return
-        if self._events:
-            self._emit(
-                RegisteredEvent(operation=operation, id=key, generation=generation, timestamp=now)
+    def _start_eagerly(self, specs: list[ExecutionSpec]) -> None:
+        """Run records that are due now at once, as far as permits are free (the
+        reconciled alarm or the early timer picks up the others)."""
+        started = start_batch(self._engine, specs)
+        if started is not None:
+            self._engine.tasks.run_in_background(
+                started,
+                "durability.background_execution.failed",
+                {"operation": specs[0].name, "id": specs[0].key},
             )
-        if due <= now:
-            # The row was just inserted by this registration: nothing can be running it yet.
-            self._start_eagerly(self._call_spec(key, operation, text, generation, now, 0))
-
-    def _start_eagerly(self, spec: ExecutionSpec) -> None:
-        """Run a record that is due now at once when a permit is free."""
-        permit = self._engine.permits.try_acquire()
-        if permit is None:
-            return  # the reconciled alarm or the early timer picks the row up
-        self._engine.tasks.run_in_background(
-            self._run_eagerly(spec, permit),
-            "durability.background_execution.failed",
-            {"operation": spec.name, "id": spec.key},
-        )
-
-    async def _run_eagerly(self, spec: ExecutionSpec, permit: Release) -> None:
-        await run_execution(self._engine, spec, permit)
-        await self._engine.schedule_next_alarm()
 
     async def _cancel(self, operation: str, id: object) -> bool:
         key = check_id(id)
@@ -258,7 +241,7 @@ class Durability(DurableHelper["DurableOperation"]):
             return True
         created_at = int(row["created_at"])
         self._start_eagerly(
-            self._call_spec(key, operation, str(row["payload"]), generation, created_at, 0)
+            [self._call_spec(key, operation, str(row["payload"]), generation, created_at, 0)]
         )
         return True
 
@@ -309,8 +292,6 @@ class Durability(DurableHelper["DurableOperation"]):
         created_at: int,
         attempt: int,
     ) -> ExecutionSpec:
-        idempotency_key = call_idempotency_key(self._engine.object_id(), operation, key)
-
         def argument(attempt: int, signal: AbortSignal) -> DurableCall[JsonValue]:
             return DurableCall(
                 id=key,
@@ -318,7 +299,7 @@ class Durability(DurableHelper["DurableOperation"]):
                 payload=None if payload_text == NULL_TEXT else deserialize(payload_text),
                 attempt=attempt,
                 signal=signal,
-                idempotency_key=idempotency_key,
+                idempotency_key=call_idempotency_key(self._engine.object_id(), operation, key),
             )
 
         def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
@@ -337,6 +318,7 @@ class Durability(DurableHelper["DurableOperation"]):
             argument=argument,
             complete=complete,
             after=after,
+            complete_many=_complete_many,
         )
 
     def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
@@ -344,7 +326,20 @@ class Durability(DurableHelper["DurableOperation"]):
         return isinstance(error, DurableResultSerializationError)
 
 
+def _complete_many(
+    sql: SqlStorage, done: Sequence[tuple[ExecutionSpec, int, Any]]
+) -> list[int | Exception | None]:
+    """Store the successes of a batch of attempts at once (`complete_call`, set-based)."""
+    return complete_calls(sql, done, now_ms())
+
+
 def call_idempotency_key(object_id: str | None, operation: str, id: str) -> str:
     """`durability-call:v1:<object id>:<operation>:<id>`, the operation name escaped so
     no two (operation, id) pairs give one key (the id, last, is kept as it is)."""
-    return f"{IDEMPOTENCY_PREFIX}{object_id or ''}:{quote(operation, safe='')}:{id}"
+    return f"{IDEMPOTENCY_PREFIX}{object_id or ''}:{_escaped(operation)}:{id}"
+
+
+@functools.lru_cache(maxsize=256)
+def _escaped(operation: str) -> str:
+    """`operation` percent-escaped for the idempotency key (a handler name: few distinct)."""
+    return quote(operation, safe="")

@@ -17,13 +17,14 @@ class AbortSignal:
     __slots__ = ("_event", "_reason")
 
     def __init__(self) -> None:
-        self._event = asyncio.Event()
+        self._event: asyncio.Event | None = None
+        """Made by the first `wait()` only: most attempts never wait on their signal."""
         self._reason: BaseException | None = None
 
     @property
     def aborted(self) -> bool:
         """True once the attempt was aborted (timeout, cancel or purge)."""
-        return self._event.is_set()
+        return self._reason is not None
 
     @property
     def reason(self) -> BaseException | None:
@@ -32,7 +33,10 @@ class AbortSignal:
 
     async def wait(self) -> BaseException | None:
         """Return the abort reason once the signal is aborted (immediately if it already is)."""
-        await self._event.wait()
+        if self._reason is None:
+            if self._event is None:
+                self._event = asyncio.Event()
+            await self._event.wait()
         return self._reason
 
     def raise_if_aborted(self) -> None:
@@ -42,10 +46,11 @@ class AbortSignal:
 
     def _abort(self, reason: BaseException) -> None:
         """Abort with `reason`; a second abort keeps the first reason."""
-        if self._event.is_set():
+        if self._reason is not None:
             return
         self._reason = reason
-        self._event.set()
+        if self._event is not None:
+            self._event.set()
 
     def __repr__(self) -> str:
         return f"AbortSignal(aborted={self.aborted}, reason={self._reason!r})"

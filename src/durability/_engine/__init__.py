@@ -3,7 +3,8 @@
 Capabilities (operations, named alarms, the log, fanout) import from this package only. Its
 modules, top-down: the scheduler handle and attachment (`scheduler`), the `Engine`
 (`engine`) and its parts (`options`, `participants`, `reconcile`, `timer`, `permits`,
-`registry`, `tasks`), one attempt (`execution`) and its log records (`attempt_log`),
+`registry`, `tasks`), one attempt (`execution`), attempts in batches (`batch`) and the
+log records of attempts (`attempt_log`),
 the fenced table SQL (`tables`), retry policies (`policy`), lifecycle events
 (`lifecycle`), schema migrations (`migrations`) and the built-in schemas (`schemas`),
 and the `DurableHelper` base (`helper`).
@@ -12,8 +13,8 @@ and the `DurableHelper` base (`helper`).
 from __future__ import annotations
 
 from .._cloudflare import as_context
+from .batch import start_batch
 from .engine import Engine
-from .execution import run_execution
 from .helper import DurableHelper, HandlerEntry
 from .lifecycle import (
     AttemptSettledEvent,
@@ -52,8 +53,8 @@ from .schemas import (
     NAMED_ALARM_MIGRATIONS,
     OPERATION_MIGRATIONS,
 )
-from .spec import ExecutionSpec
-from .tables import TableSpec, forget_stack, read_stack
+from .spec import CompleteMany, ExecutionSpec
+from .tables import TableSpec, forget_stack, padded, read_stack, value_rows
 
 __all__ = [
     "DEFAULT_ATTEMPT_TIMEOUT_MS",
@@ -71,6 +72,7 @@ __all__ = [
     "AttemptSettledEvent",
     "AttemptStartedEvent",
     "CancelledEvent",
+    "CompleteMany",
     "DurabilityScheduler",
     "DurableHelper",
     "Engine",
@@ -103,7 +105,9 @@ __all__ = [
     "jitter",
     "migrate",
     "object_scheduler",
+    "padded",
     "read_stack",
     "report_failure",
-    "run_execution",
+    "start_batch",
+    "value_rows",
 ]

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar, cast
 
 from .._clock import now_ms
 from .._context import Context, SqlStorage, Storage, Transaction
@@ -31,7 +31,9 @@ from .tasks import BACKGROUND_FAILED, InstanceTasks
 from .timer import EarlyTimer
 
 T = TypeVar("T")
-Item = TypeVar("Item")
+
+_UNKNOWN = object()
+"""The object id before its first use (the context's id does not change)."""
 
 
 class Engine:
@@ -59,6 +61,7 @@ class Engine:
         self._participants: list[Participant] = []
         self._migrated: set[str] = set()
         self._refresh: asyncio.Future[None] | None = None
+        self._object_id: object = _UNKNOWN
         self.handle: object = None
         """The `DurabilityScheduler` of this engine: helpers hold the engine, and through
         it the object's registered scheduler stays alive as long as they do."""
@@ -89,8 +92,10 @@ class Engine:
 
     def object_id(self) -> str | None:
         """The string form of `context.id`, or `None` when the context has no id."""
-        object_id = getattr(self.context, "id", None)
-        return None if object_id is None else str(object_id)
+        if self._object_id is _UNKNOWN:
+            object_id = getattr(self.context, "id", None)
+            self._object_id = None if object_id is None else str(object_id)
+        return cast("str | None", self._object_id)
 
     # -- transactions and the physical alarm --------------------------------------------
 
@@ -231,24 +236,13 @@ class Engine:
 
     # -- due rows and purge -------------------------------------------------------------
 
-    async def run_concurrent(
-        self,
-        items: Iterable[Item],
-        worker: Callable[[Item], Awaitable[None]],
-        *,
-        table: str | None = None,
-    ) -> None:
-        """Run `worker` over `items` in order with at most `alarm_concurrency` at once.
+    def pulling(self, table: str) -> Callable[[], None]:
+        """Mark a pass over `table`'s due rows as still taking them; returns its `done()`.
 
-        `table` names the participant whose due rows these are: until the last item is
-        taken, the early timer is neither armed for that participant's work nor starts
-        passes over it; a pass owed to it meanwhile starts once the last item is taken.
+        Until `done()`, the early timer is neither armed for that participant's work nor
+        starts passes over it; a pass owed to it meanwhile starts at `done()`.
         """
-        pending = list(items)
-        if not pending:
-            return
-        taken_all = None if table is None else self._timer.pulling(table)
-        await self.permits.run_concurrent(pending, worker, taken_all=taken_all)
+        return self._timer.pulling(table)
 
     async def purge(self, table: TableSpec, cutoff: int, abort_reason: str) -> int:
         """Delete rows created strictly before `cutoff`, aborting their running attempts."""

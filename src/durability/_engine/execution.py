@@ -113,10 +113,35 @@ async def _execute(engine: Engine, spec: ExecutionSpec, gate: _Gate) -> None:
         attempt = await _claim(engine, spec, started_at)
         if attempt is None:
             return
+        signal = AbortSignal()
+        gate.entry.signal = signal
         # A host may commit off the loop: wait, so a handler that takes the process down
         # has its attempt counted all the same.
         await engine.storage.sync()
-        ended = await _run(engine, spec, gate, attempt, started_at)
+        ended = await _run(engine, spec, gate, attempt, signal, _NOT_CALLED)
+        await _settle(engine, spec, attempt, started_at, ended)
+    finally:
+        gate.execution_done()
+
+
+async def continue_attempt(
+    engine: Engine,
+    spec: ExecutionSpec,
+    entry: ActiveExecution,
+    permit: Release,
+    attempt: int,
+    started_at: int,
+    called: Awaitable[Any],
+) -> None:
+    """The rest of a claimed attempt whose handler, already called, returned `called`:
+    await it in its own task (timed, cancellable), settle the outcome, release the gate.
+
+    `entry.signal` is the signal the handler was called with.
+    """
+    gate = _Gate(engine, spec, entry, permit)
+    try:
+        assert entry.signal is not None
+        ended = await _run(engine, spec, gate, attempt, entry.signal, called)
         await _settle(engine, spec, attempt, started_at, ended)
     finally:
         gate.execution_done()
@@ -132,7 +157,7 @@ async def _claim(engine: Engine, spec: ExecutionSpec, started_at: int) -> int | 
         )
     if attempt is None:
         if is_exhausted(engine.sql, spec.table, spec.key, spec.generation, max_attempts):
-            await _fail_exhausted(engine, spec)
+            await fail_exhausted(engine, spec)
         return None
     if spec.emits:
         spec.emit(AttemptStartedEvent(**spec.entity(), timestamp=started_at, attempt=attempt))
@@ -140,12 +165,15 @@ async def _claim(engine: Engine, spec: ExecutionSpec, started_at: int) -> int | 
 
 
 async def _run(
-    engine: Engine, spec: ExecutionSpec, gate: _Gate, attempt: int, started_at: int
+    engine: Engine,
+    spec: ExecutionSpec,
+    gate: _Gate,
+    attempt: int,
+    signal: AbortSignal,
+    called: object,
 ) -> _Outcome:
     """Run the handler in its own task until it ends or times out (then it is aborted)."""
-    signal = AbortSignal()
-    gate.entry.signal = signal
-    handler = engine.tasks.spawn(_invoke(spec, attempt, signal, gate.outcome))
+    handler = engine.tasks.spawn(_invoke(spec, attempt, signal, gate.outcome, called))
     gate.handler = handler
     handler.add_done_callback(gate.handler_done)
     try:
@@ -166,14 +194,27 @@ async def _settle(
 ) -> None:
     """Persist the outcome with a fenced write, then wake watchers and emit."""
     if ended.error is not None:
-        await _settle_failure(engine, spec, attempt, started_at, ended.error)
+        await settle_error(engine, spec, attempt, started_at, ended.error)
         return
     result = ended.value
     try:
         completed_at = spec.complete(engine.sql, result, attempt)
     except Exception as error:
-        await _settle_failure(engine, spec, attempt, started_at, error)
+        await settle_error(engine, spec, attempt, started_at, error)
         return
+    record_success(engine, spec, attempt, started_at, completed_at, result)
+
+
+def record_success(
+    engine: Engine,
+    spec: ExecutionSpec,
+    attempt: int,
+    started_at: int,
+    completed_at: int | None,
+    result: Any,
+) -> None:
+    """After a success was written (`completed_at`, or `None` when a newer generation won):
+    log it, wake the record's watchers and emit."""
     if completed_at is None:
         attempt_log.outcome_discarded(engine, spec, attempt)
         return
@@ -213,16 +254,26 @@ _TIMED_OUT = _Outcome()
 """The outcome the attempt timer delivers when it fires first."""
 
 
+_NOT_CALLED = object()
+"""`called` of an attempt whose handler is still to be called (in the handler's task)."""
+
+
 async def _invoke(
-    spec: ExecutionSpec, attempt: int, signal: AbortSignal, outcome: asyncio.Future[_Outcome]
+    spec: ExecutionSpec,
+    attempt: int,
+    signal: AbortSignal,
+    outcome: asyncio.Future[_Outcome],
+    called: object,
 ) -> None:
     """Run the handler in its own task and hand its outcome straight to the execution.
 
-    A synchronous handler needs no timer; an awaitable one is timed from its first await.
+    `called` is what the handler returned when it was called before this task (a batch
+    calls it at once): only that is awaited here. A synchronous handler needs no timer;
+    an awaitable one is timed from its first await.
     """
     timer: asyncio.TimerHandle | None = None
     try:
-        value = spec.invoke(attempt, signal)
+        value = spec.invoke(attempt, signal) if called is _NOT_CALLED else called
         if value is not None and inspect.isawaitable(value):
             timer = asyncio.get_running_loop().call_later(
                 spec.policy.attempt_timeout_ms / 1000, _expire, outcome
@@ -249,7 +300,8 @@ def _expire(outcome: asyncio.Future[_Outcome]) -> None:
     _deliver(outcome, _TIMED_OUT)
 
 
-async def _fail_exhausted(engine: Engine, spec: ExecutionSpec) -> None:
+async def fail_exhausted(engine: Engine, spec: ExecutionSpec) -> None:
+    """Fail a record whose claim lost because it is at its attempt limit (if it still is)."""
     exhausted = serialize_error(spec.exhausted_error())
 
     def write(sql: SqlStorage) -> int | None:
@@ -271,9 +323,10 @@ async def _fail_exhausted(engine: Engine, spec: ExecutionSpec) -> None:
         )
 
 
-async def _settle_failure(
+async def settle_error(
     engine: Engine, spec: ExecutionSpec, attempt: int, started_at: int, error: BaseException
 ) -> None:
+    """Persist a failed attempt (retry or terminal, per `decide_retry`), then log and emit."""
     decision = decide_retry(spec, attempt, error)
     stored = serialize_error(decision.error)
 

@@ -3,7 +3,7 @@
 Both validate their handlers, hook and policies the same way, attach to a scheduler,
 migrate their own tables, register one participant, hand out one object per handler
 name (also as an attribute), delegate `alarm()`, purge their table, run their due rows
-in one alarm-pass template, and run attempts through `run_execution` with an
+in one alarm-pass template, and run attempts in batches (`run_rows`) with an
 `ExecutionSpec` that differs only in the handler's argument and how a success is stored.
 """
 
@@ -26,7 +26,7 @@ from .._errors import (
 from .._signal import AbortSignal
 from .._types import TimeInput
 from .._validate import check_callable, to_epoch_ms
-from .execution import run_execution
+from .batch import run_rows
 from .lifecycle import EntityKind, LifecycleHook, PurgedEvent, report_failure
 from .migrations import LATEST, Migration, MigrationResult, MigrationTarget, migrate
 from .participants import HostAlarmInfo, Participant
@@ -34,11 +34,20 @@ from .policy import AttemptPolicy, resolve_policies
 from .registry import ActiveExecution
 from .scheduler import DurabilityScheduler, attach
 from .schemas import ERROR_STACK_MIGRATIONS, STACKS_CAPABILITY
-from .spec import ExecutionSpec
+from .spec import CompleteMany, ExecutionSpec
 from .tables import TableSpec, due_rows
 
 Entry = TypeVar("Entry")
 Owner = TypeVar("Owner")
+
+_Shared = tuple[
+    AttemptPolicy,
+    str,
+    Callable[[], BaseException],
+    Callable[[], BaseException],
+    Callable[[BaseException], bool],
+]
+"""Per handler name: its policy, label, exhausted and timeout errors, terminal rule."""
 
 DUE_BATCH = 100
 """How many due rows of one table an alarm pass reads and runs."""
@@ -116,6 +125,7 @@ class DurableHelper(ABC, Generic[Entry]):
         self._events = on_lifecycle_event is not None
         self._active = self._engine.running.of(self._table.name)
         self._entries: dict[str, Entry] = {}
+        self._shared: dict[str, _Shared] = {}
         self._engine.migrate_schema(STACKS_CAPABILITY, ERROR_STACK_MIGRATIONS)
         self._engine.migrate_schema(self._capability, self._migrations)
         self._engine.register(Participant(self._table, self._run_due))
@@ -185,7 +195,6 @@ class DurableHelper(ABC, Generic[Entry]):
         """
         skip_running = self._engine.options.live_timers
         attached: list[ActiveExecution] = []
-        failures: list[tuple[str, Exception]] = []
 
         def running(row: tuple[Any, ...]) -> bool:
             found = self._active.get(row[0])
@@ -195,18 +204,13 @@ class DurableHelper(ABC, Generic[Entry]):
                 attached.append(found)
             return True
 
-        async def run(row: tuple[Any, ...]) -> None:
-            if running(row):
-                return
-            try:
-                await run_execution(self._engine, self._due_spec(row, info))
-            except Exception as error:
-                failures.append((str(row[0]), error))
+        def spec_of(row: tuple[Any, ...]) -> ExecutionSpec | None:
+            return None if running(row) else self._due_spec(row, info)
 
         table = self._table
         rows = due_rows(self._engine.sql, table, self._due_columns, now, DUE_BATCH)
         due = await self._catch_up([row for row in rows if not running(row)], now)
-        await self._engine.run_concurrent(due, run, table=table.name)
+        failures = await run_rows(self._engine, due, spec_of, table=table.name)
         for execution in attached:
             await execution.settled.wait()
         if not failures:
@@ -225,6 +229,17 @@ class DurableHelper(ABC, Generic[Entry]):
     def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
         """Whether `error` fails the record at once, whatever attempts are left."""
 
+    def _shared_by_name(self, name: str) -> _Shared:
+        """What every execution of handler `name` shares (built once per name)."""
+        policy = self._policies.get(name, self._default_policy)
+        return (
+            policy,
+            f'{self._noun} "{name}"',
+            lambda: DurableAttemptsExhaustedError(self._noun, name, policy.max_attempts),
+            lambda: self._timeout_error(name, policy.attempt_timeout_ms),
+            lambda error: self._is_terminal(error, policy),
+        )
+
     def _spec(
         self,
         *,
@@ -237,10 +252,14 @@ class DurableHelper(ABC, Generic[Entry]):
         complete: Callable[[SqlStorage, Any, int], int | None],
         after: asyncio.Event | None = None,
         on_terminal: Callable[[SqlStorage], None] | None = None,
+        complete_many: CompleteMany | None = None,
     ) -> ExecutionSpec:
         """The execution of record `key` of handler `name`; `argument(attempt, signal)`
         builds what the handler is called with; it starts once `after` (if any) is set."""
-        policy = self._policies.get(name, self._default_policy)
+        shared = self._shared.get(name)
+        if shared is None:
+            shared = self._shared[name] = self._shared_by_name(name)
+        policy, label, exhausted_error, timeout_error, is_terminal = shared
 
         def invoke(attempt: int, signal: AbortSignal) -> Any:
             handler = self._handlers.get(name)
@@ -254,20 +273,19 @@ class DurableHelper(ABC, Generic[Entry]):
             generation=generation,
             created_at=created_at,
             attempt=attempt,
-            label=f'{self._noun} "{name}"',
+            label=label,
             entity_kind=self._entity_kind,
             name=name,
             policy=policy,
             emit=self._emit,
-            exhausted_error=lambda: DurableAttemptsExhaustedError(
-                self._noun, name, policy.max_attempts
-            ),
-            timeout_error=lambda: self._timeout_error(name, policy.attempt_timeout_ms),
+            exhausted_error=exhausted_error,
+            timeout_error=timeout_error,
+            is_terminal=is_terminal,
             invoke=invoke,
             complete=complete,
-            is_terminal=lambda error: self._is_terminal(error, policy),
             include_result=self._include_result,
             emits=self._events,
             after=after,
             on_terminal=on_terminal,
+            complete_many=complete_many,
         )

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
-from typing import TypeVar
-
-Item = TypeVar("Item")
+from collections.abc import Callable
 
 Release = Callable[[], None]
 """Gives a permit back (to the oldest waiter first); calling it twice is a no-op."""
@@ -27,6 +24,11 @@ class PermitPool:
         self.size = size
         self._available = size
         self._waiters: deque[asyncio.Future[Release]] = deque()
+
+    @property
+    def free(self) -> int:
+        """How many permits `try_acquire` would hand out right now."""
+        return self._available
 
     def try_acquire(self) -> Release | None:
         """A permit if one is free right now, else `None` (never waits)."""
@@ -66,32 +68,13 @@ class PermitPool:
 
         return release
 
-    async def run_concurrent(
-        self,
-        items: Iterable[Item],
-        worker: Callable[[Item], Awaitable[None]],
-        *,
-        taken_all: Callable[[], None] | None = None,
-    ) -> None:
-        """Run `worker` over `items` in order with at most `size` running at once.
-
-        `taken_all()` is called once the last item is taken (before its worker starts),
-        or when the run ends early; it must be safe to call twice.
-        """
-        pending = list(items)
-        cursor = iter(pending)
-        taken = 0
-
-        async def pull() -> None:
-            nonlocal taken
-            for item in cursor:
-                taken += 1
-                if taken == len(pending) and taken_all is not None:
-                    taken_all()
-                await worker(item)
-
-        try:
-            await asyncio.gather(*(pull() for _ in range(min(self.size, len(pending)))))
-        finally:
-            if taken_all is not None:
-                taken_all()
+    async def take(self, count: int) -> list[Release]:
+        """At least one and at most `count` permits: every one free now, or else the
+        next one in FIFO order."""
+        taken = [self.try_acquire() or await self.acquire()]
+        while len(taken) < count:
+            more = self.try_acquire()
+            if more is None:
+                break
+            taken.append(more)
+        return taken

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,11 @@ from .._types import MAX_SAFE_INTEGER
 from .lifecycle import Emit, EntityKind
 from .policy import AttemptPolicy
 from .tables import TableSpec
+
+CompleteMany = Callable[
+    [SqlStorage, Sequence[tuple["ExecutionSpec", int, Any]]], list["int | Exception | None"]
+]
+"""Stores successes `(spec, attempt, result)` at once; see `ExecutionSpec`."""
 
 
 @dataclass(eq=False, kw_only=True, slots=True)
@@ -36,6 +41,9 @@ class ExecutionSpec:
     before anything else: the settlement of an older execution of the key that this
     one must not overlap. `on_terminal(sql)`, when given, writes in the transaction
     that records a terminal failure (a recurrence moves on there).
+    `complete_many(sql, done)`, when given, stores many successes `(spec, attempt,
+    result)` of one kind at once (the `complete` of each, set-based): per row its
+    completion time, `None`, or the error that turns it into a failure.
     """
 
     table: TableSpec
@@ -57,6 +65,7 @@ class ExecutionSpec:
     emits: bool = True
     after: asyncio.Event | None = None
     on_terminal: Callable[[SqlStorage], None] | None = None
+    complete_many: CompleteMany | None = None
 
     def entity(self) -> dict[str, Any]:
         """The entity fields every lifecycle event of this record carries."""

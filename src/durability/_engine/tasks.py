@@ -83,7 +83,7 @@ class InstanceTasks:
         task = asyncio.ensure_future(guarded())
         # Cancelled before it started (evicted, or refused by the host): close `work`
         # too, which was never awaited.
-        task.add_done_callback(lambda _: _close_unstarted(work))
+        task.add_done_callback(lambda _: close_unstarted(work))
         refusal = self._hand_over(task)
         if refusal is not None:
             report_failure(event, details, refusal)
@@ -93,6 +93,8 @@ class InstanceTasks:
         return create_emitter(hook, lambda awaitable: self.wait_until(awaitable))
 
 
-def _close_unstarted(work: Awaitable[Any]) -> None:
+def close_unstarted(work: Awaitable[Any]) -> None:
+    """Close `work` if it is a coroutine that never started (its task was cancelled
+    first), so it is not reported as never awaited."""
     if inspect.iscoroutine(work) and inspect.getcoroutinestate(work) == inspect.CORO_CREATED:
         work.close()

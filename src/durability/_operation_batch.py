@@ -1,0 +1,217 @@
+"""Operation writes across records: registrations of one loop turn in one multi-row
+INSERT, and the successes of a batch of attempts in one fenced UPDATE.
+
+Each registration still gets its own outcome, exactly as if it had been written alone:
+the first registration of an id in the turn inserts it; a later one of the same id is a
+silent no-op for the same operation and `DuplicateDurableCallError` for another. A row
+that spoils the multi-row statement is written alone, so it fails by itself. A caller
+learns its outcome only once the batch's commit is durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from ._context import SqlStorage
+from ._engine import Engine, ExecutionSpec, padded, value_rows
+from ._errors import DuplicateDurableCallError, DurableResultSerializationError
+from ._operation_control import NULL_TEXT
+from ._serialization import serialize
+from ._types import SqlValue
+
+Registration = tuple[str, str, str, int, str, int]
+"""A new record: id, operation, payload text, due time, generation, creation time."""
+
+Written = Callable[[list[Registration]], None]
+"""Told, after the commit, the registrations that inserted a new record."""
+
+_INSERT_CHUNK = 16
+"""Rows one INSERT names at most (6 bindings each, under the 100 a query may have)."""
+
+_INSERT = (
+    "INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at, "
+    "generation_id, created_at) SELECT column1, column2, column3, 'pending', 0, column4, "
+    "column5, column6 FROM (VALUES {rows}) WHERE column1 IS NOT NULL "
+    "ON CONFLICT(id) DO NOTHING RETURNING id"
+)
+
+
+class RegistrationBatch:
+    """Collects the registrations of one loop turn and writes them in one transaction."""
+
+    __slots__ = ("_engine", "_pending", "_written")
+
+    def __init__(self, engine: Engine, written: Written) -> None:
+        self._engine = engine
+        self._written = written
+        self._pending: list[tuple[Registration, asyncio.Future[bool]]] | None = None
+
+    def add(self, registration: Registration) -> asyncio.Future[bool]:
+        """Queue `registration` for this turn's write; the future tells, once it is
+        durable, whether it inserted a new record (or raises what it alone met)."""
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        pending = self._pending
+        if pending is None:
+            # The write runs as instance work; a host that refuses it refuses this call.
+            self._engine.tasks.spawn(self._flush())
+            pending = self._pending = []
+        pending.append((registration, future))
+        return future
+
+    async def _flush(self) -> None:
+        batch, self._pending = self._pending or [], None
+        rows = [registration for registration, _ in batch]
+        try:
+            outcomes = await self.write(rows)
+            await self._engine.storage.sync()
+        except BaseException as error:
+            for _, future in batch:
+                if future.done():
+                    continue
+                if isinstance(error, Exception):
+                    future.set_exception(error)
+                else:
+                    future.cancel()
+            if isinstance(error, Exception):
+                return  # every caller raises it
+            raise
+        inserted: list[Registration] = []
+        for (registration, future), outcome in zip(batch, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                if not future.done():
+                    future.set_exception(outcome)
+                continue
+            if outcome:
+                inserted.append(registration)
+            if not future.done():
+                future.set_result(outcome)
+        if inserted:
+            self._written(inserted)
+
+    def write(self, rows: list[Registration]) -> Awaitable[list[bool | Exception]]:
+        """Insert `rows` and reconcile the alarm in one transaction (not yet durable):
+        the outcome of each row, as `insert_calls` gives it."""
+        return self._engine.transaction(
+            lambda sql: self._insert(sql, rows), due_at=lambda found: _earliest(rows, found)
+        )
+
+    def _insert(self, sql: SqlStorage, rows: list[Registration]) -> list[bool | Exception]:
+        try:
+            return insert_calls(sql, rows)
+        except Exception:
+            pass  # one row spoilt the statement: write each alone, so only it fails
+        outcomes: list[bool | Exception] = []
+        for row in rows:
+            try:
+                outcomes.append(self._engine.transaction_sync(_inserting(row)))
+            except Exception as error:
+                outcomes.append(error)
+        return outcomes
+
+
+def _inserting(row: Registration) -> Callable[[SqlStorage], bool | Exception]:
+    """The write of one registration alone (in a savepoint of its own)."""
+    return lambda sql: insert_calls(sql, [row])[0]
+
+
+def _earliest(rows: list[Registration], outcomes: list[bool | Exception]) -> int | None:
+    """The earliest due time of the records the batch inserted (`None`: it inserted none)."""
+    due = [row[3] for row, outcome in zip(rows, outcomes, strict=True) if outcome is True]
+    return min(due) if due else None
+
+
+def insert_calls(sql: SqlStorage, rows: Sequence[Registration]) -> list[bool | Exception]:
+    """Insert `rows` in order; per row True (inserted), False (the id is this operation's
+    already) or `DuplicateDurableCallError` (it is another operation's)."""
+    inserted: set[str] = set()
+    for first in range(0, len(rows), _INSERT_CHUNK):
+        chunk = rows[first : first + _INSERT_CHUNK]
+        size = padded(len(chunk))
+        bindings: list[SqlValue] = [value for row in chunk for value in row]
+        bindings.extend([None] * (6 * (size - len(chunk))))
+        cursor = sql.exec(_INSERT.format(rows=value_rows(6, size)), *bindings)
+        inserted.update(row[0] for row in cursor.raw())
+    outcomes: list[bool | Exception] = []
+    for row in rows:
+        key = row[0]
+        if key in inserted:
+            inserted.discard(key)  # a later registration of the id in this batch is not new
+            outcomes.append(True)
+            continue
+        operation = _operation_of(sql, key)
+        if operation is None:
+            outcomes.append(RuntimeError(f'Durable call "{key}" was not persisted'))
+        elif operation != row[1]:
+            outcomes.append(DuplicateDurableCallError(key, operation, row[1]))
+        else:
+            outcomes.append(False)
+    return outcomes
+
+
+def _operation_of(sql: SqlStorage, key: str) -> str | None:
+    """The stored operation of record `key`, or `None` when there is none."""
+    for row in sql.exec("SELECT operation FROM durability_calls WHERE id = ?", key).raw():
+        return str(row[0])
+    return None
+
+
+_COMPLETE_CHUNK = 16
+"""Rows one completion names at most (4 bindings each, under the 100 a query may have)."""
+
+_COMPLETE = (
+    "WITH c(id, generation_id, attempt, result) AS (VALUES {rows}) "
+    "UPDATE durability_calls SET status = 'completed', completed_at = ?, "
+    "result = (SELECT result FROM c WHERE c.id = durability_calls.id) "
+    "WHERE id IN (SELECT id FROM c) "
+    "AND (id, generation_id, attempt) IN (SELECT id, generation_id, attempt FROM c) "
+    "AND +status = 'pending' RETURNING id"
+)
+
+_COMPLETE_ALIKE = (
+    "WITH c(id, generation_id, attempt) AS (VALUES {rows}) "
+    "UPDATE durability_calls SET status = 'completed', completed_at = ?, result = ? "
+    "WHERE id IN (SELECT id FROM c) "
+    "AND (id, generation_id, attempt) IN (SELECT id, generation_id, attempt FROM c) "
+    "AND +status = 'pending' RETURNING id"
+)
+"""`_COMPLETE` for rows that all store the same result (no per-row lookup of it)."""
+
+
+def complete_calls(
+    sql: SqlStorage, done: Sequence[tuple[ExecutionSpec, int, Any]], completed_at: int
+) -> list[int | Exception | None]:
+    """Store the results of many successful attempts, each fenced as `complete_call` is;
+    per row `completed_at`, `None` (a cancel, retry or purge got there first) or
+    `DurableResultSerializationError` (not JSON: nothing stored for it)."""
+    outcomes: list[int | Exception | None] = [None] * len(done)
+    writes: list[tuple[int, str, str, int, str]] = []
+    for index, (spec, attempt, result) in enumerate(done):
+        try:
+            text = NULL_TEXT if result is None else serialize(result, "result")
+        except (TypeError, ValueError) as error:
+            failure = DurableResultSerializationError(spec.name)
+            failure.__cause__ = error
+            outcomes[index] = failure
+            continue
+        writes.append((index, spec.key, spec.generation, attempt, text))
+    for first in range(0, len(writes), _COMPLETE_CHUNK):
+        chunk = writes[first : first + _COMPLETE_CHUNK]
+        size = padded(len(chunk))
+        text = chunk[0][4]
+        if all(write[4] == text for write in chunk):
+            bindings: list[SqlValue] = [value for write in chunk for value in write[1:4]]
+            bindings.extend([None] * (3 * (size - len(chunk))))
+            query = _COMPLETE_ALIKE.format(rows=value_rows(3, size))
+            cursor = sql.exec(query, *bindings, completed_at, text)
+        else:
+            bindings = [value for write in chunk for value in write[1:]]
+            bindings.extend([None] * (4 * (size - len(chunk))))
+            query = _COMPLETE.format(rows=value_rows(4, size))
+            cursor = sql.exec(query, *bindings, completed_at)
+        won = {row[0] for row in cursor.raw()}
+        for index, key, *_ in chunk:
+            if key in won:
+                outcomes[index] = completed_at
+    return outcomes
