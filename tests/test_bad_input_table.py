@@ -21,8 +21,13 @@ import pytest
 from durability import (
     Durability,
     DurabilityAlarms,
+    DurabilityFanout,
     DurabilityLog,
     DurabilityScheduler,
+    EnqueueResult,
+    FanoutEnqueueError,
+    FanoutInput,
+    FanoutTarget,
     LogAppendError,
     LogAppendInput,
     LogLeaseError,
@@ -41,6 +46,12 @@ def _nested(depth: int) -> Any:
     return value
 
 
+LONE = "m\ud800"
+"""A `str` with a lone surrogate: valid in Python, not encodable as UTF-8."""
+
+UTF8 = "must be valid UTF-8 text (no lone surrogates)"
+
+
 @dataclass(frozen=True)
 class Case:
     """One bad input: what it is, where it goes, the call, the error it must get."""
@@ -55,6 +66,14 @@ class Case:
 IN_OBJECT = [
     Case("empty id", "operation", lambda o: o.ops.op(id="", payload=1), ValueError, "id must"),
     Case("id not a str", "operation", lambda o: o.ops.op(id=5), TypeError, "id must be a string"),
+    Case("a lone surrogate", "operation id", lambda o: o.ops.op(id=LONE), ValueError, UTF8),
+    Case(
+        "a lone surrogate",
+        "operation id (job handle)",
+        lambda o: o.ops.op.job(LONE),
+        ValueError,
+        UTF8,
+    ),
     Case(
         "unknown name", "operation", lambda o: o.ops.operation("nope")(id="x"), ValueError, "nope"
     ),
@@ -111,12 +130,61 @@ IN_OBJECT = [
         TypeError,
         "deduplication_key must be a string",
     ),
+    Case(
+        "a lone surrogate",
+        "log deduplication key",
+        lambda o: o.log.append(LogAppendInput(1, LONE)),
+        ValueError,
+        "records[0].deduplication_key must be valid UTF-8",
+    ),
     Case("-1", "log read offset", lambda o: o.log.read(-1), LogAppendError, "Read offset"),
     Case("0", "log read limit", lambda o: o.log.read(0, 0), ValueError, "limit must"),
     Case(
         "empty", "log consumer (commit)", lambda o: o.log.commit("", 0), LogAppendError, "Consumer"
     ),
     Case("empty", "log consumer (lease)", lambda o: o.log.lease(""), LogAppendError, "Consumer"),
+    Case(
+        "a lone surrogate",
+        "log consumer (commit)",
+        lambda o: o.log.commit(LONE, 0),
+        ValueError,
+        "consumer must be valid UTF-8",
+    ),
+    Case(
+        "a lone surrogate",
+        "log consumer (lease)",
+        lambda o: o.log.lease(LONE),
+        ValueError,
+        "consumer must be valid UTF-8",
+    ),
+    Case(
+        "a lone surrogate",
+        "fanout message id",
+        lambda o: o.fanout.enqueue(FanoutInput(1, id=LONE)),
+        ValueError,
+        "messages[0].id must be valid UTF-8",
+    ),
+    Case(
+        "a lone surrogate",
+        "fanout deduplication key",
+        lambda o: o.fanout.enqueue([FanoutInput(1), FanoutInput(2, deduplication_key=LONE)]),
+        ValueError,
+        "messages[1].deduplication_key must be valid UTF-8",
+    ),
+    Case(
+        "a lone surrogate",
+        "fanout targets",
+        lambda o: o.fanout.enqueue(FanoutInput(1), targets=[LONE]),
+        FanoutEnqueueError,
+        "configured target IDs",
+    ),
+    Case(
+        "a lone surrogate",
+        "object name",
+        lambda o: o.env.T.get_by_name(LONE),
+        ValueError,
+        "name must be valid UTF-8",
+    ),
     Case("-1", "log commit offset", lambda o: o.log.commit("c", -1), LogAppendError, "offset"),
     Case("0", "log lease limit", lambda o: o.log.lease("c", 0), ValueError, "limit must"),
     Case("unknown batch", "log ack", lambda o: o.log.ack("c", "nope"), LogLeaseError, "not held"),
@@ -174,6 +242,29 @@ AT_CONSTRUCTION = [
         ValueError,
         "positive integer",
     ),
+    Case(
+        "a lone surrogate",
+        "operation name",
+        lambda ctx: Durability(context=ctx, handlers={LONE: lambda call: None}),
+        ValueError,
+        "handler names must be valid UTF-8",
+    ),
+    Case(
+        "a lone surrogate",
+        "named-alarm name",
+        lambda ctx: DurabilityAlarms(context=ctx, handlers={LONE: lambda info: None}),
+        ValueError,
+        "handler names must be valid UTF-8",
+    ),
+    Case(
+        "a lone surrogate",
+        "fanout target id",
+        lambda ctx: DurabilityFanout(
+            context=ctx, targets={LONE: FanoutTarget(deliver=lambda batch: None)}
+        ),
+        ValueError,
+        "target ids must be valid UTF-8",
+    ),
     Case("3", "Runtime path", lambda _: Runtime(path=3), TypeError, "path must"),
     Case("0", "Runtime idle_evict_ms", lambda _: Runtime(idle_evict_ms=0), ValueError, "positive"),
     Case(
@@ -203,6 +294,9 @@ class Target(DurableObject):
         self.ops = Durability(scheduler=scheduler, handlers={"op": lambda call: None})
         self.alarms = DurabilityAlarms(scheduler=scheduler, handlers={"tick": lambda info: None})
         self.log: DurabilityLog[Any] = DurabilityLog(scheduler=scheduler, leases=LogLeaseOptions())
+        self.fanout: DurabilityFanout[Any] = DurabilityFanout(
+            scheduler=scheduler, targets={"t": FanoutTarget(deliver=lambda batch: None)}
+        )
 
     async def attempt(self, table: str, index: int) -> list[Any]:
         """Make case `index` of `table`; `[error class, message, whether storage changed]`."""
@@ -211,10 +305,13 @@ class Target(DurableObject):
         try:
             made = case.call(self if table == "object" else self.ctx)
             if asyncio.iscoroutine(made):
-                await made
+                made = await made
         except Exception as error:
             return [type(error).__name__, str(error), await self._fingerprint() != before]
-        return ["(accepted)", "", await self._fingerprint() != before]
+        changed = await self._fingerprint() != before
+        if isinstance(made, EnqueueResult) and made.error is not None:
+            return [made.error.name, made.error.message, changed]
+        return ["(accepted)", "", changed]
 
     async def _fingerprint(self) -> list[Any]:
         """Every row of every table, and the alarm: what a refused call must not change."""

@@ -18,7 +18,7 @@ from ._errors import DuplicateDurableCallError, DurableResultSerializationError,
 from ._operation_records import CALLS
 from ._serialization import serialize
 from ._types import MAX_SAFE_INTEGER
-from ._validate import check_non_negative_int, to_epoch_ms
+from ._validate import check_non_negative_int, check_utf8, to_epoch_ms
 
 NULL_TEXT = serialize(None)
 """The stored envelope of `None`, the most common payload and result."""
@@ -30,7 +30,7 @@ def check_id(id: object) -> str:
         raise TypeError(f"id must be a string, got {type(id).__name__}")
     if not id:
         raise ValueError("id must be a non-empty string")
-    return id
+    return check_utf8("id", id)
 
 
 def first_attempt_at(now: int, run_at: object, delay_ms: object) -> int:

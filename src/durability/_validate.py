@@ -43,3 +43,17 @@ def check_callable(name: str, value: object) -> None:
     """`TypeError` "<name> must be callable" unless `value` is callable."""
     if not callable(value):
         raise TypeError(f"{name} must be callable, got {type(value).__name__}")
+
+
+def check_utf8(name: str, value: str) -> str:
+    """`value` unchanged if it encodes as UTF-8, else `ValueError` naming `name`.
+
+    A lone surrogate (e.g. ``"\\ud800"``) is a valid `str` that SQLite cannot bind, so
+    every stored user-given string is checked here before anything is written.
+    """
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{name} must be valid UTF-8 text (no lone surrogates)") from None
+    return value

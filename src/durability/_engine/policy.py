@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .._validate import check_callable, check_positive_int
+from .._validate import check_callable, check_positive_int, check_utf8
 
 DEFAULT_ATTEMPT_TIMEOUT_MS = 300_000
 DEFAULT_MAX_ATTEMPTS = 5
@@ -131,6 +131,7 @@ def check_handlers(handlers: object, owner: type) -> dict[str, Callable[..., Any
             raise TypeError(f"handler names must be strings, got {type(name).__name__}")
         if not name:
             raise ValueError("handler names must be non-empty")
+        check_utf8("handler names", name)
         if name in reserved:
             raise ValueError(f'"{name}" is reserved by {owner.__name__}')
         check_callable(f"handlers.{name}", handler)

@@ -9,6 +9,7 @@ from typing import Any
 
 from .._errors import FanoutEnqueueError
 from .._serialization import serialize
+from .._validate import check_utf8
 from .rows import NewMessage, random_id
 from .types import FanoutInput
 
@@ -61,6 +62,8 @@ class EnqueueRequest:
                 or not key
             ):
                 raise FanoutEnqueueError(IDS_RULE)
+            check_utf8(f"messages[{index}].id", message_id)
+            check_utf8(f"messages[{index}].deduplication_key", key)
             entries.append(
                 NewMessage(key, message_id, serialize(message.body, f"messages[{index}].body"))
             )

@@ -32,7 +32,7 @@ from .._engine import (
 )
 from .._errors import FanoutEnqueueError, serialize_error
 from .._load import EnqueueResult, LoadSnapshot, RoutingLoad
-from .._validate import check_callable, check_positive_int
+from .._validate import check_callable, check_positive_int, check_utf8
 from .delivery import Batch
 from .engine import CAPABILITY, FanoutEngine, HostInfo, migrate_storage
 from .enqueue import EnqueueRequest, first_attempt_at
@@ -293,6 +293,7 @@ def _check_targets(
             or callable(target.deliver) == callable(target.storage)
         ):
             raise TypeError(f'Invalid fanout target "{target_id}"')
+        check_utf8("target ids", target_id)
         if not isinstance(target.ack_on_return, bool):
             raise TypeError(f"targets.{target_id}.ack_on_return must be a bool")
         target_timeout = timeout

@@ -32,7 +32,7 @@ from .._load import EnqueueResult, LoadSnapshot, RoutingLoad
 from .._serialization import serialize
 from .._types import MAX_SAFE_INTEGER
 from .._uuid import random_uuid
-from .._validate import check_positive_int
+from .._validate import check_positive_int, check_utf8
 from .identity import log_id, object_id_of, writing_for
 from .leases import LogLeases
 from .reader import LogReader
@@ -71,7 +71,7 @@ def _consumer(value: object) -> str:
     """
     if not isinstance(value, str) or not value:
         raise LogAppendError("Consumer must be a non-empty string")
-    return value
+    return check_utf8("consumer", value)
 
 
 class DurabilityLog(Generic[Body]):
@@ -187,6 +187,8 @@ class DurabilityLog(Generic[Body]):
                 raise TypeError(
                     f"records[{index}].deduplication_key must be a string, got {type(key).__name__}"
                 )
+            if key is not None:
+                check_utf8(f"records[{index}].deduplication_key", key)
         return list(batch)
 
     def _rejection(self, batch: list[LogAppendInput[Body]]) -> LogAppendError | None:

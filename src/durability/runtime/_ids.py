@@ -6,6 +6,8 @@ import hashlib
 import re
 import secrets
 
+from .._validate import check_utf8
+
 _HEX_ID = re.compile(r"[0-9a-f]{64}")
 
 
@@ -56,6 +58,7 @@ def id_from_name(namespace: str, name: object) -> ObjectId:
     """The id that `name` always maps to in `namespace`."""
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, got {type(name).__name__}")
+    check_utf8("name", name)
     digest = hashlib.sha256(f"{namespace}\x00{name}".encode()).hexdigest()
     return ObjectId(namespace, digest, name)
 
