@@ -8,7 +8,10 @@ from collections.abc import Awaitable
 import pytest
 
 from _fanout_host import Probe, hub
+from durability import DurabilityError
+from durability._engine.tasks import close_unstarted
 from durability._fanout.grouping import TurnGroups
+from durability.runtime import ObjectEvictedError
 
 
 async def _never(messages: object) -> None:
@@ -19,19 +22,19 @@ def _spawn(work: Awaitable[None]) -> asyncio.Future[None]:
     return asyncio.ensure_future(work)
 
 
-async def test_an_error_of_one_enqueue_reaches_its_caller_only() -> None:
-    """A storage error one enqueue causes fails that enqueue; the others of its turn commit."""
+async def test_a_rejection_of_one_enqueue_reaches_its_caller_only() -> None:
+    """A key clash one enqueue meets in storage fails that enqueue; the others of its
+    turn commit."""
     probe = Probe(consumers={"email": {}})
     async with hub(probe) as t:
         probe.behaviour["email"] = _never
         first, bad, third = await asyncio.gather(
             t.obj.enqueue([{"id": "m1", "body": 1}]),
-            t.obj.enqueue([{"id": "m\ud800", "body": 2}]),
+            t.obj.enqueue([{"id": "m1", "body": 2}]),
             t.obj.enqueue([{"id": "m3", "body": 3}]),
-            return_exceptions=True,
         )
-        assert isinstance(bad, UnicodeEncodeError)
-        assert isinstance(first, dict) and isinstance(third, dict)
+        assert bad["success"] is False
+        assert bad["error"][0] == "FanoutEnqueueError"
         assert (first["success"], third["success"]) == (True, True)
         assert [row["id"] for row in await t.obj.manifests()] == ["m1", "m3"]
         assert await t.obj.pending() == 2
@@ -84,8 +87,10 @@ async def test_a_caller_cancelled_before_its_group_runs_is_left_out() -> None:
     assert handled == [[2]]
 
 
-async def test_a_cancelled_group_cancels_its_callers_and_a_new_group_starts() -> None:
-    """Cancelling a group's task cancels its callers; the next request is handled anew."""
+async def test_a_cancelled_group_fails_its_callers_with_an_unknown_outcome() -> None:
+    """Cancelling a group's task fails its callers with a `DurabilityError` saying the
+    outcome is unknown (never a `CancelledError` they did not ask for); the next request
+    is handled anew."""
     started = asyncio.Event()
     tasks: list[asyncio.Future[None]] = []
 
@@ -100,9 +105,41 @@ async def test_a_cancelled_group_cancels_its_callers_and_a_new_group_starts() ->
         return tasks[-1]
 
     groups: TurnGroups[int, int] = TurnGroups(handle, spawn)
-    waiting = asyncio.ensure_future(groups.submit(1))
+    waiting = [asyncio.ensure_future(groups.submit(n)) for n in (1, 2)]
     await started.wait()
     tasks[0].cancel()
-    with pytest.raises(asyncio.CancelledError):
+    for caller in waiting:
+        with pytest.raises(DurabilityError, match="whether it was stored is unknown"):
+            await caller
+        assert not caller.cancelled()
+    assert await groups.submit(3) == 3
+
+
+async def test_a_group_cancelled_by_eviction_gives_its_callers_the_eviction_error() -> None:
+    """When the host refuses new work (the instance is gone), a caller of the cancelled
+    group gets the host's refusal, as any other call of the evicted instance would."""
+    started = asyncio.Event()
+    tasks: list[asyncio.Future[None]] = []
+    gone = ObjectEvictedError("object T:x was evicted: wait_until is refused")
+    evicted = asyncio.Event()
+
+    async def handle(requests: list[int]) -> list[int | Exception]:
+        started.set()
+        await asyncio.Event().wait()
+        return list(requests)
+
+    def spawn(work: Awaitable[None]) -> asyncio.Future[None]:
+        if evicted.is_set():
+            close_unstarted(work)
+            raise gone
+        tasks.append(asyncio.ensure_future(work))
+        return tasks[-1]
+
+    groups: TurnGroups[int, int] = TurnGroups(handle, spawn)
+    waiting = asyncio.ensure_future(groups.submit(1))
+    await started.wait()
+    evicted.set()  # as the runtime does: fence the instance, then cancel its work
+    tasks[0].cancel()
+    with pytest.raises(ObjectEvictedError) as raised:
         await waiting
-    assert await groups.submit(2) == 2
+    assert raised.value is gone

@@ -12,6 +12,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
+from .._abandoned import abandoned_error
+
 Request = TypeVar("Request")
 Result = TypeVar("Result")
 
@@ -21,8 +23,9 @@ Spawn = Callable[[Awaitable[None]], "asyncio.Future[None]"]
 class TurnGroups(Generic[Request, Result]):
     """Groups `submit` calls per turn; `handle(requests)` returns one outcome per request
     (a result, or the exception that request raises). If `handle` itself raises, every
-    caller of the group gets that error. A request whose caller is cancelled before its
-    group starts is left out."""
+    caller of the group gets that error; if its task is cancelled, every caller still
+    waiting gets `abandoned_error`. A request whose caller is cancelled before its group
+    starts is left out."""
 
     __slots__ = ("_group", "_handle", "_spawn")
 
@@ -67,10 +70,14 @@ class TurnGroups(Generic[Request, Result]):
                 future.set_result(outcome)
 
     def _abandon(self, group: list[tuple[Request, asyncio.Future[Result]]]) -> None:
-        """A group whose task ended without answering (it was cancelled): cancel its
-        callers, and let the next request start a new group."""
+        """A group whose task ended without answering (it was cancelled): fail its callers
+        with a definite error (see `abandoned_error`), and let the next request start a
+        new group."""
         if self._group is group:
             self._group = None
-        for _, future in group:
-            if not future.done():
-                future.cancel()
+        waiting = [future for _, future in group if not future.done()]
+        if not waiting:
+            return
+        error = abandoned_error(self._spawn, "enqueue")
+        for future in waiting:
+            future.set_exception(error)
