@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from ._abandoned import abandoned_error
 from ._context import SqlStorage
 from ._engine import Engine, ExecutionSpec, padded, value_rows
 from ._errors import DuplicateDurableCallError, DurableResultSerializationError
@@ -67,13 +68,15 @@ class RegistrationBatch:
             outcomes = await self.write(rows)
             await self._engine.storage.sync()
         except BaseException as error:
+            # Cancelled under its callers (eviction): they get a definite error instead.
+            answer = (
+                error
+                if isinstance(error, Exception)
+                else abandoned_error(self._engine.tasks.spawn, "registration")
+            )
             for _, future in batch:
-                if future.done():
-                    continue
-                if isinstance(error, Exception):
-                    future.set_exception(error)
-                else:
-                    future.cancel()
+                if not future.done():
+                    future.set_exception(answer)
             if isinstance(error, Exception):
                 return  # every caller raises it
             raise
