@@ -1,0 +1,81 @@
+"""Child process of the named-alarm attempt crash test: a handler that kills its process.
+
+Usage: alarm_child.py PATH. Opens a file-backed Runtime on PATH (real clock) with one
+object holding a named alarm `poison`. The first run schedules it for now. Its handler
+prints "ring ATTEMPT" (flushed) and SIGKILLs the process, every time. A run in which
+nothing kills the process waits until the occurrence stopped being retried, prints
+"state JSON" (its stored attempt, status and last error name) and exits normally.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from durability import DurabilityAlarms, DurableAlarmInfo, RetryPolicy
+from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
+
+MAX_ATTEMPTS = 3
+LEASE_MS = 300
+WAIT_S = 20.0
+
+
+def _ring(info: DurableAlarmInfo) -> None:
+    sys.stdout.write(f"ring {info.attempt}\n")
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Poison(DurableObject):
+    """A named alarm whose handler never survives its attempt."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self.alarms = DurabilityAlarms(
+            context=ctx,
+            handlers={"poison": _ring},
+            retries=RetryPolicy(max_attempts=MAX_ATTEMPTS, delay=lambda attempt: 0),
+            attempt_timeout_ms=LEASE_MS,
+        )
+
+    async def schedule(self) -> None:
+        await self.alarms.poison(int(time.time() * 1000))
+
+    async def state(self) -> dict[str, Any] | None:
+        stored = await self.alarms.poison.get()
+        if stored is None:
+            return None
+        error = stored.last_error
+        return {
+            "attempt": stored.attempt,
+            "status": stored.status,
+            "error": None if error is None else error.name,
+        }
+
+    async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
+        await self.alarms.alarm(info)
+
+
+async def main(path: str) -> None:
+    first = not os.path.exists(path)
+    async with Runtime(path=path, bindings={"POISON": Poison}) as runtime:
+        stub = runtime.env.POISON.get_by_name("poison")
+        if first:
+            await stub.schedule()
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            state = await stub.state()
+            if state is None or state["status"] == "failed" or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.05)
+    sys.stdout.write(f"state {json.dumps(state)}\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))
