@@ -29,18 +29,6 @@ from ._sql import Cursor
 if TYPE_CHECKING:
     from ._pool import OpenDatabases
 
-PRIVATE_TABLES = (
-    "CREATE TABLE IF NOT EXISTS _durability_kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-    " WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS _durability_alarm ("
-    " id INTEGER PRIMARY KEY CHECK (id = 1),"
-    " scheduled_ms INTEGER,"
-    " retry_ms INTEGER,"
-    " retry_attempt INTEGER NOT NULL DEFAULT 0)",
-    "CREATE TABLE IF NOT EXISTS _durability_name ("
-    " id INTEGER PRIMARY KEY CHECK (id = 1), name TEXT NOT NULL)",
-)
-
 FlushHook = Callable[[], None]
 PrepareHook = Callable[["Database"], "FlushHook | None"]
 """Called before a commit that changes the alarm; may return work (a catalog write) that
@@ -120,30 +108,10 @@ class Database:
         """The commit future of writes not yet committed, if there are any."""
         return self._pending
 
-    def create_private_tables(self) -> None:
-        """The runtime's own tables (KV pairs, alarm, name), in this transaction if any.
-
-        Otherwise in one transaction of their own: a new file costs one commit, not one
-        per table.
-        """
-        connection = self._conn()
-        if connection.in_transaction:
-            for statement in PRIVATE_TABLES:
-                connection.execute(statement)
-            return
-        connection.execute("BEGIN")
-        try:
-            for statement in PRIVATE_TABLES:
-                connection.execute(statement)
-            connection.execute("COMMIT")
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-
-    def recorded_name(self) -> str | None:
-        """The object's name as recorded in its file, if one was."""
-        row = self._conn().execute("SELECT name FROM _durability_name WHERE id = 1").fetchone()
-        return None if row is None else str(row[0])
+    def connection(self) -> sqlite3.Connection:
+        """The open connection (reopened if the pool closed it), for the runtime's own
+        statements that need it whole (see `_private_tables`)."""
+        return self._conn()
 
     def record_name(self, name: str) -> None:
         """Store the object's name with its next commit (kept if one is recorded already).

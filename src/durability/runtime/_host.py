@@ -25,18 +25,17 @@ from ._alarm_driver import AlarmDriver
 from ._catalog import Key
 from ._copy import copy_value
 from ._database import Database
-from ._errors import ObjectEvictedError
 from ._ids import ObjectId
 from ._instance import Instance
 from ._limits import DEFAULT_MAX_LIVE_OBJECTS, default_max_open_databases
 from ._object import DurableObject
+from ._private_tables import recorded_name
 from ._registry import LiveInstances
 from ._stores import ObjectStores
 from ._stub import Env, ObjectNamespace, ObjectStub
+from ._teardown import discard, wind_down
 
 logger = logging.getLogger("durability.runtime")
-
-_WIND_DOWN_TURNS = 100
 
 DEFAULT_IDLE_EVICT_MS = 60_000
 """An instance with no call, alarm or background work for this long is evicted."""
@@ -98,7 +97,7 @@ class Runtime:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._state = _State.NEW
         self._live = LiveInstances(
-            max_live, idle_evict_ms, lambda instance: self._discard(instance, crash=False)
+            max_live, idle_evict_ms, lambda instance: discard(instance, crash=False)
         )
         self._alarms = AlarmDriver(self, self._stores.catalog)
 
@@ -194,8 +193,8 @@ class Runtime:
         try:
             pending: list[asyncio.Future[Any]] = list(self._alarms.close())
             for instance in self._live.stop():
-                pending.extend(self._discard(instance, crash=False))
-            await _wind_down(pending)
+                pending.extend(discard(instance, crash=False))
+            await wind_down(pending)
         finally:
             self._release(loop)
 
@@ -258,7 +257,7 @@ class Runtime:
             )
         namespace = self._namespaces[object_id.namespace]
         database = self._stores.database(key)
-        recorded = database.recorded_name()
+        recorded = recorded_name(database)
         name = object_id.name if object_id.name is not None else self._alarms.name_of(key)
         if name is None:
             name = recorded
@@ -281,40 +280,13 @@ class Runtime:
         instance = self._live.get(key)
         if instance is not None and instance.database is database:
             self._live.remove(instance)
-            self._discard(instance, crash=True, error=error)
+            discard(instance, crash=True, error=error)
 
     async def _drop(self, key: Key, *, crash: bool) -> None:
         instance = self._live.pop(key)
         if instance is None:
             return
-        await _wind_down(self._discard(instance, crash=crash))
-
-    def _discard(
-        self, instance: Instance, *, crash: bool, error: BaseException | None = None
-    ) -> list[asyncio.Future[Any]]:
-        """Fence the instance, settle or drop its pending writes, cancel its work.
-
-        `error`: why the instance is discarded, handed to its calls in flight
-        (by default they learn that the object was evicted).
-        """
-        instance.fence()
-        if instance.idle_timer is not None:
-            instance.idle_timer.cancel()
-            instance.idle_timer = None
-        database = instance.database
-        if crash:
-            database.rollback(
-                ObjectEvictedError(
-                    f"object {instance.id.namespace}:{instance.id} crashed before these "
-                    "writes were committed"
-                )
-            )
-        else:
-            database.commit()
-        pending = instance.cancel_work(error)
-        if database.file is not None:
-            database.close()
-        return pending
+        await wind_down(discard(instance, crash=crash))
 
 
 def _run_every(steps: list[Callable[[], object]]) -> None:
@@ -328,22 +300,6 @@ def _run_every(steps: list[Callable[[], object]]) -> None:
             failure = failure or error
     if failure is not None:
         raise failure
-
-
-async def _wind_down(tasks: list[asyncio.Future[Any]]) -> None:
-    """Let cancelled tasks finish their cleanup, a bounded number of loop turns.
-
-    Turns, not time: under a virtual clock no time passes here. A task that keeps
-    ignoring cancellation is left behind (it is fenced and can no longer write).
-    """
-    current = asyncio.current_task()
-    waiting = [task for task in tasks if task is not current]
-    for _ in range(_WIND_DOWN_TURNS):
-        waiting = [task for task in waiting if not task.done()]
-        if not waiting:
-            return
-        await asyncio.sleep(0)
-    logger.warning("%d task(s) ignored cancellation at eviction", len(waiting))
 
 
 def _key_of(target: ObjectStub | ObjectId) -> Key:

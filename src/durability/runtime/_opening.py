@@ -22,7 +22,8 @@ from concurrent.futures import Executor
 from pathlib import Path
 
 from .._files import sync_directory
-from ._database import PRIVATE_TABLES, Database
+from ._database import Database
+from ._private_tables import PRIVATE_TABLES, create_private_tables
 
 CACHE_PAGES = 64
 """SQLite's page cache per object at most, in pages: 256 KiB of 4 KiB pages, not the
@@ -133,7 +134,7 @@ def open_database(
     if file is None:
         connection = sqlite3.connect(":memory:", isolation_level=None)
         database = Database(connection, loop, None)
-        database.create_private_tables()
+        create_private_tables(database)
         return database
     created = not file.exists()
     if created:
@@ -143,7 +144,7 @@ def open_database(
     try:
         database = Database(connection, loop, file, committer, created=created)
         if not created:
-            database.create_private_tables()
+            create_private_tables(database)
     except sqlite3.Error as error:
         connection.close()
         raise type(error)(f"{file}: {error}") from error

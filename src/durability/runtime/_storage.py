@@ -23,6 +23,7 @@ from .._types import JsonValue, SqlValue, TimeInput
 from .._validate import check_callable, check_positive_int, to_epoch_ms
 from ._database import Database
 from ._errors import ObjectEvictedError
+from ._private_tables import create_private_tables
 from ._sql import Cursor, check_bindings, parse_query
 
 T = TypeVar("T")
@@ -330,7 +331,7 @@ class ObjectStorage:
         for kind, name in schema:
             quoted = '"' + name.replace('"', '""') + '"'
             database.execute(f"DROP {kind.upper()} IF EXISTS {quoted}")
-        database.create_private_tables()
+        create_private_tables(database)
         database.alarm_changed = True
 
     # Cloudflare's spelling of the same methods, so a Worker's code runs here unchanged.
