@@ -9,9 +9,12 @@ Everything runs on real files (WAL, synchronous=FULL) and the real clock, in one
   each `alarm()` inserts one row and waits for it to be durable (`storage.sync()`). Once
   with the objects live (open), once after a restart (every object hibernated, its alarm
   overdue when the runtime starts). Beside them raw sqlite3 committing one row in each of
-  as many already-open files, one after another, and the same from 8 threads.
+  as many already-open files, one after another, and the same from 8 threads; and raw
+  sqlite3 opening each closed file and committing one row in it (what a delivery after
+  a restart cannot do with less: a new WAL in each file).
 - creation: a first call to each new object, which creates a table and sets its alarm,
-  vs raw sqlite3 creating the file, its table and one row.
+  vs raw sqlite3 creating the file, its table and one row (before and after the
+  runtime's phases, as the disk drifts; compared with the mean).
 - fsyncs: the same phases run again in a child process under
   `strace -f -e trace=fsync,fdatasync`; the child marks each phase's start and end with
   an `access()` of a path that cannot exist, so the fsyncs (and fdatasyncs) of SQLite's
@@ -143,11 +146,13 @@ def _commit_one(connection: sqlite3.Connection, at: int) -> None:
     connection.execute("COMMIT")
 
 
-def raw_create(directory: Path, count: int) -> tuple[float, list[sqlite3.Connection]]:
+def raw_create(
+    directory: Path, count: int, name: str = "raw-create"
+) -> tuple[float, list[sqlite3.Connection]]:
     """Seconds to create `count` files, each with its table and one committed row."""
     directory.mkdir(parents=True)
     connections = []
-    with phase("raw-create"):
+    with phase(name):
         started = time.perf_counter()
         for number in range(count):
             connections.append(_create_raw(directory / f"{number}.sqlite3", number))
@@ -167,6 +172,26 @@ def raw_deliveries(connections: list[sqlite3.Connection], threads: int) -> float
             with ThreadPoolExecutor(threads) as pool:
                 list(pool.map(lambda part: [_commit_one(c, 0) for c in part], slices))
         return time.perf_counter() - started
+
+
+def raw_reopen(directory: Path, count: int) -> float:
+    """Seconds to open each closed file and commit one row in it, in turn (its WAL is
+    created anew); the files are then closed (checkpointed) outside the timing."""
+    connections = []
+    with phase("raw-reopen"):
+        started = time.perf_counter()
+        for number in range(count):
+            connection = sqlite3.connect(
+                directory / f"{number}.sqlite3", isolation_level=None, check_same_thread=False
+            )
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=FULL")
+            _commit_one(connection, number)
+            connections.append(connection)
+        elapsed = time.perf_counter() - started
+        for connection in connections:
+            connection.close()
+    return elapsed
 
 
 async def _in_batches(count: int, call: Callable[[int], Any], concurrency: int) -> None:
@@ -238,6 +263,24 @@ def _settled_memory() -> tuple[int, int]:
     return _rss_bytes(), tracemalloc.get_traced_memory()[0]
 
 
+def raw_memory(directory: Path, count: int) -> float:
+    """RSS per open raw sqlite3 connection to a small WAL file (1 table, 1 row)."""
+    directory.mkdir(parents=True)
+    for number in range(count):
+        _create_raw(directory / f"{number}.sqlite3", number).close()
+    rss0, _ = _settled_memory()
+    connections = []
+    for number in range(count):
+        connection = sqlite3.connect(directory / f"{number}.sqlite3", isolation_level=None)
+        connection.execute("PRAGMA synchronous=FULL")
+        _commit_one(connection, number)
+        connections.append(connection)
+    rss = (_settled_memory()[0] - rss0) / count
+    for connection in connections:
+        connection.close()
+    return rss
+
+
 async def memory_run(directory: Path, count: int) -> dict[str, float]:
     """Bytes per live object at `count` live objects, and per hibernated object.
 
@@ -257,6 +300,8 @@ async def memory_run(directory: Path, count: int) -> dict[str, float]:
         rss2, traced2 = _settled_memory()
         tracemalloc.stop()
     return {
+        # Versions before the open-files cap kept one file open per live object.
+        "open-cap": getattr(rt, "max_open_databases", count),
         "live-rss": (rss1 - rss0) / count,
         "live-traced": (traced1 - traced0) / count,
         "hibernated-rss": (rss2 - rss0) / count,
@@ -266,31 +311,29 @@ async def memory_run(directory: Path, count: int) -> dict[str, float]:
 
 
 async def start_run(directory: Path, count: int) -> dict[str, float]:
-    """Start time with `count` objects on disk, with and without a catalog entry each."""
+    """Start time with `count` armed objects on disk (a catalog entry each), after a
+    clean close, and after a crash (no clean-close mark: the scan of modified files)."""
     template_dir = directory / "template"
     async with Runtime(path=template_dir, bindings={"T": Tenant}) as rt:
         await rt.env.T.get_by_name("template").touch(FAR_FUTURE_MS + now_ms())
     (template,) = (template_dir / "T").glob("*.sqlite3")
     names = Runtime(bindings={"T": Tenant}).namespace("T")
-    ids = [str(names.id_from_name(f"s{number}")) for number in range(count)]
-    results: dict[str, float] = {}
     path = directory / "objects"
     (path / "T").mkdir(parents=True)
-    for object_id in ids:
+    for number in range(count):
+        object_id = names.id_from_name(f"s{number}")
         shutil.copyfile(template, path / "T" / f"{object_id}.sqlite3")
-    for armed in (False, True):
-        if armed:
-            shutil.copyfile(template_dir / "_catalog.sqlite3", path / "_catalog.sqlite3")
-            wake = FAR_FUTURE_MS + now_ms()
-            with sqlite3.connect(path / "_catalog.sqlite3") as catalog:
-                catalog.execute("DELETE FROM alarms")
-                catalog.executemany(
-                    "INSERT INTO alarms (namespace, id, name, wake_ms) VALUES ('T', ?, ?, ?)",
-                    ((object_id, f"s{n}", wake) for n, object_id in enumerate(ids)),
-                )
+    # Not timed: the first start reads every file into a new catalog.
+    async with Runtime(path=path, bindings={"T": Tenant}):
+        pass
+    results: dict[str, float] = {}
+    for crashed in (False, True):
         gc.collect()
         runs: dict[str, list[float]] = {"start": [], "first-call": [], "close": []}
         for _ in range(START_ROUNDS):
+            if crashed:
+                # What a crash leaves: no mark (versions before it had none at all).
+                (path / ".clean").unlink(missing_ok=True)
             rt = Runtime(path=path, bindings={"T": Tenant})
             started = time.perf_counter()
             await rt.start()
@@ -302,7 +345,7 @@ async def start_run(directory: Path, count: int) -> dict[str, float]:
             await rt.close()
             runs["close"].append(time.perf_counter() - started)
         for name, values in runs.items():
-            results[f"{name}-{armed}"] = statistics.median(values)
+            results[f"{name}-{crashed}"] = statistics.median(values)
     return results
 
 
@@ -319,7 +362,7 @@ def raise_fd_limit(wanted: int) -> int:
 
 
 FsyncCounts = dict[str, dict[str, int]]
-"""Per phase: fsync + fdatasync calls by kind of file (catalog, wal, db, directory)."""
+"""Per phase: fsync + fdatasync calls by kind of file (catalog, wal, journal, db, directory)."""
 
 
 def count_fsyncs(args: argparse.Namespace) -> FsyncCounts | str:
@@ -371,7 +414,9 @@ def _parse_trace(text: str) -> FsyncCounts:
             kind = "catalog"
         elif target.endswith("-wal"):
             kind = "wal"
-        elif target.endswith(".sqlite3"):
+        elif target.endswith("-journal"):
+            kind = "journal"
+        elif target.endswith((".sqlite3", ".sqlite3-new")):
             kind = "db"
         else:
             kind = "directory"
@@ -387,6 +432,7 @@ def fsync_child(args: argparse.Namespace) -> None:
     raw_deliveries(connections, 1)
     for connection in connections:
         connection.close()
+    raw_reopen(directory / "raw", args.objects)
     asyncio.run(durability_runs(directory / "runtime", args.objects))
 
 
@@ -406,6 +452,11 @@ def main() -> None:
         help="where the memory run's objects go (default /dev/shm: fsyncs there are free, "
         "and memory per object does not depend on the disk)",
     )
+    parser.add_argument(
+        "--phases",
+        default="objects,memory,start",
+        help="comma-separated: objects (creation, deliveries, fsyncs), memory, start",
+    )
     parser.add_argument("--fsync-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.fsync_child:
@@ -413,42 +464,71 @@ def main() -> None:
         return
     if args.quick:
         args.objects, args.live, args.start_objects, args.fsync_objects = 200, 1_000, 10_000, 50
-    fd_limit = raise_fd_limit(3 * args.live + 1_000)
-    wanted_live = args.live
-    args.live = min(args.live, (fd_limit - 1_000) // 3)
+    phases = set(args.phases.split(","))
+    fd_limit = raise_fd_limit(3 * args.objects + 1_000)
     results: dict[str, float] = {}
+    fsyncs: FsyncCounts | str = "not counted: the objects phase did not run"
     with tempfile.TemporaryDirectory(prefix="durability-objects-", dir=args.dir) as tmp:
         directory = Path(tmp)
-        rss0, _ = _settled_memory()
-        results["raw-create"], connections = raw_create(directory / "raw", args.objects)
-        results["raw-rss"] = (_settled_memory()[0] - rss0) / args.objects
-        results["raw-commit-1"] = raw_deliveries(connections, 1)
-        results["raw-commit-n"] = raw_deliveries(connections, args.threads)
-        print("raw done", file=sys.stderr)
-        results.update(asyncio.run(durability_runs(directory / "runtime", args.objects)))
-        results["raw-commit-after"] = raw_deliveries(connections, 1)
-        for connection in connections:
-            connection.close()
-        print("deliveries done", file=sys.stderr)
-        fsyncs = count_fsyncs(args)
-        print("fsync count done", file=sys.stderr)
-        with tempfile.TemporaryDirectory(prefix="durability-memory-", dir=args.memory_dir) as mem:
-            results.update(asyncio.run(memory_run(Path(mem), args.live)))
-        print("memory done", file=sys.stderr)
-        results.update(asyncio.run(start_run(directory / "start", args.start_objects)))
-        print("start done", file=sys.stderr)
+        if "objects" in phases:
+            fsyncs = objects_phase(args, directory, results)
+        if "memory" in phases:
+            with tempfile.TemporaryDirectory(prefix="durability-mem-", dir=args.memory_dir) as mem:
+                results["raw-rss"] = raw_memory(Path(mem) / "raw", args.objects)
+                results.update(asyncio.run(memory_run(Path(mem) / "runtime", args.live)))
+            print("memory done", file=sys.stderr)
+        if "start" in phases:
+            results.update(asyncio.run(start_run(directory / "start", args.start_objects)))
+            print("start done", file=sys.stderr)
     report(args, fd_limit, results, fsyncs)
-    if args.live < wanted_live:
-        print(
-            f"live objects: {args.live:,}, not {wanted_live:,}: {wanted_live:,} would need "
-            f"{3 * wanted_live:,} open files and the limit here is {fd_limit:,} (not raisable)."
-        )
+
+
+def objects_phase(
+    args: argparse.Namespace, directory: Path, results: dict[str, float]
+) -> FsyncCounts | str:
+    """Raw and durability creation and deliveries into `results`; then count fsyncs."""
+    results["raw-create"], connections = raw_create(directory / "raw", args.objects)
+    results["raw-commit-1"] = raw_deliveries(connections, 1)
+    results["raw-commit-n"] = raw_deliveries(connections, args.threads)
+    print("raw done", file=sys.stderr)
+    results.update(asyncio.run(durability_runs(directory / "runtime", args.objects)))
+    results["raw-commit-after"] = raw_deliveries(connections, 1)
+    for connection in connections:
+        connection.close()
+    results["raw-reopen"] = raw_reopen(directory / "raw", args.objects)
+    results["raw-create-after"], connections = raw_create(
+        directory / "raw-after", args.objects, "raw-create-after"
+    )
+    for connection in connections:
+        connection.close()
+    print("deliveries done", file=sys.stderr)
+    fsyncs = count_fsyncs(args)
+    print("fsync count done", file=sys.stderr)
+    return fsyncs
 
 
 def report(
     args: argparse.Namespace, fd_limit: int, results: dict[str, float], fsyncs: FsyncCounts | str
 ) -> None:
-    """Print the two tables and the notes."""
+    """Print the tables of the phases that ran, and the notes."""
+    versions = f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}"
+    print(f"{versions}, WAL, synchronous=FULL, {platform.machine()}, real clock, one run")
+    if "raw-create" in results:
+        report_objects(args, results, fsyncs)
+    memory_table(args, fd_limit, results)
+    if isinstance(fsyncs, str):
+        print(f"fsyncs: {fsyncs}")
+    else:
+        print(
+            f"fsyncs: a second run with {args.fsync_objects:,} objects under strace; "
+            "fsync + fdatasync calls between phase marks, per item, by the file synced."
+        )
+
+
+def report_objects(
+    args: argparse.Namespace, results: dict[str, float], fsyncs: FsyncCounts | str
+) -> None:
+    """The creation and deliveries table."""
     n = args.objects
     half = n // 2
     # The disk of a shared machine varies: raw is measured before and after durability's
@@ -456,7 +536,9 @@ def report(
     raw_before = n / results["raw-commit-1"]
     raw_after = n / results["raw-commit-after"]
     raw_rate = (raw_before + raw_after) / 2
-    raw_create_rate = n / results["raw-create"]
+    raw_create_before = n / results["raw-create"]
+    raw_create_after = n / results["raw-create-after"]
+    raw_create_rate = (raw_create_before + raw_create_after) / 2
     fsync_items = {
         "raw-create": args.fsync_objects,
         "raw-commit-1": args.fsync_objects,
@@ -464,6 +546,7 @@ def report(
         "create-100": args.fsync_objects - args.fsync_objects // 2,
         "deliver-live": args.fsync_objects,
         "deliver-restart": args.fsync_objects,
+        "raw-reopen": args.fsync_objects,
     }
 
     def fsync_text(key: str) -> str:
@@ -507,7 +590,15 @@ def report(
             "deliver-restart",
         ),
         (
-            "raw sqlite3: create file, table + 1 row in one commit",
+            "raw sqlite3: open each closed file, commit 1 row (close untimed), in turn",
+            n,
+            n / results["raw-reopen"],
+            raw_rate,
+            "raw-reopen",
+        ),
+        (
+            f"raw sqlite3: create file, table + 1 row in one commit (mean of "
+            f"{raw_create_before:,.0f} before and {raw_create_after:,.0f} after)",
             n,
             raw_create_rate,
             raw_create_rate,
@@ -528,53 +619,63 @@ def report(
             "create-100",
         ),
     ]
-    versions = f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}"
-    print(f"{versions}, WAL, synchronous=FULL, {platform.machine()}, real clock, one run")
     print()
     print("| benchmark | n | per second | vs raw | fsyncs per item (by file) |")
     print("|---|---:|---:|---:|---:|")
     for label, count, rate, base, key in rows:
         print(f"| {label} | {count:,} | {rate:,.0f} | {rate / base:.2f}x | {fsync_text(key)} |")
+
+
+def memory_table(args: argparse.Namespace, fd_limit: int, results: dict[str, float]) -> None:
+    """The memory and start table."""
     kib = 1024
     live = f"{args.live:,}"
-    lines = [
-        (
-            "raw sqlite3: RSS per open connection (WAL, 1 table, 1 row)",
-            f"{n:,}",
-            f"{results['raw-rss'] / kib:,.1f} KiB",
-        ),
-        (
-            "durability, live objects: RSS per object",
-            live,
-            f"{results['live-rss'] / kib:,.1f} KiB "
-            f"({results['total-live-rss'] / kib / kib:,.0f} MiB in all)",
-        ),
-        (
-            "durability, live objects: Python heap per object (tracemalloc)",
-            live,
-            f"{results['live-traced'] / kib:,.1f} KiB",
-        ),
-        (
-            "the same objects evicted (hibernated, alarm armed): RSS per object",
-            live,
-            f"{results['hibernated-rss'] / kib:,.1f} KiB",
-        ),
-        (
-            "hibernated: Python heap per object (tracemalloc)",
-            live,
-            f"{results['hibernated-traced']:,.0f} bytes",
-        ),
-    ]
-    for armed, label in ((False, "no alarm"), (True, "each with an alarm armed")):
+    lines = []
+    if "live-rss" in results:
+        lines += [
+            (
+                "raw sqlite3: RSS per open connection (WAL, 1 table, 1 row)",
+                f"{args.objects:,}",
+                f"{results['raw-rss'] / kib:,.1f} KiB",
+            ),
+            (
+                "durability, live objects: RSS per object "
+                f"(at most {results['open-cap']:,.0f} files open)",
+                live,
+                f"{results['live-rss'] / kib:,.1f} KiB "
+                f"({results['total-live-rss'] / kib / kib:,.0f} MiB in all)",
+            ),
+            (
+                "durability, live objects: Python heap per object (tracemalloc)",
+                live,
+                f"{results['live-traced'] / kib:,.1f} KiB",
+            ),
+            (
+                "the same objects evicted (hibernated, alarm armed): RSS per object",
+                live,
+                f"{results['hibernated-rss'] / kib:,.1f} KiB",
+            ),
+            (
+                "hibernated: Python heap per object (tracemalloc)",
+                live,
+                f"{results['hibernated-traced']:,.0f} bytes",
+            ),
+        ]
+    for crashed, label in ((False, "after a clean close"), (True, "after a crash (no mark)")):
+        if f"start-{crashed}" not in results:
+            continue
         lines.append(
             (
-                f"Runtime.start(), objects on disk, {label} (median of {START_ROUNDS})",
+                f"Runtime.start(), objects on disk each with an alarm armed, {label} "
+                f"(median of {START_ROUNDS})",
                 f"{args.start_objects:,}",
-                f"{results[f'start-{armed}'] * 1000:,.1f} ms (then first call "
-                f"{results[f'first-call-{armed}'] * 1000:,.1f} ms, "
-                f"close {results[f'close-{armed}'] * 1000:,.0f} ms)",
+                f"{results[f'start-{crashed}'] * 1000:,.1f} ms (then first call "
+                f"{results[f'first-call-{crashed}'] * 1000:,.1f} ms, "
+                f"close {results[f'close-{crashed}'] * 1000:,.0f} ms)",
             )
         )
+    if not lines:
+        return
     print()
     print("| memory and start | n | result |")
     print("|---|---:|---:|")
@@ -582,16 +683,9 @@ def report(
         print(f"| {label} | {count_text} | {text} |")
     print()
     print("RSS is read after gc.collect() and malloc_trim(0); tracemalloc counts Python")
-    print("allocations only (not SQLite's). A live file-backed object holds 3 files open")
+    print("allocations only (not SQLite's). An open object file holds 3 descriptors")
     print(f"(db, -wal, -shm); the open-file limit was raised to {fd_limit:,}.")
     print(f"The memory run's files are in {args.memory_dir} (to save time: no fsync wait there).")
-    if isinstance(fsyncs, str):
-        print(f"fsyncs: {fsyncs}")
-    else:
-        print(
-            f"fsyncs: a second run with {args.fsync_objects:,} objects under strace; "
-            "fsync + fdatasync calls between phase marks, per item, by the file synced."
-        )
 
 
 if __name__ == "__main__":

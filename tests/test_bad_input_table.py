@@ -183,6 +183,13 @@ AT_CONSTRUCTION = [
         ValueError,
         "positive",
     ),
+    Case(
+        "0",
+        "Runtime max_open_databases",
+        lambda _: Runtime(max_open_databases=0),
+        ValueError,
+        "positive",
+    ),
 ]
 """Bad options, refused when the object holding them is built."""
 

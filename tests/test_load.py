@@ -91,6 +91,24 @@ async def test_reused_bucket_is_reset() -> None:
     assert snapshot.inbound.completed == 1
 
 
+async def test_snapshots_between_completions_count_each_one() -> None:
+    """A snapshot taken between completions, in one second or across seconds, is exact."""
+    async with VirtualClock(START_MS) as clock:
+        load = RoutingLoad()
+        seen: list[tuple[int, float | None]] = []
+        for step in (0, 100, 100, 1_000, 58_800, 100, 1_000):
+            await clock.advance(step)
+            snapshot = load.snapshot().inbound
+            seen.append((snapshot.completed, snapshot.average_processing_ms))
+            finish = load.begin("inbound")
+            await clock.advance(10)
+            finish()
+        snapshot = load.snapshot().inbound
+        seen.append((snapshot.completed, snapshot.average_processing_ms))
+    assert [completed for completed, _ in seen] == [0, 1, 2, 3, 1, 2, 2, 3]
+    assert {average for _, average in seen[1:]} == {10.0}
+
+
 async def test_in_flight_survives_the_window() -> None:
     """A long request stays in flight past 60 s."""
     async with VirtualClock(START_MS) as clock:

@@ -393,3 +393,24 @@ async def test_now_ms_follows_the_virtual_clock_inside_a_runtime(live: LiveObjec
     assert await live.stub.now() == START_MS + 1_234
     await live.clock.advance_to(START_MS + 10_000)
     assert durability.now_ms() == live.clock.now_ms() == START_MS + 10_000
+
+
+async def test_now_ms_reads_the_clock_of_each_loop_in_turn() -> None:
+    """Loops with different clocks never read each other's time, whichever asked last."""
+
+    async def read() -> int:
+        return durability.now_ms()
+
+    async with VirtualClock() as clock:
+        assert durability.now_ms() == START_MS
+        wall = await asyncio.to_thread(asyncio.run, read())
+        assert abs(wall - time.time() * 1000) < 60_000
+        assert durability.now_ms() == START_MS
+        await clock.advance(3)
+        assert durability.now_ms() == START_MS + 3
+        wall = await asyncio.to_thread(asyncio.run, read())
+        assert abs(wall - time.time() * 1000) < 60_000
+        assert durability.now_ms() == START_MS + 3
+    assert abs(durability.now_ms() - time.time() * 1000) < 60_000
+    async with VirtualClock(start_ms=9_000):
+        assert durability.now_ms() == 9_000

@@ -15,8 +15,8 @@ import sysconfig
 import traceback
 from pathlib import Path
 
-from .runtime._catalog import PathLock
 from .runtime._errors import PathInUseError
+from .runtime._path_lock import PathLock
 
 _PACKAGE = str(Path(__file__).resolve().parent)
 _INSTALLED = tuple(

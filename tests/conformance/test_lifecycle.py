@@ -351,19 +351,22 @@ async def test_live_objects_are_capped_least_recently_used_first(
         assert len(built) == 11
 
 
-def test_max_live_objects_is_checked_and_defaults_from_the_fd_limit(
+def test_live_and_open_caps_are_checked_and_open_files_default_from_the_fd_limit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """max_live_objects must be a positive int; by default a quarter of fds stay free."""
-    with pytest.raises(ValueError, match="max_live_objects"):
-        Runtime(max_live_objects=0)
-    with pytest.raises(TypeError, match="max_live_objects"):
-        Runtime(max_live_objects="9")  # type: ignore[arg-type]
+    """Both caps must be positive ints; open files by default leave a quarter of fds free."""
+    for option in ("max_live_objects", "max_open_databases"):
+        with pytest.raises(ValueError, match=option):
+            Runtime(**{option: 0})
+        with pytest.raises(TypeError, match=option):
+            Runtime(**{option: "9"})
     assert Runtime(max_live_objects=7).max_live_objects == 7
+    assert Runtime(max_open_databases=5).max_open_databases == 5
+    assert Runtime().max_live_objects == 10_000
     monkeypatch.setattr(resource, "getrlimit", lambda _: (1_024, 4_096))
-    assert Runtime().max_live_objects == 256
+    assert Runtime().max_open_databases == 256
     monkeypatch.setattr(resource, "getrlimit", lambda _: (resource.RLIM_INFINITY, 0))
-    assert Runtime().max_live_objects == 2_000
+    assert Runtime().max_open_databases == 1_000
 
 
 async def test_evict_keeps_committed_data_and_alarm(live: LiveObject) -> None:

@@ -1,7 +1,9 @@
 """Child process of the SIGKILL crash test: writes through stubs until it is killed.
 
-Usage: child.py PATH SEED. Opens a file-backed Runtime on PATH, prints "ready", then
-runs many concurrent writers against a few objects. Each writer prints the id of a
+Usage: child.py PATH SEED [MAX_OPEN]. Opens a file-backed Runtime on PATH, prints
+"ready", then runs many concurrent writers against a few objects (with MAX_OPEN: at
+most that many object files open, and two writers, so idle objects' files are closed
+and reopened all the time). Each writer prints the id of a
 write only after the stub call returned (the runtime's acknowledgement), flushed, so
 the parent knows exactly which writes were acknowledged when the kill came.
 """
@@ -47,9 +49,10 @@ class Ledger(DurableObject):
 bindings = {"LEDGERS": Ledger}
 
 
-async def main(path: str, seed: int) -> None:
+async def main(path: str, seed: int, max_open: int | None) -> None:
     rng = random.Random(seed)
-    async with Runtime(path=path, bindings=bindings) as runtime:
+    writers = WRITERS if max_open is None else 2
+    async with Runtime(path=path, bindings=bindings, max_open_databases=max_open) as runtime:
         namespace = runtime.env.LEDGERS
         stubs = [namespace.get_by_name(f"ledger-{n}") for n in range(OBJECTS)]
         out = sys.stdout
@@ -65,8 +68,9 @@ async def main(path: str, seed: int) -> None:
                 out.write(f"{target} {write_id}\n")
                 out.flush()
 
-        await asyncio.gather(*(writer(n) for n in range(WRITERS)))
+        await asyncio.gather(*(writer(n) for n in range(writers)))
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+    max_open = int(sys.argv[3]) if len(sys.argv) > 3 else None
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), max_open))

@@ -16,12 +16,25 @@ RUNS = 5
 
 async def test_acknowledged_writes_survive_sigkill(tmp_path: Path) -> None:
     """Several runs killed at random moments; every acknowledged write is found after."""
+    await killed_runs_lose_nothing(tmp_path, [])
+
+
+async def test_acknowledged_writes_survive_sigkill_while_files_close_and_reopen(
+    tmp_path: Path,
+) -> None:
+    """With at most one object file open, idle objects' files are closed and reopened
+    between writes; runs killed at random moments still lose no acknowledged write."""
+    await killed_runs_lose_nothing(tmp_path, ["1"])
+
+
+async def killed_runs_lose_nothing(tmp_path: Path, extra_args: list[str]) -> None:
+    """Kill RUNS children at random moments, then find every acknowledged write."""
     seed = random.randrange(1_000_000)
     rng = random.Random(seed)
     data = tmp_path / "data"
     acknowledged: dict[int, set[str]] = {n: set() for n in range(OBJECTS)}
     for run in range(RUNS):
-        args = [str(data), str(seed * 100 + run)]
+        args = [str(data), str(seed * 100 + run), *extra_args]
         lines = run_and_kill(CHILD, args, tmp_path / f"run{run}.out", rng, kill_after_s=(0.05, 0.4))
         for line in lines[1:]:
             target, write_id = line.split(" ")

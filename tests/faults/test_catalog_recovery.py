@@ -115,10 +115,32 @@ async def test_catalog_io_error_at_start_names_the_file_and_keeps_it(
     assert await fired_after(tmp_path, clock, 10_000) == ["a"]
 
 
-def abandoned_run(path: Path, name: str) -> None:
-    """A runtime in another process writes to object `name`, then dies without closing."""
+def abandoned_run(path: Path, name: str, alarm_ms: int | None = None) -> None:
+    """A runtime in another process writes to object `name` (or sets its alarm for
+    `alarm_ms`), then dies without closing."""
     child = Path(__file__).with_name("_abandoned_run.py")
-    subprocess.run([sys.executable, str(child), str(path), name], check=True, timeout=60)
+    extra = [] if alarm_ms is None else [str(alarm_ms)]
+    subprocess.run([sys.executable, str(child), str(path), name, *extra], check=True, timeout=60)
+
+
+async def test_new_object_killed_before_its_catalog_entry_keeps_its_alarm(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A new object's first commit does not wait for its catalog entry: a process killed
+    after that commit, before the entry is written, still has the alarm delivered."""
+    # The child runs on the real clock: the alarm is a minute ahead of it.
+    clock = VirtualClock(int(time.time() * 1000))
+    await arm(tmp_path, clock, {"old": 3_600_000})
+    abandoned_run(tmp_path, "new", clock.now_ms() + 60_000)
+    catalog = sqlite3.connect(tmp_path / "_catalog.sqlite3")
+    try:
+        names = [name for (name,) in catalog.execute("SELECT name FROM alarms")]
+    finally:
+        catalog.close()
+    assert names == ["old"]
+    with caplog.at_level(logging.WARNING, logger="durability.runtime"):
+        assert await fired_after(tmp_path, clock, 120_000) == ["new"]
+    assert "their alarms were restored from the objects" in caplog.text
 
 
 async def test_after_a_crash_only_what_the_crashed_run_touched_is_read(

@@ -92,7 +92,10 @@ async def test_failed_catalog_write_fails_the_threaded_commit_that_needs_it(
     """An alarm change commits only after its catalog entry: if that write fails, so does it."""
     async with Runtime(path=tmp_path, bindings={"C": Counter}) as rt:
         stub = rt.env.C.get_by_name("c")
-        faults.fail("_catalog", "COMMIT", message="catalog write failed (injected)")
+        # A file created in this run does not wait for its entry: reopen it first.
+        assert await stub.count() == 0
+        await rt.evict(stub)
+        faults.fail("_catalog.sqlite3", "COMMIT", message="catalog write failed (injected)")
         with pytest.raises(sqlite3.OperationalError, match="injected"):
             await stub.arm(4_000_000_000_000)
         await stub.arm(4_000_000_000_000)
@@ -116,3 +119,45 @@ async def test_alarm_delivery_costs_two_object_commits(
         await clock.advance(1_000)
         assert len(commits) == 2
         assert await stub.count() == 1
+
+
+async def test_delivery_cancelled_during_its_bookkeeping_commit_leaves_the_commit_whole(
+    tmp_path: Path, faults: StorageFaults
+) -> None:
+    """A delivery cancelled (as at close) while its last commit runs does not cancel that
+    commit: it ends normally, with no error in the loop, and the alarm stays delivered."""
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: errors.append(context))
+    entered, release = threading.Event(), threading.Event()
+    commits = 0
+
+    def hold_bookkeeping() -> None:
+        # The arm's commit, alarm()'s own, then the delivery's bookkeeping one: held.
+        nonlocal commits
+        commits += 1
+        if commits == 3:
+            entered.set()
+            release.wait()
+
+    try:
+        async with Runtime(path=tmp_path, bindings={"C": Counter}) as rt:
+            stub = rt.env.C.get_by_name("c")
+            assert await stub.count() == 0
+            faults.watch("/C/", "COMMIT", hold_bookkeeping)
+            await stub.arm(1)
+            await asyncio.to_thread(entered.wait)
+            (delivery,) = [
+                task
+                for task in asyncio.all_tasks()
+                if task.get_coro().__qualname__ == "AlarmDriver._deliver"  # type: ignore[union-attr]
+            ]
+            delivery.cancel()
+            release.set()
+            with pytest.raises(asyncio.CancelledError):
+                await delivery
+            assert await stub.count() == 1
+        assert errors == []
+    finally:
+        release.set()
+        loop.set_exception_handler(None)

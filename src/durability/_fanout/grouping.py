@@ -21,7 +21,8 @@ Spawn = Callable[[Awaitable[None]], "asyncio.Future[None]"]
 class TurnGroups(Generic[Request, Result]):
     """Groups `submit` calls per turn; `handle(requests)` returns one outcome per request
     (a result, or the exception that request raises). If `handle` itself raises, every
-    caller of the group gets that error."""
+    caller of the group gets that error. A request whose caller is cancelled before its
+    group starts is left out."""
 
     __slots__ = ("_group", "_handle", "_spawn")
 
@@ -49,6 +50,10 @@ class TurnGroups(Generic[Request, Result]):
     async def _run(self, group: list[tuple[Request, asyncio.Future[Result]]]) -> None:
         if self._group is group:
             self._group = None
+        # A caller cancelled before its group started gets nothing done for it.
+        group[:] = [(request, future) for request, future in group if not future.done()]
+        if not group:
+            return
         try:
             outcomes = await self._handle([request for request, _ in group])
         except Exception as error:

@@ -145,14 +145,35 @@ class DeliveryStore:
         self, requests: list[Registration]
     ) -> list[list[Registered] | Exception]:
         """Register `requests` in one transaction: all together, or one at a time (each
-        in a nested transaction) when one of them is rejected."""
+        in a nested transaction) when one of them is rejected. If that transaction
+        fails, it stored nothing: each request is retried in a transaction of its own,
+        so an error one request causes reaches its caller only."""
+        try:
+            return await self._register_together(requests)
+        except Exception:
+            if len(requests) == 1:
+                raise
+        return [await self._register_apart(request) for request in requests]
+
+    async def _register_apart(self, request: Registration) -> list[Registered] | Exception:
+        """Register one request in a transaction of its own; its error, if it fails."""
+        try:
+            [outcome] = await self._register_together([request])
+        except Exception as error:
+            return error
+        return outcome
+
+    async def _register_together(
+        self, requests: list[Registration]
+    ) -> list[list[Registered] | Exception]:
+        """Register `requests` in one transaction, each rejected one left out."""
 
         def write(sql: SqlStorage) -> list[list[Registered] | Exception]:
             try:
                 return list(self._engine.nested(lambda inner: register_rows(inner, requests)))
             except FanoutEnqueueError:
                 pass
-            return [self._register_alone(request) for request in requests]
+            return [self._register_nested(request) for request in requests]
 
         due_now = any(request.first_attempt_at <= request.now for request in requests)
         outcomes = await self._write(write, due_now=due_now)
@@ -161,7 +182,7 @@ class DeliveryStore:
                 self._adjust(len(outcome) * len(request.targets))
         return outcomes
 
-    def _register_alone(self, request: Registration) -> list[Registered] | Exception:
+    def _register_nested(self, request: Registration) -> list[Registered] | Exception:
         """Register one request in a nested transaction; its rejection, if it is rejected."""
         try:
             [created] = self._engine.nested(lambda sql: register_rows(sql, [request]))

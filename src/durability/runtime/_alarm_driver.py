@@ -38,6 +38,7 @@ from ._database import Database, FlushHook
 from ._errors import ObjectEvictedError
 from ._instance import Instance
 from ._object import AlarmInvocationInfo, DurableObject
+from ._recovery import StoredAlarm
 from ._storage import (
     MAX_ALARM_RETRIES,
     AlarmRow,
@@ -84,6 +85,7 @@ class AlarmDriver:
         self._committing: dict[Key, int | None] = {}
         self._failures: dict[Key, int] = {}
         self._closed = False
+        catalog.found = self._learn
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Queue every catalog entry (overdue ones fire right away)."""
@@ -92,6 +94,17 @@ class AlarmDriver:
             self._names[key] = name
             self._wake[key] = wake_ms
         self._rebuild()
+
+    def _learn(self, found: list[StoredAlarm]) -> None:
+        """Arm alarms found after start in objects the catalog had missed."""
+        for stored in found:
+            assert stored.wake_ms is not None
+            current = self._wake.get(stored.key)
+            if current is None or stored.wake_ms < current:
+                self._wake[stored.key] = stored.wake_ms
+                self._names.setdefault(stored.key, stored.name)
+                if stored.key not in self._running:
+                    self._arm(stored.key)
 
     def name_of(self, key: Key) -> str | None:
         """The name recorded for an object that has had an alarm, if any."""
@@ -118,9 +131,11 @@ class AlarmDriver:
         row = read_alarm(database)
         wake_ms = row.wake_ms if row is not None else None
         self._committing[key] = wake_ms
-        if wake_ms is not None:
-            return self._catalog.lower(key, name, wake_ms)
-        return None
+        if wake_ms is None or (database.created and self._catalog.scan_finds_new_files()):
+            # A file created in this run is read at the next start after a crash: its
+            # entry need not precede the commit, it is written once settled.
+            return None
+        return self._catalog.lower(key, name, wake_ms)
 
     def _after_commit(self, key: Key, name: str | None) -> None:
         wake_ms = self._committing.pop(key, None)
@@ -222,7 +237,7 @@ class AlarmDriver:
         if row.scheduled_ms is not None:
             if row.scheduled_ms > now:
                 if row.retry_ms is not None:
-                    await write_alarm(database, AlarmRow(row.scheduled_ms))
+                    await _durable(write_alarm(database, AlarmRow(row.scheduled_ms)))
                 self._wake[key] = row.scheduled_ms
                 return
             attempt = 0
@@ -262,10 +277,12 @@ class AlarmDriver:
         after = read_alarm(database)
         scheduled_ms = after.scheduled_ms if after is not None else None
         if failure is None:
-            await write_alarm(database, AlarmRow(scheduled_ms))
+            await _durable(write_alarm(database, AlarmRow(scheduled_ms)))
             return
         retry = None if scheduled_ms is not None else self._retry_row(attempt, self._host.now_ms())
-        await write_alarm(database, retry if retry is not None else AlarmRow(scheduled_ms))
+        await _durable(
+            write_alarm(database, retry if retry is not None else AlarmRow(scheduled_ms))
+        )
         alarm_failed(
             key,
             instance.id.name or self._names.get(key),
@@ -281,6 +298,13 @@ class AlarmDriver:
         if attempt >= MAX_ALARM_RETRIES:
             return None
         return AlarmRow(None, now + retry_delay_ms(attempt + 1), attempt + 1)
+
+
+async def _durable(commit: asyncio.Future[None]) -> None:
+    """Wait for `commit`. The commit is shared with every call that joined it: a delivery
+    cancelled while waiting (the runtime closing) must not cancel it, or those calls'
+    results would be released (and the commit settled) as if it had ended."""
+    await asyncio.shield(commit)
 
 
 def _call_alarm(obj: DurableObject, info: AlarmInvocationInfo) -> object:

@@ -12,8 +12,19 @@ object: at start, once checked, and at a clean close (from then on every object 
 goes through it). At start, objects modified since that time (all of them when the
 catalog is missing, corrupt, or has no such record) are read and the catalog
 corrected from them, with a warning when it had missed an alarm. After a clean close
-no object is opened; after a crash, only those the crashed run modified; with a
-catalog restored from an old copy, those modified since that copy.
+no object is opened, and no object file even looked at (its mark, `_recovery`); after
+a crash, only those the crashed run modified are read; with a catalog restored from
+an old copy, those modified since that copy. On the real clock, that scan runs in a
+worker thread after `start()` returned (alarms it finds are armed then), and the
+agreement is recorded only once it has ended.
+
+An object whose file was created in this run is the exception: its alarm commits do
+not wait for the catalog, whose entry follows with the settled ones. A crash before
+that entry is written cannot lose the alarm: the file is newer than the agreement
+recorded at this start, so the next start reads it. This holds only while the clock
+has not gone back past that time, and only when the agreement was recorded at start
+(not after a scan that ran late); otherwise the entry is written first, as for any
+object.
 
 Writes are batched across objects: one transaction writes every entry changed since
 the last one. With a committer (the real clock), object commits write the entries they
@@ -27,26 +38,28 @@ so deliveries across many objects share one catalog commit.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
-import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from pathlib import Path
-from typing import IO
 
 from .._files import sync_directory
-from ._errors import PathInUseError
-from ._recovery import StoredAlarm, object_files, read_alarm_file
+from ._recovery import (
+    StoredAlarm,
+    leave_clean_mark,
+    object_files,
+    read_alarm_file,
+    take_clean_mark,
+)
 
 logger = logging.getLogger("durability.runtime")
 
 Key = tuple[str, str]
 """(namespace binding name, 64-hex object id)."""
-
-_held_paths: set[str] = set()
 
 AGREED_MARGIN_NS = 2_000_000_000
 """File times may lag the clock by a tick: objects modified this shortly before the
@@ -60,42 +73,6 @@ _SCHEMA = (
     " name TEXT, wake_ms INTEGER NOT NULL, PRIMARY KEY (namespace, id)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER) WITHOUT ROWID",
 )
-
-
-class PathLock:
-    """An exclusive lock on a runtime path: `flock` on `<path>/.lock`, checked in-process too."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._real = os.path.realpath(path)
-        self._file: IO[bytes] | None = None
-
-    def acquire(self) -> None:
-        """Take the lock at once, or raise `PathInUseError`."""
-        import fcntl
-
-        message = (
-            f"runtime path {str(self._path)!r} is in use by another Runtime "
-            "(close it first, or use another path)"
-        )
-        if self._real in _held_paths:
-            raise PathInUseError(message)
-        self._path.mkdir(parents=True, exist_ok=True)
-        lock_file = open(self._path / ".lock", "ab")  # noqa: SIM115
-        try:
-            fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            lock_file.close()
-            raise PathInUseError(message) from None
-        self._file = lock_file
-        _held_paths.add(self._real)
-
-    def release(self) -> None:
-        """Give the path up (closing the file drops the flock)."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-            _held_paths.discard(self._real)
 
 
 class Catalog:
@@ -113,6 +90,12 @@ class Catalog:
         """Guards `_entries` and `_dirty`, which writers in worker threads read."""
         self._writer = threading.Lock()
         """One writer of the catalog file at a time."""
+        self._scan: concurrent.futures.Future[bool] | None = None
+        self._closing = False
+        self._agreed_ns: int | None = None
+        """When this run recorded, at start, that the catalog agrees with every object."""
+        self.found: Callable[[list[StoredAlarm]], None] | None = None
+        """Told (on the loop) of alarms the scan after start found missing."""
 
     def open(self, loop: asyncio.AbstractEventLoop, committer: Executor | None = None) -> None:
         """Open the catalog file (if any), load its entries, correct them from the objects.
@@ -125,69 +108,44 @@ class Catalog:
         if file is None:
             return
         problem = None if file.exists() else "missing"
+        closed_clean_ns = take_clean_mark(file.parent) if file.parent.is_dir() else None
         agreed_ns: int | None = None
         try:
-            connection, agreed_ns = self._load(file)
+            connection, self._entries, agreed_ns = _load(file)
         except sqlite3.OperationalError as error:
             # An I/O error or the like, not a damaged file: keep the file, name it.
             raise type(error)(f"alarm catalog {file}: {error}") from error
         except sqlite3.DatabaseError as error:
             problem = f"corrupt ({error})"
             _set_aside(file)
-            self._entries.clear()
-            connection, _ = self._load(file)
+            connection, self._entries, _ = _load(file)
         self._connection = connection
         if problem is not None:
             agreed_ns = None
             # A new path has no objects: nothing to rebuild, nothing to warn about.
             if not any(object_files(file.parent, None)):
                 problem = None
-        self._reconcile(file.parent, agreed_ns, problem)
-        _record_agreement(connection)
+        if problem is None and agreed_ns is not None and closed_clean_ns == agreed_ns:
+            self._agreed_ns = _record_agreement(connection)
+        elif problem is None and agreed_ns is not None and committer is not None:
+            # After a crash, on the real clock: start() does not wait for the scan.
+            since = agreed_ns - AGREED_MARGIN_NS
+            self._scan = committer.submit(self._scan_late, file.parent, since)
+        else:
+            self._reconcile(file.parent, agreed_ns, problem)
+            self._agreed_ns = _record_agreement(connection)
 
-    def _load(self, file: Path) -> tuple[sqlite3.Connection, int | None]:
-        """Open `file`, read its entries and when it last agreed with every object (close
-        the file on failure)."""
-        created = not file.exists()
-        connection = sqlite3.connect(file, isolation_level=None, check_same_thread=False)
-        try:
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=FULL")
-            for statement in _SCHEMA:
-                connection.execute(statement)
-            for namespace, object_id, name, wake_ms in connection.execute(
-                "SELECT namespace, id, name, wake_ms FROM alarms"
-            ):
-                self._entries[(namespace, object_id)] = (name, wake_ms)
-            rows = connection.execute("SELECT value FROM meta WHERE key = 'agreed_ns'")
-            agreed_ns = next((int(value) for (value,) in rows), None)
-        except BaseException:
-            connection.close()
-            raise
-        if created:
-            sync_directory(file.parent)
-        return connection, agreed_ns
+    def scan_finds_new_files(self) -> bool:
+        """Whether an object file created now would be read by the start after a crash:
+        it is newer than the agreement this run recorded at start (the clock did not go
+        back). False while a late scan runs: its agreement, recorded when it ends, could
+        be later than files created meanwhile."""
+        return self._agreed_ns is not None and time.time_ns() >= self._agreed_ns
 
     def _reconcile(self, root: Path, agreed_ns: int | None, problem: str | None) -> None:
         """Correct the entries from the objects modified since `agreed_ns` (all if `None`)."""
         since = None if agreed_ns is None else agreed_ns - AGREED_MARGIN_NS
-        read = 0
-        missed: list[StoredAlarm] = []
-        for key, object_file in object_files(root, since):
-            stored = read_alarm_file(key, object_file)
-            read += 1
-            if stored is None:
-                continue
-            current = self._entries.get(key)
-            if stored.wake_ms is None:
-                if current is not None:
-                    del self._entries[key]
-                    self._dirty.add(key)
-            elif current is None or current[1] > stored.wake_ms:
-                name = stored.name if stored.name is not None else (current or (None, 0))[0]
-                self._entries[key] = (name, stored.wake_ms)
-                self._dirty.add(key)
-                missed.append(stored)
+        read, missed = self._read_modified(root, since, may_drop=True)
         self.flush()
         if problem is not None:
             logger.warning(
@@ -197,13 +155,58 @@ class Catalog:
                 read,
             )
         elif missed:
-            logger.warning(
-                "alarm catalog %s was older than %d object(s) (%s): their alarms were "
-                "restored from the objects",
-                self._file,
-                len(missed),
-                ", ".join(f"{stored.key[0]}:{stored.key[1]}" for stored in missed[:5]),
-            )
+            _warn_missed(self._file, missed, "")
+
+    def _scan_late(self, root: Path, since_ns: int) -> bool:
+        """The scan of modified object files, in a worker thread after start() returned.
+
+        It only adds or lowers entries (an object changed since start has told the
+        catalog itself; a bound left too early is a spurious wake), and records the
+        agreement once done. Whether it got to the end (`close()` may cut it short).
+        """
+        _, missed = self._read_modified(root, since_ns, may_drop=False)
+        with self._writer:
+            if self._closing or self._connection is None:
+                return False
+            self._flush(self._connection)
+            _record_agreement(self._connection)
+        if missed:
+            _warn_missed(self._file, missed, " after start")
+            if self._loop is not None and self.found is not None:
+                self._loop.call_soon_threadsafe(self.found, missed)
+        return True
+
+    def _read_modified(
+        self, root: Path, since_ns: int | None, *, may_drop: bool
+    ) -> tuple[int, list[StoredAlarm]]:
+        """Read the objects modified since `since_ns` and correct their entries (stops
+        early once closing); how many were read, and the alarms the catalog missed."""
+        read = 0
+        missed: list[StoredAlarm] = []
+        for key, object_file in object_files(root, since_ns, lambda: self._closing):
+            stored = read_alarm_file(key, object_file)
+            read += 1
+            if stored is not None and self._correct(stored, may_drop=may_drop):
+                missed.append(stored)
+        return read, missed
+
+    def _correct(self, stored: StoredAlarm, *, may_drop: bool) -> bool:
+        """Bring an entry in line with its object's stored alarm (an earlier time wins;
+        none drops it if `may_drop`); whether the catalog had missed that alarm."""
+        key = stored.key
+        with self._state:
+            current = self._entries.get(key)
+            if stored.wake_ms is None:
+                if current is not None and may_drop:
+                    del self._entries[key]
+                    self._dirty.add(key)
+                return False
+            if current is not None and current[1] <= stored.wake_ms:
+                return False
+            name = stored.name if stored.name is not None else (current or (None, 0))[0]
+            self._entries[key] = (name, stored.wake_ms)
+            self._dirty.add(key)
+            return True
 
     def entries(self) -> list[tuple[Key, str | None, int]]:
         """Every entry: key, name and the wake lower bound."""
@@ -296,24 +299,77 @@ class Catalog:
         """Flush, record the agreement, and close the file (closed even if that fails).
 
         Call it only once every object database is closed: the recorded time says no
-        object changed after it without the catalog knowing.
+        object changed after it without the catalog knowing. A scan still running
+        after start is stopped, and then no agreement is recorded (the next start
+        scans again).
         """
+        self._closing = True
+        scanned = True
+        if self._scan is not None:
+            try:
+                scanned = self._scan.result()
+            except Exception as error:
+                logger.warning(
+                    "alarm catalog %s: the scan after start failed: %r", self._file, error
+                )
+                scanned = False
         with self._writer:
             connection, self._connection = self._connection, None
             if connection is not None:
                 try:
                     self._flush(connection)
-                    _record_agreement(connection)
+                    agreed_ns = _record_agreement(connection) if scanned else None
                 finally:
                     connection.close()
+                if agreed_ns is not None:
+                    assert self._file is not None
+                    leave_clean_mark(self._file.parent, agreed_ns)
 
 
-def _record_agreement(connection: sqlite3.Connection) -> None:
-    """Durably note that the catalog agrees with every object as of now."""
+def _load(file: Path) -> tuple[sqlite3.Connection, dict[Key, tuple[str | None, int]], int | None]:
+    """Open `file`; its entries, and when it last agreed with every object (the file is
+    closed again on failure)."""
+    created = not file.exists()
+    connection = sqlite3.connect(file, isolation_level=None, check_same_thread=False)
+    entries: dict[Key, tuple[str | None, int]] = {}
+    try:
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=FULL")
+        for statement in _SCHEMA:
+            connection.execute(statement)
+        for namespace, object_id, name, wake_ms in connection.execute(
+            "SELECT namespace, id, name, wake_ms FROM alarms"
+        ):
+            entries[(namespace, object_id)] = (name, wake_ms)
+        rows = connection.execute("SELECT value FROM meta WHERE key = 'agreed_ns'")
+        agreed_ns = next((int(value) for (value,) in rows), None)
+    except BaseException:
+        connection.close()
+        raise
+    if created:
+        sync_directory(file.parent)
+    return connection, entries, agreed_ns
+
+
+def _record_agreement(connection: sqlite3.Connection) -> int:
+    """Durably note that the catalog agrees with every object as of now (returned)."""
+    agreed_ns = time.time_ns()
     connection.execute(
         "INSERT INTO meta (key, value) VALUES ('agreed_ns', ?)"
         " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        (time.time_ns(),),
+        (agreed_ns,),
+    )
+    return agreed_ns
+
+
+def _warn_missed(file: Path | None, missed: list[StoredAlarm], when: str) -> None:
+    logger.warning(
+        "alarm catalog %s was older than %d object(s) (%s): their alarms were "
+        "restored from the objects%s",
+        file,
+        len(missed),
+        ", ".join(f"{stored.key[0]}:{stored.key[1]}" for stored in missed[:5]),
+        when,
     )
 
 

@@ -22,11 +22,14 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._sql import Cursor
 
-_PRIVATE_TABLES = (
+if TYPE_CHECKING:
+    from ._pool import OpenDatabases
+
+PRIVATE_TABLES = (
     "CREATE TABLE IF NOT EXISTS _durability_kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
     " WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS _durability_alarm ("
@@ -77,14 +80,23 @@ class Database:
         loop: asyncio.AbstractEventLoop,
         file: Path | None,
         committer: Executor | None = None,
+        *,
+        created: bool = False,
     ) -> None:
         self.file = file
+        self.created = created
+        """This connection created the file (so it is newer than the runtime's start)."""
         self.commits = 0
         self.alarm_changed = False
         self.before_commit: PrepareHook | None = None
         self.after_commit: CommitHook | None = None
         self.commit_failed: FailureHook | None = None
+        self.pool: OpenDatabases | None = None
+        """Where a file's connection is counted (closed when idle, reopened on use)."""
+        self.busy: Callable[[], bool] = _never
+        """Whether a call or alarm is in progress on the object (its connection stays)."""
         self._connection: sqlite3.Connection | None = connection
+        self._closed = False
         self._loop = loop
         self._pending: asyncio.Future[None] | None = None
         self._savepoints = 0
@@ -92,9 +104,16 @@ class Database:
         self._committer = committer
         self._inflight: concurrent.futures.Future[None] | None = None
 
-    @property
-    def closed(self) -> bool:
-        return self._connection is None
+    def park(self) -> sqlite3.Connection | None:
+        """Give up the connection if idle (no transaction, commit, call or alarm in
+        progress) for the pool to close; the next use opens a new one."""
+        connection = self._connection
+        if connection is None or self._pending or self._inflight or self.busy():
+            return None
+        if connection.in_transaction:  # a transaction SQLite itself still holds open
+            return None
+        self._connection = None
+        return connection
 
     @property
     def pending_commit(self) -> asyncio.Future[None] | None:
@@ -109,12 +128,12 @@ class Database:
         """
         connection = self._conn()
         if connection.in_transaction:
-            for statement in _PRIVATE_TABLES:
+            for statement in PRIVATE_TABLES:
                 connection.execute(statement)
             return
         connection.execute("BEGIN")
         try:
-            for statement in _PRIVATE_TABLES:
+            for statement in PRIVATE_TABLES:
                 connection.execute(statement)
             connection.execute("COMMIT")
         except BaseException:
@@ -294,6 +313,9 @@ class Database:
         self.commit()
         if self._pending is not None:
             self.rollback(DatabaseClosedError("the database was closed before its commit"))
+        self._closed = True
+        if self.pool is not None:
+            self.pool.forget(self)
         if self._connection is not None:
             self._connection.close()
             self._connection = None
@@ -315,9 +337,19 @@ class Database:
     def _conn(self) -> sqlite3.Connection:
         if self._inflight is not None:
             self._settle_inflight()
-        if self._connection is None:
-            raise DatabaseClosedError("the object's database is closed")
-        return self._connection
+        connection = self._connection
+        pool = self.pool
+        if connection is None:
+            if self._closed or pool is None or self.file is None:
+                raise DatabaseClosedError("the object's database is closed")
+            connection = self._connection = pool.reopen(self, self.file)
+        elif pool is not None:
+            pool.used(self)
+        return connection
+
+
+def _never() -> bool:
+    return False
 
 
 def _commit_on(connection: sqlite3.Connection, flush: FlushHook | None) -> None:

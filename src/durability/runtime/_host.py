@@ -28,7 +28,7 @@ from ._database import Database
 from ._errors import ObjectEvictedError
 from ._ids import ObjectId
 from ._instance import Instance
-from ._limits import default_max_live_objects
+from ._limits import DEFAULT_MAX_LIVE_OBJECTS, default_max_open_databases
 from ._object import DurableObject
 from ._registry import LiveInstances
 from ._stores import ObjectStores
@@ -62,8 +62,10 @@ class Runtime:
     `<path>/_catalog.sqlite3`, and a lock so only one Runtime uses the path at a time.
     `idle_evict_ms` (default 60 s of the runtime's clock; `None` disables) evicts
     instances that have been idle that long (hibernation). `max_live_objects` caps the
-    live instances: past it, the least recently used idle ones are evicted (`None`
-    sizes it from the open-file limit, three descriptors per object).
+    live instances: past it, the least recently used idle ones are evicted.
+    `max_open_databases` caps the object files open at once: past it, the least
+    recently used idle live objects' files are closed, and reopened on their next use
+    (`None` sizes it from the open-file limit, three descriptors per file).
     """
 
     def __init__(
@@ -74,6 +76,7 @@ class Runtime:
         clock: Clock | None = None,
         idle_evict_ms: int | None = DEFAULT_IDLE_EVICT_MS,
         max_live_objects: int | None = None,
+        max_open_databases: int | None = None,
     ) -> None:
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or path-like, got {type(path).__name__}")
@@ -82,10 +85,14 @@ class Runtime:
         if idle_evict_ms is not None:
             check_positive_int("idle_evict_ms", idle_evict_ms)
         if max_live_objects is None:
-            max_live_objects = default_max_live_objects()
+            max_live_objects = DEFAULT_MAX_LIVE_OBJECTS
         max_live = check_positive_int("max_live_objects", max_live_objects)
+        if max_open_databases is None:
+            max_open_databases = default_max_open_databases()
+        max_open = check_positive_int("max_open_databases", max_open_databases)
         self._clock: Clock = clock if clock is not None else WALL_CLOCK
-        self._stores = ObjectStores(Path(path) if path is not None else None, self._clock)
+        root = Path(path) if path is not None else None
+        self._stores = ObjectStores(root, self._clock, max_open)
         self._namespaces: dict[str, ObjectNamespace] = {}
         self._env = Env(self._bind(bindings if bindings is not None else {}))
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -136,6 +143,11 @@ class Runtime:
     def max_live_objects(self) -> int:
         """The most instances kept live before idle ones are evicted, oldest use first."""
         return self._live.max_live
+
+    @property
+    def max_open_databases(self) -> int:
+        """The most object files kept open before idle ones are closed, oldest use first."""
+        return self._stores.max_open
 
     def now_ms(self) -> int:
         """The runtime clock's current time."""
@@ -259,6 +271,7 @@ class Runtime:
         instance = Instance(
             object_id, namespace.object_class, self._env, database, self._live.schedule_idle
         )
+        database.busy = lambda: bool(instance.tasks)
         self._live.add(key, instance)
         return instance
 

@@ -1,8 +1,9 @@
-"""How many objects a runtime keeps live, and which ones to evict past that.
+"""How many objects a runtime keeps live and how many files open, and whom to evict.
 
-A live file-backed object holds three file descriptors (its database, WAL and shared
-memory files) and about 180 KiB. The default cap leaves a quarter of the process's
-descriptor limit for everything else and is at most `MAX_DEFAULT_LIVE_OBJECTS`.
+A live object costs a few KiB of Python memory; its open SQLite file costs about
+150 KiB and three file descriptors (database, WAL and shared memory). So the two are
+capped apart: live objects by a fixed default, open files by the process's descriptor
+limit (a quarter of it left for everything else), at most `MAX_DEFAULT_OPEN_DATABASES`.
 """
 
 from __future__ import annotations
@@ -20,24 +21,25 @@ class _Live(Protocol):
     def tasks(self) -> Sized: ...
 
 
+DEFAULT_MAX_LIVE_OBJECTS = 10_000
 FDS_PER_OBJECT = 3
-MIN_DEFAULT_LIVE_OBJECTS = 16
-MAX_DEFAULT_LIVE_OBJECTS = 2_000
+MIN_DEFAULT_OPEN_DATABASES = 16
+MAX_DEFAULT_OPEN_DATABASES = 1_000
 _UNLIMITED_FDS = 1 << 20
 
 
-def default_max_live_objects() -> int:
-    """The cap on live objects when `Runtime(max_live_objects=None)`."""
+def default_max_open_databases() -> int:
+    """The cap on open object files when `Runtime(max_open_databases=None)`."""
     try:
         import resource
 
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         unlimited = resource.RLIM_INFINITY
     except (ImportError, OSError, ValueError):
-        return 1_000
+        return 256
     fds = _UNLIMITED_FDS if soft == unlimited or soft <= 0 else soft
     usable = fds * 3 // 4 // FDS_PER_OBJECT
-    return max(MIN_DEFAULT_LIVE_OBJECTS, min(MAX_DEFAULT_LIVE_OBJECTS, usable))
+    return max(MIN_DEFAULT_OPEN_DATABASES, min(MAX_DEFAULT_OPEN_DATABASES, usable))
 
 
 def least_recent_idle(instances: Mapping[K, _Live], cap: int, keep: K) -> list[K]:

@@ -9,9 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .._clock import WALL_CLOCK, Clock
-from ._catalog import Catalog, Key, PathLock
+from ._catalog import Catalog, Key
 from ._database import Database
 from ._opening import open_database, open_object_file
+from ._path_lock import PathLock
+from ._pool import OpenDatabases
 
 COMMIT_THREADS = 8
 """Worker threads for file commits on the real clock: fsyncs of this many objects overlap."""
@@ -22,10 +24,13 @@ class ObjectStores:
 
     On the real clock, file commits run in `COMMIT_THREADS` worker threads; under any
     other clock (a `VirtualClock`) they stay on the loop, so runs are deterministic.
+    At most `max_open` object files are open at once (`OpenDatabases`).
     """
 
-    def __init__(self, path: Path | None, clock: Clock) -> None:
+    def __init__(self, path: Path | None, clock: Clock, max_open: int) -> None:
         self.path = path
+        self.max_open = max_open
+        self.open_databases: OpenDatabases | None = None
         self.catalog = Catalog(path / "_catalog.sqlite3" if path is not None else None)
         self._clock = clock
         self._lock = PathLock(path) if path is not None else None
@@ -39,6 +44,7 @@ class ObjectStores:
             self._lock.acquire()
         if self.path is not None and self._clock is WALL_CLOCK:
             self._committer = ThreadPoolExecutor(COMMIT_THREADS, "durability-commit")
+        self.open_databases = OpenDatabases(self.max_open, self._committer)
         try:
             self.catalog.open(loop, self._committer)
         except BaseException:
@@ -56,12 +62,17 @@ class ObjectStores:
             if database is None:
                 database = self._memory[key] = open_database(self._loop, None)
             return database
-        return open_object_file(self._loop, self.path, key, self._committer)
+        database = open_object_file(self._loop, self.path, key, self._committer)
+        assert self.open_databases is not None
+        self.open_databases.add(database)
+        return database
 
     def closing_steps(self) -> list[Callable[[], object]]:
         """What closes everything, in order, once every object file is closed."""
         steps: list[Callable[[], object]] = [database.close for database in self._memory.values()]
         self._memory = {}
+        if self.open_databases is not None:
+            steps.append(self.open_databases.drain)
         steps.append(self.catalog.close)
         steps.append(self._stop_committer)
         if self._lock is not None:
