@@ -23,6 +23,7 @@ class Batches(DurableObject):
             context=ctx,
             handlers={"work": self._work, "other": self._work, "slow": self._slow},
             alarm_concurrency=self.probe.get("permits", 10),
+            on_lifecycle_event=lambda event: self.probe.setdefault("events", []).append(event),
         )
 
     def _work(self, call: DurableCall) -> Any:
@@ -146,6 +147,25 @@ async def test_a_row_that_spoils_the_batch_insert_fails_alone() -> None:
             "not_found",
             "completed",
         ]
+    finally:
+        await rt.close()
+
+
+async def test_a_spoilt_later_chunk_leaves_the_earlier_rows_reported_new() -> None:
+    """A row that spoils the second INSERT of a turn does not make the rows the first
+    one wrote look old: each of them is still reported registered and run."""
+    probe: dict[str, Any] = {"permits": 1}
+    rt, obj, clock = await start(probe)
+    try:
+        await obj.poison("poison")
+        ids = [f"r{number}" for number in range(20)]
+        ids[17] = "poison"
+        outcomes = await obj.register_many([["work", id, None] for id in ids])
+        assert outcomes.count("ok") == 19
+        registered = [event.id for event in probe["events"] if event.type == "registered"]
+        assert sorted(registered) == sorted(id for id in ids if id != "poison")
+        await clock.run_until_idle()
+        assert sorted(probe["ran"]) == sorted(registered)
     finally:
         await rt.close()
 
