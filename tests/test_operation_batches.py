@@ -74,6 +74,13 @@ class Batches(DurableObject):
             "BEGIN SELECT RAISE(ABORT, 'poisoned'); END"
         )
 
+    async def poison_update(self, id: str, column: str) -> None:
+        """Make any update of `column` of record `id` fail in SQL."""
+        self.ctx.storage.sql.exec(
+            f"CREATE TRIGGER poison_{column} BEFORE UPDATE OF {column} ON durability_calls "
+            f"WHEN NEW.id = '{id}' BEGIN SELECT RAISE(ABORT, 'poisoned'); END"
+        )
+
     async def result(self, operation: str, id: str) -> list[Any]:
         """The record's status, result, and error name (if any)."""
         found: OperationResult = await self.durability.operation(operation).get_result(id)
@@ -166,6 +173,44 @@ async def test_a_spoilt_later_chunk_leaves_the_earlier_rows_reported_new() -> No
         assert sorted(registered) == sorted(id for id in ids if id != "poison")
         await clock.run_until_idle()
         assert sorted(probe["ran"]) == sorted(registered)
+    finally:
+        await rt.close()
+
+
+async def test_a_spoilt_later_completion_chunk_keeps_the_earlier_successes() -> None:
+    """A success the SQL refuses in the second completion statement of a batch does not
+    turn the successes the first one stored into discarded outcomes."""
+    probe: dict[str, Any] = {"permits": 20}
+    rt, obj, clock = await start(probe)
+    try:
+        await obj.poison_update("poison", "status")
+        ids = [f"r{number}" for number in range(20)]
+        ids[17] = "poison"
+        assert await obj.register_many([["work", id, None] for id in ids]) == ["ok"] * 20
+        await clock.run_until_idle()
+        completed = [
+            event.id
+            for event in probe["events"]
+            if event.type == "attempt_settled" and event.outcome == "completed"
+        ]
+        assert sorted(completed) == sorted(id for id in ids if id != "poison")
+    finally:
+        await rt.close()
+
+
+async def test_a_spoilt_later_claim_chunk_costs_the_earlier_rows_no_attempt() -> None:
+    """A claim the SQL refuses in the second claim statement of a batch does not leave
+    the rows the first one claimed counted but not run."""
+    probe: dict[str, Any] = {"permits": 40}
+    rt, obj, clock = await start(probe)
+    try:
+        await obj.poison_update("poison", "attempt")
+        ids = [f"r{number}" for number in range(40)]
+        ids[37] = "poison"
+        await obj.register_many([["work", id, None] for id in ids])
+        await clock.run_until_idle()
+        started = [event.attempt for event in probe["events"] if event.type == "attempt_started"]
+        assert started == [1] * 39
     finally:
         await rt.close()
 
