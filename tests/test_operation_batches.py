@@ -159,8 +159,7 @@ async def test_a_row_that_spoils_the_batch_insert_fails_alone() -> None:
 
 
 async def test_a_spoilt_later_chunk_leaves_the_earlier_rows_reported_new() -> None:
-    """A row that spoils the second INSERT of a turn does not make the rows the first
-    one wrote look old: each of them is still reported registered and run."""
+    """A row spoiling a turn's second INSERT leaves the first one's rows registered and run."""
     probe: dict[str, Any] = {"permits": 1}
     rt, obj, clock = await start(probe)
     try:
@@ -178,8 +177,7 @@ async def test_a_spoilt_later_chunk_leaves_the_earlier_rows_reported_new() -> No
 
 
 async def test_a_spoilt_later_completion_chunk_keeps_the_earlier_successes() -> None:
-    """A success the SQL refuses in the second completion statement of a batch does not
-    turn the successes the first one stored into discarded outcomes."""
+    """A success refused in a batch's second completion statement keeps the first's stored."""
     probe: dict[str, Any] = {"permits": 20}
     rt, obj, clock = await start(probe)
     try:
@@ -199,8 +197,7 @@ async def test_a_spoilt_later_completion_chunk_keeps_the_earlier_successes() -> 
 
 
 async def test_a_spoilt_later_claim_chunk_costs_the_earlier_rows_no_attempt() -> None:
-    """A claim the SQL refuses in the second claim statement of a batch does not leave
-    the rows the first one claimed counted but not run."""
+    """A claim refused in a batch's second claim statement costs the first's rows no attempt."""
     probe: dict[str, Any] = {"permits": 40}
     rt, obj, clock = await start(probe)
     try:
