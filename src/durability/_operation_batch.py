@@ -164,22 +164,21 @@ _COMPLETE_CHUNK = 16
 """Rows one completion names at most (4 bindings each, under the 100 a query may have)."""
 
 _COMPLETE = (
-    "WITH c(id, generation_id, attempt, result) AS (VALUES {rows}) "
-    "UPDATE durability_calls SET status = 'completed', completed_at = ?, "
-    "result = (SELECT result FROM c WHERE c.id = durability_calls.id) "
-    "WHERE id IN (SELECT id FROM c) "
-    "AND (id, generation_id, attempt) IN (SELECT id, generation_id, attempt FROM c) "
-    "AND +status = 'pending' RETURNING id"
+    "WITH c(k, g, a, r) AS (VALUES {rows}) "
+    "UPDATE durability_calls SET status = 'completed', completed_at = ?, result = c.r FROM c "
+    "WHERE durability_calls.id = c.k AND durability_calls.generation_id = c.g "
+    "AND durability_calls.attempt = c.a AND +durability_calls.status = 'pending' "
+    "RETURNING durability_calls.id"
 )
 
 _COMPLETE_ALIKE = (
-    "WITH c(id, generation_id, attempt) AS (VALUES {rows}) "
-    "UPDATE durability_calls SET status = 'completed', completed_at = ?, result = ? "
-    "WHERE id IN (SELECT id FROM c) "
-    "AND (id, generation_id, attempt) IN (SELECT id, generation_id, attempt FROM c) "
-    "AND +status = 'pending' RETURNING id"
+    "WITH c(k, g, a) AS (VALUES {rows}) "
+    "UPDATE durability_calls SET status = 'completed', completed_at = ?, result = ? FROM c "
+    "WHERE durability_calls.id = c.k AND durability_calls.generation_id = c.g "
+    "AND durability_calls.attempt = c.a AND +durability_calls.status = 'pending' "
+    "RETURNING durability_calls.id"
 )
-"""`_COMPLETE` for rows that all store the same result (no per-row lookup of it)."""
+"""`_COMPLETE` for rows that all store the same result (bound once)."""
 
 
 def complete_calls(

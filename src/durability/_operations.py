@@ -140,6 +140,7 @@ class Durability(DurableHelper["DurableOperation"]):
         self._after: dict[tuple[str, str], asyncio.Event] = {}
         """Retried records (by key and generation) whose older attempt must end first."""
         self._registrations = RegistrationBatch(self._engine, self._registered)
+        self._prefixes: dict[str, str] = {}
 
     def operation(self, name: str) -> DurableOperation:
         """The operation object of handler `name` (the one attribute access returns)."""
@@ -299,7 +300,7 @@ class Durability(DurableHelper["DurableOperation"]):
                 payload=None if payload_text == NULL_TEXT else deserialize(payload_text),
                 attempt=attempt,
                 signal=signal,
-                idempotency_key=call_idempotency_key(self._engine.object_id(), operation, key),
+                idempotency_key=self._idempotency_prefix(operation) + key,
             )
 
         def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
@@ -320,6 +321,14 @@ class Durability(DurableHelper["DurableOperation"]):
             after=after,
             complete_many=_complete_many,
         )
+
+    def _idempotency_prefix(self, operation: str) -> str:
+        """`call_idempotency_key` of `operation` without the id (built once per name)."""
+        prefix = self._prefixes.get(operation)
+        if prefix is None:
+            object_id = self._engine.object_id()
+            prefix = self._prefixes[operation] = call_idempotency_key(object_id, operation, "")
+        return prefix
 
     def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
         """A result that cannot be stored fails the call: running it again would not help."""

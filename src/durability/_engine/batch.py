@@ -179,8 +179,7 @@ async def _run_marked(
                 _release(engine, slot)
         if slots and engine.options.live_timers:
             # The keys are eligible for the timer again: re-arm it for work it skipped.
-            engine.tasks.run_in_background(
-                engine.schedule_next_alarm(),
+            engine.refresh_in_background(
                 "durability.scheduler.refresh_failed",
                 {"table": slots[0].spec.table.name},
             )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from .._clock import now_ms
@@ -135,6 +135,26 @@ class Engine:
 
     def schedule_next_alarm(self) -> Awaitable[None]:
         """A reconciliation-only transaction; concurrent calls share the one in flight."""
+        return asyncio.shield(self._refreshing())
+
+    def refresh_in_background(self, event: str, details: Mapping[str, Any]) -> None:
+        """`schedule_next_alarm` not awaited: it joins the refresh in flight without a task
+        of its own; its failure (or the host's refusal) is reported as `event`."""
+        try:
+            refresh = self._refreshing()
+        except Exception as refusal:
+            report_failure(event, details, refusal)
+            return
+
+        def report(done: asyncio.Future[None]) -> None:
+            if not done.cancelled() and (error := done.exception()) is not None:
+                report_failure(event, details, error)
+
+        refresh.add_done_callback(report)
+
+    def _refreshing(self) -> asyncio.Future[None]:
+        """The shared reconciliation task, started if none is in flight (raises the
+        host's refusal)."""
         if self._refresh is None:
             refresh = self.tasks.spawn(self.transaction(_no_write))
             self._refresh = refresh
@@ -146,7 +166,7 @@ class Engine:
                     done.exception()
 
             refresh.add_done_callback(clear)
-        return asyncio.shield(self._refresh)
+        return self._refresh
 
     # -- alarm passes -------------------------------------------------------------------
 

@@ -83,8 +83,7 @@ class _Gate:
         engine.running.finish(spec.table.name, spec.key, self.entry)
         if engine.options.live_timers:
             # The key is eligible for the timer again: re-arm it for work it skipped.
-            engine.tasks.run_in_background(
-                engine.schedule_next_alarm(),
+            engine.refresh_in_background(
                 "durability.scheduler.refresh_failed",
                 {"table": spec.table.name, "key": spec.key},
             )

@@ -40,14 +40,8 @@ from .tables import TableSpec, due_rows
 Entry = TypeVar("Entry")
 Owner = TypeVar("Owner")
 
-_Shared = tuple[
-    AttemptPolicy,
-    str,
-    Callable[[], BaseException],
-    Callable[[], BaseException],
-    Callable[[BaseException], bool],
-]
-"""Per handler name: its policy, label, exhausted and timeout errors, terminal rule."""
+_Shared = dict[str, Any]
+"""Per handler name, the `ExecutionSpec` fields every record of it shares (by field)."""
 
 DUE_BATCH = 100
 """How many due rows of one table an alarm pass reads and runs."""
@@ -232,13 +226,21 @@ class DurableHelper(ABC, Generic[Entry]):
     def _shared_by_name(self, name: str) -> _Shared:
         """What every execution of handler `name` shares (built once per name)."""
         policy = self._policies.get(name, self._default_policy)
-        return (
-            policy,
-            f'{self._noun} "{name}"',
-            lambda: DurableAttemptsExhaustedError(self._noun, name, policy.max_attempts),
-            lambda: self._timeout_error(name, policy.attempt_timeout_ms),
-            lambda error: self._is_terminal(error, policy),
-        )
+        return {
+            "table": self._table,
+            "label": f'{self._noun} "{name}"',
+            "entity_kind": self._entity_kind,
+            "name": name,
+            "policy": policy,
+            "emit": self._emit,
+            "exhausted_error": lambda: DurableAttemptsExhaustedError(
+                self._noun, name, policy.max_attempts
+            ),
+            "timeout_error": lambda: self._timeout_error(name, policy.attempt_timeout_ms),
+            "is_terminal": lambda error: self._is_terminal(error, policy),
+            "include_result": self._include_result,
+            "emits": self._events,
+        }
 
     def _spec(
         self,
@@ -259,7 +261,6 @@ class DurableHelper(ABC, Generic[Entry]):
         shared = self._shared.get(name)
         if shared is None:
             shared = self._shared[name] = self._shared_by_name(name)
-        policy, label, exhausted_error, timeout_error, is_terminal = shared
 
         def invoke(attempt: int, signal: AbortSignal) -> Any:
             handler = self._handlers.get(name)
@@ -268,23 +269,13 @@ class DurableHelper(ABC, Generic[Entry]):
             return handler(argument(attempt, signal))
 
         return ExecutionSpec(
-            table=self._table,
+            **shared,
             key=key,
             generation=generation,
             created_at=created_at,
             attempt=attempt,
-            label=label,
-            entity_kind=self._entity_kind,
-            name=name,
-            policy=policy,
-            emit=self._emit,
-            exhausted_error=exhausted_error,
-            timeout_error=timeout_error,
-            is_terminal=is_terminal,
             invoke=invoke,
             complete=complete,
-            include_result=self._include_result,
-            emits=self._events,
             after=after,
             on_terminal=on_terminal,
             complete_many=complete_many,

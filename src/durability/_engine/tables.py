@@ -238,14 +238,18 @@ def claim_attempts(
         size = padded(len(chunk))
         bindings: list[SqlValue] = [value for row in chunk for value in row]
         bindings.extend([None] * (3 * (size - len(chunk))))
-        cursor = sql.exec(
-            f"WITH c({table.key}, generation_id, attempt) AS (VALUES {value_rows(3, size)}) "
-            f"UPDATE {table.name} SET attempt = attempt + 1 "
-            f"WHERE {table.key} IN (SELECT {table.key} FROM c) "
-            f"AND ({table.key}, generation_id, attempt) IN (SELECT * FROM c) "
-            f"AND +status = 'pending' AND +next_attempt_at <= ? RETURNING {table.key}",
-            *bindings,
-            now,
-        )
+        cursor = sql.exec(_claim_statement(table.name, table.key, size), *bindings, now)
         won.update(row[0] for row in cursor.raw())
     return won
+
+
+@functools.cache
+def _claim_statement(name: str, key: str, size: int) -> str:
+    """The claim of `size` rows: a join on the primary key (each row looked up once)."""
+    return (
+        f"WITH c(k, g, a) AS (VALUES {value_rows(3, size)}) "
+        f"UPDATE {name} SET attempt = attempt + 1 FROM c "
+        f"WHERE {name}.{key} = c.k AND {name}.generation_id = c.g AND {name}.attempt = c.a "
+        f"AND +{name}.status = 'pending' AND +{name}.next_attempt_at <= ? "
+        f"RETURNING {name}.{key}"
+    )
