@@ -23,6 +23,7 @@ class Batches(DurableObject):
             context=ctx,
             handlers={"work": self._work, "other": self._work, "slow": self._slow},
             alarm_concurrency=self.probe.get("permits", 10),
+            on_lifecycle_event=lambda event: self.probe.setdefault("events", []).append(event),
         )
 
     def _work(self, call: DurableCall) -> Any:
@@ -71,6 +72,13 @@ class Batches(DurableObject):
         self.ctx.storage.sql.exec(
             f"CREATE TRIGGER poison BEFORE INSERT ON durability_calls WHEN NEW.id = '{id}' "
             "BEGIN SELECT RAISE(ABORT, 'poisoned'); END"
+        )
+
+    async def poison_update(self, id: str, column: str) -> None:
+        """Make any update of `column` of record `id` fail in SQL."""
+        self.ctx.storage.sql.exec(
+            f"CREATE TRIGGER poison_{column} BEFORE UPDATE OF {column} ON durability_calls "
+            f"WHEN NEW.id = '{id}' BEGIN SELECT RAISE(ABORT, 'poisoned'); END"
         )
 
     async def result(self, operation: str, id: str) -> list[Any]:
@@ -146,6 +154,60 @@ async def test_a_row_that_spoils_the_batch_insert_fails_alone() -> None:
             "not_found",
             "completed",
         ]
+    finally:
+        await rt.close()
+
+
+async def test_a_spoilt_later_chunk_leaves_the_earlier_rows_reported_new() -> None:
+    """A row spoiling a turn's second INSERT leaves the first one's rows registered and run."""
+    probe: dict[str, Any] = {"permits": 1}
+    rt, obj, clock = await start(probe)
+    try:
+        await obj.poison("poison")
+        ids = [f"r{number}" for number in range(20)]
+        ids[17] = "poison"
+        outcomes = await obj.register_many([["work", id, None] for id in ids])
+        assert outcomes.count("ok") == 19
+        registered = [event.id for event in probe["events"] if event.type == "registered"]
+        assert sorted(registered) == sorted(id for id in ids if id != "poison")
+        await clock.run_until_idle()
+        assert sorted(probe["ran"]) == sorted(registered)
+    finally:
+        await rt.close()
+
+
+async def test_a_spoilt_later_completion_chunk_keeps_the_earlier_successes() -> None:
+    """A success refused in a batch's second completion statement keeps the first's stored."""
+    probe: dict[str, Any] = {"permits": 20}
+    rt, obj, clock = await start(probe)
+    try:
+        await obj.poison_update("poison", "status")
+        ids = [f"r{number}" for number in range(20)]
+        ids[17] = "poison"
+        assert await obj.register_many([["work", id, None] for id in ids]) == ["ok"] * 20
+        await clock.run_until_idle()
+        completed = [
+            event.id
+            for event in probe["events"]
+            if event.type == "attempt_settled" and event.outcome == "completed"
+        ]
+        assert sorted(completed) == sorted(id for id in ids if id != "poison")
+    finally:
+        await rt.close()
+
+
+async def test_a_spoilt_later_claim_chunk_costs_the_earlier_rows_no_attempt() -> None:
+    """A claim refused in a batch's second claim statement costs the first's rows no attempt."""
+    probe: dict[str, Any] = {"permits": 40}
+    rt, obj, clock = await start(probe)
+    try:
+        await obj.poison_update("poison", "attempt")
+        ids = [f"r{number}" for number in range(40)]
+        ids[37] = "poison"
+        await obj.register_many([["work", id, None] for id in ids])
+        await clock.run_until_idle()
+        started = [event.attempt for event in probe["events"] if event.type == "attempt_started"]
+        assert started == [1] * 39
     finally:
         await rt.close()
 

@@ -102,7 +102,10 @@ class RegistrationBatch:
 
     def _insert(self, sql: SqlStorage, rows: list[Registration]) -> list[bool | Exception]:
         try:
-            return insert_calls(sql, rows)
+            if len(rows) <= _INSERT_CHUNK:
+                return insert_calls(sql, rows)
+            # Several statements: a later one failing must undo the earlier ones too.
+            return self._engine.transaction_sync(lambda _: insert_calls(sql, rows))
         except Exception:
             pass  # one row spoilt the statement: write each alone, so only it fails
         outcomes: list[bool | Exception] = []

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from .._clock import now_ms
+from .._context import SqlStorage
 from .._signal import AbortSignal
 from .engine import Engine
 from .execution import (
@@ -35,6 +36,7 @@ from .tables import claim_attempt, claim_attempts, is_exhausted
 from .tasks import close_unstarted
 
 Row = TypeVar("Row")
+T = TypeVar("T")
 
 
 class _Slot:
@@ -247,7 +249,7 @@ def _claim(engine: Engine, slots: list[_Slot], now: int, errors: list[Exception]
         return set()
     table = slots[0].spec.table
     try:
-        return claim_attempts(engine.sql, table, rows, now)
+        return _at_once(engine, len(rows), lambda sql: claim_attempts(sql, table, rows, now))
     except Exception:
         pass
     won: set[str] = set()
@@ -258,6 +260,19 @@ def _claim(engine: Engine, slots: list[_Slot], now: int, errors: list[Exception]
         except Exception as error:
             errors.append(error)
     return won
+
+
+_ONE_STATEMENT = 16
+"""Rows a set-based claim or completion surely writes in one statement (more may take
+several, and a statement that fails undoes only itself)."""
+
+
+def _at_once(engine: Engine, count: int, write: Callable[[SqlStorage], T]) -> T:
+    """`write` of `count` rows, undone as a whole if it raises (a savepoint when it may
+    run several statements), so the row-by-row retry starts from nothing written."""
+    if count <= _ONE_STATEMENT:
+        return write(engine.sql)
+    return engine.transaction_sync(write)
 
 
 def _hand_over(
@@ -299,7 +314,7 @@ def _store_successes(
     stored: list[int | Exception | None] | None = None
     if complete_many is not None:
         try:
-            stored = complete_many(engine.sql, done)
+            stored = _at_once(engine, len(done), lambda sql: complete_many(sql, done))
         except Exception:
             stored = None  # one row spoilt the statement: store them one by one
     if stored is None:
