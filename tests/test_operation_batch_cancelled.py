@@ -62,3 +62,20 @@ async def test_a_write_cancelled_by_eviction_gives_its_callers_the_eviction_erro
     with pytest.raises(ObjectEvictedError) as raised:
         await future
     assert raised.value is gone
+
+
+async def test_a_write_cancelled_before_it_ran_answers_its_callers_and_frees_the_batch() -> None:
+    """A write task cancelled before its first step still answers its callers, and the
+    next registration starts a new write instead of joining the dead one."""
+    batch, tasks = _batch([])
+    futures = [batch.add(object()), batch.add(object())]  # type: ignore[arg-type]
+    tasks[0].cancel()  # before the loop ever ran it
+    for future in futures:
+        with pytest.raises(DurabilityError, match="whether it was stored is unknown"):
+            await future
+    started = len(tasks)
+    late = batch.add(object())  # type: ignore[arg-type]
+    assert len(tasks) == started + 1
+    tasks[-1].cancel()
+    with pytest.raises(DurabilityError):
+        await late

@@ -11,6 +11,7 @@ learns its outcome only once the batch's commit is durable.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -24,6 +25,9 @@ from ._types import SqlValue
 
 Registration = tuple[str, str, str, int, str, int]
 """A new record: id, operation, payload text, due time, generation, creation time."""
+
+Pending = list[tuple[Registration, "asyncio.Future[bool]"]]
+"""The registrations a write task will take, each with its caller's future."""
 
 Written = Callable[[list[Registration]], None]
 """Told, after the commit, the registrations that inserted a new record."""
@@ -47,7 +51,7 @@ class RegistrationBatch:
     def __init__(self, engine: Engine, written: Written) -> None:
         self._engine = engine
         self._written = written
-        self._pending: list[tuple[Registration, asyncio.Future[bool]]] | None = None
+        self._pending: Pending | None = None
 
     def add(self, registration: Registration) -> asyncio.Future[bool]:
         """Queue `registration` for this turn's write; the future tells, once it is
@@ -55,14 +59,29 @@ class RegistrationBatch:
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         pending = self._pending
         if pending is None:
+            pending = []
             # The write runs as instance work; a host that refuses it refuses this call.
-            self._engine.tasks.spawn(self._flush())
-            pending = self._pending = []
+            task = self._engine.tasks.spawn(self._flush(pending))
+            task.add_done_callback(functools.partial(self._unstarted, pending))
+            self._pending = pending
         pending.append((registration, future))
         return future
 
-    async def _flush(self) -> None:
-        batch, self._pending = self._pending or [], None
+    def _unstarted(self, batch: Pending, task: asyncio.Task[None]) -> None:
+        """Answer the callers of a write task cancelled before it ever ran (once it runs,
+        it answers them itself), and let the next registration start a new batch."""
+        if self._pending is batch:
+            self._pending = None
+        if not task.cancelled() or all(future.done() for _, future in batch):
+            return
+        answer = abandoned_error(self._engine.tasks.spawn, "registration")
+        for _, future in batch:
+            if not future.done():
+                future.set_exception(answer)
+
+    async def _flush(self, batch: Pending) -> None:
+        if self._pending is batch:
+            self._pending = None
         rows = [registration for registration, _ in batch]
         try:
             outcomes = await self.write(rows)

@@ -73,7 +73,8 @@ class Database:
     ) -> None:
         self.file = file
         self.created = created
-        """This connection created the file (so it is newer than the runtime's start)."""
+        """The file was created in this run, by this object's first opening (so it is newer
+        than the runtime's start); a later reopening of the same open object keeps it."""
         self.commits = 0
         self.alarm_changed = False
         self.before_commit: PrepareHook | None = None
