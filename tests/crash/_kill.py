@@ -46,3 +46,17 @@ def run_and_kill(
     assert child.returncode == -signal.SIGKILL, f"child ended with {child.returncode}"
     text = out_file.read_text()
     return text[: text.rfind("\n") + 1].splitlines()
+
+
+def run_child(script: Path, *args: str, timeout_s: float = 60.0) -> tuple[int, list[str]]:
+    """Run `script` once to its end or its own SIGKILL; its exit code and complete lines."""
+    child = subprocess.run(
+        [sys.executable, str(script), *args],
+        capture_output=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        timeout=timeout_s,
+        check=False,
+    )
+    text = child.stdout.decode()
+    assert child.returncode in (0, -signal.SIGKILL), child.stderr.decode()[-2000:]
+    return child.returncode, text[: text.rfind("\n") + 1].splitlines()

@@ -3,32 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from ._kill import run_child
 from .fanout_child import MAX_ATTEMPTS
 
 CHILD = Path(__file__).with_name("fanout_child.py")
-RUN_TIMEOUT_S = 60.0
-
-
-def _run(data: Path, kind: str) -> tuple[int, list[str]]:
-    """Run the child once; its exit code and its complete output lines."""
-    child = subprocess.run(
-        [sys.executable, str(CHILD), str(data), kind],
-        capture_output=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        timeout=RUN_TIMEOUT_S,
-        check=False,
-    )
-    text = child.stdout.decode()
-    assert child.returncode in (0, -signal.SIGKILL), child.stderr.decode()[-2000:]
-    return child.returncode, text[: text.rfind("\n") + 1].splitlines()
 
 
 @pytest.mark.parametrize("kind", ["dlq", "drop"])
@@ -38,7 +20,7 @@ def test_a_consumer_that_kills_its_process_exhausts_its_attempts(tmp_path: Path,
     attempts: list[int] = []
     state: dict[str, object] | None = None
     for _ in range(MAX_ATTEMPTS + 2):
-        code, lines = _run(data, kind)
+        code, lines = run_child(CHILD, str(data), kind)
         attempts += [int(line.split()[1]) for line in lines if line.startswith("deliver ")]
         if code == 0:
             state = json.loads(lines[-1].removeprefix("state "))
