@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from .._clock import now_ms
 from .._engine import AttemptPolicy, report_failure
@@ -90,16 +90,27 @@ class Settler:
     def completed(self, row: Delivery, started_at: int) -> None:
         """Emit the `completed` event of a removed row."""
         if self._events:
-            now = now_ms()
-            self._emit(
-                DeliverySettledEvent(
-                    **entity(row),
-                    timestamp=now,
-                    attempt=row.attempt,
-                    outcome="completed",
-                    duration_ms=max(0, now - started_at),
-                )
+            self._settled(row, started_at, "completed")
+
+    def _settled(
+        self,
+        row: Delivery,
+        started_at: int,
+        outcome: Literal["completed", "retry_scheduled"],
+        **extra: Any,
+    ) -> None:
+        """Emit the `DeliverySettledEvent` of `row`'s attempt, timed from `started_at`."""
+        now = now_ms()
+        self._emit(
+            DeliverySettledEvent(
+                **entity(row),
+                timestamp=now,
+                attempt=row.attempt,
+                outcome=outcome,
+                duration_ms=max(0, now - started_at),
+                **extra,
             )
+        )
 
     async def ack(self, row: Delivery, started_at: int) -> None:
         """Remove the claimed row; `FanoutSettlementError` if it is no longer this claim."""
@@ -127,17 +138,8 @@ class Settler:
         if not await self._store.settle_retry(row, next_attempt_at, error):
             raise FanoutSettlementError(row.id)
         if self._events:
-            now = now_ms()
-            self._emit(
-                DeliverySettledEvent(
-                    **entity(row),
-                    timestamp=now,
-                    attempt=row.attempt,
-                    outcome="retry_scheduled",
-                    duration_ms=max(0, now - started_at),
-                    error=error,
-                    next_attempt_at=next_attempt_at,
-                )
+            self._settled(
+                row, started_at, "retry_scheduled", error=error, next_attempt_at=next_attempt_at
             )
 
     async def dead_letter(
