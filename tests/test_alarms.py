@@ -453,8 +453,10 @@ async def test_naive_datetimes_are_rejected(live: LiveObject) -> None:
     alarms = DurabilityAlarms(context=live.ctx, handlers={"renew": noop})
     with pytest.raises(ValueError, match="scheduled_time"):
         await alarms.renew(datetime(2030, 1, 1))
-    with pytest.raises(ValueError, match="before"):
+    with pytest.raises(ValueError, match="ms must be an aware datetime"):
         await alarms.purge_before(datetime(2030, 1, 1))
+    with pytest.raises(ValueError, match="before must be an aware datetime"):
+        await alarms.purge_before(before=datetime(2030, 1, 1))
 
 
 async def test_lifecycle_events_name_the_alarm() -> None:

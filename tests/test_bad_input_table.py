@@ -212,7 +212,24 @@ IN_OBJECT = [
         ValueError,
         "BEGIN is not allowed",
     ),
-    Case("a str", "purge_before", lambda o: o.ops.purge_before("x"), TypeError, "before must"),
+    Case("a str", "purge_before", lambda o: o.ops.purge_before("x"), TypeError, "ms must"),
+    Case(
+        "no cutoff", "purge_before", lambda o: o.ops.purge_before(), TypeError, "needs the cutoff"
+    ),
+    Case(
+        "ms and before=",
+        "purge_before",
+        lambda o: o.ops.purge_before(1, before=2),
+        TypeError,
+        "not both",
+    ),
+    Case(
+        "a str before=",
+        "purge_before",
+        lambda o: o.ops.purge_before(before="x"),
+        TypeError,
+        "before must",
+    ),
 ]
 """Bad inputs given to a live object's storage and helpers."""
 

@@ -110,7 +110,7 @@ class Ops(DurableObject):
         return dataclasses.asdict(await job.wait(timeout_ms=timeout_ms))
 
     async def purge(self, before: int) -> int:
-        return await self.durability.purge_before(before)
+        return await self.durability.purge_before(before=before)
 
     async def attempts_stored(self, id: str) -> int:
         storage = adapt(self.ctx).storage

@@ -138,13 +138,16 @@ class DurableHelper(ABC, Generic[Entry]):
         """Run due work of every helper on this helper's scheduler (the object's alarm)."""
         await self._engine.alarm(alarm_info(info))
 
-    async def purge_before(self, before: TimeInput) -> int:
-        """Delete every record created strictly before `before` (any status); the count.
+    async def purge_before(
+        self, ms: TimeInput | None = None, *, before: TimeInput | None = None
+    ) -> int:
+        """Delete every record created strictly before the cutoff (any status); the count.
 
-        Running handlers of purged records are aborted best-effort; their keys are
-        reusable at once and late settlements of the old records are ignored.
+        The cutoff is `ms` (epoch milliseconds or an aware datetime); `before=` is its
+        other name. Running handlers of purged records are aborted best-effort; their
+        keys are reusable at once and late settlements of the old records are ignored.
         """
-        cutoff = to_epoch_ms("before", before)
+        cutoff = _purge_cutoff(ms, before)
         count = await self._engine.purge(self._table, cutoff, self._purge_reason)
         if self._events:
             self._emit(
@@ -280,3 +283,14 @@ class DurableHelper(ABC, Generic[Entry]):
             on_terminal=on_terminal,
             complete_many=complete_many,
         )
+
+
+def _purge_cutoff(ms: TimeInput | None, before: TimeInput | None) -> int:
+    """The epoch-ms cutoff of `purge_before`, given once as `ms` or as `before=`."""
+    if before is None:
+        if ms is None:
+            raise TypeError("purge_before() needs the cutoff: purge_before(ms)")
+        return to_epoch_ms("ms", ms)
+    if ms is not None:
+        raise TypeError("purge_before() takes the cutoff once: ms or before=, not both")
+    return to_epoch_ms("before", before)
