@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import AsyncIterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -16,6 +18,7 @@ from conftest import START_MS
 from durability._dashboard.app import MAX_ADVANCE_MS
 from durability._dashboard.html import relative_time
 from durability._dashboard.render import OBJECT_CARDS, Snapshot, render_panel
+from durability._dashboard.reports import ReportCache
 from durability._inspect import inspect_path
 from durability.runtime import Request, Response, Runtime
 from durability.runtime.server import WorkerApp, WorkerModule, load_worker
@@ -296,3 +299,34 @@ def test_virtual_time_over_http_runs_a_month_of_renewals(tmp_path: Path) -> None
     (subscription,) = [o for o in state["objects"] if o["namespace"] == "SUBSCRIPTIONS"]
     (renew,) = subscription["named_alarms"]
     assert renew["scheduled_at"] == subscribed["next_renewal_at"] + 30 * DAY_MS
+
+
+def _age(directory: Path, seconds: float) -> None:
+    """Set every object file's times `seconds` into the past (a file left alone since)."""
+    then = time.time() - seconds
+    for file in directory.rglob("*.sqlite3*"):
+        os.utime(file, (then, then))
+
+
+async def test_refreshes_read_again_only_the_files_that_changed(
+    tmp_path: Path, clock: VirtualClock
+) -> None:
+    """An unchanged file's report is reused; a written or just-touched one is read again."""
+    data = tmp_path / "data"
+    async with Runtime(path=data, bindings={"SHOPS": FilledShop}, clock=clock) as runtime:
+        for name in ("acme", "globex", "initech"):
+            await runtime.env.SHOPS.get_by_name(name).fill()
+        await clock.run_until_idle()
+        cache = ReportCache(data)
+        first = cache.reports()
+        assert cache.reads == 3 and first == inspect_path(data)
+        assert cache.reports() == first and cache.reads == 6, "fresh files are read again"
+        _age(data, 10)
+        cache.reports()
+        assert cache.reads == 9, "times changed: every signature differs"
+        assert cache.reports() == first and cache.reads == 9, "nothing changed: nothing read"
+        await runtime.env.SHOPS.get_by_name("globex").fill()
+        await clock.run_until_idle()
+        changed = cache.reports()
+        assert cache.reads == 10 and changed == inspect_path(data)
+        assert changed != first

@@ -8,7 +8,8 @@
 - `POST /_durability/advance?ms=N`: moves a virtual clock forward (`--virtual-time`).
 
 Everything but `advance` only reads: the objects' files are opened read-only, in a
-thread, so a slow disk never stalls the worker's requests.
+thread, so a slow disk never stalls the worker's requests, and only the files that
+changed since the last refresh are read again.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from string import Template
 from urllib.parse import parse_qs, urlsplit
 
 from .._clock import Clock
-from .._inspect import InspectError, inspect_path
+from .._inspect import InspectError
 from ..runtime._http import Response
 from ..testing import VirtualClock
 from .html import text
 from .render import Snapshot, render_panel
+from .reports import ReportCache
 
 PREFIX = "/_durability"
 """Where the dashboard is mounted; the worker's `fetch` never sees these paths."""
@@ -65,6 +67,8 @@ class Dashboard:
         self._path = path
         self._clock = clock
         self._advancing = asyncio.Lock()
+        self._reports = ReportCache(path) if path is not None else None
+        self._reading = asyncio.Lock()
 
     @staticmethod
     def handles(path: str) -> bool:
@@ -105,10 +109,11 @@ class Dashboard:
         now_ms = self._clock.now_ms()
         virtual = isinstance(self._clock, VirtualClock)
         path = str(self._path) if self._path is not None else None
-        if self._path is None:
+        if self._reports is None:
             return Snapshot(now_ms, virtual, None, [], "in-memory runtime: nothing on disk")
         try:
-            objects = await asyncio.to_thread(inspect_path, self._path)
+            async with self._reading:
+                objects = await asyncio.to_thread(self._reports.reports)
         except InspectError as error:
             return Snapshot(now_ms, virtual, path, [], str(error))
         return Snapshot(now_ms, virtual, path, objects)
