@@ -134,7 +134,8 @@ async def test_latest_applies_every_capability_in_order(lab: ObjectStub) -> None
     ):
         assert f"table:{table}" in schema
     for index in (
-        "durability_calls_pending_idx",
+        "durability_calls_due_idx",
+        "durability_calls_open_idx",
         "durability_calls_created_idx",
         "durability_alarms_pending_idx",
         "durability_alarms_created_idx",

@@ -544,9 +544,7 @@ async def test_list_pages_are_served_by_an_index(status: str | None, after: str 
     async with lab(Probe()) as t:
         await t.obj.register("a")
         plan = " | ".join(await t.obj.plan(status, after))
-        index = (
-            "durability_calls_operation_status_idx" if status else "durability_calls_operation_idx"
-        )
+        index = "durability_calls_open_idx" if status else "durability_calls_operation_idx"
         assert f"SEARCH durability_calls USING INDEX {index}" in plan
         assert "SCAN" not in plan and "TEMP B-TREE" not in plan
 

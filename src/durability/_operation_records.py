@@ -95,12 +95,17 @@ def list_results(
 
 
 def list_query(operation: str, status: str | None, after: str | None) -> tuple[str, list[SqlValue]]:
-    """The SELECT (without its LIMIT) of one listing page, and its bindings."""
+    """The SELECT (without its LIMIT) of one listing page, and its bindings.
+
+    A status other than completed also names `status != 'completed'` as written, so
+    SQLite may read the partial index of the calls not completed."""
     conditions = ["operation = ?"]
     bindings: list[SqlValue] = [operation]
     if status is not None:
         conditions.append("status = ?")
         bindings.append(status)
+        if status != "completed":
+            conditions.append("status != 'completed'")
     if after is not None:
         conditions.append("id > ?")
         bindings.append(after)

@@ -48,6 +48,9 @@ _CALLS_CREATED_INDEX: Final = (
     "CREATE INDEX durability_calls_created_idx ON durability_calls (created_at)"
 )
 _CALLS_0009_COLUMNS: Final = f"{_CALL_COLUMNS}, generation_id, created_at"
+_CALLS_OPERATION_STATUS_INDEX: Final = (
+    "CREATE INDEX durability_calls_operation_status_idx ON durability_calls (operation, status, id)"
+)
 
 OPERATION_MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
@@ -94,8 +97,7 @@ OPERATION_MIGRATIONS: Final[tuple[Migration, ...]] = (
             _CALLS_PENDING_INDEX,
             _CALLS_CREATED_INDEX,
             "CREATE INDEX durability_calls_operation_idx ON durability_calls (operation, id)",
-            "CREATE INDEX durability_calls_operation_status_idx "
-            "ON durability_calls (operation, status, id)",
+            _CALLS_OPERATION_STATUS_INDEX,
         ),
         down=(
             f"CREATE TABLE durability_calls_previous ({_CALL_TABLE_BODY}, "
@@ -112,8 +114,29 @@ OPERATION_MIGRATIONS: Final[tuple[Migration, ...]] = (
             _CALLS_CREATED_INDEX,
         ),
     ),
+    Migration(
+        name="durability_0012_calls_lean_indexes",
+        up=(
+            "DROP INDEX durability_calls_pending_idx",
+            "DROP INDEX durability_calls_operation_status_idx",
+            "CREATE INDEX durability_calls_due_idx ON durability_calls (next_attempt_at) "
+            "WHERE status = 'pending'",
+            "CREATE INDEX durability_calls_open_idx ON durability_calls (operation, status, id) "
+            "WHERE status != 'completed'",
+        ),
+        down=(
+            "DROP INDEX durability_calls_open_idx",
+            "DROP INDEX durability_calls_due_idx",
+            _CALLS_PENDING_INDEX,
+            _CALLS_OPERATION_STATUS_INDEX,
+        ),
+    ),
 )
-"""Capability "operations": the `durability_calls` table."""
+"""Capability "operations": the `durability_calls` table.
+
+0012 keeps only pending rows in the scheduler's index and only rows not completed in
+the by-status listing index, so completing a call deletes two index entries instead of
+moving them."""
 
 _ALARM_COLUMNS: Final = (
     "name, generation_id, status, scheduled_at, next_attempt_at, attempt, "
