@@ -199,3 +199,67 @@ async def test_lifecycle_events_are_frozen_dataclasses(live: LiveObject) -> None
     for event in events:
         assert type(event).__dataclass_params__.frozen
     assert TerminalEvent.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+
+async def test_a_hook_gets_only_the_event_types_it_names(
+    live: LiveObject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With `lifecycle_events`, events of other types are never even built."""
+
+    def never_built(**fields: Any) -> None:
+        raise AssertionError(f"an event nobody listens to was built: {fields}")
+
+    from durability import _operations
+    from durability._engine import batch, execution
+
+    monkeypatch.setattr(_operations, "RegisteredEvent", never_built)
+    monkeypatch.setattr(batch, "AttemptStartedEvent", never_built)
+    monkeypatch.setattr(execution, "AttemptStartedEvent", never_built)
+    settled: list[Any] = []
+    started: list[Any] = []
+    scheduler = DurabilityScheduler(context=live.ctx)
+    operations = Durability(
+        scheduler=scheduler,
+        handlers={"charge": noop},
+        on_lifecycle_event=settled.append,
+        lifecycle_events=[LifecycleEventType.ATTEMPT_SETTLED],
+    )
+    alarms = DurabilityAlarms(
+        scheduler=scheduler,
+        handlers={"renew": noop},
+        on_lifecycle_event=started.append,
+        lifecycle_events={"attempt_settled", "purged"},
+    )
+    await operations.charge(id="a", payload=None)
+    await alarms.renew(START_MS)
+    await live.clock.run_until_idle()
+    await alarms.purge_before(START_MS + 1)
+    assert [(e.type, e.id, e.outcome) for e in settled] == [("attempt_settled", "a", "completed")]
+    assert [(e.type, e.entity_kind) for e in started] == [
+        ("attempt_settled", "named_alarm"),
+        ("purged", "named_alarm"),
+    ]
+
+
+async def test_lifecycle_events_must_name_known_types(live: LiveObject) -> None:
+    """A string or a non-iterable is a TypeError, an unknown type a ValueError; without a
+    hook the option builds nothing."""
+    for bad in ("attempt_settled", 3):
+        with pytest.raises(TypeError, match="lifecycle_events"):
+            Durability(
+                context=live.ctx,
+                handlers={"c": noop},
+                on_lifecycle_event=print,
+                lifecycle_events=bad,
+            )  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="settled, started"):
+        DurabilityAlarms(
+            context=live.ctx,
+            handlers={"r": noop},
+            on_lifecycle_event=print,
+            lifecycle_events=["started", "settled", "purged"],
+        )
+    quiet = Durability(context=live.ctx, handlers={"c": noop}, lifecycle_events=["registered"])
+    await quiet.c(id="a", payload=None)
+    await live.clock.run_until_idle()
+    assert (await quiet.c.get_result("a")).status == "completed"

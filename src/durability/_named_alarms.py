@@ -16,7 +16,7 @@ pending occurrence and its recurrence; `get` and `pending` read the stored state
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,7 @@ from ._engine import (
     DurableHelper,
     ExecutionSpec,
     HostAlarmInfo,
+    LifecycleEventType,
     LifecycleHook,
     RetryPolicy,
     ScheduledEvent,
@@ -122,6 +123,7 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
         retries: RetryPolicy = DEFAULT_RETRIES,
         methods: Mapping[str, AlarmMethodOptions] | None = None,
         on_lifecycle_event: LifecycleHook | None = None,
+        lifecycle_events: Iterable[str] | None = None,
         alarm_concurrency: int | None = None,
         alarm_min_delay_ms: int | None = None,
         alarm_handoff_ms: int | None = None,
@@ -137,6 +139,7 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
             methods=methods,
             options_type=AlarmMethodOptions,
             on_lifecycle_event=on_lifecycle_event,
+            lifecycle_events=lifecycle_events,
             options=given_options(locals()),
         )
         self._slots = SlotMover(self._engine, self._moved)
@@ -164,7 +167,7 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
         await self._engine.transaction(
             lambda sql: upsert(sql, name, generation, slot, now, text, recurrence)
         )
-        if self._events:
+        if LifecycleEventType.SCHEDULED in self._listened:
             at, occurrence = (slot, None) if isinstance(slot, int) else (slot.at, slot.occurrence)
             self._emit(
                 ScheduledEvent(
@@ -208,7 +211,7 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
         signal = None if active is None else active.signal
         if signal is not None:
             abort(signal, DurableCancelledError(alarm=name))
-        if self._events:
+        if LifecycleEventType.CANCELLED in self._listened:
             self._emit(
                 CancelledEvent(
                     entity_kind="named_alarm",
@@ -236,7 +239,7 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
 
     def _moved(self, name: str, generation: str, slot: Slot, now: int) -> None:
         """Tell the hook that a recurrence moved to `slot` (after the write that did it)."""
-        if self._events:
+        if LifecycleEventType.SCHEDULED in self._listened:
             event = ScheduledEvent(
                 alarm=name,
                 id=name,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
@@ -28,6 +28,7 @@ from ._engine import (
     DurableHelper,
     ExecutionSpec,
     HostAlarmInfo,
+    LifecycleEventType,
     LifecycleHook,
     MethodOptions,
     RegisteredEvent,
@@ -118,6 +119,7 @@ class Durability(DurableHelper["DurableOperation"]):
         retries: RetryPolicy = DEFAULT_RETRIES,
         methods: Mapping[str, MethodOptions] | None = None,
         on_lifecycle_event: LifecycleHook | None = None,
+        lifecycle_events: Iterable[str] | None = None,
         include_result_in_events: bool = False,
         alarm_concurrency: int | None = None,
         alarm_min_delay_ms: int | None = None,
@@ -134,6 +136,7 @@ class Durability(DurableHelper["DurableOperation"]):
             methods=methods,
             options_type=MethodOptions,
             on_lifecycle_event=on_lifecycle_event,
+            lifecycle_events=lifecycle_events,
             include_result_in_events=include_result_in_events,
             options=given_options(locals()),
         )
@@ -166,8 +169,9 @@ class Durability(DurableHelper["DurableOperation"]):
         now = now_ms()
         free = self._engine.permits.free
         due: list[ExecutionSpec] = []
+        registered_heard = LifecycleEventType.REGISTERED in self._listened
         for key, operation, text, due_at, generation, created_at in inserted:
-            if self._events:
+            if registered_heard:
                 self._emit(
                     RegisteredEvent(
                         operation=operation, id=key, generation=generation, timestamp=created_at
@@ -205,7 +209,7 @@ class Durability(DurableHelper["DurableOperation"]):
         if signal is not None:
             abort(signal, reason)
         self._engine.watchers.notify(CALLS.name, key)
-        if self._events:
+        if LifecycleEventType.CANCELLED in self._listened:
             self._emit(
                 CancelledEvent(
                     entity_kind="operation",
@@ -229,7 +233,7 @@ class Durability(DurableHelper["DurableOperation"]):
         )
         if row is None:
             return False
-        if self._events:
+        if LifecycleEventType.RETRIED in self._listened:
             self._emit(
                 RetriedEvent(operation=operation, id=key, generation=generation, timestamp=now)
             )

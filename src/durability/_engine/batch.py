@@ -28,7 +28,7 @@ from .execution import (
     run_execution,
     settle_error,
 )
-from .lifecycle import AttemptStartedEvent
+from .lifecycle import AttemptStartedEvent, LifecycleEventType
 from .permits import Release
 from .registry import ActiveExecution
 from .spec import ExecutionSpec
@@ -215,7 +215,7 @@ async def _run_slots(engine: Engine, slots: list[_Slot], waiting: list[asyncio.T
         spec, signal = slot.spec, slot.entry.signal
         assert signal is not None
         attempt = spec.attempt + 1
-        if spec.emits:
+        if LifecycleEventType.ATTEMPT_STARTED in spec.listened:
             spec.emit(AttemptStartedEvent(**spec.entity(), timestamp=started_at, attempt=attempt))
         if signal.reason is not None:
             failed.append((slot, signal.reason))  # cancelled or purged since its claim

@@ -25,6 +25,7 @@ from .engine import Engine
 from .lifecycle import (
     AttemptSettledEvent,
     AttemptStartedEvent,
+    LifecycleEventType,
     TerminalEvent,
 )
 from .permits import Release
@@ -158,7 +159,7 @@ async def _claim(engine: Engine, spec: ExecutionSpec, started_at: int) -> int | 
         if is_exhausted(engine.sql, spec.table, spec.key, spec.generation, max_attempts):
             await fail_exhausted(engine, spec)
         return None
-    if spec.emits:
+    if LifecycleEventType.ATTEMPT_STARTED in spec.listened:
         spec.emit(AttemptStartedEvent(**spec.entity(), timestamp=started_at, attempt=attempt))
     return attempt
 
@@ -224,7 +225,7 @@ def record_success(
             spec.key,
             {"generation_id": spec.generation, "created_at": spec.created_at},
         )
-    if not spec.emits:
+    if LifecycleEventType.ATTEMPT_SETTLED not in spec.listened:
         return
     included: JsonValue = result if spec.include_result else None
     spec.emit(
@@ -316,7 +317,7 @@ async def fail_exhausted(engine: Engine, spec: ExecutionSpec) -> None:
         return
     attempt_log.record_failed(engine, spec, attempt, None, exhausted, "attempts_exhausted")
     engine.watchers.notify(spec.table.name, spec.key)
-    if spec.emits:
+    if LifecycleEventType.TERMINAL in spec.listened:
         spec.emit(
             TerminalEvent(**spec.entity(), timestamp=now_ms(), attempt=attempt, error=exhausted)
         )
@@ -362,7 +363,7 @@ async def settle_error(
             retry_in_ms=decision.next_attempt_at - decision.timestamp,
             next_attempt_at=decision.next_attempt_at,
         )
-    if not spec.emits:
+    if LifecycleEventType.ATTEMPT_SETTLED not in spec.listened:
         return
     spec.emit(
         AttemptSettledEvent(

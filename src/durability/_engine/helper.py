@@ -27,7 +27,14 @@ from .._signal import AbortSignal
 from .._types import TimeInput
 from .._validate import check_callable, to_epoch_ms
 from .batch import run_rows
-from .lifecycle import EntityKind, LifecycleHook, PurgedEvent, report_failure
+from .lifecycle import (
+    EntityKind,
+    LifecycleEventType,
+    LifecycleHook,
+    PurgedEvent,
+    listened_types,
+    report_failure,
+)
 from .migrations import LATEST, Migration, MigrationResult, MigrationTarget, migrate
 from .participants import HostAlarmInfo, Participant
 from .policy import AttemptPolicy, resolve_policies
@@ -97,12 +104,15 @@ class DurableHelper(ABC, Generic[Entry]):
         methods: Mapping[str, Any] | None,
         options_type: type[Any],
         on_lifecycle_event: LifecycleHook | None,
+        lifecycle_events: object = None,
         include_result_in_events: bool = False,
         options: Mapping[str, Any],
     ) -> None:
         self._handlers = handlers
         if on_lifecycle_event is not None:
             check_callable("on_lifecycle_event", on_lifecycle_event)
+        self._listened = listened_types(on_lifecycle_event, lifecycle_events)
+        """The event types the hook receives: no other event is built."""
         self._default_policy, self._policies = resolve_policies(
             attempt_timeout_ms=attempt_timeout_ms,
             retries=retries,
@@ -116,7 +126,6 @@ class DurableHelper(ABC, Generic[Entry]):
             scheduler=scheduler, context=context, kind=self._kind, options=options
         )
         self._emit = self._engine.tasks.emitter(on_lifecycle_event)
-        self._events = on_lifecycle_event is not None
         self._active = self._engine.running.of(self._table.name)
         self._entries: dict[str, Entry] = {}
         self._shared: dict[str, _Shared] = {}
@@ -149,7 +158,7 @@ class DurableHelper(ABC, Generic[Entry]):
         """
         cutoff = _purge_cutoff(ms, before)
         count = await self._engine.purge(self._table, cutoff, self._purge_reason)
-        if self._events:
+        if LifecycleEventType.PURGED in self._listened:
             self._emit(
                 PurgedEvent(
                     entity_kind=self._entity_kind, timestamp=now_ms(), before=cutoff, count=count
@@ -242,7 +251,7 @@ class DurableHelper(ABC, Generic[Entry]):
             "timeout_error": lambda: self._timeout_error(name, policy.attempt_timeout_ms),
             "is_terminal": lambda error: self._is_terminal(error, policy),
             "include_result": self._include_result,
-            "emits": self._events,
+            "listened": self._listened,
         }
 
     def _spec(

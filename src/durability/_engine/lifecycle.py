@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
@@ -41,6 +41,24 @@ class LifecycleEventType(StrEnum):
     CANCELLED = "cancelled"
     RETRIED = "retried"
     PURGED = "purged"
+
+
+EVERY_EVENT_TYPE: frozenset[str] = frozenset(LifecycleEventType)
+"""What a hook receives when it names no event types."""
+
+
+def listened_types(hook: LifecycleHook | None, types: object) -> frozenset[str]:
+    """The event types to build: those `types` names (every type when it is `None`), and
+    none without a hook. Raises `TypeError` or `ValueError` for a bad `types`."""
+    if types is None:
+        return EVERY_EVENT_TYPE if hook is not None else frozenset()
+    if isinstance(types, str) or not isinstance(types, Iterable):
+        raise TypeError("lifecycle_events must be an iterable of event types or None")
+    listened = frozenset(types)
+    unknown = sorted(str(name) for name in listened - EVERY_EVENT_TYPE)
+    if unknown:
+        raise ValueError(f"lifecycle_events has unknown event types: {', '.join(unknown)}")
+    return listened if hook is not None else frozenset()
 
 
 def report_failure(event: str, details: Mapping[str, Any], error: object) -> None:

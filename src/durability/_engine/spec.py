@@ -17,7 +17,7 @@ from .._context import SqlStorage
 from .._errors import DurableRetryPolicyError, RetryAfter, is_non_retryable
 from .._signal import AbortSignal
 from .._types import MAX_SAFE_INTEGER
-from .lifecycle import Emit, EntityKind
+from .lifecycle import EVERY_EVENT_TYPE, Emit, EntityKind
 from .policy import AttemptPolicy
 from .tables import TableSpec
 
@@ -36,11 +36,11 @@ class ExecutionSpec:
     `complete(sql, result, attempt)` persists a success and returns its timestamp, or
     `None` when a newer generation won, and may raise to turn the success into a
     failure (it runs outside any transaction, so it must write with one statement);
-    `is_terminal(error)` adds a kind-specific terminal rule. `emits` False (no lifecycle
-    hook) skips building events nobody receives. `after`, when given, is awaited
-    before anything else: the settlement of an older execution of the key that this
-    one must not overlap. `on_terminal(sql)`, when given, writes in the transaction
-    that records a terminal failure (a recurrence moves on there).
+    `is_terminal(error)` adds a kind-specific terminal rule. `listened` names the event
+    types the lifecycle hook receives: events of other types are never built. `after`,
+    when given, is awaited before anything else: the settlement of an older execution
+    of the key that this one must not overlap. `on_terminal(sql)`, when given, writes
+    in the transaction that records a terminal failure (a recurrence moves on there).
     `complete_many(sql, done)`, when given, stores many successes `(spec, attempt,
     result)` of one kind at once (the `complete` of each, set-based): per row its
     completion time, `None`, or the error that turns it into a failure.
@@ -62,7 +62,7 @@ class ExecutionSpec:
     complete: Callable[[SqlStorage, Any, int], int | None]
     is_terminal: Callable[[BaseException], bool]
     include_result: bool = False
-    emits: bool = True
+    listened: frozenset[str] = EVERY_EVENT_TYPE
     after: asyncio.Event | None = None
     on_terminal: Callable[[SqlStorage], None] | None = None
     complete_many: CompleteMany | None = None
