@@ -101,3 +101,14 @@ def test_every_settlement_statement_binds_at_most_100_parameters() -> None:
 def test_the_inspection_listing_walks_the_next_index(db: sqlite3.Connection) -> None:
     plan = _plan(db, FANOUT_DETAILS_QUERY, [10])
     assert "USING INDEX durability_fanout_deliveries_next_idx" in plan
+
+
+@pytest.mark.parametrize("query", [writes._CLAIM_ONE, writes._REMOVE_ONE, writes._RELEASE_ONE])
+def test_one_row_settlement_is_one_key_lookup_without_a_temporary_table(
+    db: sqlite3.Connection, query: str
+) -> None:
+    """One row (each `ack()` of a message) builds no temporary table: one seek by key."""
+    plan = _plan(db, query)
+    assert plan.startswith("SEARCH durability_fanout_"), plan
+    assert "USING INDEX sqlite_autoindex_durability_fanout_" in plan
+    assert "MATERIALIZE" not in plan and "SUBQUERY" not in plan and "\n" not in plan
