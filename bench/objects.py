@@ -9,9 +9,11 @@ Everything runs on real files (WAL, synchronous=FULL) and the real clock, in one
   each `alarm()` inserts one row and waits for it to be durable (`storage.sync()`). Once
   with the objects live (open), once after a restart (every object hibernated, its alarm
   overdue when the runtime starts). Beside them raw sqlite3 committing one row in each of
-  as many already-open files, one after another, and the same from 8 threads; and raw
-  sqlite3 opening each closed file and committing one row in it (what a delivery after
-  a restart cannot do with less: a new WAL in each file).
+  as many already-open files, one after another, and the same from 8 threads; raw
+  sqlite3 making the runtime's two commits per delivery (the row with the stored retry,
+  then the retry cleared) in each open file from 8 threads; and raw sqlite3 opening each
+  closed file and committing one row in it (what a delivery after a restart cannot do
+  with less: a new WAL in each file).
 - creation: a first call to each new object, which creates a table and sets its alarm,
   vs raw sqlite3 creating the file, its table and one row (before and after the
   runtime's phases, as the disk drifts; compared with the mean).
@@ -32,32 +34,32 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ctypes
 import gc
-import os
-import platform
-import re
 import resource
 import shutil
-import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from objects_raw import (
+    phase,
+    raw_create,
+    raw_deliveries,
+    raw_memory,
+    raw_reopen,
+    raw_two_commits,
+    settled_memory,
+)
+from objects_report import BATCH, START_ROUNDS, FsyncCounts, count_fsyncs, report
 
 from durability.runtime import DurableObject, Runtime
 
 FAR_FUTURE_MS = 10 * 365 * 24 * 60 * 60 * 1000
-MARK_ROOT = "/durability-bench-mark"
-BATCH = 100
-START_ROUNDS = 3
 
 
 class Tally:
@@ -111,87 +113,6 @@ class Tenant(DurableObject):
         self.ctx.storage.sql.exec("INSERT INTO ticks (at) VALUES (?)", int(time.time() * 1000))
         await self.ctx.storage.sync()
         tally.add()
-
-
-def mark(phase: str, edge: str) -> None:
-    """A syscall strace can see: the fsync counter splits the trace at these."""
-    os.access(f"{MARK_ROOT}/{phase}/{edge}", os.F_OK)
-
-
-@contextmanager
-def phase(name: str) -> Iterator[None]:
-    """Mark the start and end of a phase for the fsync counter."""
-    mark(name, "begin")
-    try:
-        yield
-    finally:
-        mark(name, "end")
-
-
-def _create_raw(file: Path, at: int) -> sqlite3.Connection:
-    """A new WAL file whose table and first row are one commit (the least raw can do)."""
-    connection = sqlite3.connect(file, isolation_level=None, check_same_thread=False)
-    connection.execute("PRAGMA journal_mode=WAL")
-    connection.execute("PRAGMA synchronous=FULL")
-    connection.execute("BEGIN IMMEDIATE")
-    connection.execute("CREATE TABLE ticks (id INTEGER PRIMARY KEY, at INTEGER NOT NULL)")
-    connection.execute("INSERT INTO ticks (at) VALUES (?)", (at,))
-    connection.execute("COMMIT")
-    return connection
-
-
-def _commit_one(connection: sqlite3.Connection, at: int) -> None:
-    connection.execute("BEGIN IMMEDIATE")
-    connection.execute("INSERT INTO ticks (at) VALUES (?)", (at,))
-    connection.execute("COMMIT")
-
-
-def raw_create(
-    directory: Path, count: int, name: str = "raw-create"
-) -> tuple[float, list[sqlite3.Connection]]:
-    """Seconds to create `count` files, each with its table and one committed row."""
-    directory.mkdir(parents=True)
-    connections = []
-    with phase(name):
-        started = time.perf_counter()
-        for number in range(count):
-            connections.append(_create_raw(directory / f"{number}.sqlite3", number))
-        elapsed = time.perf_counter() - started
-    return elapsed, connections
-
-
-def raw_deliveries(connections: list[sqlite3.Connection], threads: int) -> float:
-    """Seconds to commit one row in each open file, in turn (split over `threads`)."""
-    with phase(f"raw-commit-{threads}"):
-        started = time.perf_counter()
-        if threads == 1:
-            for number, connection in enumerate(connections):
-                _commit_one(connection, number)
-        else:
-            slices = [connections[first::threads] for first in range(threads)]
-            with ThreadPoolExecutor(threads) as pool:
-                list(pool.map(lambda part: [_commit_one(c, 0) for c in part], slices))
-        return time.perf_counter() - started
-
-
-def raw_reopen(directory: Path, count: int) -> float:
-    """Seconds to open each closed file and commit one row in it, in turn (its WAL is
-    created anew); the files are then closed (checkpointed) outside the timing."""
-    connections = []
-    with phase("raw-reopen"):
-        started = time.perf_counter()
-        for number in range(count):
-            connection = sqlite3.connect(
-                directory / f"{number}.sqlite3", isolation_level=None, check_same_thread=False
-            )
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=FULL")
-            _commit_one(connection, number)
-            connections.append(connection)
-        elapsed = time.perf_counter() - started
-        for connection in connections:
-            connection.close()
-    return elapsed
 
 
 async def _in_batches(count: int, call: Callable[[int], Any], concurrency: int) -> None:
@@ -250,37 +171,6 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _settled_memory() -> tuple[int, int]:
-    """(RSS, tracemalloc current) after a full collection and a malloc_trim."""
-    gc.collect()
-    with suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    return _rss_bytes(), tracemalloc.get_traced_memory()[0]
-
-
-def raw_memory(directory: Path, count: int) -> float:
-    """RSS per open raw sqlite3 connection to a small WAL file (1 table, 1 row)."""
-    directory.mkdir(parents=True)
-    for number in range(count):
-        _create_raw(directory / f"{number}.sqlite3", number).close()
-    rss0, _ = _settled_memory()
-    connections = []
-    for number in range(count):
-        connection = sqlite3.connect(directory / f"{number}.sqlite3", isolation_level=None)
-        connection.execute("PRAGMA synchronous=FULL")
-        _commit_one(connection, number)
-        connections.append(connection)
-    rss = (_settled_memory()[0] - rss0) / count
-    for connection in connections:
-        connection.close()
-    return rss
-
-
 async def memory_run(directory: Path, count: int) -> dict[str, float]:
     """Bytes per live object at `count` live objects, and per hibernated object.
 
@@ -291,13 +181,13 @@ async def memory_run(directory: Path, count: int) -> dict[str, float]:
         ns = rt.env.T
         await ns.get_by_name("warm-up").touch(FAR_FUTURE_MS + now_ms())
         tracemalloc.start()
-        rss0, traced0 = _settled_memory()
+        rss0, traced0 = settled_memory()
         at = FAR_FUTURE_MS + now_ms()
         await _in_batches(count, lambda n: ns.get_by_name(f"m{n}").touch(at), BATCH)
-        rss1, traced1 = _settled_memory()
+        rss1, traced1 = settled_memory()
         for number in range(count):
             await rt.evict(ns.get_by_name(f"m{number}"))
-        rss2, traced2 = _settled_memory()
+        rss2, traced2 = settled_memory()
         tracemalloc.stop()
     return {
         # Versions before the open-files cap kept one file open per live object.
@@ -359,70 +249,6 @@ def raise_fd_limit(wanted: int) -> int:
         except (ValueError, OSError):
             continue
     return soft
-
-
-FsyncCounts = dict[str, dict[str, int]]
-"""Per phase: fsync + fdatasync calls by kind of file (catalog, wal, journal, db, directory)."""
-
-
-def count_fsyncs(args: argparse.Namespace) -> FsyncCounts | str:
-    """The fsyncs of each phase, from a child run under strace; or why there are none."""
-    strace = shutil.which("strace")
-    if strace is None:
-        return "not counted: strace is not installed"
-    with tempfile.TemporaryDirectory(prefix="durability-fsync-", dir=args.dir) as tmp:
-        trace = Path(tmp) / "trace.txt"
-        command = [
-            strace,
-            "-f",
-            "-qq",
-            "-y",
-            "--seccomp-bpf",
-            "-e",
-            "trace=fsync,fdatasync,access,faccessat,faccessat2",
-            "-o",
-            str(trace),
-            sys.executable,
-            __file__,
-            "--fsync-child",
-            "--objects",
-            str(args.fsync_objects),
-            "--dir",
-            tmp,
-        ]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            return f"not counted: the strace run failed ({done.stderr.strip()[-300:]})"
-        return _parse_trace(trace.read_text())
-
-
-def _parse_trace(text: str) -> FsyncCounts:
-    counts: FsyncCounts = {}
-    current: str | None = None
-    marks = re.compile(re.escape(MARK_ROOT) + r"/([^/]+)/(begin|end)")
-    syncs = re.compile(r"\b(?:fsync|fdatasync)\(\d+<([^>]*)>")
-    for line in text.splitlines():
-        found = marks.search(line)
-        if found:
-            current = found.group(1) if found.group(2) == "begin" else None
-            continue
-        synced = syncs.search(line)
-        if current is None or synced is None:
-            continue
-        target = synced.group(1)
-        if "_catalog.sqlite3" in target:
-            kind = "catalog"
-        elif target.endswith("-wal"):
-            kind = "wal"
-        elif target.endswith("-journal"):
-            kind = "journal"
-        elif target.endswith((".sqlite3", ".sqlite3-new")):
-            kind = "db"
-        else:
-            kind = "directory"
-        phase_counts = counts.setdefault(current, {})
-        phase_counts[kind] = phase_counts.get(kind, 0) + 1
-    return counts
 
 
 def fsync_child(args: argparse.Namespace) -> None:
@@ -490,6 +316,7 @@ def objects_phase(
     results["raw-create"], connections = raw_create(directory / "raw", args.objects)
     results["raw-commit-1"] = raw_deliveries(connections, 1)
     results["raw-commit-n"] = raw_deliveries(connections, args.threads)
+    results["raw-two-commits-n"] = raw_two_commits(connections, args.threads)
     print("raw done", file=sys.stderr)
     results.update(asyncio.run(durability_runs(directory / "runtime", args.objects)))
     results["raw-commit-after"] = raw_deliveries(connections, 1)
@@ -505,187 +332,6 @@ def objects_phase(
     fsyncs = count_fsyncs(args)
     print("fsync count done", file=sys.stderr)
     return fsyncs
-
-
-def report(
-    args: argparse.Namespace, fd_limit: int, results: dict[str, float], fsyncs: FsyncCounts | str
-) -> None:
-    """Print the tables of the phases that ran, and the notes."""
-    versions = f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}"
-    print(f"{versions}, WAL, synchronous=FULL, {platform.machine()}, real clock, one run")
-    if "raw-create" in results:
-        report_objects(args, results, fsyncs)
-    memory_table(args, fd_limit, results)
-    if isinstance(fsyncs, str):
-        print(f"fsyncs: {fsyncs}")
-    else:
-        print(
-            f"fsyncs: a second run with {args.fsync_objects:,} objects under strace; "
-            "fsync + fdatasync calls between phase marks, per item, by the file synced."
-        )
-
-
-def report_objects(
-    args: argparse.Namespace, results: dict[str, float], fsyncs: FsyncCounts | str
-) -> None:
-    """The creation and deliveries table."""
-    n = args.objects
-    half = n // 2
-    # The disk of a shared machine varies: raw is measured before and after durability's
-    # deliveries, and the deliveries are compared with the mean of the two.
-    raw_before = n / results["raw-commit-1"]
-    raw_after = n / results["raw-commit-after"]
-    raw_rate = (raw_before + raw_after) / 2
-    raw_create_before = n / results["raw-create"]
-    raw_create_after = n / results["raw-create-after"]
-    raw_create_rate = (raw_create_before + raw_create_after) / 2
-    fsync_items = {
-        "raw-create": args.fsync_objects,
-        "raw-commit-1": args.fsync_objects,
-        "create-1": args.fsync_objects // 2,
-        "create-100": args.fsync_objects - args.fsync_objects // 2,
-        "deliver-live": args.fsync_objects,
-        "deliver-restart": args.fsync_objects,
-        "raw-reopen": args.fsync_objects,
-    }
-
-    def fsync_text(key: str) -> str:
-        if isinstance(fsyncs, str) or key not in fsync_items:
-            return ""
-        kinds = fsyncs.get(key, {})
-        total = sum(kinds.values()) / fsync_items[key]
-        parts = ", ".join(
-            f"{kind} {count / fsync_items[key]:.2f}" for kind, count in sorted(kinds.items())
-        )
-        return f"{total:.2f} ({parts})"
-
-    rows = [
-        (
-            f"raw sqlite3: 1 row committed in each open file, in turn (mean of "
-            f"{raw_before:,.0f} before and {raw_after:,.0f} after)",
-            n,
-            raw_rate,
-            raw_rate,
-            "raw-commit-1",
-        ),
-        (
-            f"raw sqlite3: the same from {args.threads} threads",
-            n,
-            n / results["raw-commit-n"],
-            raw_rate,
-            "",
-        ),
-        (
-            "durability: alarm() writes 1 row, objects live",
-            n,
-            n / results["deliver-live"],
-            raw_rate,
-            "deliver-live",
-        ),
-        (
-            "durability: the same after a restart (hibernated, overdue)",
-            n,
-            n / results["deliver-restart"],
-            raw_rate,
-            "deliver-restart",
-        ),
-        (
-            "raw sqlite3: open each closed file, commit 1 row (close untimed), in turn",
-            n,
-            n / results["raw-reopen"],
-            raw_rate,
-            "raw-reopen",
-        ),
-        (
-            f"raw sqlite3: create file, table + 1 row in one commit (mean of "
-            f"{raw_create_before:,.0f} before and {raw_create_after:,.0f} after)",
-            n,
-            raw_create_rate,
-            raw_create_rate,
-            "raw-create",
-        ),
-        (
-            "durability: first call creates the object (table, alarm), 1 caller",
-            half,
-            1 / results["create-1"],
-            raw_create_rate,
-            "create-1",
-        ),
-        (
-            f"durability: the same, {BATCH} concurrent callers",
-            n - half,
-            1 / results["create-100"],
-            raw_create_rate,
-            "create-100",
-        ),
-    ]
-    print()
-    print("| benchmark | n | per second | vs raw | fsyncs per item (by file) |")
-    print("|---|---:|---:|---:|---:|")
-    for label, count, rate, base, key in rows:
-        print(f"| {label} | {count:,} | {rate:,.0f} | {rate / base:.2f}x | {fsync_text(key)} |")
-
-
-def memory_table(args: argparse.Namespace, fd_limit: int, results: dict[str, float]) -> None:
-    """The memory and start table."""
-    kib = 1024
-    live = f"{args.live:,}"
-    lines = []
-    if "live-rss" in results:
-        lines += [
-            (
-                "raw sqlite3: RSS per open connection (WAL, 1 table, 1 row)",
-                f"{args.objects:,}",
-                f"{results['raw-rss'] / kib:,.1f} KiB",
-            ),
-            (
-                "durability, live objects: RSS per object "
-                f"(at most {results['open-cap']:,.0f} files open)",
-                live,
-                f"{results['live-rss'] / kib:,.1f} KiB "
-                f"({results['total-live-rss'] / kib / kib:,.0f} MiB in all)",
-            ),
-            (
-                "durability, live objects: Python heap per object (tracemalloc)",
-                live,
-                f"{results['live-traced'] / kib:,.1f} KiB",
-            ),
-            (
-                "the same objects evicted (hibernated, alarm armed): RSS per object",
-                live,
-                f"{results['hibernated-rss'] / kib:,.1f} KiB",
-            ),
-            (
-                "hibernated: Python heap per object (tracemalloc)",
-                live,
-                f"{results['hibernated-traced']:,.0f} bytes",
-            ),
-        ]
-    for crashed, label in ((False, "after a clean close"), (True, "after a crash (no mark)")):
-        if f"start-{crashed}" not in results:
-            continue
-        lines.append(
-            (
-                f"Runtime.start(), objects on disk each with an alarm armed, {label} "
-                f"(median of {START_ROUNDS})",
-                f"{args.start_objects:,}",
-                f"{results[f'start-{crashed}'] * 1000:,.1f} ms (then first call "
-                f"{results[f'first-call-{crashed}'] * 1000:,.1f} ms, "
-                f"close {results[f'close-{crashed}'] * 1000:,.0f} ms)",
-            )
-        )
-    if not lines:
-        return
-    print()
-    print("| memory and start | n | result |")
-    print("|---|---:|---:|")
-    for label, count_text, text in lines:
-        print(f"| {label} | {count_text} | {text} |")
-    print()
-    print("RSS is read after gc.collect() and malloc_trim(0); tracemalloc counts Python")
-    print("allocations only (not SQLite's). An open object file holds 3 descriptors")
-    print(f"(db, -wal, -shm); the open-file limit was raised to {fd_limit:,}.")
-    print(f"The memory run's files are in {args.memory_dir} (to save time: no fsync wait there).")
 
 
 if __name__ == "__main__":

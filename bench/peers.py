@@ -142,8 +142,12 @@ def _percentile(values: list[float], fraction: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--tasks", type=int, default=2_000, help="immediate tasks")
-    parser.add_argument("--delayed", type=int, default=2_000, help="delayed tasks")
+    parser.add_argument(
+        "--tasks", type=_count, default=2_000, help="immediate tasks (0: skip that workload)"
+    )
+    parser.add_argument(
+        "--delayed", type=_count, default=2_000, help="delayed tasks (0: skip that workload)"
+    )
     parser.add_argument("--quick", action="store_true", help="200 tasks of each kind")
     parser.add_argument("--fsyncs", action="store_true", help="count fsyncs (strace)")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each; median shown")
@@ -160,8 +164,12 @@ def main() -> None:
         print(json.dumps(result))
         return
     if args.quick:
-        args.tasks = args.delayed = 200
+        args.tasks, args.delayed = min(args.tasks, 200), min(args.delayed, 200)
     only = set(filter(None, args.only.split(",")))
+    if unknown := only - set(IMMEDIATE) - set(DELAYED):
+        parser.error(
+            f"--only: unknown {', '.join(sorted(unknown))}; choose from {', '.join(LABELS)}"
+        )
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     raw: list[float] = []
     load = os.getloadavg()[0]
@@ -174,7 +182,7 @@ def main() -> None:
                 ("immediate", IMMEDIATE, args.tasks),
                 ("delayed", DELAYED, args.delayed),
             ):
-                for name in names:
+                for name in names if tasks else ():
                     if only and name not in only:
                         continue
                     result = run_child(name, mode, tasks, here, args.fsyncs and round_ == 0)
@@ -182,6 +190,14 @@ def main() -> None:
                     print(f"round {round_ + 1}: {name} {mode} done", file=sys.stderr)
     results = {key: _median_run(key, found, args) for key, found in runs.items()}
     report(args, results, (load, os.getloadavg()[0]), statistics.median(raw))
+
+
+def _count(text: str) -> int:
+    """A task count for argparse: an integer >= 0."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
 def _median_run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from durability import now_ms
 from durability.runtime import AlarmInvocationInfo, DurableObject
@@ -214,3 +215,49 @@ async def test_alarm_info_is_frozen() -> None:
     else:
         raise AssertionError("AlarmInvocationInfo must be frozen")
     assert info == AlarmInvocationInfo(1, True)
+
+
+class Undone(DurableObject):
+    """Sets the alarm inside a transaction that is rolled back, or clears it that way."""
+
+    async def arm(self, at_ms: int) -> None:
+        await self.ctx.storage.set_alarm(at_ms)
+
+    async def arm_and_abort(self, at_ms: int) -> int | None:
+        async def body(txn: object) -> None:
+            await self.ctx.storage.set_alarm(at_ms)
+            raise LookupError("abort")
+
+        with contextlib.suppress(LookupError):
+            await self.ctx.storage.transaction(body)
+        return await self.ctx.storage.get_alarm()
+
+    async def clear_and_abort(self) -> int | None:
+        async def body(txn: object) -> None:
+            await self.ctx.storage.delete_alarm()
+            raise LookupError("abort")
+
+        with contextlib.suppress(LookupError):
+            await self.ctx.storage.transaction(body)
+        return await self.ctx.storage.get_alarm()
+
+    async def alarm(self) -> None:
+        self.env.SCRIPT.calls.append((now_ms(), 0, False, None))
+
+
+async def test_alarm_changes_rolled_back_with_their_transaction(
+    make_runtime: RuntimeFactory, clock: VirtualClock
+) -> None:
+    """set_alarm/delete_alarm undone by a transaction's rollback are undone everywhere:
+    get_alarm() reports the earlier alarm, and only the earlier alarm fires."""
+    script = Script()
+    async with make_runtime({"U": Undone, "SCRIPT": script}) as rt:
+        start = clock.now_ms()
+        fresh = rt.env.U.get_by_name("fresh")
+        assert await fresh.arm_and_abort(start + 1_000) is None
+        armed = rt.env.U.get_by_name("armed")
+        await armed.arm(start + 5_000)
+        assert await armed.arm_and_abort(start + 1_000) == start + 5_000
+        assert await armed.clear_and_abort() == start + 5_000
+        await clock.advance(10_000)
+        assert [call[0] for call in script.calls] == [start + 5_000]

@@ -29,7 +29,9 @@ import asyncio
 import heapq
 import inspect
 import logging
+import weakref
 from collections.abc import Callable, Coroutine
+from types import FunctionType
 from typing import Any, Protocol
 
 from ._alarm_log import alarm_failed
@@ -311,9 +313,20 @@ def _call_alarm(obj: DurableObject, info: AlarmInvocationInfo) -> object:
     handler = getattr(obj, "alarm", None)
     if handler is None:
         return None
-    if _takes_argument(handler):
-        return handler(info)
-    return handler()
+    function = getattr(handler, "__func__", None)
+    takes = None if type(function) is not FunctionType else _METHOD_TAKES_ARGUMENT.get(function)
+    if takes is None:
+        takes = _takes_argument(handler)
+        if type(function) is FunctionType:
+            _METHOD_TAKES_ARGUMENT[function] = takes
+    return handler(info) if takes else handler()
+
+
+_METHOD_TAKES_ARGUMENT: weakref.WeakKeyDictionary[Callable[..., object], bool] = (
+    weakref.WeakKeyDictionary()
+)
+"""Whether an `alarm` method takes the invocation info, by its function: a signature
+is read once per class, not at every delivery."""
 
 
 def _takes_argument(handler: Callable[..., object]) -> bool:

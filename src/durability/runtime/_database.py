@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ._sql import Cursor
 
@@ -55,6 +55,10 @@ def _retrieve(future: asyncio.Future[None]) -> None:
         future.exception()
 
 
+UNREAD: Final = object()
+"""`Database.alarm_row` before the alarm row was read, or after a rollback."""
+
+
 class DatabaseClosedError(RuntimeError):
     """The database was closed (its object was evicted or the runtime closed)."""
 
@@ -77,6 +81,8 @@ class Database:
         than the runtime's start); a later reopening of the same open object keeps it."""
         self.commits = 0
         self.alarm_changed = False
+        self.alarm_row: object = UNREAD
+        """The alarm row as the open transaction sees it (kept by `_storage`)."""
         self.before_commit: PrepareHook | None = None
         self.after_commit: CommitHook | None = None
         self.commit_failed: FailureHook | None = None
@@ -192,6 +198,7 @@ class Database:
         if self._pending is savepoint.transaction:
             connection = self._conn()
             connection.execute(f"ROLLBACK TO {savepoint.name}")
+            self.alarm_row = UNREAD
             connection.execute(f"RELEASE {savepoint.name}")
             self._savepoints -= 1
 
@@ -271,6 +278,7 @@ class Database:
         self._pending = None
         self._savepoints = 0
         self.alarm_changed = False
+        self.alarm_row = UNREAD
         connection = self._connection
         if connection is not None and connection.in_transaction:
             connection.execute("ROLLBACK")

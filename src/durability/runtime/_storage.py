@@ -15,13 +15,13 @@ import sys
 from collections.abc import Awaitable, Callable, Generator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from .._context import Transaction
 from .._serialization import check_json_value, check_size, to_json_text
 from .._types import JsonValue, SqlValue, TimeInput
 from .._validate import check_callable, check_positive_int, to_epoch_ms
-from ._database import Database
+from ._database import UNREAD, Database
 from ._errors import ObjectEvictedError
 from ._private_tables import create_private_tables
 from ._sql import Cursor, check_bindings, parse_query
@@ -84,14 +84,20 @@ class AlarmRow:
 
 
 def read_alarm(database: Database) -> AlarmRow | None:
-    """The stored alarm row (`None` when nothing is armed)."""
+    """The stored alarm row (`None` when nothing is armed), as the open transaction sees it.
+
+    Every write of the row goes through `write_alarm`, so the database keeps the last row
+    read or written and forgets it whenever a rollback may have undone a write.
+    """
+    cached = database.alarm_row
+    if cached is not UNREAD:
+        return cast("AlarmRow | None", cached)
     rows = database.query(
         "SELECT scheduled_ms, retry_ms, retry_attempt FROM _durability_alarm WHERE id = 1"
     )
-    if not rows:
-        return None
-    scheduled_ms, retry_ms, retry_attempt = rows[0]
-    return AlarmRow(scheduled_ms, retry_ms, retry_attempt)
+    row = AlarmRow(*rows[0]) if rows else None
+    database.alarm_row = row
+    return row
 
 
 def write_alarm(database: Database, row: AlarmRow | None) -> asyncio.Future[None]:
@@ -110,6 +116,7 @@ def write_alarm(database: Database, row: AlarmRow | None) -> asyncio.Future[None
             row.retry_attempt,
         )
     database.alarm_changed = True
+    database.alarm_row = None if row is None or row.wake_ms is None else row
     return commit
 
 
@@ -253,8 +260,8 @@ class ObjectStorage:
 
     async def get_alarm(self) -> int | None:
         """The armed alarm time in ms since the epoch, or `None`."""
-        rows = self.enter().query("SELECT scheduled_ms FROM _durability_alarm WHERE id = 1")
-        return rows[0][0] if rows else None
+        row = read_alarm(self.enter())
+        return row.scheduled_ms if row is not None else None
 
     async def set_alarm(self, scheduled_time: TimeInput) -> None:
         """Arm the object's one alarm (replacing any other, and any pending retry)."""
@@ -333,6 +340,7 @@ class ObjectStorage:
             database.execute(f"DROP {kind.upper()} IF EXISTS {quoted}")
         create_private_tables(database)
         database.alarm_changed = True
+        database.alarm_row = None
 
     # Cloudflare's spelling of the same methods, so a Worker's code runs here unchanged.
     transactionSync = transaction_sync
