@@ -13,7 +13,11 @@ same with callers that enqueue 10 messages per call.
 Beside them, raw sqlite3 does the same row work per message in the same tables and
 indexes (insert the manifest and two delivery rows, bump the sequence, claim each
 delivery, delete it, release the manifest) with one fsynced commit per message, and
-batched 100 messages per commit.
+batched 100 messages per commit. The floor row is raw sqlite3 doing the fanout's own
+commit pattern with its guarantees (the enqueues of all callers registered in one commit,
+each target's batch of 100 claimed in one commit before it would be handed over and
+removed in one commit after): how far the library is from the best any implementation
+of these guarantees could do on this disk.
 Each row is measured `--rounds` times (a fresh database each time) and reported as the
 median with its range; fanout rows also give the median process CPU time per message,
 which (with the raw one-commit rate) bounds the ratio a faster disk or an idle machine
@@ -35,11 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from durability import DurabilityFanout, FanoutInput, FanoutMessage, FanoutTarget
-from durability._engine import FANOUT_MIGRATIONS
-from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
+from fanout_raw import TARGETS, bench_floor, bench_raw
 
-TARGETS = ("email", "audit")
+from durability import DurabilityFanout, FanoutInput, FanoutMessage, FanoutTarget
+from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
 
 
 @dataclass
@@ -110,65 +113,6 @@ class FanoutBench(DurableObject):
         await self.fanout.alarm(info)
 
 
-def bench_raw(directory: Path, messages: int, per_commit: int) -> float:
-    """Seconds for raw sqlite3 to register, claim and settle `messages` for two targets."""
-    connection = sqlite3.connect(directory / f"raw-{per_commit}.sqlite3", isolation_level=None)
-    try:
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=FULL")
-        # The very tables and indexes the fanout uses, so the row work is the same.
-        for statement in FANOUT_MIGRATIONS[0].up:
-            connection.execute(statement)
-        payload = '{"kind":"value","value":0}'
-        started = time.perf_counter()
-        for first in range(0, messages, per_commit):
-            connection.execute("BEGIN IMMEDIATE")
-            for number in range(first, min(first + per_commit, messages)):
-                _raw_message(connection, f"m-{number}", number, payload)
-            connection.execute("COMMIT")
-        elapsed = time.perf_counter() - started
-        (left,) = connection.execute("SELECT COUNT(*) FROM durability_fanout_messages").fetchone()
-        assert left == 0, left
-        return elapsed
-    finally:
-        connection.close()
-
-
-def _raw_message(connection: sqlite3.Connection, key: str, now: int, payload: str) -> None:
-    (seq,) = connection.execute(
-        "SELECT next_seq FROM durability_fanout_seq WHERE id = 1"
-    ).fetchone()
-    connection.execute("UPDATE durability_fanout_seq SET next_seq = ? WHERE id = 1", (seq + 1,))
-    connection.execute(
-        "INSERT INTO durability_fanout_messages VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (key, key, payload, '["audit","email"]', len(TARGETS), seq, now, "g"),
-    )
-    for target in TARGETS:
-        connection.execute(
-            "INSERT INTO durability_fanout_deliveries (id, message_key, target_id, seq, status, "
-            "phase, attempt, next_attempt_at, created_at, generation_id) "
-            "VALUES (?, ?, ?, ?, 'pending', 'delivery', 0, ?, ?, 'g')",
-            (f'["{key}","{target}"]', key, target, seq, now, now),
-        )
-    for target in TARGETS:
-        row_id = f'["{key}","{target}"]'
-        connection.execute(
-            "UPDATE durability_fanout_deliveries SET attempt = attempt + 1, next_attempt_at = ? "
-            "WHERE id = ? AND attempt = 0",
-            (now + 300_000, row_id),
-        )
-        connection.execute(
-            "DELETE FROM durability_fanout_deliveries WHERE id = ? AND attempt = 1", (row_id,)
-        )
-        (remaining,) = connection.execute(
-            "UPDATE durability_fanout_messages SET remaining = remaining - 1 WHERE key = ? "
-            "RETURNING remaining",
-            (key,),
-        ).fetchone()
-        if remaining == 0:
-            connection.execute("DELETE FROM durability_fanout_messages WHERE key = ?", (key,))
-
-
 async def bench_fanout(
     directory: Path,
     messages: int,
@@ -230,6 +174,7 @@ def main() -> None:
     args = parser.parse_args()
     raw_one: list[float] = []
     raw_batched: list[float] = []
+    floor: list[tuple[float, float]] = []
     runtime: dict[str, list[float]] = {configuration[0]: [] for configuration in CONFIGURATIONS}
     cpu: dict[str, list[float]] = {configuration[0]: [] for configuration in CONFIGURATIONS}
     with tempfile.TemporaryDirectory(prefix="durability-bench-", dir=args.dir) as tmp:
@@ -238,6 +183,7 @@ def main() -> None:
             here.mkdir()
             raw_one.append(bench_raw(here, args.raw_messages, 1))
             raw_batched.append(bench_raw(here, args.messages, 100))
+            floor.append(bench_floor(here, args.messages, args.callers, 100))
             for index, configuration in enumerate(CONFIGURATIONS):
                 elapsed, spent = asyncio.run(
                     bench_fanout(
@@ -262,6 +208,16 @@ def main() -> None:
             f"{batched_text}, {batched_rate / raw_rate:.1f}x",
         ),
     ]
+    floor_rate, floor_text = _rates(args.messages, [seconds for seconds, _ in floor])
+    floor_cpu = statistics.median(spent for _, spent in floor) / args.messages * 1e6
+    rows.append(
+        (
+            f"raw sqlite3 floor: the fanout's commits ({args.callers} enqueues per commit; "
+            "per target and batch of 100, the claims' commit then the removals' commit)",
+            f"{args.messages:,}",
+            f"{floor_text}, {floor_rate / raw_rate:.1f}x; CPU {floor_cpu:.0f} us/msg",
+        )
+    )
     for label, seconds in runtime.items():
         rate, text = _rates(args.messages, seconds)
         per_message = statistics.median(cpu[label]) / args.messages * 1e6

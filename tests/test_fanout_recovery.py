@@ -238,12 +238,16 @@ class Schema(DurableObject):
 
 
 async def test_migrate_creates_and_drops_the_fanout_tables() -> None:
-    """migrate(LATEST) creates the three tables; migrate(None) drops them again."""
+    """migrate(LATEST) creates the three tables (with the lean delivery indexes);
+    migrate(None) drops them again."""
     async with Runtime(bindings={"SCHEMA": Schema}, clock=VirtualClock(START_MS)) as rt:
         stub = rt.env.SCHEMA.get_by_name("a")
         up = await stub.migrate("latest")
         assert up == {
-            "applied": ["durability_0005_create_fanout"],
+            "applied": [
+                "durability_0005_create_fanout",
+                "durability_0011_fanout_delivery_indexes",
+            ],
             "rolled_back": [],
             "tables": [
                 "durability_fanout_deliveries",
@@ -255,6 +259,9 @@ async def test_migrate_creates_and_drops_the_fanout_tables() -> None:
         down = await stub.migrate(None)
         assert down == {
             "applied": [],
-            "rolled_back": ["durability_0005_create_fanout"],
+            "rolled_back": [
+                "durability_0011_fanout_delivery_indexes",
+                "durability_0005_create_fanout",
+            ],
             "tables": [],
         }

@@ -617,3 +617,56 @@ async def test_calls_0009_down_turns_cancelled_into_failed(lab: ObjectStub) -> N
     assert "index:durability_calls_created_idx" in schema
     with pytest.raises(sqlite3.IntegrityError):
         await lab.query("UPDATE durability_calls SET status = 'cancelled'")
+
+
+FANOUT_0005 = "durability_0005_create_fanout"
+FANOUT_0011 = "durability_0011_fanout_delivery_indexes"
+_DELIVERY_ROW = (
+    "INSERT INTO durability_fanout_deliveries (id, message_key, target_id, seq, status, "
+    "phase, attempt, next_attempt_at, created_at, generation_id) "
+    "VALUES (?, 'k', ?, ?, 'pending', 'delivery', ?, 50, 7, 'g')"
+)
+
+
+async def _delivery_indexes(lab: ObjectStub) -> dict[str, str]:
+    rows = await lab.query(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'index' "
+        "AND tbl_name = 'durability_fanout_deliveries' AND sql IS NOT NULL ORDER BY name"
+    )
+    return {row["name"]: row["sql"] for row in rows}
+
+
+async def _deliveries(lab: ObjectStub) -> list[dict[str, Any]]:
+    return await lab.query(
+        "SELECT id, target_id, seq, attempt, next_attempt_at FROM durability_fanout_deliveries "
+        "ORDER BY id"
+    )
+
+
+async def test_fanout_0011_replaces_the_delivery_indexes_keeping_rows(lab: ObjectStub) -> None:
+    """0011 swaps the three delivery indexes for two; its down restores them exactly."""
+    await lab.migrate("fanout", FANOUT_0005)
+    old_indexes = await _delivery_indexes(lab)
+    assert sorted(old_indexes) == [
+        "durability_fanout_deliveries_created_idx",
+        "durability_fanout_deliveries_pending_idx",
+        "durability_fanout_deliveries_target_idx",
+    ]
+    await lab.query(
+        "INSERT INTO durability_fanout_messages (key, id, payload, targets, remaining, seq, "
+        "created_at, generation_id) VALUES ('k', 'm', '{}', '[\"a\",\"b\"]', 2, 0, 7, 'g')"
+    )
+    for key, target, attempt in (("d1", "a", 0), ("d2", "b", 3)):
+        await lab.query(_DELIVERY_ROW, key, target, 0, attempt)
+    rows = await _deliveries(lab)
+    assert await lab.migrate("fanout", FANOUT_0011) == {"applied": [FANOUT_0011], "rolled_back": []}
+    assert await _deliveries(lab) == rows
+    assert set(await _delivery_indexes(lab)) == {
+        "durability_fanout_deliveries_due_idx",
+        "durability_fanout_deliveries_next_idx",
+    }
+    assert await lab.current("fanout")
+    assert await lab.migrate("fanout", FANOUT_0005) == {"applied": [], "rolled_back": [FANOUT_0011]}
+    assert await _deliveries(lab) == rows
+    assert await _delivery_indexes(lab) == old_indexes
+    assert len(await lab.query("SELECT key FROM durability_fanout_messages")) == 1

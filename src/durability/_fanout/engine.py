@@ -23,6 +23,8 @@ from .._engine import (
     TableSpec,
     as_context,
     attach,
+    padded,
+    value_rows,
 )
 from .._engine import (
     HostAlarmInfo as HostInfo,
@@ -37,22 +39,26 @@ __all__ = [
     "HostInfo",
     "migrate_storage",
     "next_pending_at",
+    "padded",
+    "value_rows",
 ]
 
 CAPABILITY = "fanout"
 KIND = "DurabilityFanout"
 DELIVERIES = TableSpec("durability_fanout_deliveries", "id")
 
+NEXT_PENDING_QUERY = (
+    "SELECT next_attempt_at FROM durability_fanout_deliveries "
+    "WHERE phase = ? ORDER BY next_attempt_at LIMIT 1"
+)
+"""The earliest `next_attempt_at` of one phase (binding: the phase)."""
+
 
 def next_pending_at(sql: SqlStorage) -> int | None:
     """The earliest `next_attempt_at` of any delivery row, either phase (index-served)."""
     times: list[int] = []
     for phase in ("delivery", "dead_letter"):
-        rows = sql.exec(
-            "SELECT next_attempt_at FROM durability_fanout_deliveries "
-            "WHERE phase = ? AND status = 'pending' ORDER BY next_attempt_at LIMIT 1",
-            phase,
-        ).raw()
+        rows = sql.exec(NEXT_PENDING_QUERY, phase).raw()
         times.extend(int(row[0]) for row in rows)
     return min(times) if times else None
 

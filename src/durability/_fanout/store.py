@@ -31,6 +31,27 @@ _ROW_QUERY = (
     "LEFT JOIN durability_fanout_messages AS m ON m.key = d.message_key "
 )
 
+DUE_FIRST_QUERY = (
+    _ROW_QUERY + "WHERE d.target_id = ? AND d.phase = 'delivery' "
+    "AND d.attempt = 0 AND +d.next_attempt_at <= ? ORDER BY d.seq LIMIT ?"
+)
+"""A target's due rows never delivered yet, by sequence (bindings: target, now, limit)."""
+
+DUE_RETRY_QUERY = (
+    _ROW_QUERY + "WHERE d.target_id = ? AND d.phase IN ('delivery', 'dead_letter') "
+    "AND d.attempt > 0 AND +d.next_attempt_at <= ? ORDER BY d.seq LIMIT ?"
+)
+"""A target's due rows already attempted, by sequence (bindings: target, now, limit)."""
+
+NEXT_TARGET_QUERY = (
+    "SELECT target_id FROM durability_fanout_deliveries WHERE target_id > ? "
+    "ORDER BY target_id LIMIT 1"
+)
+"""The first target after the bound one that has delivery rows."""
+
+FIRST_TARGET = "SELECT target_id FROM durability_fanout_deliveries ORDER BY target_id LIMIT 1"
+"""The first target that has delivery rows."""
+
 
 class DeliveryStore:
     """SQL over the fanout tables; every write runs in an alarm-reconciling transaction."""
@@ -58,16 +79,9 @@ class DeliveryStore:
         found: list[str] = []
         sql = self._engine.sql
         while True:
-            if found:
-                rows = sql.exec(
-                    "SELECT target_id FROM durability_fanout_deliveries WHERE target_id > ? "
-                    "ORDER BY target_id LIMIT 1",
-                    found[-1],
-                ).raw()
-            else:
-                rows = sql.exec(
-                    "SELECT target_id FROM durability_fanout_deliveries ORDER BY target_id LIMIT 1"
-                ).raw()
+            rows = (
+                sql.exec(NEXT_TARGET_QUERY, found[-1]) if found else sql.exec(FIRST_TARGET)
+            ).raw()
             row = next(rows, None)
             if row is None:
                 return found
@@ -76,31 +90,15 @@ class DeliveryStore:
     def due(self, target: str, now: int, limit: int) -> list[Delivery]:
         """Up to `limit` due rows of `target`: never-delivered ones first, then by sequence.
 
-        Both queries walk the per-target index (the unary `+` keeps the planner from
-        scanning every due row of every target through the pending-time index).
+        Both queries walk the per-target due index (the unary `+` keeps the planner from
+        scanning every due row of every target through the next-time index). Every row
+        is pending (the table's CHECK), so no read filters on `status`.
         """
         sql = self._engine.sql
-        first = [
-            from_sql(row)
-            for row in sql.exec(
-                _ROW_QUERY + "WHERE d.target_id = ? AND d.phase = 'delivery' "
-                "AND d.status = 'pending' AND d.attempt = 0 AND +d.next_attempt_at <= ? "
-                "ORDER BY d.seq LIMIT ?",
-                target,
-                now,
-                limit,
-            ).raw()
-        ]
+        first = [from_sql(row) for row in sql.exec(DUE_FIRST_QUERY, target, now, limit).raw()]
         if len(first) == limit:
             return first
-        retries = sql.exec(
-            _ROW_QUERY + "WHERE d.target_id = ? AND d.phase IN ('delivery', 'dead_letter') "
-            "AND d.status = 'pending' AND d.attempt > 0 AND +d.next_attempt_at <= ? "
-            "ORDER BY d.seq LIMIT ?",
-            target,
-            now,
-            limit - len(first),
-        ).raw()
+        retries = sql.exec(DUE_RETRY_QUERY, target, now, limit - len(first)).raw()
         return first + [from_sql(row) for row in retries]
 
     def current(self, row: Delivery) -> tuple[str, int, str] | None:

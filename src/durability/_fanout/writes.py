@@ -1,13 +1,16 @@
 """The set-based writes of the fanout: register, claim and remove many rows per statement.
 
-Each runs inside one transaction of the caller. Rows are matched on (id, generation,
-attempt) row values, so a row that changed since it was read is left alone and the
-caller learns which rows were written. Statements are chunked to stay under the
-Workers limit of 100 bound parameters per statement.
+Each runs inside one transaction of the caller. Claims and removals match each row on
+(id, generation, attempt), joined on the primary key, so a row that changed since it
+was read is left alone and the caller learns (RETURNING) which rows were written.
+Statements are chunked to stay under the Workers limit of 100 bound parameters per
+statement; settlement statements are padded to a few row counts (`padded`), so SQLite
+compiles few distinct texts.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -17,12 +20,16 @@ from .._context import SqlStorage
 from .._errors import FanoutEnqueueError
 from .._serialization import to_json_text
 from .._types import SqlValue
+from .engine import padded, value_rows
 from .rows import Delivery, NewMessage, Registered, json_pair, random_id
 
 Item = TypeVar("Item")
 
 MAX_PARAMETERS = 96
 """Bound parameters per statement (the Workers SQL API accepts at most 100)."""
+
+ROWS_PER_STATEMENT = 32
+"""Rows one settlement statement names at most (3 bindings each, plus at most 2 more)."""
 
 
 def _chunks(items: Sequence[Item], width: int) -> Iterator[Sequence[Item]]:
@@ -38,26 +45,80 @@ def _values(count: int, width: int) -> str:
     return "VALUES " + ", ".join([row] * count)
 
 
-def _fenced(count: int) -> str:
-    """The WHERE clause matching `count` pending rows on (id, generation, attempt).
+def _padded_rows(values: Sequence[Sequence[SqlValue]], width: int) -> tuple[int, list[SqlValue]]:
+    """The padded row count of `values` and their bindings, NULL rows (matching nothing)
+    filling the shape up."""
+    size = padded(len(values))
+    bindings: list[SqlValue] = [value for row in values for value in row]
+    bindings.extend([None] * (width * (size - len(values))))
+    return size, bindings
 
-    The plain `id IN` list is what lets SQLite look rows up by key (a row-value IN
-    alone is answered with a table scan); the unary `+` on the other columns keeps an
-    UPDATE of indexed columns on that one-pass path (without it, 40 times slower).
-    """
-    marks = ", ".join("?" * count)
+
+_CLAIM_ONE = (
+    "UPDATE durability_fanout_deliveries SET attempt = attempt + 1, next_attempt_at = ? "
+    "WHERE id = ? AND +generation_id = ? AND +attempt = ? AND +phase = 'delivery' "
+    "AND +attempt < ? RETURNING id"
+)
+"""The claim of one fenced row (bindings: lease end, id, generation, attempt, limit).
+
+A single row gets statements of its own without a join: a join, or an `IN` subquery,
+builds a temporary table, and building one for every `ack()` of a message makes the
+allocator grow and shrink the heap each time (half the CPU of that load, in the kernel)."""
+
+_REMOVE_ONE = (
+    "DELETE FROM durability_fanout_deliveries "
+    "WHERE id = ? AND +generation_id = ? AND +attempt = ? RETURNING id"
+)
+"""The deletion of one fenced row (bindings: id, generation, attempt)."""
+
+_RELEASE_ONE = (
+    "UPDATE durability_fanout_messages SET remaining = remaining - ? "
+    "WHERE key = ? AND +generation_id = ? RETURNING key, remaining"
+)
+"""The release of one manifest (bindings: count, key, generation)."""
+
+
+@functools.cache
+def _claim_statement(size: int) -> str:
+    """The claim of `size` fenced rows: a join on the primary key, one lookup per row.
+
+    The unary `+` keeps SQLite on the primary key (the due index holds `attempt`, which
+    the statement writes: without it the update leaves its one-pass path)."""
     return (
-        f"id IN ({marks}) AND (id, generation_id, attempt) IN ({_values(count, 3)}) "
-        "AND +status = 'pending'"
+        f"WITH c(k, g, a) AS (VALUES {value_rows(3, size)}) "
+        "UPDATE durability_fanout_deliveries AS d SET attempt = d.attempt + 1, "
+        "next_attempt_at = ? FROM c WHERE d.id = c.k AND +d.generation_id = c.g "
+        "AND +d.attempt = c.a AND +d.phase = 'delivery' AND +d.attempt < ? RETURNING id"
     )
 
 
-def _fence_bindings(rows: Sequence[Delivery]) -> list[SqlValue]:
-    """The bindings of `_fenced(len(rows))`."""
-    bindings: list[SqlValue] = [row.id for row in rows]
-    for row in rows:
-        bindings += [row.id, row.generation, row.attempt]
-    return bindings
+@functools.cache
+def _remove_statement(size: int) -> str:
+    """The deletion of `size` fenced rows (DELETE has no join: the fenced rows are
+    found by primary key in a subquery, then deleted by rowid)."""
+    return (
+        f"WITH c(k, g, a) AS (VALUES {value_rows(3, size)}) "
+        "DELETE FROM durability_fanout_deliveries WHERE rowid IN (SELECT d.rowid FROM c "
+        "JOIN durability_fanout_deliveries AS d ON d.id = c.k AND +d.generation_id = c.g "
+        "AND +d.attempt = c.a) RETURNING id"
+    )
+
+
+@functools.cache
+def _release_statement(size: int) -> str:
+    """Release `size` manifests, each by its count at its generation; each one's count left."""
+    return (
+        f"WITH r(k, g, n) AS (VALUES {value_rows(3, size)}) "
+        "UPDATE durability_fanout_messages AS m SET remaining = m.remaining - r.n FROM r "
+        "WHERE m.key = r.k AND +m.generation_id = r.g RETURNING key, remaining"
+    )
+
+
+@functools.cache
+def _delete_manifests_statement(size: int) -> str:
+    """The deletion of `size` manifests by key."""
+    marks = ", ".join("?" * size)
+    return f"DELETE FROM durability_fanout_messages WHERE key IN ({marks})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,47 +229,46 @@ def claim_rows(
 ) -> list[Delivery]:
     """Count one more attempt of each row still as read; the claimed rows, in order."""
     won: set[str] = set()
-    for chunk in _chunks(rows, 4):
-        cursor = sql.exec(
-            "UPDATE durability_fanout_deliveries SET attempt = attempt + 1, next_attempt_at = ? "
-            f"WHERE {_fenced(len(chunk))} AND +phase = 'delivery' AND +attempt < ? RETURNING id",
-            lease_until,
-            *_fence_bindings(chunk),
-            max_attempts,
-        )
-        won.update(str(found[0]) for found in cursor.raw())
+    for first in range(0, len(rows), ROWS_PER_STATEMENT):
+        chunk = rows[first : first + ROWS_PER_STATEMENT]
+        bindings: list[SqlValue]
+        if len(chunk) == 1:
+            row = chunk[0]
+            query = _CLAIM_ONE
+            bindings = [lease_until, row.id, row.generation, row.attempt, max_attempts]
+        else:
+            size, bindings = _padded_rows([(r.id, r.generation, r.attempt) for r in chunk], 3)
+            query = _claim_statement(size)
+            bindings += [lease_until, max_attempts]
+        won.update(str(found[0]) for found in sql.exec(query, *bindings).raw())
     return [row.claimed(row.attempt + 1) for row in rows if row.id in won]
 
 
 def remove_rows(sql: SqlStorage, rows: Sequence[Delivery]) -> set[str]:
     """Delete each row still at its attempt and release the manifests; the removed ids."""
     removed: set[str] = set()
-    for chunk in _chunks(rows, 4):
-        cursor = sql.exec(
-            f"DELETE FROM durability_fanout_deliveries WHERE {_fenced(len(chunk))} RETURNING id",
-            *_fence_bindings(chunk),
-        )
-        removed.update(str(found[0]) for found in cursor.raw())
+    for first in range(0, len(rows), ROWS_PER_STATEMENT):
+        chunk = rows[first : first + ROWS_PER_STATEMENT]
+        size, bindings = _padded_rows([(r.id, r.generation, r.attempt) for r in chunk], 3)
+        query = _REMOVE_ONE if size == 1 else _remove_statement(size)
+        removed.update(str(found[0]) for found in sql.exec(query, *bindings).raw())
     releases = Counter((row.message_key, row.generation) for row in rows if row.id in removed)
-    by_count: dict[int, list[tuple[str, str]]] = {}
-    for manifest, count in releases.items():
-        by_count.setdefault(count, []).append(manifest)
-    for count, manifests in by_count.items():
-        for group in _chunks(manifests, 3):
-            marks = ", ".join("?" * len(group))
-            where = f"key IN ({marks}) AND (key, generation_id) IN ({_values(len(group), 2)})"
-            keys: list[SqlValue] = [key for key, _ in group]
-            keys += [value for manifest in group for value in manifest]
-            released = sql.exec(
-                f"UPDATE durability_fanout_messages SET remaining = remaining - ? WHERE {where} "
-                "RETURNING key, remaining",
-                count,
-                *keys,
-            )
-            finished: list[SqlValue] = [key for key, left in released.raw() if left <= 0]
-            # Only a manifest no target owes any more is deleted (by key: this very
-            # transaction just matched its generation).
-            for done in _chunks(finished, 1):
-                marks = ", ".join("?" * len(done))
-                sql.exec(f"DELETE FROM durability_fanout_messages WHERE key IN ({marks})", *done)
+    manifests = [(key, generation, count) for (key, generation), count in releases.items()]
+    finished: list[SqlValue] = []
+    for first in range(0, len(manifests), ROWS_PER_STATEMENT):
+        group = manifests[first : first + ROWS_PER_STATEMENT]
+        if len(group) == 1:
+            key, generation, count = group[0]
+            released = sql.exec(_RELEASE_ONE, count, key, generation).raw()
+        else:
+            size, bindings = _padded_rows(group, 3)
+            released = sql.exec(_release_statement(size), *bindings).raw()
+        finished += [key for key, left in released if left <= 0]
+    # Only a manifest no target owes any more is deleted (by key: this very transaction
+    # just matched its generation).
+    for first in range(0, len(finished), ROWS_PER_STATEMENT):
+        size, keys = _padded_rows(
+            [[key] for key in finished[first : first + ROWS_PER_STATEMENT]], 1
+        )
+        sql.exec(_delete_manifests_statement(size), *keys)
     return removed

@@ -148,6 +148,14 @@ def _leases(tables: Tables) -> list[JsonValue]:
     ]
 
 
+FANOUT_DETAILS_QUERY = (
+    "SELECT id, target_id, phase, attempt, next_attempt_at, last_error_name, "
+    "last_error FROM durability_fanout_deliveries ORDER BY phase, next_attempt_at, id LIMIT ?"
+)
+"""The oldest deliveries, dead letters first ('dead_letter' sorts before 'delivery'), by
+the index on (phase, next_attempt_at) instead of a sort of the whole table."""
+
+
 def fanout(tables: Tables) -> JsonValue:
     """Fanout deliveries still owed (backlog) and dead letters, with the oldest of each."""
     if not tables.has("durability_fanout_deliveries"):
@@ -161,9 +169,7 @@ def fanout(tables: Tables) -> JsonValue:
     details = [
         dict(row)
         for row in tables.rows(
-            "SELECT id, target_id, phase, attempt, next_attempt_at, last_error_name, "
-            "last_error FROM durability_fanout_deliveries "
-            "ORDER BY phase = 'delivery', next_attempt_at, id LIMIT ?",
+            FANOUT_DETAILS_QUERY,
             DETAIL_ROWS,
         )
     ]
