@@ -18,7 +18,7 @@ from durability.runtime import ObjectEvictedError
 class _Blocked(RegistrationBatch):
     """A batch whose write never finishes, so only a cancel ends it."""
 
-    async def write(self, rows: list[Any]) -> list[bool | Exception]:  # type: ignore[override]
+    async def write(self, rows: list[Any], claims: Any = None) -> list[bool | Exception]:  # type: ignore[override]
         await asyncio.Event().wait()
         return []
 
@@ -35,7 +35,7 @@ def _batch(refusals: list[Exception]) -> tuple[RegistrationBatch, list[asyncio.T
         return tasks[-1]
 
     engine: Any = SimpleNamespace(tasks=SimpleNamespace(spawn=spawn))
-    return _Blocked(engine, lambda rows: None), tasks
+    return _Blocked(engine, lambda rows, claims: None, lambda rows: None), tasks
 
 
 async def test_a_cancelled_write_fails_its_callers_with_an_unknown_outcome() -> None:

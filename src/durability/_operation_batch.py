@@ -1,6 +1,10 @@
 """Operation writes across records: registrations of one loop turn in one multi-row
 INSERT, and the successes of a batch of attempts in one fenced UPDATE.
 
+A new record due now is claimed in the same transaction when a permit is free
+(`EagerClaims`), so its one commit makes the record and its first claim durable and its
+handler starts right after it.
+
 Each registration still gets its own outcome, exactly as if it had been written alone:
 the first registration of an id in the turn inserts it; a later one of the same id is a
 silent no-op for the same operation and `DuplicateDurableCallError` for another. A row
@@ -17,7 +21,7 @@ from typing import Any
 
 from ._abandoned import abandoned_error
 from ._context import SqlStorage
-from ._engine import Engine, ExecutionSpec, padded, value_rows
+from ._engine import EagerClaims, Engine, ExecutionSpec, padded, value_rows
 from ._errors import DuplicateDurableCallError, DurableResultSerializationError
 from ._operation_control import NULL_TEXT
 from ._serialization import serialize
@@ -29,8 +33,12 @@ Registration = tuple[str, str, str, int, str, int]
 Pending = list[tuple[Registration, "asyncio.Future[bool]"]]
 """The registrations a write task will take, each with its caller's future."""
 
-Written = Callable[[list[Registration]], None]
-"""Told, after the commit, the registrations that inserted a new record."""
+Reserve = Callable[[list[Registration]], EagerClaims | None]
+"""Before the write: the claims of the batch's records due now that permits allow."""
+
+Written = Callable[[list[Registration], EagerClaims | None], None]
+"""Told, after the commit, the registrations that inserted a new record (and the claims
+to start or give back)."""
 
 _INSERT_CHUNK = 16
 """Rows one INSERT names at most (6 bindings each, under the 100 a query may have)."""
@@ -46,11 +54,12 @@ _INSERT = (
 class RegistrationBatch:
     """Collects the registrations of one loop turn and writes them in one transaction."""
 
-    __slots__ = ("_engine", "_pending", "_written")
+    __slots__ = ("_engine", "_pending", "_reserve", "_written")
 
-    def __init__(self, engine: Engine, written: Written) -> None:
+    def __init__(self, engine: Engine, written: Written, reserve: Reserve) -> None:
         self._engine = engine
         self._written = written
+        self._reserve = reserve
         self._pending: Pending | None = None
 
     def add(self, registration: Registration) -> asyncio.Future[bool]:
@@ -83,10 +92,14 @@ class RegistrationBatch:
         if self._pending is batch:
             self._pending = None
         rows = [registration for registration, _ in batch]
+        claims: EagerClaims | None = None
         try:
-            outcomes = await self.write(rows)
+            claims = self._reserve(rows)
+            outcomes = await self.write(rows, claims)
             await self._engine.storage.sync()
         except BaseException as error:
+            if claims is not None:
+                claims.release()
             # Cancelled under its callers (eviction): they get a definite error instead.
             answer = (
                 error
@@ -109,15 +122,28 @@ class RegistrationBatch:
                 inserted.append(registration)
             if not future.done():
                 future.set_result(outcome)
-        if inserted:
-            self._written(inserted)
+        if inserted or claims is not None:
+            self._written(inserted, claims)
 
-    def write(self, rows: list[Registration]) -> Awaitable[list[bool | Exception]]:
-        """Insert `rows` and reconcile the alarm in one transaction (not yet durable):
-        the outcome of each row, as `insert_calls` gives it."""
+    def write(
+        self, rows: list[Registration], claims: EagerClaims | None = None
+    ) -> Awaitable[list[bool | Exception]]:
+        """Insert `rows`, claim those of them `claims` reserved, and reconcile the alarm in
+        one transaction (not yet durable): the outcome of each row, as `insert_calls`
+        gives it."""
         return self._engine.transaction(
-            lambda sql: self._insert(sql, rows), due_at=lambda found: _earliest(rows, found)
+            lambda sql: self._write(sql, rows, claims),
+            due_at=lambda found: _earliest(rows, found),
         )
+
+    def _write(
+        self, sql: SqlStorage, rows: list[Registration], claims: EagerClaims | None
+    ) -> list[bool | Exception]:
+        outcomes = self._insert(sql, rows)
+        if claims is not None:
+            pairs = zip(rows, outcomes, strict=True)
+            claims.claim(row[0] for row, outcome in pairs if outcome is True)
+        return outcomes
 
     def _insert(self, sql: SqlStorage, rows: list[Registration]) -> list[bool | Exception]:
         try:

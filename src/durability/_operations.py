@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
@@ -26,6 +26,7 @@ from ._engine import (
     CancelledEvent,
     DurabilityScheduler,
     DurableHelper,
+    EagerClaims,
     ExecutionSpec,
     HostAlarmInfo,
     LifecycleEventType,
@@ -142,7 +143,7 @@ class Durability(DurableHelper["DurableOperation"]):
         )
         self._after: dict[tuple[str, str], asyncio.Event] = {}
         """Retried records (by key and generation) whose older attempt must end first."""
-        self._registrations = RegistrationBatch(self._engine, self._registered)
+        self._registrations = RegistrationBatch(self._engine, self._registered, self._reserve)
         self._prefixes: dict[str, str] = {}
 
     def operation(self, name: str) -> DurableOperation:
@@ -163,9 +164,23 @@ class Durability(DurableHelper["DurableOperation"]):
         due = first_attempt_at(now, run_at, delay_ms)
         await self._registrations.add((key, operation, text, due, random_uuid(), now))
 
-    def _registered(self, inserted: list[Registration]) -> None:
-        """After the commit of new records: emit, and start those due now at once as far
-        as permits are free (a record a timer pass started meanwhile is left to it)."""
+    def _reserve(self, rows: list[Registration]) -> EagerClaims | None:
+        """Before a batch's write: permits and keys for its records due now, as far as
+        permits are free, so the write claims them too."""
+        if not self._engine.permits.free:
+            return None
+        now = now_ms()
+        specs = (
+            self._call_spec(key, operation, text, generation, created_at, 0)
+            for key, operation, text, due_at, generation, created_at in rows
+            if due_at <= now
+        )
+        return EagerClaims(self._engine, specs) or None
+
+    def _registered(self, inserted: list[Registration], claims: EagerClaims | None) -> None:
+        """After the commit of new records: emit, run those claimed with them, and start
+        other ones due now as far as permits are free (a record a timer pass started
+        meanwhile is left to it)."""
         now = now_ms()
         free = self._engine.permits.free
         due: list[ExecutionSpec] = []
@@ -177,8 +192,11 @@ class Durability(DurableHelper["DurableOperation"]):
                         operation=operation, id=key, generation=generation, timestamp=created_at
                     )
                 )
-            if due_at <= now and len(due) < free:
+            if due_at <= now and len(due) < free and (claims is None or key not in claims):
                 due.append(self._call_spec(key, operation, text, generation, created_at, 0))
+        started = None if claims is None else claims.start(row[0] for row in inserted)
+        if started is not None:
+            self._run_started(started, inserted[0][0], inserted[0][1])
         if due:
             self._start_eagerly(due)
 
@@ -187,11 +205,14 @@ class Durability(DurableHelper["DurableOperation"]):
         reconciled alarm or the early timer picks up the others)."""
         started = start_batch(self._engine, specs)
         if started is not None:
-            self._engine.tasks.run_in_background(
-                started,
-                "durability.background_execution.failed",
-                {"operation": specs[0].name, "id": specs[0].key},
-            )
+            self._run_started(started, specs[0].key, specs[0].name)
+
+    def _run_started(self, started: Awaitable[None], id: str, operation: str) -> None:
+        """Run attempts started outside a pass in the background (a failure is reported
+        with the `id` and `operation` of the first)."""
+        self._engine.tasks.run_in_background(
+            started, "durability.background_execution.failed", {"operation": operation, "id": id}
+        )
 
     async def _cancel(self, operation: str, id: object) -> bool:
         key = check_id(id)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from .._cloudflare import as_context
 from .batch import start_batch
+from .eager import EagerClaims
 from .engine import Engine
 from .helper import DurableHelper, HandlerEntry
 from .lifecycle import (
@@ -75,6 +76,7 @@ __all__ = [
     "CompleteMany",
     "DurabilityScheduler",
     "DurableHelper",
+    "EagerClaims",
     "Engine",
     "ExecutionSpec",
     "HandlerEntry",

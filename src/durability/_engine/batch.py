@@ -39,7 +39,7 @@ Row = TypeVar("Row")
 T = TypeVar("T")
 
 
-class _Slot:
+class Slot:
     """One row of a batch: its execution, key lock and permit until released."""
 
     __slots__ = ("entry", "permit", "released", "spec")
@@ -119,15 +119,20 @@ def start_batch(engine: Engine, specs: Sequence[ExecutionSpec]) -> Awaitable[Non
     if not chosen:
         return None
     waiting: list[asyncio.Task[None]] = []
-    slots = _slots(engine, chosen, permits, waiting)
-    return _run_started(engine, slots, waiting)
+    slots = mark_slots(engine, chosen, permits, waiting)
+    return run_started(engine, slots, waiting, lambda: claim_and_run(engine, slots, waiting))
 
 
-async def _run_started(
-    engine: Engine, slots: list[_Slot], waiting: list[asyncio.Task[None]]
+async def run_started(
+    engine: Engine,
+    slots: list[Slot],
+    waiting: list[asyncio.Task[None]],
+    run: Callable[[], Awaitable[None]],
 ) -> None:
+    """`run()` over the marked `slots` started outside a pass; then wait for the attempts
+    it handed over and reconcile the alarm with what they left."""
     try:
-        await _run_marked(engine, slots, waiting)
+        await run_marked(engine, slots, run)
     finally:
         for task in waiting:
             await task
@@ -144,39 +149,38 @@ async def run_batch(
     at its index. Attempts whose handler suspended go on in tasks added to `waiting`;
     every other attempt is settled when this returns. Raises only for storage failures.
     """
-    await _run_marked(engine, _slots(engine, specs, permits, waiting), waiting)
+    slots = mark_slots(engine, specs, permits, waiting)
+    await run_marked(engine, slots, lambda: claim_and_run(engine, slots, waiting))
 
 
-def _slots(
+def mark_slots(
     engine: Engine,
     specs: Sequence[ExecutionSpec],
     permits: Sequence[Release],
     waiting: list[asyncio.Task[None]],
-) -> list[_Slot]:
+) -> list[Slot]:
     """Mark each spec's key running with its permit (a spec that must wait for an older
     attempt of its key goes the single way, in a task added to `waiting`)."""
     running = engine.running
-    slots: list[_Slot] = []
+    slots: list[Slot] = []
     for spec, permit in zip(specs, permits, strict=True):
         if spec.after is not None and not spec.after.is_set():
             permit()
             waiting.append(engine.tasks.spawn(run_execution(engine, spec)))
             continue
         entry = running.start(spec.table.name, spec.key, spec.generation, spec.created_at)
-        slots.append(_Slot(spec, entry, permit))
+        slots.append(Slot(spec, entry, permit))
     return slots
 
 
-async def _run_marked(
-    engine: Engine, slots: list[_Slot], waiting: list[asyncio.Task[None]]
-) -> None:
-    """Run the marked `slots`; release every one not handed over, whatever happens."""
+async def run_marked(engine: Engine, slots: list[Slot], run: Callable[[], Awaitable[None]]) -> None:
+    """`run()` over the marked `slots`; release every one not handed over, whatever happens."""
     try:
-        await _run_slots(engine, slots, waiting)
+        await run()
     finally:
         for slot in slots:
             if not slot.released:
-                _release(engine, slot)
+                release(engine, slot)
         if slots and engine.options.live_timers:
             # The keys are eligible for the timer again: re-arm it for work it skipped.
             engine.refresh_in_background(
@@ -185,13 +189,16 @@ async def _run_marked(
             )
 
 
-async def _run_slots(engine: Engine, slots: list[_Slot], waiting: list[asyncio.Task[None]]) -> None:
+async def claim_and_run(
+    engine: Engine, slots: list[Slot], waiting: list[asyncio.Task[None]]
+) -> None:
+    """Claim the marked `slots` in one statement, wait for that commit, run the won ones."""
     if not slots:
         return
     started_at = now_ms()
     errors: list[Exception] = []
     won = _claim(engine, slots, started_at, errors)
-    claimed: list[_Slot] = []
+    claimed: list[Slot] = []
     for slot in slots:
         if slot.spec.key in won:
             slot.entry.signal = AbortSignal()
@@ -202,15 +209,25 @@ async def _run_slots(engine: Engine, slots: list[_Slot], waiting: list[asyncio.T
             engine.sql, spec.table, spec.key, spec.generation, spec.policy.max_attempts
         ):
             await fail_exhausted(engine, spec)
-        _release(engine, slot)
+        release(engine, slot)
     if not claimed:
         if errors:
             raise errors[0]
         return
     # Every claim is durable before any handler of the batch starts.
     await engine.storage.sync()
-    succeeded: list[tuple[_Slot, Any]] = []
-    failed: list[tuple[_Slot, BaseException]] = []
+    await run_claimed(engine, claimed, started_at, waiting)
+    if errors:
+        raise errors[0]
+
+
+async def run_claimed(
+    engine: Engine, claimed: list[Slot], started_at: int, waiting: list[asyncio.Task[None]]
+) -> None:
+    """Run the handlers of `claimed` slots, whose claims (at `started_at`) are durable
+    already, and settle them; an attempt whose handler suspended goes on in `waiting`."""
+    succeeded: list[tuple[Slot, Any]] = []
+    failed: list[tuple[Slot, BaseException]] = []
     for slot in claimed:
         spec, signal = slot.spec, slot.entry.signal
         assert signal is not None
@@ -232,12 +249,10 @@ async def _run_slots(engine: Engine, slots: list[_Slot], waiting: list[asyncio.T
     _store_successes(engine, succeeded, started_at, failed)
     for slot, failure in failed:
         await settle_error(engine, slot.spec, slot.spec.attempt + 1, started_at, failure)
-        _release(engine, slot)
-    if errors:
-        raise errors[0]
+        release(engine, slot)
 
 
-def _claim(engine: Engine, slots: list[_Slot], now: int, errors: list[Exception]) -> set[str]:
+def _claim(engine: Engine, slots: list[Slot], now: int, errors: list[Exception]) -> set[str]:
     """The keys of `slots` whose claim won, in one statement; when that statement fails,
     claimed one by one, so a row the storage refuses fails alone (into `errors`)."""
     rows = [
@@ -249,7 +264,7 @@ def _claim(engine: Engine, slots: list[_Slot], now: int, errors: list[Exception]
         return set()
     table = slots[0].spec.table
     try:
-        return _at_once(engine, len(rows), lambda sql: claim_attempts(sql, table, rows, now))
+        return at_once(engine, len(rows), lambda sql: claim_attempts(sql, table, rows, now))
     except Exception:
         pass
     won: set[str] = set()
@@ -267,7 +282,7 @@ _ONE_STATEMENT = 16
 several, and a statement that fails undoes only itself)."""
 
 
-def _at_once(engine: Engine, count: int, write: Callable[[SqlStorage], T]) -> T:
+def at_once(engine: Engine, count: int, write: Callable[[SqlStorage], T]) -> T:
     """`write` of `count` rows, undone as a whole if it raises (a savepoint when it may
     run several statements), so the row-by-row retry starts from nothing written."""
     if count <= _ONE_STATEMENT:
@@ -277,7 +292,7 @@ def _at_once(engine: Engine, count: int, write: Callable[[SqlStorage], T]) -> T:
 
 def _hand_over(
     engine: Engine,
-    slot: _Slot,
+    slot: Slot,
     attempt: int,
     started_at: int,
     called: Any,
@@ -301,9 +316,9 @@ def _hand_over(
 
 def _store_successes(
     engine: Engine,
-    succeeded: list[tuple[_Slot, Any]],
+    succeeded: list[tuple[Slot, Any]],
     started_at: int,
-    failed: list[tuple[_Slot, BaseException]],
+    failed: list[tuple[Slot, BaseException]],
 ) -> None:
     """Write every success (set-based when the kind can), then release each row; a
     success that cannot be stored joins `failed`."""
@@ -314,7 +329,7 @@ def _store_successes(
     stored: list[int | Exception | None] | None = None
     if complete_many is not None:
         try:
-            stored = _at_once(engine, len(done), lambda sql: complete_many(sql, done))
+            stored = at_once(engine, len(done), lambda sql: complete_many(sql, done))
         except Exception:
             stored = None  # one row spoilt the statement: store them one by one
     if stored is None:
@@ -324,7 +339,7 @@ def _store_successes(
             failed.append((slot, outcome))
             continue
         record_success(engine, slot.spec, slot.spec.attempt + 1, started_at, outcome, value)
-        _release(engine, slot)
+        release(engine, slot)
 
 
 def _complete_one(
@@ -336,7 +351,7 @@ def _complete_one(
         return error
 
 
-def _release(engine: Engine, slot: _Slot) -> None:
+def release(engine: Engine, slot: Slot) -> None:
     slot.released = True
     slot.permit()
     engine.running.finish(slot.spec.table.name, slot.spec.key, slot.entry)
