@@ -134,6 +134,7 @@ class RegistrationBatch:
         return self._engine.transaction(
             lambda sql: self._write(sql, rows, claims),
             due_at=lambda found: _earliest(rows, found),
+            timed=lambda _: claims is None or not claims.all_claimed,
         )
 
     def _write(

@@ -136,7 +136,7 @@ async def run_started(
     finally:
         for task in waiting:
             await task
-    await engine.schedule_next_alarm()
+    await engine.reconcile_now()
 
 
 async def run_batch(

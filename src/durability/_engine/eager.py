@@ -26,7 +26,7 @@ from .tables import claim_attempts
 class EagerClaims:
     """The records of one write that start with it: reserved, claimed, then run."""
 
-    __slots__ = ("_claimed", "_engine", "_slots", "_started_at")
+    __slots__ = ("_claimed", "_engine", "_slots", "_started_at", "all_claimed")
 
     def __init__(self, engine: Engine, specs: Iterable[ExecutionSpec]) -> None:
         """Reserve a permit and the key of each spec (new records, due now) while permits
@@ -36,6 +36,8 @@ class EagerClaims:
         self._claimed: set[str] | None = set()
         """The keys the transaction claimed; `None` when its claim statement failed."""
         self._started_at = 0
+        self.all_claimed = False
+        """Whether `claim` claimed every record the transaction wrote (none needs a timer)."""
         running = engine.running
         for spec in specs:
             name = spec.table.name
@@ -56,8 +58,10 @@ class EagerClaims:
     def claim(self, written: Iterable[str]) -> None:
         """In the transaction that inserted the records `written`: claim the first attempt
         of each one reserved (a failed claim statement leaves them to `start`)."""
-        slots = [self._slots[key] for key in written if key in self._slots]
+        keys = list(written)
+        slots = [self._slots[key] for key in keys if key in self._slots]
         self._claimed = set()
+        self.all_claimed = False
         rows = [
             (slot.spec.key, slot.spec.generation, slot.spec.attempt)
             for slot in slots
@@ -76,6 +80,7 @@ class EagerClaims:
             return
         self._started_at = now
         self._claimed = claimed
+        self.all_claimed = len(claimed) == len(keys)
         for key in claimed:
             self._slots[key].entry.signal = AbortSignal()
 

@@ -108,14 +108,15 @@ class Engine:
         write: Callable[[SqlStorage], T],
         *,
         due_at: Callable[[T], int | None] | None = None,
-        timed: bool = True,
+        timed: bool | Callable[[T], bool] = True,
     ) -> T:
         """Run `write` and reconcile the alarm in one transaction; then publish the timer.
 
         `due_at(value)`, given the write's return value, is the due time of the pending
         row the write added (`None` if it added none): when that is now or earlier, the
-        reconcile needs only the armed alarm, not the pending rows. `timed` False: the
-        row's participant is holding, so that shortcut leaves the timer alone.
+        reconcile needs only the armed alarm, not the pending rows. `timed` False (or
+        `timed(value)` False): the row needs no timer (its participant is holding, or
+        the write claimed it already), so that shortcut leaves the timer alone.
         """
         times: list[TimerTimes | None] = [None]
 
@@ -123,8 +124,16 @@ class Engine:
             value = write(self.sql)
             added = None if due_at is None else due_at(value)
             serving = self._timer.serving()
+            wanted = timed(value) if callable(timed) else timed
             times[0] = await reconcile(
-                txn, self.sql, self._participants, self.running, self.options, serving, added, timed
+                txn,
+                self.sql,
+                self._participants,
+                self.running,
+                self.options,
+                serving,
+                added,
+                wanted,
             )
             return value
 
@@ -136,6 +145,14 @@ class Engine:
     def schedule_next_alarm(self) -> Awaitable[None]:
         """A reconciliation-only transaction; concurrent calls share the one in flight."""
         return asyncio.shield(self._refreshing())
+
+    async def reconcile_now(self) -> None:
+        """`schedule_next_alarm` begun in the caller's turn when none is in flight, so it
+        joins the commit of the writes the caller just made instead of following it."""
+        if self._refresh is not None:
+            await asyncio.shield(self._refresh)
+            return
+        await self.transaction(_no_write)
 
     def refresh_in_background(self, event: str, details: Mapping[str, Any]) -> None:
         """`schedule_next_alarm` not awaited: it joins the refresh in flight without a task
