@@ -1,7 +1,8 @@
 """`Durability`: durable operations registered by id and run at least once.
 
 Registering writes the record and arms the alarm in one transaction and returns only
-then; the handler runs later (at once if a permit is free). An id belongs to one
+then; the handler runs later (if the record is due and a permit is free, the same
+transaction claims it and the handler starts right after that commit). An id belongs to one
 operation forever (until purged): registering it again is a silent no-op, and using it
 for another operation raises `DuplicateDurableCallError`. Completion records are kept so
 ids stay deduplicated; `purge_before` is the only way to drop them.
