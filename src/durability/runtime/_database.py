@@ -196,8 +196,8 @@ class Database:
         """Undo the writes made since `savepoint` (if its transaction still exists)."""
         if self._pending is savepoint.transaction:
             connection = self._conn()
-            connection.execute(f"ROLLBACK TO {savepoint.name}")
             self.alarm_row = UNREAD
+            connection.execute(f"ROLLBACK TO {savepoint.name}")
             connection.execute(f"RELEASE {savepoint.name}")
             self._savepoints -= 1
 
@@ -217,6 +217,12 @@ class Database:
             self._fail(error)
             return
         self._committed(pending)
+
+    def settle(self) -> None:
+        """Wait for the commit running in the committer, if any: once it has ended (or
+        failed and been rolled back), what the database holds is what the file holds."""
+        if self._inflight is not None:
+            self._settle_inflight()
 
     def _prepare(self) -> FlushHook | None:
         if self.alarm_changed and self.before_commit is not None:
