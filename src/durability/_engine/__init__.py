@@ -17,6 +17,7 @@ from .batch import start_batch
 from .engine import Engine
 from .helper import DurableHelper, HandlerEntry
 from .lifecycle import (
+    SHARED_EVENT_TYPES,
     AttemptSettledEvent,
     AttemptStartedEvent,
     CancelledEvent,
@@ -65,6 +66,7 @@ __all__ = [
     "NAMED_ALARM_MIGRATIONS",
     "OPERATION_MIGRATIONS",
     "OPTION_NAMES",
+    "SHARED_EVENT_TYPES",
     "ActiveExecution",
     "AlarmMethodOptions",
     "AlarmRetryInfo",
