@@ -47,14 +47,9 @@ from .policy import (
 )
 from .registry import ActiveExecution
 from .scheduler import DurabilityScheduler, attach, attach_storage, object_scheduler
-from .schemas import (
-    FANOUT_MIGRATIONS,
-    LOG_LEASE_MIGRATIONS,
-    LOG_MIGRATIONS,
-    NAMED_ALARM_MIGRATIONS,
-    OPERATION_MIGRATIONS,
-)
+from .schemas import NAMED_ALARM_MIGRATIONS, OPERATION_MIGRATIONS
 from .spec import CompleteMany, ExecutionSpec
+from .stream_schemas import FANOUT_MIGRATIONS, LOG_LEASE_MIGRATIONS, LOG_MIGRATIONS
 from .tables import TableSpec, forget_stack, padded, read_stack, value_rows
 
 __all__ = [
