@@ -50,7 +50,15 @@ from .scheduler import DurabilityScheduler, attach, attach_storage, object_sched
 from .schemas import NAMED_ALARM_MIGRATIONS, OPERATION_MIGRATIONS
 from .spec import CompleteMany, ExecutionSpec
 from .stream_schemas import FANOUT_MIGRATIONS, LOG_LEASE_MIGRATIONS, LOG_MIGRATIONS
-from .tables import TableSpec, forget_stack, padded, read_stack, value_rows
+from .tables import (
+    MAX_BATCH_ROWS,
+    TableSpec,
+    forget_stack,
+    padded,
+    padded_bindings,
+    read_stack,
+    value_rows,
+)
 
 __all__ = [
     "DEFAULT_ATTEMPT_TIMEOUT_MS",
@@ -58,6 +66,7 @@ __all__ = [
     "LATEST",
     "LOG_LEASE_MIGRATIONS",
     "LOG_MIGRATIONS",
+    "MAX_BATCH_ROWS",
     "NAMED_ALARM_MIGRATIONS",
     "OPERATION_MIGRATIONS",
     "OPTION_NAMES",
@@ -103,6 +112,7 @@ __all__ = [
     "migrate",
     "object_scheduler",
     "padded",
+    "padded_bindings",
     "read_stack",
     "report_failure",
     "start_batch",
