@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from durability._engine.schemas import FANOUT_MIGRATIONS
+from durability._engine.stream_schemas import FANOUT_MIGRATIONS
 from durability._fanout import writes
 from durability._fanout.engine import NEXT_PENDING_QUERY
 from durability._fanout.store import (

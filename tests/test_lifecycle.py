@@ -241,25 +241,39 @@ async def test_a_hook_gets_only_the_event_types_it_names(
     ]
 
 
-async def test_lifecycle_events_must_name_known_types(live: LiveObject) -> None:
-    """A string or a non-iterable is a TypeError, an unknown type a ValueError; without a
-    hook the option builds nothing."""
-    for bad in ("attempt_settled", 3):
-        with pytest.raises(TypeError, match="lifecycle_events"):
+async def test_lifecycle_events_must_name_types_the_helper_emits(live: LiveObject) -> None:
+    """Bad `lifecycle_events` fail at construction with the option's name and the rule:
+    a string, bytes, a non-iterable or a non-string item is a TypeError; a type the
+    helper never emits (or a misspelt one) is a ValueError listing the valid ones; the
+    option without a hook is a ValueError."""
+    for bad, kind in (("attempt_settled", "str"), (b"ab", "bytes"), (3, "int"), ([["a"]], "list")):
+        with pytest.raises(TypeError, match=f"lifecycle_events.*got {kind}"):
             Durability(
                 context=live.ctx,
                 handlers={"c": noop},
                 on_lifecycle_event=print,
-                lifecycle_events=bad,
-            )  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="settled, started"):
+                lifecycle_events=bad,  # type: ignore[arg-type]
+            )
+    with pytest.raises(ValueError, match="'settled', 'started' is not an event type") as caught:
         DurabilityAlarms(
             context=live.ctx,
             handlers={"r": noop},
             on_lifecycle_event=print,
             lifecycle_events=["started", "settled", "purged"],
         )
-    quiet = Durability(context=live.ctx, handlers={"c": noop}, lifecycle_events=["registered"])
+    assert "choose from attempt_settled, attempt_started, cancelled, purged, scheduled, " in str(
+        caught.value
+    )
+    with pytest.raises(ValueError, match="'scheduled' is not an event type this helper emits"):
+        Durability(
+            context=live.ctx,
+            handlers={"c": noop},
+            on_lifecycle_event=print,
+            lifecycle_events=["scheduled"],
+        )
+    with pytest.raises(ValueError, match="lifecycle_events needs on_lifecycle_event"):
+        Durability(context=live.ctx, handlers={"c": noop}, lifecycle_events=["registered"])
+    quiet = Durability(context=live.ctx, handlers={"c": noop})
     await quiet.c(id="a", payload=None)
     await live.clock.run_until_idle()
     assert (await quiet.c.get_result("a")).status == "completed"

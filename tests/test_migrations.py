@@ -12,14 +12,14 @@ import pytest
 
 from conftest import START_MS
 from durability import LATEST, MigrationResult
-from durability._engine.migrations import Migration, is_schema_current, migrate
-from durability._engine.schemas import (
+from durability._engine import (
     FANOUT_MIGRATIONS,
     LOG_LEASE_MIGRATIONS,
     LOG_MIGRATIONS,
     NAMED_ALARM_MIGRATIONS,
     OPERATION_MIGRATIONS,
 )
+from durability._engine.migrations import Migration, is_schema_current, migrate
 from durability.runtime import DurableObject, ObjectStub, Runtime
 from durability.testing import VirtualClock
 

@@ -35,6 +35,7 @@ from ._context import Context, SqlStorage
 from ._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
     NAMED_ALARM_MIGRATIONS,
+    SHARED_EVENT_TYPES,
     AlarmMethodOptions,
     AlarmRetryInfo,
     AttemptPolicy,
@@ -111,6 +112,7 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
         "name, generation_id, scheduled_at, created_at, attempt, payload, occurrence, "
         + RECURRENCE_COLUMNS
     )
+    _emitted = frozenset({LifecycleEventType.SCHEDULED, *SHARED_EVENT_TYPES})
     _one_per_key = True
 
     def __init__(

@@ -22,6 +22,7 @@ from ._context import Context, Row, SqlStorage
 from ._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
     OPERATION_MIGRATIONS,
+    SHARED_EVENT_TYPES,
     AlarmRetryInfo,
     AttemptPolicy,
     CancelledEvent,
@@ -109,6 +110,13 @@ class Durability(DurableHelper["DurableOperation"]):
     _purge_reason = "Durable operation was purged"
     _timeout_error = DurableAttemptTimeoutError
     _due_columns = "id, generation_id, operation, payload, created_at, attempt"
+    _emitted = frozenset(
+        {
+            LifecycleEventType.REGISTERED,
+            LifecycleEventType.RETRIED,
+            *SHARED_EVENT_TYPES,
+        }
+    )
     _one_per_key = False
 
     def __init__(

@@ -36,7 +36,7 @@ def to_epoch_ms(name: str, value: object) -> int:
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(f"{name} must be an aware datetime (naive datetimes are ambiguous)")
         return check_non_negative_int(name, round(value.timestamp() * 1000))
-    return check_non_negative_int(name, value)
+    return int(check_non_negative_int(name, value))
 
 
 def check_callable(name: str, value: object) -> None:

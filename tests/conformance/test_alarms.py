@@ -261,3 +261,32 @@ async def test_alarm_changes_rolled_back_with_their_transaction(
         assert await armed.clear_and_abort() == start + 5_000
         await clock.advance(10_000)
         assert [call[0] for call in script.calls] == [start + 5_000]
+
+
+class RawAlarmSql(DurableObject):
+    """Moves its alarm with SQL on the runtime's own table instead of set_alarm."""
+
+    async def arm(self, at_ms: int) -> None:
+        await self.ctx.storage.set_alarm(at_ms)
+
+    async def move_with_sql(self, at_ms: int) -> int | None:
+        self.ctx.storage.sql.exec("UPDATE _DURABILITY_ALARM SET scheduled_ms = ?", at_ms)
+        return await self.ctx.storage.get_alarm()
+
+    async def alarm(self) -> None:
+        self.env.SCRIPT.calls.append((now_ms(), 0, False, None))
+
+
+async def test_sql_on_the_alarm_table_is_seen(
+    make_runtime: RuntimeFactory, clock: VirtualClock
+) -> None:
+    """SQL that writes the runtime's alarm table directly is not lost behind the alarm
+    row the runtime keeps in memory: get_alarm() reports it and the alarm fires then."""
+    script = Script()
+    async with make_runtime({"R": RawAlarmSql, "SCRIPT": script}) as rt:
+        start = clock.now_ms()
+        stub = rt.env.R.get_by_name("r")
+        await stub.arm(start + 5_000)
+        assert await stub.move_with_sql(start + 2_000) == start + 2_000
+        await clock.advance(10_000)
+        assert [call[0] for call in script.calls] == [start + 2_000]

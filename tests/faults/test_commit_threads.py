@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +162,42 @@ async def test_delivery_cancelled_during_its_bookkeeping_commit_leaves_the_commi
     finally:
         release.set()
         loop.set_exception_handler(None)
+
+
+class Disarming(Counter):
+    """Counter with a call that disarms the alarm."""
+
+    async def disarm(self) -> None:
+        await self.ctx.storage.delete_alarm()
+
+
+async def test_alarm_coming_due_while_a_failing_disarm_commits_still_fires(
+    tmp_path: Path, faults: StorageFaults
+) -> None:
+    """The alarm comes due while the commit of a `delete_alarm()` is still running in a
+    worker thread, and that commit then fails: the alarm was never disarmed, so it
+    fires (the delivery must look at the row once the commit has ended, not at the
+    uncommitted delete)."""
+    entered, release = threading.Event(), threading.Event()
+    async with Runtime(path=tmp_path, bindings={"C": Disarming}) as rt:
+        stub = rt.env.C.get_by_name("c")
+        due_s = 0.3
+        await stub.arm(int((time.time() + due_s) * 1000))
+
+        def hold() -> None:
+            if not entered.is_set():
+                entered.set()
+                release.wait(10)
+
+        faults.watch("/C/", "COMMIT", hold)
+        faults.fail("/C/", "COMMIT", message="disarm lost (injected)")
+        disarm = asyncio.ensure_future(stub.disarm())
+        await asyncio.to_thread(entered.wait, 10)
+        threading.Timer(due_s + 0.2, release.set).start()
+        with pytest.raises(sqlite3.OperationalError, match="injected"):
+            await disarm
+        for _ in range(100):
+            if await stub.count() == 1:
+                break
+            await asyncio.sleep(0.05)
+        assert await stub.count() == 1

@@ -18,6 +18,7 @@ from .eager import EagerClaims
 from .engine import Engine
 from .helper import DurableHelper, HandlerEntry
 from .lifecycle import (
+    SHARED_EVENT_TYPES,
     AttemptSettledEvent,
     AttemptStartedEvent,
     CancelledEvent,
@@ -47,15 +48,18 @@ from .policy import (
 )
 from .registry import ActiveExecution
 from .scheduler import DurabilityScheduler, attach, attach_storage, object_scheduler
-from .schemas import (
-    FANOUT_MIGRATIONS,
-    LOG_LEASE_MIGRATIONS,
-    LOG_MIGRATIONS,
-    NAMED_ALARM_MIGRATIONS,
-    OPERATION_MIGRATIONS,
-)
+from .schemas import NAMED_ALARM_MIGRATIONS, OPERATION_MIGRATIONS
 from .spec import CompleteMany, ExecutionSpec
-from .tables import TableSpec, forget_stack, padded, read_stack, value_rows
+from .stream_schemas import FANOUT_MIGRATIONS, LOG_LEASE_MIGRATIONS, LOG_MIGRATIONS
+from .tables import (
+    MAX_BATCH_ROWS,
+    TableSpec,
+    forget_stack,
+    padded,
+    padded_bindings,
+    read_stack,
+    value_rows,
+)
 
 __all__ = [
     "DEFAULT_ATTEMPT_TIMEOUT_MS",
@@ -63,9 +67,11 @@ __all__ = [
     "LATEST",
     "LOG_LEASE_MIGRATIONS",
     "LOG_MIGRATIONS",
+    "MAX_BATCH_ROWS",
     "NAMED_ALARM_MIGRATIONS",
     "OPERATION_MIGRATIONS",
     "OPTION_NAMES",
+    "SHARED_EVENT_TYPES",
     "ActiveExecution",
     "AlarmMethodOptions",
     "AlarmRetryInfo",
@@ -108,6 +114,7 @@ __all__ = [
     "migrate",
     "object_scheduler",
     "padded",
+    "padded_bindings",
     "read_stack",
     "report_failure",
     "start_batch",

@@ -89,6 +89,8 @@ class DurableHelper(ABC, Generic[Entry]):
     _timeout_error: ClassVar[type[DurableAttemptTimeoutError] | type[DurableAlarmTimeoutError]]
     _due_columns: ClassVar[str]
     """The columns `_due_spec` reads from a due row, starting with the key and generation."""
+    _emitted: ClassVar[frozenset[str]]
+    """The lifecycle event types this helper emits."""
     _one_per_key: ClassVar[bool]
     """True: a key runs one handler at a time, whatever the generation (named alarms).
     False: a new generation of a key (purged and added again) may overlap the old one."""
@@ -111,7 +113,7 @@ class DurableHelper(ABC, Generic[Entry]):
         self._handlers = handlers
         if on_lifecycle_event is not None:
             check_callable("on_lifecycle_event", on_lifecycle_event)
-        self._listened = listened_types(on_lifecycle_event, lifecycle_events)
+        self._listened = listened_types(on_lifecycle_event, lifecycle_events, self._emitted)
         """The event types the hook receives: no other event is built."""
         self._default_policy, self._policies = resolve_policies(
             attempt_timeout_ms=attempt_timeout_ms,

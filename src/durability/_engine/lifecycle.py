@@ -44,21 +44,51 @@ class LifecycleEventType(StrEnum):
 
 
 EVERY_EVENT_TYPE: frozenset[str] = frozenset(LifecycleEventType)
-"""What a hook receives when it names no event types."""
+"""Every lifecycle event type."""
+SHARED_EVENT_TYPES: frozenset[str] = frozenset(
+    {
+        LifecycleEventType.ATTEMPT_STARTED,
+        LifecycleEventType.ATTEMPT_SETTLED,
+        LifecycleEventType.TERMINAL,
+        LifecycleEventType.CANCELLED,
+        LifecycleEventType.PURGED,
+    }
+)
+"""The event types both operations and named alarms emit."""
 
 
-def listened_types(hook: LifecycleHook | None, types: object) -> frozenset[str]:
-    """The event types to build: those `types` names (every type when it is `None`), and
-    none without a hook. Raises `TypeError` or `ValueError` for a bad `types`."""
+def listened_types(
+    hook: LifecycleHook | None, types: object, emitted: frozenset[str]
+) -> frozenset[str]:
+    """The event types to build: those `types` names (every type of `emitted`, what the
+    helper can emit, when it is `None`), and none without a hook.
+
+    `TypeError` unless `types` is `None` or an iterable of strings; `ValueError` for a
+    type the helper never emits, or for `types` given without a hook to receive them.
+    """
     if types is None:
-        return EVERY_EVENT_TYPE if hook is not None else frozenset()
-    if isinstance(types, str) or not isinstance(types, Iterable):
-        raise TypeError("lifecycle_events must be an iterable of event types or None")
-    listened = frozenset(types)
-    unknown = sorted(str(name) for name in listened - EVERY_EVENT_TYPE)
+        return emitted if hook is not None else frozenset()
+    if isinstance(types, (str, bytes)) or not isinstance(types, Iterable):
+        raise TypeError(
+            "lifecycle_events must be an iterable of event type names (e.g. "
+            f'["attempt_settled"]) or None, got {type(types).__name__}'
+        )
+    listened: set[str] = set()
+    for name in types:
+        if not isinstance(name, str):
+            raise TypeError(
+                f"lifecycle_events must hold event type names (str), got {type(name).__name__}"
+            )
+        listened.add(name)
+    unknown = sorted(listened - emitted)
     if unknown:
-        raise ValueError(f"lifecycle_events has unknown event types: {', '.join(unknown)}")
-    return listened if hook is not None else frozenset()
+        raise ValueError(
+            f"lifecycle_events: {', '.join(map(repr, unknown))} is not an event type this "
+            f"helper emits; choose from {', '.join(sorted(emitted))}"
+        )
+    if hook is None:
+        raise ValueError("lifecycle_events needs on_lifecycle_event (the hook that receives them)")
+    return frozenset(listened)
 
 
 def report_failure(event: str, details: Mapping[str, Any], error: object) -> None:

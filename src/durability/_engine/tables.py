@@ -214,9 +214,22 @@ BATCH_SHAPES = (1, 4, 16, 32)
 so it has few distinct texts: SQLite compiles each once, and the statement cache is small."""
 
 
+MAX_BATCH_ROWS = BATCH_SHAPES[-1]
+"""Rows one padded statement names at most: callers chunk their rows by it."""
+
+
 def padded(count: int) -> int:
     """The smallest of `BATCH_SHAPES` that holds `count` rows."""
     return next(size for size in BATCH_SHAPES if size >= count)
+
+
+def padded_bindings(rows: Sequence[Sequence[SqlValue]], width: int) -> tuple[int, list[SqlValue]]:
+    """The padded row count of `rows` (at most `MAX_BATCH_ROWS`) and their bindings, NULL
+    rows (which match nothing) filling the shape up."""
+    size = padded(len(rows))
+    bindings: list[SqlValue] = [value for row in rows for value in row]
+    bindings.extend([None] * (width * (size - len(rows))))
+    return size, bindings
 
 
 @functools.cache
@@ -233,11 +246,8 @@ def claim_attempts(
     (3 bindings each, under the 100 a query may have); the keys whose claim won (each
     such row's attempt is then `seen + 1`)."""
     won: set[str] = set()
-    for first in range(0, len(rows), 32):
-        chunk = rows[first : first + 32]
-        size = padded(len(chunk))
-        bindings: list[SqlValue] = [value for row in chunk for value in row]
-        bindings.extend([None] * (3 * (size - len(chunk))))
+    for first in range(0, len(rows), MAX_BATCH_ROWS):
+        size, bindings = padded_bindings(rows[first : first + MAX_BATCH_ROWS], 3)
         cursor = sql.exec(_claim_statement(table.name, table.key, size), *bindings, now)
         won.update(row[0] for row in cursor.raw())
     return won

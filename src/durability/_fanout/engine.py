@@ -17,13 +17,14 @@ from .._cloudflare import alarm_info
 from .._context import Context, SqlStorage
 from .._engine import (
     FANOUT_MIGRATIONS,
+    MAX_BATCH_ROWS,
     DurabilityScheduler,
     Participant,
     Release,
     TableSpec,
     as_context,
     attach,
-    padded,
+    padded_bindings,
     value_rows,
 )
 from .._engine import (
@@ -35,11 +36,12 @@ T = TypeVar("T")
 __all__ = [
     "CAPABILITY",
     "DELIVERIES",
+    "MAX_BATCH_ROWS",
     "FanoutEngine",
     "HostInfo",
     "migrate_storage",
     "next_pending_at",
-    "padded",
+    "padded_bindings",
     "value_rows",
 ]
 

@@ -20,7 +20,7 @@ from .._context import SqlStorage
 from .._errors import FanoutEnqueueError
 from .._serialization import to_json_text
 from .._types import SqlValue
-from .engine import padded, value_rows
+from .engine import MAX_BATCH_ROWS, padded_bindings, value_rows
 from .rows import Delivery, NewMessage, Registered, json_pair, random_id
 
 Item = TypeVar("Item")
@@ -28,7 +28,7 @@ Item = TypeVar("Item")
 MAX_PARAMETERS = 96
 """Bound parameters per statement (the Workers SQL API accepts at most 100)."""
 
-ROWS_PER_STATEMENT = 32
+ROWS_PER_STATEMENT = MAX_BATCH_ROWS
 """Rows one settlement statement names at most (3 bindings each, plus at most 2 more)."""
 
 
@@ -37,21 +37,6 @@ def _chunks(items: Sequence[Item], width: int) -> Iterator[Sequence[Item]]:
     size = max(1, MAX_PARAMETERS // width)
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-def _values(count: int, width: int) -> str:
-    """`VALUES (?, ?), (?, ?)` for `count` rows of `width` parameters."""
-    row = "(" + ", ".join("?" * width) + ")"
-    return "VALUES " + ", ".join([row] * count)
-
-
-def _padded_rows(values: Sequence[Sequence[SqlValue]], width: int) -> tuple[int, list[SqlValue]]:
-    """The padded row count of `values` and their bindings, NULL rows (matching nothing)
-    filling the shape up."""
-    size = padded(len(values))
-    bindings: list[SqlValue] = [value for row in values for value in row]
-    bindings.extend([None] * (width * (size - len(values))))
-    return size, bindings
 
 
 _CLAIM_ONE = (
@@ -171,7 +156,7 @@ def register_rows(sql: SqlStorage, requests: Sequence[Registration]) -> list[lis
             str(row[0])
             for row in sql.exec(
                 "INSERT INTO durability_fanout_messages (key, id, payload, targets, remaining, "
-                f"seq, created_at, generation_id) {_values(len(chunk), 8)} "
+                f"seq, created_at, generation_id) VALUES {value_rows(8, len(chunk))} "
                 "ON CONFLICT(key) DO NOTHING RETURNING key",
                 *bindings,
             ).raw()
@@ -237,7 +222,7 @@ def claim_rows(
             query = _CLAIM_ONE
             bindings = [lease_until, row.id, row.generation, row.attempt, max_attempts]
         else:
-            size, bindings = _padded_rows([(r.id, r.generation, r.attempt) for r in chunk], 3)
+            size, bindings = padded_bindings([(r.id, r.generation, r.attempt) for r in chunk], 3)
             query = _claim_statement(size)
             bindings += [lease_until, max_attempts]
         won.update(str(found[0]) for found in sql.exec(query, *bindings).raw())
@@ -249,7 +234,7 @@ def remove_rows(sql: SqlStorage, rows: Sequence[Delivery]) -> set[str]:
     removed: set[str] = set()
     for first in range(0, len(rows), ROWS_PER_STATEMENT):
         chunk = rows[first : first + ROWS_PER_STATEMENT]
-        size, bindings = _padded_rows([(r.id, r.generation, r.attempt) for r in chunk], 3)
+        size, bindings = padded_bindings([(r.id, r.generation, r.attempt) for r in chunk], 3)
         query = _REMOVE_ONE if size == 1 else _remove_statement(size)
         removed.update(str(found[0]) for found in sql.exec(query, *bindings).raw())
     releases = Counter((row.message_key, row.generation) for row in rows if row.id in removed)
@@ -261,13 +246,13 @@ def remove_rows(sql: SqlStorage, rows: Sequence[Delivery]) -> set[str]:
             key, generation, count = group[0]
             released = sql.exec(_RELEASE_ONE, count, key, generation).raw()
         else:
-            size, bindings = _padded_rows(group, 3)
+            size, bindings = padded_bindings(group, 3)
             released = sql.exec(_release_statement(size), *bindings).raw()
         finished += [key for key, left in released if left <= 0]
     # Only a manifest no target owes any more is deleted (by key: this very transaction
     # just matched its generation).
     for first in range(0, len(finished), ROWS_PER_STATEMENT):
-        size, keys = _padded_rows(
+        size, keys = padded_bindings(
             [[key] for key in finished[first : first + ROWS_PER_STATEMENT]], 1
         )
         sql.exec(_delete_manifests_statement(size), *keys)

@@ -151,6 +151,10 @@ class AlarmDriver:
         if key not in self._running:
             self._arm(key)
 
+    def commit_failed(self, key: Key) -> None:
+        """The object's commit failed: the wake time it would have stored never was."""
+        self._committing.pop(key, None)
+
     def _arm(self, key: Key) -> None:
         """Queue the object's wake time (if it has one) and keep the timer on the earliest."""
         wake_ms = self._wake.get(key)

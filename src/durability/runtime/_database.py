@@ -5,7 +5,7 @@ scheduled with `loop.call_soon`, so it runs once the turn (and every other turn 
 queued) has finished, and all their writes share one commit and one fsync. Callers
 wait on the commit future before releasing a result: the output gate.
 
-Given a committer (a thread pool: the runtime passes one on the real clock), the
+Given a committer (`CommitThreads`: the runtime passes one on the real clock), the
 `COMMIT` and its fsync run in a worker thread (sqlite3 releases the GIL), so commits of
 different objects overlap while the loop goes on. Until it has finished, the object's
 connection is not touched from the loop: the next use of it first waits for the commit
@@ -16,14 +16,13 @@ a committer (a virtual clock) the commit runs on the loop, so runs stay determin
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import sqlite3
 from collections.abc import Callable
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from ._commit_threads import Commit, CommitThreads
 from ._sql import Cursor
 
 if TYPE_CHECKING:
@@ -71,7 +70,7 @@ class Database:
         connection: sqlite3.Connection,
         loop: asyncio.AbstractEventLoop,
         file: Path | None,
-        committer: Executor | None = None,
+        committer: CommitThreads | None = None,
         *,
         created: bool = False,
     ) -> None:
@@ -97,7 +96,7 @@ class Database:
         self._savepoints = 0
         self._unrecorded_name: str | None = None
         self._committer = committer
-        self._inflight: concurrent.futures.Future[None] | None = None
+        self._inflight: Commit | None = None
 
     def park(self) -> sqlite3.Connection | None:
         """Give up the connection if idle (no transaction, commit, call or alarm in
@@ -197,8 +196,8 @@ class Database:
         """Undo the writes made since `savepoint` (if its transaction still exists)."""
         if self._pending is savepoint.transaction:
             connection = self._conn()
-            connection.execute(f"ROLLBACK TO {savepoint.name}")
             self.alarm_row = UNREAD
+            connection.execute(f"ROLLBACK TO {savepoint.name}")
             connection.execute(f"RELEASE {savepoint.name}")
             self._savepoints -= 1
 
@@ -219,12 +218,18 @@ class Database:
             return
         self._committed(pending)
 
+    def settle(self) -> None:
+        """Wait for the commit running in the committer, if any: once it has ended (or
+        failed and been rolled back), what the database holds is what the file holds."""
+        if self._inflight is not None:
+            self._settle_inflight()
+
     def _prepare(self) -> FlushHook | None:
         if self.alarm_changed and self.before_commit is not None:
             return self.before_commit(self)
         return None
 
-    def _commit_elsewhere(self, committer: Executor) -> None:
+    def _commit_elsewhere(self, committer: CommitThreads) -> None:
         """Start the turn's commit in `committer`; the loop settles it when it ends."""
         connection = self._conn()
         try:
@@ -232,12 +237,11 @@ class Database:
         except Exception as error:
             self._fail(error)
             return
-        inflight = committer.submit(_commit_on, connection, flush)
-        self._inflight = inflight
-        loop = self._loop
-        inflight.add_done_callback(lambda done: loop.call_soon_threadsafe(self._commit_ended, done))
+        self._inflight = committer.commit(
+            self._loop, _commit_on, (connection, flush), self._commit_ended
+        )
 
-    def _commit_ended(self, done: concurrent.futures.Future[None]) -> None:
+    def _commit_ended(self, done: Commit) -> None:
         if self._inflight is done:
             self._settle_inflight()
 
@@ -246,7 +250,7 @@ class Database:
         inflight = self._inflight
         if inflight is None:
             return
-        error = inflight.exception()
+        error = inflight.wait()
         self._inflight = None
         if error is not None:
             self._fail(error)

@@ -18,10 +18,10 @@ import asyncio
 import functools
 import os
 import sqlite3
-from concurrent.futures import Executor
 from pathlib import Path
 
 from .._files import sync_directory
+from ._commit_threads import CommitThreads
 from ._database import Database
 from ._private_tables import PRIVATE_TABLES, create_private_tables
 
@@ -124,7 +124,7 @@ def connect_file(file: Path, *, threaded: bool) -> sqlite3.Connection:
 def open_database(
     loop: asyncio.AbstractEventLoop,
     file: Path | None,
-    committer: Executor | None = None,
+    committer: CommitThreads | None = None,
 ) -> Database:
     """Open (creating if needed) an object's database; `None` keeps it in memory.
 
@@ -155,7 +155,7 @@ def open_object_file(
     loop: asyncio.AbstractEventLoop,
     root: Path,
     key: tuple[str, str],
-    committer: Executor | None = None,
+    committer: CommitThreads | None = None,
 ) -> Database:
     """Open the file of object `key` under `root`; its errors name the object too."""
     try:

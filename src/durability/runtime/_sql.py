@@ -80,6 +80,12 @@ def parse_query(query: str) -> tuple[str, ...]:
     return tuple(statements)
 
 
+@functools.lru_cache(maxsize=512)
+def names_alarm_table(query: str) -> bool:
+    """Whether `query` mentions the runtime's alarm table (whose row it keeps in memory)."""
+    return "_durability_alarm" in query.lower()
+
+
 def check_statement(statement: str) -> None:
     """Refuse transaction control (the host commits each turn) and oversized statements."""
     if len(statement) > MAX_STATEMENT_BYTES // 4 and len(statement.encode()) > (

@@ -24,7 +24,7 @@ from .._validate import check_callable, check_positive_int, to_epoch_ms
 from ._database import UNREAD, Database
 from ._errors import ObjectEvictedError
 from ._private_tables import create_private_tables
-from ._sql import Cursor, check_bindings, parse_query
+from ._sql import Cursor, check_bindings, names_alarm_table, parse_query
 
 T = TypeVar("T")
 
@@ -87,8 +87,11 @@ def read_alarm(database: Database) -> AlarmRow | None:
     """The stored alarm row (`None` when nothing is armed), as the open transaction sees it.
 
     Every write of the row goes through `write_alarm`, so the database keeps the last row
-    read or written and forgets it whenever a rollback may have undone a write.
+    read or written and forgets it whenever a rollback may have undone a write. A commit
+    still running in a worker thread is waited for first: if it fails, its rollback
+    undoes the writes the kept row may show.
     """
+    database.settle()
     cached = database.alarm_row
     if cached is not UNREAD:
         return cast("AlarmRow | None", cached)
@@ -192,7 +195,15 @@ class ObjectSql:
         if checked and len(statements) > 1:
             raise ValueError("bindings are only allowed when the query is a single statement")
         database = self._storage.enter()
-        return database.run(statements, checked)
+        if not names_alarm_table(query):
+            return database.run(statements, checked)
+        try:
+            return database.run(statements, checked)
+        finally:
+            # SQL on the alarm table itself: read the row again, and let the commit
+            # update the alarm's timer and catalog entry as `set_alarm` would.
+            database.alarm_row = UNREAD
+            database.alarm_changed = True
 
 
 class ObjectStorage:
@@ -335,6 +346,7 @@ class ObjectStorage:
             " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name <> '_durability_name'"
             " ORDER BY type = 'table'"
         )
+        database.alarm_row = UNREAD
         for kind, name in schema:
             quoted = '"' + name.replace('"', '""') + '"'
             database.execute(f"DROP {kind.upper()} IF EXISTS {quoted}")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .._clock import WALL_CLOCK, Clock
 from ._catalog import Catalog, Key
+from ._commit_threads import CommitThreads
 from ._database import Database
 from ._opening import open_database, open_object_file
 from ._path_lock import PathLock
@@ -35,7 +35,7 @@ class ObjectStores:
         self._clock = clock
         self._lock = PathLock(path) if path is not None else None
         self._memory: dict[Key, Database] = {}
-        self._committer: ThreadPoolExecutor | None = None
+        self._committer: CommitThreads | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def open(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -43,7 +43,7 @@ class ObjectStores:
         if self._lock is not None:
             self._lock.acquire()
         if self.path is not None and self._clock is WALL_CLOCK:
-            self._committer = ThreadPoolExecutor(COMMIT_THREADS, "durability-commit")
+            self._committer = CommitThreads(COMMIT_THREADS, "durability-commit")
         self.open_databases = OpenDatabases(self.max_open, self._committer)
         try:
             self.catalog.open(loop, self._committer)
