@@ -21,11 +21,10 @@ from typing import Any
 
 from ._abandoned import abandoned_error
 from ._context import SqlStorage
-from ._engine import EagerClaims, Engine, ExecutionSpec, padded, value_rows
+from ._engine import EagerClaims, Engine, ExecutionSpec, padded_bindings, value_rows
 from ._errors import DuplicateDurableCallError, DurableResultSerializationError
 from ._operation_control import NULL_TEXT
 from ._serialization import serialize
-from ._types import SqlValue
 
 Registration = tuple[str, str, str, int, str, int]
 """A new record: id, operation, payload text, due time, generation, creation time."""
@@ -180,9 +179,7 @@ def insert_calls(sql: SqlStorage, rows: Sequence[Registration]) -> list[bool | E
     inserted: set[str] = set()
     for first in range(0, len(rows), _INSERT_CHUNK):
         chunk = rows[first : first + _INSERT_CHUNK]
-        size = padded(len(chunk))
-        bindings: list[SqlValue] = [value for row in chunk for value in row]
-        bindings.extend([None] * (6 * (size - len(chunk))))
+        size, bindings = padded_bindings(chunk, 6)
         cursor = sql.exec(_INSERT.format(rows=value_rows(6, size)), *bindings)
         inserted.update(row[0] for row in cursor.raw())
     outcomes: list[bool | Exception] = []
@@ -249,16 +246,13 @@ def complete_calls(
         writes.append((index, spec.key, spec.generation, attempt, text))
     for first in range(0, len(writes), _COMPLETE_CHUNK):
         chunk = writes[first : first + _COMPLETE_CHUNK]
-        size = padded(len(chunk))
         text = chunk[0][4]
         if all(write[4] == text for write in chunk):
-            bindings: list[SqlValue] = [value for write in chunk for value in write[1:4]]
-            bindings.extend([None] * (3 * (size - len(chunk))))
+            size, bindings = padded_bindings([write[1:4] for write in chunk], 3)
             query = _COMPLETE_ALIKE.format(rows=value_rows(3, size))
             cursor = sql.exec(query, *bindings, completed_at, text)
         else:
-            bindings = [value for write in chunk for value in write[1:]]
-            bindings.extend([None] * (4 * (size - len(chunk))))
+            size, bindings = padded_bindings([write[1:] for write in chunk], 4)
             query = _COMPLETE.format(rows=value_rows(4, size))
             cursor = sql.exec(query, *bindings, completed_at)
         won = {row[0] for row in cursor.raw()}
