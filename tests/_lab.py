@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from conftest import START_MS
 from durability.runtime import DurableObject, ObjectStub, Runtime
@@ -31,3 +32,16 @@ async def open_lab(
     clock = VirtualClock(START_MS)
     async with Runtime(bindings={binding: cls, "PROBE": probe}, clock=clock, path=path) as rt:
         yield Lab(clock, rt, rt.env[binding].get_by_name("a"), probe)
+
+
+def note_attempt_on_disk(probe: dict[str, Any], call_id: str) -> None:
+    """Record in `probe["on_disk"]` the attempt another connection reads for `call_id`
+    in the file `probe["file"]` (if set): what is durable while the handler runs."""
+    seen = probe.get("file")
+    if seen is None:
+        return
+    with sqlite3.connect(seen) as reader:
+        row = reader.execute(
+            "SELECT attempt FROM durability_calls WHERE id = ?", (call_id,)
+        ).fetchone()
+    probe.setdefault("on_disk", {})[call_id] = row[0]

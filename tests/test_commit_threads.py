@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import weakref
+from pathlib import Path
 
 import pytest
 
+from durability.runtime import DurableObject, Runtime
 from durability.runtime._commit_threads import Commit, CommitThreads
+
+
+class Noted(DurableObject):
+    """Writes one row per call."""
+
+    async def note(self) -> None:
+        self.ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY)")
+        self.ctx.storage.sql.exec("INSERT INTO notes DEFAULT VALUES")
 
 
 async def test_a_commit_ends_on_the_loop_with_its_error() -> None:
@@ -73,8 +85,14 @@ def test_submit_is_a_standard_executor() -> None:
     assert later.result(0) == "queued before shutdown"
     with pytest.raises(RuntimeError, match="shut down"):
         threads.submit(print)
-    with pytest.raises(RuntimeError, match="shut down"):
-        threads.commit(asyncio.new_event_loop(), print, (), lambda _: None)
+    loop = asyncio.new_event_loop()
+    try:
+        with pytest.raises(RuntimeError, match="shut down"):
+            threads.commit(loop, print, (), lambda _: None)
+    finally:
+        loop.close()
+    with pytest.raises(ValueError, match="cancel_futures"):
+        threads.shutdown(cancel_futures=True)
 
 
 def test_a_commit_ending_after_its_loop_closed_is_dropped_quietly() -> None:
@@ -91,3 +109,58 @@ def test_a_commit_ending_after_its_loop_closed_is_dropped_quietly() -> None:
         assert threads.submit(lambda: "still working").result(5) == "still working"
     finally:
         threads.shutdown()
+
+
+def _commit_threads_alive() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("durability-commit")]
+
+
+def test_threads_stop_with_close_and_with_a_runtime_never_closed(tmp_path: Path) -> None:
+    """`close()` stops the commit threads; a runtime started and dropped without it lets
+    them go once it is garbage (no threads pile up in a process that forgets close)."""
+
+    async def closed() -> None:
+        async with Runtime(path=tmp_path / "closed", bindings={"O": Noted}) as rt:
+            await rt.env.O.get_by_name("a").note()
+            assert len(_commit_threads_alive()) == 8
+
+    async def dropped() -> None:
+        rt = Runtime(path=tmp_path / f"dropped{len(dropped_paths)}", bindings={"O": Noted})
+        dropped_paths.append(rt)
+        await rt.start()
+        await rt.env.O.get_by_name("a").note()
+
+    before = set(_commit_threads_alive())
+    asyncio.run(closed())
+    assert set(_commit_threads_alive()) <= before
+    dropped_paths: list[Runtime] = []
+    for _ in range(3):
+        asyncio.run(dropped())
+    started = set(_commit_threads_alive()) - before
+    assert len(started) == 24
+    dropped_paths.clear()
+    gc.collect()
+    for thread in started:
+        thread.join(5)
+    assert not any(thread.is_alive() for thread in started)
+
+
+def test_an_evicted_object_is_not_kept_alive_by_an_idle_worker(tmp_path: Path) -> None:
+    """A worker waiting for work holds nothing of its last commit: the database of an
+    evicted object (and with it the user's instance) can be freed."""
+
+    async def main() -> weakref.ref[object]:
+        async with Runtime(path=tmp_path, bindings={"O": Noted}) as rt:
+            stub = rt.env.O.get_by_name("a")
+            await stub.note()
+            instance = rt._live.get(("O", str(stub.id)))
+            assert instance is not None
+            database = weakref.ref(instance.database)
+            del instance
+            await rt.evict(stub)
+            await asyncio.sleep(0.05)
+            gc.collect()
+            assert database() is None
+            return database
+
+    asyncio.run(main())

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 from typing import Any
 
+from _lab import note_attempt_on_disk
 from conftest import START_MS
 from durability import DuplicateDurableCallError, Durability, DurableCall, OperationResult
 from durability.runtime import DurableObject, Runtime
@@ -35,14 +35,7 @@ class Batches(DurableObject):
             )
         if call.id == "unstorable":
             return {1, 2}
-        seen = self.probe.get("file")
-        if seen is not None:
-            # What another connection sees on disk while the handler runs.
-            with sqlite3.connect(seen) as reader:
-                row = reader.execute(
-                    "SELECT attempt FROM durability_calls WHERE id = ?", (call.id,)
-                ).fetchone()
-            self.probe.setdefault("on_disk", {})[call.id] = row[0]
+        note_attempt_on_disk(self.probe, call.id)
         return call.id
 
     async def _slow(self, call: DurableCall) -> str:

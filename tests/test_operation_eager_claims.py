@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from _lab import note_attempt_on_disk
 from durability import DuplicateDurableCallError, Durability, DurableCall
 from durability.cloudflare import adapt
 from durability.runtime import DurableObject, Runtime, _database
@@ -36,14 +36,7 @@ class Eager(DurableObject):
 
     def _work(self, call: DurableCall) -> str:
         self.probe.setdefault("ran", []).append((call.id, call.attempt))
-        seen = self.probe.get("file")
-        if seen is not None:
-            # What another connection sees on disk while the handler runs.
-            with sqlite3.connect(seen) as reader:
-                row = reader.execute(
-                    "SELECT attempt FROM durability_calls WHERE id = ?", (call.id,)
-                ).fetchone()
-            self.probe.setdefault("on_disk", {})[call.id] = row[0]
+        note_attempt_on_disk(self.probe, call.id)
         return call.id
 
     async def _held(self, call: DurableCall) -> str:

@@ -290,3 +290,25 @@ async def test_sql_on_the_alarm_table_is_seen(
         assert await stub.move_with_sql(start + 2_000) == start + 2_000
         await clock.advance(10_000)
         assert [call[0] for call in script.calls] == [start + 2_000]
+
+
+class TriggerMaker(DurableObject):
+    """Tries to write the alarm table from a trigger."""
+
+    async def make(self) -> str:
+        self.ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS t (v INTEGER)")
+        try:
+            self.ctx.storage.sql.exec(
+                "create temp trigger moves after insert on t begin "
+                "update _durability_alarm set scheduled_ms = new.v; end"
+            )
+        except ValueError as error:
+            return str(error)
+        return "created"
+
+
+async def test_a_trigger_on_the_alarm_table_is_refused(make_runtime: RuntimeFactory) -> None:
+    """Trigger writes to the alarm table would bypass the runtime: refused, named."""
+    async with make_runtime({"T": TriggerMaker}) as rt:
+        message = await rt.env.T.get_by_name("t").make()
+        assert message.startswith("a trigger may not name _durability_alarm")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from contextlib import suppress
@@ -49,18 +50,27 @@ class CommitThreads(Executor):
     """`count` worker threads taking work from one queue, in order of arrival.
 
     The threads are daemons: a process that exits without closing its runtime stops
-    them as a crash would, and SQLite's commits are atomic across a crash.
+    them as a crash would (work still queued is not done; SQLite's commits are atomic
+    across a crash, and no result waiting for one was released). They hold the queue,
+    not this object: once it is garbage (a runtime that was never closed), they stop.
     """
 
     def __init__(self, count: int, name: str) -> None:
-        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._queue = jobs
         self._closed = False
-        self._threads = [
-            threading.Thread(target=self._work, name=f"{name}-{number}", daemon=True)
-            for number in range(count)
-        ]
-        for thread in self._threads:
-            thread.start()
+        self._threads: list[threading.Thread] = []
+        self._stop = weakref.finalize(self, _stop_workers, jobs, self._threads)
+        try:
+            for number in range(count):
+                thread = threading.Thread(
+                    target=_work, args=(jobs,), name=f"{name}-{number}", daemon=True
+                )
+                thread.start()
+                self._threads.append(thread)
+        except BaseException:
+            self.shutdown(wait=False)
+            raise
 
     def commit(
         self,
@@ -85,29 +95,56 @@ class CommitThreads(Executor):
         return future
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Let the threads finish the work queued so far, then stop (joined if `wait`)."""
-        if not self._closed:
-            self._closed = True
-            for _ in self._threads:
-                self._queue.put(None)
+        """Let the threads finish the work queued so far, then stop (joined if `wait`).
+
+        Queued work is never cancelled (it holds commits): `cancel_futures` must be False.
+        """
+        if cancel_futures:
+            raise ValueError("cancel_futures: queued commits cannot be cancelled")
+        self._closed = True
+        self._stop()
         if wait:
             for thread in self._threads:
                 thread.join()
 
-    def _work(self) -> None:
-        while (job := self._queue.get()) is not None:
-            function, arguments, handle, loop, ended = job
-            if handle is None:
-                function(*arguments)
-                continue
-            try:
-                function(*arguments)
-            except BaseException as error:  # handed to the loop, which fails the commit
-                handle.end(error)
-            else:
-                handle.end(None)
-            with suppress(RuntimeError):  # the loop is closed: nobody is left to tell
-                loop.call_soon_threadsafe(ended, handle)
+
+def _stop_workers(jobs: queue.SimpleQueue[_Job | None], threads: list[threading.Thread]) -> None:
+    """One stop mark per thread, after the work already queued."""
+    for _ in threads:
+        jobs.put(None)
+
+
+def _work(jobs: queue.SimpleQueue[_Job | None]) -> None:
+    """A worker: run jobs until a stop mark. An idle worker holds no job (a finished
+    commit's callback would otherwise keep its evicted object alive)."""
+    while True:
+        job = jobs.get()
+        if job is None:
+            return
+        _run(*job)
+        job = None
+
+
+def _run(
+    function: Callable[..., Any],
+    arguments: tuple[Any, ...],
+    handle: Commit | None,
+    loop: asyncio.AbstractEventLoop | None,
+    ended: Callable[[Commit], object] | None,
+) -> None:
+    """One job: a `submit` (which stores its own outcome), or a commit and its callback."""
+    if handle is None:
+        function(*arguments)
+        return
+    try:
+        function(*arguments)
+    except BaseException as error:  # handed to the loop, which fails the commit
+        handle.end(error)
+    else:
+        handle.end(None)
+    assert loop is not None and ended is not None
+    with suppress(RuntimeError):  # the loop is closed: nobody is left to tell
+        loop.call_soon_threadsafe(ended, handle)
 
 
 def _fill(

@@ -86,6 +86,20 @@ def names_alarm_table(query: str) -> bool:
     return "_durability_alarm" in query.lower()
 
 
+_CREATE_TRIGGER = re.compile(r"\s*CREATE\s+(?:TEMP\s+|TEMPORARY\s+)?TRIGGER\b", re.IGNORECASE)
+
+
+def refuse_alarm_trigger(statements: Sequence[str]) -> None:
+    """`ValueError` for a trigger that names the alarm table: its writes would bypass the
+    runtime, which keeps the alarm row in memory and arms the timer from it."""
+    for statement in statements:
+        if _CREATE_TRIGGER.match(statement) and names_alarm_table(statement):
+            raise ValueError(
+                "a trigger may not name _durability_alarm: set the alarm with "
+                "ctx.storage.set_alarm() (the runtime arms its timer from its own writes)"
+            )
+
+
 def check_statement(statement: str) -> None:
     """Refuse transaction control (the host commits each turn) and oversized statements."""
     if len(statement) > MAX_STATEMENT_BYTES // 4 and len(statement.encode()) > (

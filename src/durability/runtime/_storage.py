@@ -24,7 +24,13 @@ from .._validate import check_callable, check_positive_int, to_epoch_ms
 from ._database import UNREAD, Database
 from ._errors import ObjectEvictedError
 from ._private_tables import create_private_tables
-from ._sql import Cursor, check_bindings, names_alarm_table, parse_query
+from ._sql import (
+    Cursor,
+    check_bindings,
+    names_alarm_table,
+    parse_query,
+    refuse_alarm_trigger,
+)
 
 T = TypeVar("T")
 
@@ -197,6 +203,7 @@ class ObjectSql:
         database = self._storage.enter()
         if not names_alarm_table(query):
             return database.run(statements, checked)
+        refuse_alarm_trigger(statements)
         try:
             return database.run(statements, checked)
         finally:

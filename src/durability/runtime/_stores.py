@@ -42,10 +42,10 @@ class ObjectStores:
         """Take the path's lock and open the catalog (both given up again on failure)."""
         if self._lock is not None:
             self._lock.acquire()
-        if self.path is not None and self._clock is WALL_CLOCK:
-            self._committer = CommitThreads(COMMIT_THREADS, "durability-commit")
-        self.open_databases = OpenDatabases(self.max_open, self._committer)
         try:
+            if self.path is not None and self._clock is WALL_CLOCK:
+                self._committer = CommitThreads(COMMIT_THREADS, "durability-commit")
+            self.open_databases = OpenDatabases(self.max_open, self._committer)
             self.catalog.open(loop, self._committer)
         except BaseException:
             self._stop_committer()
