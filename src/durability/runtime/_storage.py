@@ -200,10 +200,10 @@ class ObjectSql:
         statements = parse_query(query)
         if checked and len(statements) > 1:
             raise ValueError("bindings are only allowed when the query is a single statement")
-        database = self._storage.enter()
         if not names_alarm_table(query):
-            return database.run(statements, checked)
+            return self._storage.enter().run(statements, checked)
         refuse_alarm_trigger(statements)
+        database = self._storage.enter()
         try:
             return database.run(statements, checked)
         finally:
