@@ -72,8 +72,11 @@ class Clock:
         }
 
 
-def run_durability(directory: Path, tasks: int, callers: int, delayed: bool) -> dict[str, Any]:
-    """No-op durable operations on one file-backed object, due now or in 1 s."""
+def run_durability(
+    directory: Path, tasks: int, callers: int, delayed: bool, permits: int = 10
+) -> dict[str, Any]:
+    """No-op durable operations on one file-backed object, due now or in 1 s, with
+    `permits` handlers at most running at once (`alarm_concurrency`; 10 is the default)."""
     from durability import Durability, DurabilityScheduler
     from durability.runtime import DurableObject, Runtime
 
@@ -83,7 +86,7 @@ def run_durability(directory: Path, tasks: int, callers: int, delayed: bool) -> 
     class Worker(DurableObject):
         def __init__(self, ctx: Any, env: Any) -> None:
             super().__init__(ctx, env)
-            self.scheduler = DurabilityScheduler(context=ctx)
+            self.scheduler = DurabilityScheduler(context=ctx, alarm_concurrency=permits)
             self.durability = Durability(scheduler=self.scheduler, handlers={"noop": self.noop})
 
         def noop(self, call: Any) -> None:
@@ -283,6 +286,8 @@ def child(name: str, mode: str, tasks: int, directory: Path) -> dict[str, Any]:
     """Run one system's workload here (in the child process)."""
     delayed = mode == "delayed"
     system, _, count = name.partition("-")
+    if name == "durability-wide":
+        return run_durability(directory, tasks, 100, delayed, permits=100)
     if system == "durability":
         return run_durability(directory, tasks, int(count), delayed)
     if system == "huey":

@@ -38,16 +38,18 @@ IMMEDIATE = (
     "durability-1",
     "durability-8",
     "durability-100",
+    "durability-wide",
     "huey",
     "huey-8",
     "persist-queue",
     "dbos",
 )
-DELAYED = ("durability-1", "durability-100", "huey", "huey-8", "apscheduler")
+DELAYED = ("durability-1", "durability-100", "durability-wide", "huey", "huey-8", "apscheduler")
 LABELS = {
     "durability-1": "durability, 1 caller",
     "durability-8": "durability, 8 callers",
     "durability-100": "durability, 100 callers",
+    "durability-wide": "durability, 100 callers, 100 permits",
     "huey": "Huey (SqliteHuey), 1 producer",
     "huey-8": "Huey, 8 producer threads",
     "persist-queue": "persist-queue (SQLiteAckQueue)",
@@ -64,6 +66,10 @@ NOTES = {
     "durability-8": "durability, 8 callers: the same with 8 concurrent callers (as Huey's 8 "
     "producer threads); their registrations share commits",
     "durability-100": "durability, 100 callers: the same with 100 concurrent callers",
+    "durability-wide": "durability, 100 callers, 100 permits: the same with "
+    "alarm_concurrency=100 (handlers running at once, as Huey's worker count; a claim "
+    "must be durable before its handler starts, so the permits bound how many tasks "
+    "one commit can start)",
     "huey": "Huey: SqliteHuey(fsync=True, journal_mode='wal') = WAL + synchronous=FULL; "
     "consumer with 4 worker threads, polling 10 ms to 100 ms (defaults 0.1 s to 10 s); "
     "a task is acknowledged by its dequeue's committed DELETE (Huey removes it before "
