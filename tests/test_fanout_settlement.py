@@ -355,6 +355,28 @@ async def test_lifecycle_events_follow_one_delivery() -> None:
         assert len({e.generation for e in probe.events}) == 1
 
 
+async def test_lifecycle_events_names_the_types_built() -> None:
+    """With `lifecycle_events`, the hook gets only the types named, for every path that
+    emits: enqueue (registered), delivery (attempt_started), settlement (attempt_settled)
+    and dead-lettering (terminal)."""
+    probe = Probe(consumers={"email": {}})
+    async with hub(probe, lifecycle_events=["registered", "attempt_started"]) as t:
+        await t.obj.enqueue(bodies("x"))
+        await t.clock.run_until_idle()
+        assert [e.type for e in probe.events] == ["registered", "attempt_started"]
+    probe = Probe(consumers={"email": {}})
+    async with hub(probe, lifecycle_events=("attempt_settled",)) as t:
+        await t.obj.enqueue(bodies("x"))
+        await t.clock.run_until_idle()
+        assert [(e.type, e.outcome) for e in probe.events] == [("attempt_settled", "completed")]
+    probe = Probe(consumers={"email": {"retries": RetryPolicy(max_attempts=1)}})
+    probe.behaviour["email"] = settle_nothing
+    async with hub(probe, lifecycle_events={"terminal"}) as t:
+        await t.obj.enqueue(bodies("x"))
+        await t.clock.run_until_idle()
+        assert [(e.type, e.reason) for e in probe.events] == [("terminal", "attempts_exhausted")]
+
+
 async def test_redrive_of_a_dead_letter_registers_fresh_attempts() -> None:
     """Enqueueing a dead letter by its delivery id for its target starts again at attempt 1."""
     probe = Probe(use_dlq=True)

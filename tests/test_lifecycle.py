@@ -16,7 +16,9 @@ from durability import (
     AttemptStartedEvent,
     Durability,
     DurabilityAlarms,
+    DurabilityFanout,
     DurabilityScheduler,
+    FanoutTarget,
     LifecycleEventType,
     PurgedEvent,
     RegisteredEvent,
@@ -239,6 +241,31 @@ async def test_a_hook_gets_only_the_event_types_it_names(
         ("attempt_settled", "named_alarm"),
         ("purged", "named_alarm"),
     ]
+
+
+def test_fanout_lifecycle_events_are_checked_as_the_helpers_are(live: LiveObject) -> None:
+    """A fanout's `lifecycle_events` follow the same rules, against the four types a
+    fanout emits."""
+    targets = {"a": FanoutTarget(deliver=noop)}
+    with pytest.raises(TypeError, match=r"lifecycle_events.*got str"):
+        DurabilityFanout(
+            context=live.ctx,
+            targets=targets,
+            on_lifecycle_event=print,
+            lifecycle_events="terminal",  # type: ignore[arg-type]
+        )
+    with pytest.raises(ValueError, match="'purged' is not an event type") as caught:
+        DurabilityFanout(
+            context=live.ctx,
+            targets=targets,
+            on_lifecycle_event=print,
+            lifecycle_events=["terminal", "purged"],
+        )
+    assert str(caught.value).endswith(
+        "choose from attempt_settled, attempt_started, registered, terminal"
+    )
+    with pytest.raises(ValueError, match="lifecycle_events needs on_lifecycle_event"):
+        DurabilityFanout(context=live.ctx, targets=targets, lifecycle_events=["terminal"])
 
 
 async def test_lifecycle_events_must_name_types_the_helper_emits(live: LiveObject) -> None:

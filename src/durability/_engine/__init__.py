@@ -30,6 +30,7 @@ from .lifecycle import (
     RetriedEvent,
     ScheduledEvent,
     TerminalEvent,
+    listened_types,
     report_failure,
 )
 from .migrations import LATEST, MigrationResult, MigrationTarget, migrate
@@ -111,6 +112,7 @@ __all__ = [
     "forget_stack",
     "given_options",
     "jitter",
+    "listened_types",
     "migrate",
     "object_scheduler",
     "padded",

@@ -10,7 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .._engine import LifecycleEventType
 from .._errors import SerializedError
+
+FANOUT_EVENT_TYPES: frozenset[str] = frozenset(
+    {
+        LifecycleEventType.REGISTERED,
+        LifecycleEventType.ATTEMPT_STARTED,
+        LifecycleEventType.ATTEMPT_SETTLED,
+        LifecycleEventType.TERMINAL,
+    }
+)
+"""The event types a fanout emits (what its `lifecycle_events=` may name)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -10,7 +10,7 @@ evicted instance is due again after the attempt timeout.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic
 
 from .._clock import now_ms
@@ -22,11 +22,13 @@ from .._engine import (
     AlarmRetryInfo,
     AttemptPolicy,
     DurabilityScheduler,
+    LifecycleEventType,
     MigrationResult,
     RetryPolicy,
     exponential,
     given_options,
     jitter,
+    listened_types,
     migrate,
     report_failure,
 )
@@ -36,7 +38,7 @@ from .._validate import check_callable, check_positive_int, check_utf8
 from .delivery import Batch
 from .engine import CAPABILITY, FanoutEngine, HostInfo, migrate_storage
 from .enqueue import EnqueueRequest, first_attempt_at
-from .events import DeliveryRegisteredEvent
+from .events import FANOUT_EVENT_TYPES, DeliveryRegisteredEvent
 from .rows import Delivery
 from .settlement import INFRASTRUCTURE_RETRY_MS, Settler
 from .store import DeliveryStore
@@ -71,6 +73,7 @@ class DurabilityFanout(Generic[Body]):
         dlq: MessageWrite | None = None,
         routing: RoutingLoad | None = None,
         on_lifecycle_event: Callable[[Any], Any] | None = None,
+        lifecycle_events: Iterable[str] | None = None,
         alarm_concurrency: int | None = None,
         alarm_min_delay_ms: int | None = None,
         alarm_handoff_ms: int | None = None,
@@ -86,6 +89,7 @@ class DurabilityFanout(Generic[Body]):
             raise TypeError(f"routing must be a RoutingLoad, got {type(routing).__name__}")
         if on_lifecycle_event is not None:
             check_callable("on_lifecycle_event", on_lifecycle_event)
+        listened = listened_types(on_lifecycle_event, lifecycle_events, FANOUT_EVENT_TYPES)
         self._engine = FanoutEngine(
             scheduler=scheduler,
             context=context,
@@ -93,9 +97,9 @@ class DurabilityFanout(Generic[Body]):
         )
         self._routing = routing if routing is not None else RoutingLoad()
         self._emit = self._engine.emitter(on_lifecycle_event)
-        self._events = on_lifecycle_event is not None
+        self._listened = listened
         self._store = DeliveryStore(self._engine)
-        self._settler = Settler(self._store, dlq, self._emit, self._events)
+        self._settler = Settler(self._store, dlq, self._emit, listened)
         self._running: dict[str, asyncio.Future[None]] = {}
         self._eager_pending = False
         self._engine.start(self._run_due, self._holding)
@@ -142,7 +146,7 @@ class DurabilityFanout(Generic[Body]):
                 return await self._rejected(finish, rejection)
         finally:
             finish()
-        if self._events:
+        if LifecycleEventType.REGISTERED in self._listened:
             for registered in created:
                 for target in request.targets:
                     self._emit(
@@ -259,7 +263,8 @@ class DurabilityFanout(Generic[Body]):
                     policy=policy,
                     rows=claimed,
                 )
-                await batch.run(self._routing, self._emit if self._events else None)
+                started_heard = LifecycleEventType.ATTEMPT_STARTED in self._listened
+                await batch.run(self._routing, self._emit if started_heard else None)
         finally:
             release()
 

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
 from .._clock import now_ms
-from .._engine import AttemptPolicy, report_failure
+from .._engine import AttemptPolicy, LifecycleEventType, report_failure
 from .._errors import (
     DurableRetryPolicyError,
     FanoutSettlementError,
@@ -73,23 +73,25 @@ def retry_delay(policy: AttemptPolicy, attempt: int, override: int | None) -> in
 class Settler:
     """Runs the settlement steps of one fanout and emits their lifecycle events."""
 
-    __slots__ = ("_dlq", "_emit", "_events", "_store")
+    __slots__ = ("_dlq", "_emit", "_settled_heard", "_store", "_terminal_heard")
 
     def __init__(
         self,
         store: DeliveryStore,
         dlq: MessageWrite | None,
         emit: Callable[[Any], None],
-        events: bool,
+        listened: frozenset[str],
     ) -> None:
+        """`listened`: the event types to build (the others are never built)."""
         self._store = store
         self._dlq = dlq
         self._emit = emit
-        self._events = events
+        self._settled_heard = LifecycleEventType.ATTEMPT_SETTLED in listened
+        self._terminal_heard = LifecycleEventType.TERMINAL in listened
 
     def completed(self, row: Delivery, started_at: int) -> None:
         """Emit the `completed` event of a removed row."""
-        if self._events:
+        if self._settled_heard:
             self._settled(row, started_at, "completed")
 
     def _settled(
@@ -137,7 +139,7 @@ class Settler:
             return
         if not await self._store.settle_retry(row, next_attempt_at, error):
             raise FanoutSettlementError(row.id)
-        if self._events:
+        if self._settled_heard:
             self._settled(
                 row, started_at, "retry_scheduled", error=error, next_attempt_at=next_attempt_at
             )
@@ -190,7 +192,7 @@ class Settler:
         """Remove a row that leaves the queue without success, and emit `terminal`."""
         if not await self._store.remove([row]):
             raise FanoutSettlementError(row.id)
-        if self._events:
+        if self._terminal_heard:
             self._emit(
                 DeliveryTerminalEvent(
                     **entity(row),
