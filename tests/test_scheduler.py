@@ -22,6 +22,7 @@ from durability import (
     DurabilityScheduler,
     DurableAlarmInfo,
     DurableCall,
+    LogAppendInput,
     SerializedError,
     now_ms,
 )
@@ -294,6 +295,27 @@ async def test_rejected_helper_leaves_the_scheduler_free(live: LiveObject) -> No
     assert live.tables() == []
     Durability(scheduler=scheduler, handlers={"charge": noop})
     DurabilityAlarms(scheduler=scheduler, handlers={"renew": noop})
+
+
+async def test_a_log_given_context_takes_scheduler_options_as_every_helper(
+    live: LiveObject,
+) -> None:
+    """`DurabilityLog(context=, <scheduler option>=)`: the first helper builds the object's
+    scheduler with them; a later helper whose option differs raises `ValueError`; with
+    `scheduler=` an option is refused, and an unknown value is reported by name."""
+    with pytest.raises(ValueError, match="alarm_min_delay_ms"):
+        DurabilityLog(context=live.ctx, alarm_min_delay_ms=50)
+    log = DurabilityLog(context=live.ctx, alarm_concurrency=3, live_timers=True)
+    scheduler = DurabilityScheduler.of(live.ctx)
+    assert scheduler is not None
+    assert scheduler._engine.options.alarm_concurrency == 3
+    assert scheduler._engine.options.live_timers is True
+    with pytest.raises(ValueError, match="alarm_concurrency differs"):
+        Durability(context=live.ctx, handlers={"charge": noop}, alarm_concurrency=4)
+    Durability(context=live.ctx, handlers={"charge": noop}, alarm_concurrency=3)
+    with pytest.raises(ValueError, match="alarm_concurrency"):
+        DurabilityLog(scheduler=scheduler, alarm_concurrency=3)
+    assert (await log.append([LogAppendInput(body="a")])).value == [0]
 
 
 async def test_helpers_of_different_kinds_share_a_scheduler(live: LiveObject) -> None:

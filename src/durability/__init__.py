@@ -7,6 +7,7 @@ import typing as _typing
 
 from ._alarm_rows import NamedAlarmState
 from ._clock import now_ms
+from ._context import Context, SqlCursor
 from ._declare import Durable, named_alarm, operation
 from ._engine import (
     LATEST,
@@ -89,6 +90,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "AttemptSettledEvent",
     "AttemptStartedEvent",
     "CancelledEvent",
+    "Context",
     "DuplicateDurableCallError",
     "Durability",
     "DurabilityAlarms",
@@ -151,6 +153,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "RoutingLoad",
     "ScheduledEvent",
     "SerializedError",
+    "SqlCursor",
     "StoredFailure",
     "StoredMessage",
     "TerminalEvent",

@@ -173,14 +173,16 @@ def attach_storage(
     context: Context | None,
     kind: str,
     schemas: Mapping[str, Sequence[Migration]],
+    options: Mapping[str, Any],
 ) -> Engine:
     """The engine of a helper of `kind` with no due work, which uses only its `storage`
     (it never sets the alarm) and holds it to keep its place on the object's scheduler.
 
-    Attaches like `attach` without scheduler options, then brings each capability's
-    schema in `schemas` up to date.
+    Attaches like `attach` (the scheduler `options` build the object's scheduler when
+    this helper is the first given `context=`), then brings each capability's schema in
+    `schemas` up to date.
     """
-    engine = attach(scheduler=scheduler, context=context, kind=kind, options={})
+    engine = attach(scheduler=scheduler, context=context, kind=kind, options=options)
     for capability, migrations in schemas.items():
         engine.migrate_schema(capability, migrations)
     return engine

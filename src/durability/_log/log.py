@@ -11,7 +11,7 @@ work; schedule `trim()` yourself (a named alarm is the usual way).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Generic
 
 from .._clock import now_ms
@@ -20,11 +20,13 @@ from .._engine import (
     LATEST,
     LOG_LEASE_MIGRATIONS,
     LOG_MIGRATIONS,
+    AlarmRetryInfo,
     DurabilityScheduler,
     MigrationResult,
     MigrationTarget,
     as_context,
     attach_storage,
+    given_options,
     migrate,
 )
 from .._errors import LogAppendError, serialize_error
@@ -93,6 +95,11 @@ class DurabilityLog(Generic[Body]):
         cold: LogColdStorage | None = None,
         leases: LogLeaseOptions | None = None,
         routing: RoutingLoad | None = None,
+        alarm_concurrency: int | None = None,
+        alarm_min_delay_ms: int | None = None,
+        alarm_handoff_ms: int | None = None,
+        live_timers: bool | None = None,
+        on_alarm_retry: Callable[[AlarmRetryInfo], Any] | None = None,
     ) -> None:
         self._max_batch_size = check_positive_int("max_batch_size", max_batch_size)
         if retention is not None and not isinstance(retention, LogRetention):
@@ -110,7 +117,11 @@ class DurabilityLog(Generic[Body]):
             schemas["logLeases"] = LOG_LEASE_MIGRATIONS
         # Kept: it holds the log's place on the object's one scheduler.
         self._engine = attach_storage(
-            scheduler=scheduler, context=context, kind="log", schemas=schemas
+            scheduler=scheduler,
+            context=context,
+            kind="log",
+            schemas=schemas,
+            options=given_options(locals()),
         )
         storage = self._engine.storage
         self._storage = storage
