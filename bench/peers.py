@@ -67,7 +67,7 @@ NOTES = {
     "producer threads); their registrations share commits",
     "durability-100": "durability, 100 callers: the same with 100 concurrent callers",
     "durability-wide": "durability, 100 callers, 100 permits: the same with "
-    "alarm_concurrency=100 (handlers running at once, as Huey's worker count; a claim "
+    "alarm_concurrency=100 (handlers running at once; Huey's consumer runs 4 workers; a claim "
     "must be durable before its handler starts, so the permits bound how many tasks "
     "one commit can start)",
     "huey": "Huey: SqliteHuey(fsync=True, journal_mode='wal') = WAL + synchronous=FULL; "

@@ -356,9 +356,9 @@ async def test_lifecycle_events_follow_one_delivery() -> None:
 
 
 async def test_lifecycle_events_names_the_types_built() -> None:
-    """With `lifecycle_events`, the hook gets only the types named, for every path that
-    emits: enqueue (registered), delivery (attempt_started), settlement (attempt_settled)
-    and dead-lettering (terminal)."""
+    """With `lifecycle_events`, the hook gets only the types named: each emitting path
+    (enqueue, delivery, completion, retry, dead-lettering) builds its event only when
+    its type is named."""
     probe = Probe(consumers={"email": {}})
     async with hub(probe, lifecycle_events=["registered", "attempt_started"]) as t:
         await t.obj.enqueue(bodies("x"))
@@ -375,6 +375,13 @@ async def test_lifecycle_events_names_the_types_built() -> None:
         await t.obj.enqueue(bodies("x"))
         await t.clock.run_until_idle()
         assert [(e.type, e.reason) for e in probe.events] == [("terminal", "attempts_exhausted")]
+    for attempts in (1, 2):  # a dead letter, then a retry, neither of them listened to
+        probe = Probe(consumers={"email": {"retries": RetryPolicy(max_attempts=attempts)}})
+        probe.behaviour["email"] = settle_nothing
+        async with hub(probe, lifecycle_events=["attempt_started"]) as t:
+            await t.obj.enqueue(bodies("x"))
+            await t.clock.run_until_idle()
+            assert [e.type for e in probe.events] == ["attempt_started"]
 
 
 async def test_redrive_of_a_dead_letter_registers_fresh_attempts() -> None:
