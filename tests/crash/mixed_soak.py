@@ -123,7 +123,13 @@ async def _recover_and_check(data: Path, acked: Acknowledged, run: int, seed: in
             if not missing or time.monotonic() > deadline:
                 break
             await asyncio.sleep(0.1)
-        assert not missing, f"stranded: {missing[:5]} {context}"
+        assert not missing, (
+            f"stranded: {missing[:5]} {context}; now {runtime.now_ms()}; "
+            + "; ".join(_alarm_state(target, file) for target, file in enumerate(files))
+            + f"; catalog {_catalog_rows(data)}"
+            + f"; last acknowledged ticks { {n: t[-3:] for n, t in acked.ticks.items()} }"
+            + f"; last rings {sorted(report['rings'], key=lambda ring: ring[1])[-6:]}"
+        )
         stubs = [runtime.env.MIXED.get_by_name(f"m{target}") for target in range(OBJECTS)]
         states = [await stub.state(acked.ops[n]) for n, stub in enumerate(stubs)]
         # Every message reached the ledger; each ack follows its delivery by a moment.
@@ -163,6 +169,27 @@ def _check_repeats(report: dict[str, list[list[Any]]], context: str) -> int:
             assert in_order == sorted(in_order), f"{effect}: attempts out of order {context}"
         repeats += len(seen) - 1
     return repeats
+
+
+def _alarm_state(target: int, file: Path) -> str:
+    """Object m`target`'s alarm row and named-alarm rows, read beside the runtime: what a
+    stranded failure needs to be told apart (late retry, lost row, wrong wake time)."""
+    reader = sqlite3.connect(f"file:{file}?mode=ro", uri=True)
+    try:
+        alarm = reader.execute("SELECT * FROM _durability_alarm").fetchall()
+        named = reader.execute("SELECT * FROM durability_alarms").fetchall()
+    finally:
+        reader.close()
+    return f"m{target}: alarm {alarm}, named alarms {named}"
+
+
+def _catalog_rows(data: Path) -> list[tuple[Any, ...]]:
+    """The runtime's alarm catalog, read beside it."""
+    reader = sqlite3.connect(f"file:{data / '_catalog.sqlite3'}?mode=ro", uri=True)
+    try:
+        return reader.execute("SELECT * FROM alarms").fetchall()
+    finally:
+        reader.close()
 
 
 def _not_completed(acked: Acknowledged, files: list[Path]) -> list[str]:
