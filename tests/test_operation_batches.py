@@ -46,14 +46,16 @@ class Batches(DurableObject):
         return call.id
 
     async def register_many(self, calls: list[list[Any]]) -> list[str]:
-        """Register `(operation, id, payload)` calls in one turn; each one's outcome (a
-        payload of "<set>" is a set, which is not JSON)."""
+        """Register `(operation, id, payload[, delay_ms])` calls in one turn; each one's
+        outcome (a payload of "<set>" is a set, which is not JSON)."""
 
-        async def one(operation: str, id: str, payload: Any) -> str:
+        async def one(operation: str, id: str, payload: Any, delay_ms: int | None = None) -> str:
             if payload == "<set>":
                 payload = {1, 2}
             try:
-                await self.durability.operation(operation)(id=id, payload=payload)
+                await self.durability.operation(operation)(
+                    id=id, payload=payload, delay_ms=delay_ms
+                )
             except Exception as error:
                 return type(error).__name__
             return "ok"
@@ -190,14 +192,16 @@ async def test_a_spoilt_later_completion_chunk_keeps_the_earlier_successes() -> 
 
 
 async def test_a_spoilt_later_claim_chunk_costs_the_earlier_rows_no_attempt() -> None:
-    """A claim refused in a batch's second claim statement costs the first's rows no attempt."""
+    """A claim refused in a pass's second claim statement costs the first's rows no attempt
+    (the records are due later, so the pass claims them, not their inserts)."""
     probe: dict[str, Any] = {"permits": 40}
     rt, obj, clock = await start(probe)
     try:
         await obj.poison_update("poison", "attempt")
         ids = [f"r{number}" for number in range(40)]
         ids[37] = "poison"
-        await obj.register_many([["work", id, None] for id in ids])
+        await obj.register_many([["work", id, None, 1_000] for id in ids])
+        await clock.advance(1_000)
         await clock.run_until_idle()
         started = [event.attempt for event in probe["events"] if event.type == "attempt_started"]
         assert started == [1] * 39

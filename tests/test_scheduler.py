@@ -144,8 +144,8 @@ class Sched(DurableObject):
         finally:
             probe.running -= 1
 
-    async def register(self, id: str) -> None:
-        await self.durability.work(id=id)
+    async def register(self, id: str, delay_ms: int | None = None) -> None:
+        await self.durability.work(id=id, delay_ms=delay_ms)
 
     async def schedule(self, name: str, at: int) -> None:
         await self.alarms.named(name)(at)
@@ -500,7 +500,8 @@ async def test_a_storage_failure_on_one_operation_fails_the_pass_after_the_other
     probe.broken_claims = {"a", "b", "c"}
     async with lab(probe) as t:
         for id in "abc":
-            await t.obj.register(id)
+            await t.obj.register(id, 1)
+        await t.clock.advance(1)
         await t.clock.run_until_idle()
         assert probe.started == []
         failed_passes = len(probe.retries)
@@ -511,7 +512,7 @@ async def test_a_storage_failure_on_one_operation_fails_the_pass_after_the_other
         assert [retry.error for retry in probe.retries] == (failed_passes + 1) * [
             SerializedError("OSError", "claim refused")
         ]
-        assert await t.obj.alarm_at() == START_MS + 30_000
+        assert await t.obj.alarm_at() == START_MS + 30_001
         probe.broken_claims = set()
         await t.clock.advance(15_000)
         assert sorted(label for label, _ in probe.started) == ["op:a", "op:b", "op:c"]

@@ -1,9 +1,9 @@
 """Operation writes across records: registrations of one loop turn in one multi-row
 INSERT, and the successes of a batch of attempts in one fenced UPDATE.
 
-A new record due now is claimed in the same transaction when a permit is free
-(`EagerClaims`), so its one commit makes the record and its first claim durable and its
-handler starts right after it.
+A new record due now is inserted claimed when a permit is free (`EagerClaims`), so its
+one commit makes the record and its first claim durable and its handler starts right
+after it.
 
 Each registration still gets its own outcome, exactly as if it had been written alone:
 the first registration of an id in the turn inserts it; a later one of the same id is a
@@ -44,10 +44,12 @@ _INSERT_CHUNK = 16
 
 _INSERT = (
     "INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at, "
-    "generation_id, created_at) SELECT column1, column2, column3, 'pending', 0, column4, "
-    "column5, column6 FROM (VALUES {rows}) WHERE column1 IS NOT NULL "
+    "generation_id, created_at) SELECT column1, column2, column3, 'pending', {attempt}, "
+    "column4, column5, column6 FROM (VALUES {rows}) WHERE column1 IS NOT NULL "
     "ON CONFLICT(id) DO NOTHING RETURNING id"
 )
+"""The insert of new records, `attempt` 0, or 1 for records inserted with their first
+attempt claimed (what a claim of a new record would leave)."""
 
 
 class RegistrationBatch:
@@ -127,8 +129,8 @@ class RegistrationBatch:
     def write(
         self, rows: list[Registration], claims: EagerClaims | None = None
     ) -> Awaitable[list[bool | Exception]]:
-        """Insert `rows`, claim those of them `claims` reserved, and reconcile the alarm in
-        one transaction (not yet durable): the outcome of each row, as `insert_calls`
+        """Insert `rows` (those `claims` reserved claimed), and reconcile the alarm in one
+        transaction (not yet durable): the outcome of each row, as `insert_calls`
         gives it."""
         return self._engine.transaction(
             lambda sql: self._write(sql, rows, claims),
@@ -139,32 +141,35 @@ class RegistrationBatch:
     def _write(
         self, sql: SqlStorage, rows: list[Registration], claims: EagerClaims | None
     ) -> list[bool | Exception]:
-        outcomes = self._insert(sql, rows)
+        claimed = set() if claims is None else claims.first_attempts([(r[0], r[4]) for r in rows])
+        outcomes = self._insert(sql, rows, claimed)
         if claims is not None:
-            pairs = zip(rows, outcomes, strict=True)
-            claims.claim(row[0] for row, outcome in pairs if outcome is True)
+            keys = [rows[index][0] for index in claimed if outcomes[index] is True]
+            claims.claimed(keys, sum(outcome is True for outcome in outcomes))
         return outcomes
 
-    def _insert(self, sql: SqlStorage, rows: list[Registration]) -> list[bool | Exception]:
+    def _insert(
+        self, sql: SqlStorage, rows: list[Registration], claimed: set[int]
+    ) -> list[bool | Exception]:
         try:
-            if len(rows) <= _INSERT_CHUNK:
-                return insert_calls(sql, rows)
+            if len(rows) <= _INSERT_CHUNK and len(claimed) in (0, len(rows)):
+                return insert_calls(sql, rows, claimed)
             # Several statements: a later one failing must undo the earlier ones too.
-            return self._engine.transaction_sync(lambda _: insert_calls(sql, rows))
+            return self._engine.transaction_sync(lambda _: insert_calls(sql, rows, claimed))
         except Exception:
             pass  # one row spoilt the statement: write each alone, so only it fails
         outcomes: list[bool | Exception] = []
-        for row in rows:
+        for index, row in enumerate(rows):
             try:
-                outcomes.append(self._engine.transaction_sync(_inserting(row)))
+                outcomes.append(self._engine.transaction_sync(_inserting(row, index in claimed)))
             except Exception as error:
                 outcomes.append(error)
         return outcomes
 
 
-def _inserting(row: Registration) -> Callable[[SqlStorage], bool | Exception]:
+def _inserting(row: Registration, claimed: bool) -> Callable[[SqlStorage], bool | Exception]:
     """The write of one registration alone (in a savepoint of its own)."""
-    return lambda sql: insert_calls(sql, [row])[0]
+    return lambda sql: insert_calls(sql, [row], {0} if claimed else set())[0]
 
 
 def _earliest(rows: list[Registration], outcomes: list[bool | Exception]) -> int | None:
@@ -173,15 +178,24 @@ def _earliest(rows: list[Registration], outcomes: list[bool | Exception]) -> int
     return min(due) if due else None
 
 
-def insert_calls(sql: SqlStorage, rows: Sequence[Registration]) -> list[bool | Exception]:
-    """Insert `rows` in order; per row True (inserted), False (the id is this operation's
-    already) or `DuplicateDurableCallError` (it is another operation's)."""
+def insert_calls(
+    sql: SqlStorage, rows: Sequence[Registration], claimed: set[int]
+) -> list[bool | Exception]:
+    """Insert `rows` (those at the indexes `claimed` with their first attempt claimed);
+    per row True (inserted), False (the id is this operation's already) or
+    `DuplicateDurableCallError` (it is another operation's).
+
+    A claimed row is the first of its id in `rows`, so writing the claimed rows before
+    the others gives every row the outcome writing them in order would."""
     inserted: set[str] = set()
-    for first in range(0, len(rows), _INSERT_CHUNK):
-        chunk = rows[first : first + _INSERT_CHUNK]
-        size, bindings = padded_bindings(chunk, 6)
-        cursor = sql.exec(_INSERT.format(rows=value_rows(6, size)), *bindings)
-        inserted.update(row[0] for row in cursor.raw())
+    firsts = [row for index, row in enumerate(rows) if index in claimed]
+    others = [row for index, row in enumerate(rows) if index not in claimed] if firsts else rows
+    for attempt, group in ((1, firsts), (0, others)):
+        for first in range(0, len(group), _INSERT_CHUNK):
+            chunk = group[first : first + _INSERT_CHUNK]
+            size, bindings = padded_bindings(chunk, 6)
+            query = _INSERT.format(attempt=attempt, rows=value_rows(6, size))
+            inserted.update(row[0] for row in sql.exec(query, *bindings).raw())
     outcomes: list[bool | Exception] = []
     for row in rows:
         key = row[0]

@@ -203,7 +203,7 @@ class Durability(DurableHelper["DurableOperation"]):
                 )
             if due_at <= now and len(due) < free and (claims is None or key not in claims):
                 due.append(self._call_spec(key, operation, text, generation, created_at, 0))
-        started = None if claims is None else claims.start(row[0] for row in inserted)
+        started = None if claims is None else claims.start()
         if started is not None:
             self._run_started(started, inserted[0][0], inserted[0][1])
         if due:

@@ -1,26 +1,24 @@
-"""Records claimed in the transaction that writes them: one commit makes a new record
-and its first claim durable together.
+"""Records claimed by the insert that writes them: one commit makes a new record and its
+first claim durable together.
 
 Before the transaction, each record due now takes a permit that is free right now (so it
 never goes ahead of a waiter: a released permit goes to the oldest waiter first) and
-marks its key running, as an eager start does. The transaction claims, right after
-writing them, those it inserted; their handlers run once its commit is durable, exactly
-as a batch runs the rows it claimed. A record written but not claimed (the claim
-statement failed) is claimed after the commit the ordinary way; one not written gives
-its permit and key back.
+marks its key running, as an eager start does. The transaction inserts those records
+with their first attempt already claimed (`attempt = 1`, the row a claim would leave);
+their handlers run once its commit is durable, exactly as a batch runs the rows it
+claimed. A reservation whose record was not inserted gives its permit and key back.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Iterable, Sequence
 
 from .._clock import now_ms
 from .._signal import AbortSignal
-from .batch import Slot, at_once, claim_and_run, release, run_claimed, run_started
+from .batch import Slot, release, run_claimed, run_started
 from .engine import Engine
 from .spec import ExecutionSpec
-from .tables import claim_attempts
 
 
 class EagerClaims:
@@ -33,11 +31,12 @@ class EagerClaims:
         are free; keys running here already, and repeats, are left out."""
         self._engine = engine
         self._slots: dict[str, Slot] = {}
-        self._claimed: set[str] | None = set()
-        """The keys the transaction claimed; `None` when its claim statement failed."""
+        self._claimed: set[str] = set()
+        """The keys the transaction inserted claimed."""
         self._started_at = 0
         self.all_claimed = False
-        """Whether `claim` claimed every record the transaction wrote (none needs a timer)."""
+        """Whether every record the transaction inserted was inserted claimed (none needs a
+        timer)."""
         running = engine.running
         for spec in specs:
             name = spec.table.name
@@ -55,43 +54,38 @@ class EagerClaims:
     def __contains__(self, key: object) -> bool:
         return key in self._slots
 
-    def claim(self, written: Iterable[str]) -> None:
-        """In the transaction that inserted the records `written`: claim the first attempt
-        of each one reserved (a failed claim statement leaves them to `start`)."""
-        keys = list(written)
-        slots = [self._slots[key] for key in keys if key in self._slots]
-        self._claimed = set()
-        self.all_claimed = False
-        rows = [
-            (slot.spec.key, slot.spec.generation, slot.spec.attempt)
-            for slot in slots
-            if slot.spec.attempt < slot.spec.policy.max_attempts
-        ]
-        if not rows:
-            return
-        table = slots[0].spec.table
-        now = now_ms()
-        try:
-            claimed = at_once(
-                self._engine, len(rows), lambda sql: claim_attempts(sql, table, rows, now)
-            )
-        except Exception:
-            self._claimed = None
-            return
-        self._started_at = now
-        self._claimed = claimed
-        self.all_claimed = len(claimed) == len(keys)
-        for key in claimed:
+    def first_attempts(self, rows: Sequence[tuple[str, str]]) -> set[int]:
+        """The indexes of the `(key, generation)` rows of one write to insert claimed:
+        each holding its key's reservation, when it is the first row of that key (a
+        later one could not be inserted, so an earlier one keeps its place)."""
+        slots = self._slots
+        chosen: set[int] = set()
+        seen: set[str] = set()
+        for index, (key, generation) in enumerate(rows):
+            if key in seen:
+                continue
+            seen.add(key)
+            slot = slots.get(key)
+            if slot is not None and slot.spec.generation == generation:
+                chosen.add(index)
+        return chosen
+
+    def claimed(self, keys: Sequence[str], written: int) -> None:
+        """In the transaction: records `keys` were inserted claimed, of `written` inserted
+        in all (any other one needs the timer)."""
+        self._started_at = now_ms()
+        self._claimed = set(keys)
+        self.all_claimed = len(keys) == written
+        for key in keys:
             self._slots[key].entry.signal = AbortSignal()
 
-    def start(self, written: Iterable[str]) -> Awaitable[None] | None:
+    def start(self) -> Awaitable[None] | None:
         """After the commit is durable: the run of the claimed records (the awaitable),
         or `None` when there is none; every other reservation is given back now."""
         claimed = self._claimed
-        wanted = set(written) if claimed is None else claimed
         slots: list[Slot] = []
         for key, slot in self._slots.items():
-            if key in wanted:
+            if key in claimed:
                 slots.append(slot)
             else:
                 release(self._engine, slot)
@@ -100,10 +94,6 @@ class EagerClaims:
             return None
         engine, started_at = self._engine, self._started_at
         waiting: list[asyncio.Task[None]] = []
-        if claimed is None:
-            return run_started(
-                engine, slots, waiting, lambda: claim_and_run(engine, slots, waiting)
-            )
         return run_started(
             engine, slots, waiting, lambda: run_claimed(engine, slots, started_at, waiting)
         )
