@@ -1,5 +1,6 @@
-"""durability_0012: the lean `durability_calls` indexes, up and down with rows kept, and
-the index each hot query on the table reads (EXPLAIN QUERY PLAN)."""
+"""durability_0012 and 0013: the lean `durability_calls` indexes and the status check by
+comparisons, up and down with rows kept, and the index each hot query on the table reads
+(EXPLAIN QUERY PLAN)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from durability.testing import VirtualClock
 
 CALLS_0009 = "durability_0009_calls_cancelled_and_listing"
 CALLS_0012 = "durability_0012_calls_lean_indexes"
+TABLE = "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'durability_calls'"
 STATUSES = ("pending", "completed", "failed", "cancelled")
 INDEXES = (
     "SELECT name, sql FROM sqlite_master WHERE type = 'index' "
@@ -128,6 +130,34 @@ async def test_up_and_down_keep_rows_and_restore_the_indexes_exactly(lab: Object
     assert [row["name"] for row in await lab.query("SELECT name FROM durability_migrations")][
         -1
     ] == CALLS_0009
+
+
+async def test_the_status_check_compares_and_keeps_every_row_both_ways(lab: ObjectStub) -> None:
+    """0013 rebuilds the table with the status checked by comparisons (no temporary index
+    per written row), refusing the same statuses; its down restores the `IN` check. Rows
+    and indexes are the same in every shape."""
+    await lab.migrate(CALLS_0012)
+    await lab.seed(12)
+    rows = await lab.query("SELECT * FROM durability_calls ORDER BY id")
+    indexes = await lab.query(INDEXES)
+    [before] = await lab.query(TABLE)
+    assert "status IN ('pending', 'completed', 'failed', 'cancelled')" in before["sql"]
+    await lab.migrate()
+    [after] = await lab.query(TABLE)
+    assert (
+        "CHECK (status = 'pending' OR status = 'completed' OR status = 'failed' "
+        "OR status = 'cancelled')" in after["sql"]
+    )
+    assert await lab.query("SELECT * FROM durability_calls ORDER BY id") == rows
+    assert await lab.query(INDEXES) == indexes
+    update = "EXPLAIN UPDATE durability_calls SET status = 'completed' WHERE id = 'k0000'"
+    assert "OpenEphemeral" not in [row["opcode"] for row in await lab.query(update)]
+    with pytest.raises(sqlite3.IntegrityError, match="CHECK constraint failed"):
+        await lab.query("UPDATE durability_calls SET status = 'paused' WHERE id = 'k0000'")
+    await lab.migrate(CALLS_0012)
+    assert await lab.query(TABLE) == [before]
+    assert await lab.query("SELECT * FROM durability_calls ORDER BY id") == rows
+    assert await lab.query(INDEXES) == indexes
 
 
 async def test_scheduler_reads_and_purge_use_an_index(lab: ObjectStub) -> None:

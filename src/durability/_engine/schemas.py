@@ -19,13 +19,13 @@ _CALL_COLUMNS: Final = (
 )
 
 
-def _call_table_body(statuses: str) -> str:
-    """The `durability_calls` columns with `statuses` (quoted, comma-separated) allowed."""
+def _call_table_body(status_check: str) -> str:
+    """The `durability_calls` columns, `status` constrained by `status_check`."""
     return (
         "id TEXT PRIMARY KEY, "
         "operation TEXT NOT NULL, "
         "payload TEXT NOT NULL, "
-        f"status TEXT NOT NULL CHECK (status IN ({statuses})), "
+        f"status TEXT NOT NULL CHECK ({status_check}), "
         "result TEXT, "
         "attempt INTEGER NOT NULL DEFAULT 0, "
         "next_attempt_at INTEGER NOT NULL, "
@@ -35,12 +35,22 @@ def _call_table_body(statuses: str) -> str:
     )
 
 
-_CALL_TABLE_BODY: Final = _call_table_body("'pending', 'completed', 'failed'")
+_CALL_TABLE_BODY: Final = _call_table_body("status IN ('pending', 'completed', 'failed')")
+_CALLS_0004_TAIL: Final = (
+    ", generation_id TEXT NOT NULL DEFAULT 'legacy', created_at INTEGER NOT NULL"
+)
 _CALL_TABLE_BODY_0009: Final = (
-    _call_table_body("'pending', 'completed', 'failed', 'cancelled'")
-    + ", generation_id TEXT NOT NULL DEFAULT 'legacy', created_at INTEGER NOT NULL"
+    _call_table_body("status IN ('pending', 'completed', 'failed', 'cancelled')") + _CALLS_0004_TAIL
 )
 """From 0009 on: cancelled calls; the 0004 columns as 0004 added them."""
+_CALL_TABLE_BODY_0013: Final = (
+    _call_table_body(
+        "status = 'pending' OR status = 'completed' OR status = 'failed' OR status = 'cancelled'"
+    )
+    + _CALLS_0004_TAIL
+)
+"""From 0013 on: the same statuses, checked by comparisons (SQLite builds a temporary
+index for an `IN` list each time it checks a written row)."""
 _CALLS_PENDING_INDEX: Final = (
     "CREATE INDEX durability_calls_pending_idx ON durability_calls (status, next_attempt_at)"
 )
@@ -51,6 +61,29 @@ _CALLS_0009_COLUMNS: Final = f"{_CALL_COLUMNS}, generation_id, created_at"
 _CALLS_OPERATION_STATUS_INDEX: Final = (
     "CREATE INDEX durability_calls_operation_status_idx ON durability_calls (operation, status, id)"
 )
+
+_CALLS_0012_INDEXES: Final = (
+    _CALLS_CREATED_INDEX,
+    "CREATE INDEX durability_calls_operation_idx ON durability_calls (operation, id)",
+    "CREATE INDEX durability_calls_due_idx ON durability_calls (next_attempt_at) "
+    "WHERE status = 'pending'",
+    "CREATE INDEX durability_calls_open_idx ON durability_calls (operation, status, id) "
+    "WHERE status != 'completed'",
+)
+
+
+def _rebuild_calls(body: str) -> tuple[str, ...]:
+    """Rebuild `durability_calls` (as of 0009, with the 0012 indexes) as `body`, every
+    row kept."""
+    return (
+        f"CREATE TABLE durability_calls_next ({body})",
+        f"INSERT INTO durability_calls_next ({_CALLS_0009_COLUMNS}) "
+        f"SELECT {_CALLS_0009_COLUMNS} FROM durability_calls",
+        "DROP TABLE durability_calls",
+        "ALTER TABLE durability_calls_next RENAME TO durability_calls",
+        *_CALLS_0012_INDEXES,
+    )
+
 
 OPERATION_MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
@@ -119,10 +152,7 @@ OPERATION_MIGRATIONS: Final[tuple[Migration, ...]] = (
         up=(
             "DROP INDEX durability_calls_pending_idx",
             "DROP INDEX durability_calls_operation_status_idx",
-            "CREATE INDEX durability_calls_due_idx ON durability_calls (next_attempt_at) "
-            "WHERE status = 'pending'",
-            "CREATE INDEX durability_calls_open_idx ON durability_calls (operation, status, id) "
-            "WHERE status != 'completed'",
+            *_CALLS_0012_INDEXES[2:],
         ),
         down=(
             "DROP INDEX durability_calls_open_idx",
@@ -130,6 +160,11 @@ OPERATION_MIGRATIONS: Final[tuple[Migration, ...]] = (
             _CALLS_PENDING_INDEX,
             _CALLS_OPERATION_STATUS_INDEX,
         ),
+    ),
+    Migration(
+        name="durability_0013_calls_status_comparisons",
+        up=_rebuild_calls(_CALL_TABLE_BODY_0013),
+        down=_rebuild_calls(_CALL_TABLE_BODY_0009),
     ),
 )
 """Capability "operations": the `durability_calls` table.
