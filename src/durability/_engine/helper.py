@@ -41,14 +41,11 @@ from .policy import AttemptPolicy, resolve_policies
 from .registry import ActiveExecution
 from .scheduler import DurabilityScheduler, attach
 from .schemas import ERROR_STACK_MIGRATIONS, STACKS_CAPABILITY
-from .spec import CompleteMany, ExecutionSpec
+from .spec import CompleteMany, ExecutionSpec, SpecKind
 from .tables import TableSpec, due_rows
 
 Entry = TypeVar("Entry")
 Owner = TypeVar("Owner")
-
-_Shared = dict[str, Any]
-"""Per handler name, the `ExecutionSpec` fields every record of it shares (by field)."""
 
 DUE_BATCH = 100
 """How many due rows of one table an alarm pass reads and runs."""
@@ -130,7 +127,7 @@ class DurableHelper(ABC, Generic[Entry]):
         self._emit = self._engine.tasks.emitter(on_lifecycle_event)
         self._active = self._engine.running.of(self._table.name)
         self._entries: dict[str, Entry] = {}
-        self._shared: dict[str, _Shared] = {}
+        self._shared: dict[str, SpecKind] = {}
         self._engine.migrate_schema(STACKS_CAPABILITY, ERROR_STACK_MIGRATIONS)
         self._engine.migrate_schema(self._capability, self._migrations)
         self._engine.register(Participant(self._table, self._run_due))
@@ -237,24 +234,24 @@ class DurableHelper(ABC, Generic[Entry]):
     def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
         """Whether `error` fails the record at once, whatever attempts are left."""
 
-    def _shared_by_name(self, name: str) -> _Shared:
+    def _shared_by_name(self, name: str) -> SpecKind:
         """What every execution of handler `name` shares (built once per name)."""
         policy = self._policies.get(name, self._default_policy)
-        return {
-            "table": self._table,
-            "label": f'{self._noun} "{name}"',
-            "entity_kind": self._entity_kind,
-            "name": name,
-            "policy": policy,
-            "emit": self._emit,
-            "exhausted_error": lambda: DurableAttemptsExhaustedError(
+        return SpecKind(
+            table=self._table,
+            label=f'{self._noun} "{name}"',
+            entity_kind=self._entity_kind,
+            name=name,
+            policy=policy,
+            emit=self._emit,
+            exhausted_error=lambda: DurableAttemptsExhaustedError(
                 self._noun, name, policy.max_attempts
             ),
-            "timeout_error": lambda: self._timeout_error(name, policy.attempt_timeout_ms),
-            "is_terminal": lambda error: self._is_terminal(error, policy),
-            "include_result": self._include_result,
-            "listened": self._listened,
-        }
+            timeout_error=lambda: self._timeout_error(name, policy.attempt_timeout_ms),
+            is_terminal=lambda error: self._is_terminal(error, policy),
+            include_result=self._include_result,
+            listened=self._listened,
+        )
 
     def _spec(
         self,
@@ -283,16 +280,16 @@ class DurableHelper(ABC, Generic[Entry]):
             return handler(argument(attempt, signal))
 
         return ExecutionSpec(
-            **shared,
-            key=key,
-            generation=generation,
-            created_at=created_at,
-            attempt=attempt,
-            invoke=invoke,
-            complete=complete,
-            after=after,
-            on_terminal=on_terminal,
-            complete_many=complete_many,
+            shared,
+            key,
+            generation,
+            created_at,
+            attempt,
+            invoke,
+            complete,
+            after,
+            on_terminal,
+            complete_many,
         )
 
 
