@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from typing import Any
 
 import pytest
@@ -11,6 +12,8 @@ import pytest
 from conftest import START_MS
 from durability import Durability, DurableCall, now_ms
 from durability._engine.tables import TableSpec, claim_attempt, is_exhausted
+from durability._operations import _new_call
+from durability._signal import AbortSignal
 from durability._uuid import random_uuid
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
@@ -206,3 +209,32 @@ async def test_a_handler_whose_task_is_cancelled_fails_the_attempt_and_is_retrie
         assert observed["calls"] == [["cancel-self", 1], ["cancel-self", 2]]
     finally:
         await rt.close()
+
+
+def test_the_fast_durable_call_equals_the_constructed_one() -> None:
+    """A handler's `DurableCall` is built without its constructor: it has every field,
+    equals and hashes as the constructed one, and stays frozen."""
+    signal = AbortSignal()
+    fast = _new_call("id-1", "charge", {"cents": 5}, 2, signal, "key-1")
+    built = DurableCall(
+        id="id-1",
+        operation="charge",
+        payload={"cents": 5},
+        attempt=2,
+        signal=signal,
+        idempotency_key="key-1",
+    )
+    assert [field.name for field in dataclasses.fields(DurableCall)] == list(vars(fast))
+    assert fast == built and repr(fast) == repr(built)
+    assert hash(_new_call("id-1", "charge", None, 2, signal, "k")) == hash(
+        DurableCall(
+            id="id-1",
+            operation="charge",
+            payload=None,
+            attempt=2,
+            signal=signal,
+            idempotency_key="k",
+        )
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.attempt = 3  # type: ignore[misc]

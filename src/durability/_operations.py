@@ -91,6 +91,28 @@ class DurableCall(Generic[P]):
     idempotency_key: str
 
 
+def _new_call(
+    id: str,
+    operation: str,
+    payload: JsonValue,
+    attempt: int,
+    signal: AbortSignal,
+    idempotency_key: str,
+) -> DurableCall[JsonValue]:
+    """`DurableCall(...)` with these fields, built at a quarter of the cost: a frozen
+    dataclass's constructor sets each field through `object.__setattr__`."""
+    call: DurableCall[JsonValue] = object.__new__(DurableCall)
+    call.__dict__.update(
+        id=id,
+        operation=operation,
+        payload=payload,
+        attempt=attempt,
+        signal=signal,
+        idempotency_key=idempotency_key,
+    )
+    return call
+
+
 class Durability(DurableHelper["DurableOperation"]):
     """Durable operations: `await durability.<handler>(id=..., payload=...)` registers one.
 
@@ -328,13 +350,13 @@ class Durability(DurableHelper["DurableOperation"]):
         attempt: int,
     ) -> ExecutionSpec:
         def argument(attempt: int, signal: AbortSignal) -> DurableCall[JsonValue]:
-            return DurableCall(
-                id=key,
-                operation=operation,
-                payload=None if payload_text == NULL_TEXT else deserialize(payload_text),
-                attempt=attempt,
-                signal=signal,
-                idempotency_key=self._idempotency_prefix(operation) + key,
+            return _new_call(
+                key,
+                operation,
+                None if payload_text == NULL_TEXT else deserialize(payload_text),
+                attempt,
+                signal,
+                self._idempotency_prefix(operation) + key,
             )
 
         def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
