@@ -236,7 +236,7 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
         return {
             name: execution.generation
             for name, execution in self._active.items()
-            if execution.signal is not None and not execution.settled.is_set()
+            if execution.signal is not None and not execution.is_settled
         }
 
     def _moved(self, name: str, generation: str, slot: Slot, now: int) -> None:

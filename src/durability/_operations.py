@@ -293,7 +293,7 @@ class Durability(DurableHelper["DurableOperation"]):
         # the new generation starts only after it (the timer or the alarm starts it).
         self._after = {k: done for k, done in self._after.items() if not done.is_set()}
         older = self._active.get(key)
-        if older is not None and not older.settled.is_set():
+        if older is not None and not older.is_settled:
             self._after[(key, generation)] = older.settled
             return True
         created_at = int(row["created_at"])

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from .._context import Row
@@ -26,17 +25,37 @@ SettlementListener = Callable[[Row | None], None]
 """Called after a watched record may have settled; gets the executed row on success."""
 
 
-@dataclass(eq=False, slots=True)
 class ActiveExecution:
     """An attempt running in this instance: the key's in-memory lock.
 
-    `settled` is set only when the outcome is persisted AND the handler task has ended.
+    It is settled only when the outcome is persisted AND the handler task has ended. The
+    event waiters await is made only when one asks for it (most attempts have none).
     """
 
-    generation: str
-    created_at: int
-    settled: asyncio.Event = field(default_factory=asyncio.Event)
-    signal: AbortSignal | None = None
+    __slots__ = ("_event", "created_at", "generation", "is_settled", "signal")
+
+    def __init__(self, generation: str, created_at: int) -> None:
+        self.generation = generation
+        self.created_at = created_at
+        self.signal: AbortSignal | None = None
+        self.is_settled = False
+        self._event: asyncio.Event | None = None
+
+    @property
+    def settled(self) -> asyncio.Event:
+        """An event set once the execution has settled."""
+        event = self._event
+        if event is None:
+            event = self._event = asyncio.Event()
+            if self.is_settled:
+                event.set()
+        return event
+
+    def settle(self) -> None:
+        """Mark the execution settled and wake whoever waits on `settled`."""
+        self.is_settled = True
+        if self._event is not None:
+            self._event.set()
 
 
 class RunningExecutions:
@@ -69,7 +88,7 @@ class RunningExecutions:
 
     def finish(self, table: str, key: str, execution: ActiveExecution) -> None:
         """Mark `execution` settled and unregister it, unless a newer one took its key."""
-        execution.settled.set()
+        execution.settle()
         running = self._table(table)
         if running.get(key) is execution:
             del running[key]
