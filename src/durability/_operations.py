@@ -186,14 +186,20 @@ class Durability(DurableHelper["DurableOperation"]):
 
     # -- internals used by DurableOperation ---------------------------------------------
 
-    async def _register(
+    def _register(
         self, operation: str, id: object, payload: object, run_at: object, delay_ms: object
-    ) -> None:
+    ) -> asyncio.Future[bool]:
+        """Check and queue one registration; the future is its outcome once durable.
+
+        Not a coroutine: `DurableOperation.__call__` awaits the future itself, so a
+        registration costs one coroutine, not two."""
         key = check_id(id)
         text = NULL_TEXT if payload is None else serialize(payload, "payload")
         now = now_ms()
-        due = first_attempt_at(now, run_at, delay_ms)
-        await self._registrations.add((key, operation, text, due, random_uuid(), now))
+        due = (
+            now if run_at is None and delay_ms is None else first_attempt_at(now, run_at, delay_ms)
+        )
+        return self._registrations.add((key, operation, text, due, random_uuid(), now))
 
     def _reserve(self, rows: list[Registration]) -> EagerClaims | None:
         """Before a batch's write: permits and keys for its records due now, as far as
