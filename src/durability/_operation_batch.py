@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from ._abandoned import abandoned_error
@@ -28,9 +29,6 @@ from ._serialization import serialize
 
 Registration = tuple[str, str, str, int, str, int]
 """A new record: id, operation, payload text, due time, generation, creation time."""
-
-Pending = list[tuple[Registration, "asyncio.Future[bool]"]]
-"""The registrations a write task will take, each with its caller's future."""
 
 Reserve = Callable[[list[Registration]], EagerClaims | None]
 """Before the write: the claims of the batch's records due now that permits allow."""
@@ -52,6 +50,17 @@ _INSERT = (
 attempt claimed (what a claim of a new record would leave)."""
 
 
+class Pending:
+    """The registrations one write task will take, and their callers' futures (in the
+    same order)."""
+
+    __slots__ = ("futures", "rows")
+
+    def __init__(self) -> None:
+        self.rows: list[Registration] = []
+        self.futures: list[asyncio.Future[bool]] = []
+
+
 class RegistrationBatch:
     """Collects the registrations of one loop turn and writes them in one transaction."""
 
@@ -69,12 +78,13 @@ class RegistrationBatch:
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         pending = self._pending
         if pending is None:
-            pending = []
+            pending = Pending()
             # The write runs as instance work; a host that refuses it refuses this call.
             task = self._engine.tasks.spawn(self._flush(pending))
             task.add_done_callback(functools.partial(self._unstarted, pending))
             self._pending = pending
-        pending.append((registration, future))
+        pending.rows.append(registration)
+        pending.futures.append(future)
         return future
 
     def _unstarted(self, batch: Pending, task: asyncio.Task[None]) -> None:
@@ -82,17 +92,17 @@ class RegistrationBatch:
         it answers them itself), and let the next registration start a new batch."""
         if self._pending is batch:
             self._pending = None
-        if not task.cancelled() or all(future.done() for _, future in batch):
+        if not task.cancelled() or all(future.done() for future in batch.futures):
             return
         answer = abandoned_error(self._engine.tasks.spawn, "registration")
-        for _, future in batch:
+        for future in batch.futures:
             if not future.done():
                 future.set_exception(answer)
 
     async def _flush(self, batch: Pending) -> None:
         if self._pending is batch:
             self._pending = None
-        rows = [registration for registration, _ in batch]
+        rows, futures = batch.rows, batch.futures
         claims: EagerClaims | None = None
         try:
             claims = self._reserve(rows)
@@ -107,22 +117,24 @@ class RegistrationBatch:
                 if isinstance(error, Exception)
                 else abandoned_error(self._engine.tasks.spawn, "registration")
             )
-            for _, future in batch:
+            for future in futures:
                 if not future.done():
                     future.set_exception(answer)
             if isinstance(error, Exception):
                 return  # every caller raises it
             raise
-        inserted: list[Registration] = []
-        for (registration, future), outcome in zip(batch, outcomes, strict=True):
-            if isinstance(outcome, Exception):
-                if not future.done():
-                    future.set_exception(outcome)
+        for future, outcome in zip(futures, outcomes, strict=True):
+            if future.done():
                 continue
-            if outcome:
-                inserted.append(registration)
-            if not future.done():
+            if outcome is True or outcome is False:
                 future.set_result(outcome)
+            else:
+                future.set_exception(outcome)
+        inserted = (
+            rows
+            if outcomes.count(True) == len(rows)
+            else [row for row, outcome in zip(rows, outcomes, strict=True) if outcome is True]
+        )
         if inserted or claims is not None:
             self._written(inserted, claims)
 
@@ -141,15 +153,15 @@ class RegistrationBatch:
     def _write(
         self, sql: SqlStorage, rows: list[Registration], claims: EagerClaims | None
     ) -> list[bool | Exception]:
-        claimed = set() if claims is None else claims.first_attempts([(r[0], r[4]) for r in rows])
+        claimed = _NONE_CLAIMED if claims is None else claims.first_attempts()
         outcomes = self._insert(sql, rows, claimed)
         if claims is not None:
             keys = [rows[index][0] for index in claimed if outcomes[index] is True]
-            claims.claimed(keys, sum(outcome is True for outcome in outcomes))
+            claims.claimed(keys, outcomes.count(True))
         return outcomes
 
     def _insert(
-        self, sql: SqlStorage, rows: list[Registration], claimed: set[int]
+        self, sql: SqlStorage, rows: list[Registration], claimed: AbstractSet[int]
     ) -> list[bool | Exception]:
         try:
             if len(rows) <= _INSERT_CHUNK and len(claimed) in (0, len(rows)):
@@ -167,9 +179,16 @@ class RegistrationBatch:
         return outcomes
 
 
+_NONE_CLAIMED: frozenset[int] = frozenset()
+"""The positions claimed in a write without claims."""
+
+_FIRST_CLAIMED = frozenset({0})
+"""The positions claimed in the write of one claimed row."""
+
+
 def _inserting(row: Registration, claimed: bool) -> Callable[[SqlStorage], bool | Exception]:
     """The write of one registration alone (in a savepoint of its own)."""
-    return lambda sql: insert_calls(sql, [row], {0} if claimed else set())[0]
+    return lambda sql: insert_calls(sql, [row], _FIRST_CLAIMED if claimed else _NONE_CLAIMED)[0]
 
 
 def _earliest(rows: list[Registration], outcomes: list[bool | Exception]) -> int | None:
@@ -179,7 +198,7 @@ def _earliest(rows: list[Registration], outcomes: list[bool | Exception]) -> int
 
 
 def insert_calls(
-    sql: SqlStorage, rows: Sequence[Registration], claimed: set[int]
+    sql: SqlStorage, rows: Sequence[Registration], claimed: AbstractSet[int]
 ) -> list[bool | Exception]:
     """Insert `rows` (those at the indexes `claimed` with their first attempt claimed);
     per row True (inserted), False (the id is this operation's already) or
@@ -187,15 +206,23 @@ def insert_calls(
 
     A claimed row is the first of its id in `rows`, so writing the claimed rows before
     the others gives every row the outcome writing them in order would."""
+    if not claimed:
+        firsts: Sequence[Registration] = ()
+        others = rows
+    elif len(claimed) == len(rows):
+        firsts, others = rows, ()
+    else:
+        firsts = [row for index, row in enumerate(rows) if index in claimed]
+        others = [row for index, row in enumerate(rows) if index not in claimed]
     inserted: set[str] = set()
-    firsts = [row for index, row in enumerate(rows) if index in claimed]
-    others = [row for index, row in enumerate(rows) if index not in claimed] if firsts else rows
     for attempt, group in ((1, firsts), (0, others)):
         for first in range(0, len(group), _INSERT_CHUNK):
             chunk = group[first : first + _INSERT_CHUNK]
             size, bindings = padded_bindings(chunk, 6)
-            query = _INSERT.format(attempt=attempt, rows=value_rows(6, size))
-            inserted.update(row[0] for row in sql.exec(query, *bindings).raw())
+            # Each returned row is the 1-tuple of an inserted id.
+            inserted.update(*sql.exec(_insert_query(attempt, size), *bindings).raw())
+    if len(inserted) == len(rows):
+        return [True] * len(rows)  # every row inserted its own id
     outcomes: list[bool | Exception] = []
     for row in rows:
         key = row[0]
@@ -211,6 +238,12 @@ def insert_calls(
         else:
             outcomes.append(False)
     return outcomes
+
+
+@functools.cache
+def _insert_query(attempt: int, size: int) -> str:
+    """`_INSERT` for `size` rows inserted with `attempt` (a few distinct texts)."""
+    return _INSERT.format(attempt=attempt, rows=value_rows(6, size))
 
 
 def _operation_of(sql: SqlStorage, key: str) -> str | None:

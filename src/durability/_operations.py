@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
@@ -206,13 +206,20 @@ class Durability(DurableHelper["DurableOperation"]):
         permits are free, so the write claims them too."""
         if not self._engine.permits.free:
             return None
-        now = now_ms()
-        specs = (
-            self._call_spec(key, operation, text, generation, created_at, 0)
-            for key, operation, text, due_at, generation, created_at in rows
-            if due_at <= now
-        )
-        return EagerClaims(self._engine, specs) or None
+        return EagerClaims(self._engine, self._firsts_due(rows, now_ms())) or None
+
+    def _firsts_due(
+        self, rows: list[Registration], now: int
+    ) -> Iterator[tuple[int, ExecutionSpec]]:
+        """The position and spec of each row due at `now` that is the first of its key in
+        `rows` (built only as far as the reservation takes them)."""
+        seen: set[str] = set()
+        for position, (key, operation, text, due_at, generation, created_at) in enumerate(rows):
+            if key in seen:
+                continue
+            seen.add(key)
+            if due_at <= now:
+                yield position, self._call_spec(key, operation, text, generation, created_at, 0)
 
     def _registered(self, inserted: list[Registration], claims: EagerClaims | None) -> None:
         """After the commit of new records: emit, run those claimed with them, and start

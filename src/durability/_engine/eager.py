@@ -24,13 +24,18 @@ from .spec import ExecutionSpec
 class EagerClaims:
     """The records of one write that start with it: reserved, claimed, then run."""
 
-    __slots__ = ("_claimed", "_engine", "_slots", "_started_at", "all_claimed")
+    __slots__ = ("_claimed", "_engine", "_positions", "_slots", "_started_at", "all_claimed")
 
-    def __init__(self, engine: Engine, specs: Iterable[ExecutionSpec]) -> None:
-        """Reserve a permit and the key of each spec (new records, due now) while permits
-        are free; keys running here already, and repeats, are left out."""
+    def __init__(self, engine: Engine, specs: Iterable[tuple[int, ExecutionSpec]]) -> None:
+        """Reserve a permit and the key of each spec (new records, due now, each given
+        with its position in the write's rows) while permits are free; keys running here
+        already, and repeats, are left out.
+
+        A spec must be of the first row of its key in the write: a later row of that key
+        could not be inserted, so an earlier one keeps its place."""
         self._engine = engine
         self._slots: dict[str, Slot] = {}
+        self._positions: set[int] = set()
         self._claimed: set[str] = set()
         """The keys the transaction inserted claimed."""
         self._started_at = 0
@@ -38,15 +43,17 @@ class EagerClaims:
         """Whether every record the transaction inserted was inserted claimed (none needs a
         timer)."""
         running = engine.running
-        for spec in specs:
+        slots = self._slots
+        for position, spec in specs:
             name = spec.table.name
-            if spec.key in self._slots or spec.key in running.keys(name) or spec.after is not None:
+            if spec.key in slots or spec.key in running.keys(name) or spec.after is not None:
                 continue
             permit = engine.permits.try_acquire()
             if permit is None:
                 break
             entry = running.start(name, spec.key, spec.generation, spec.created_at)
-            self._slots[spec.key] = Slot(spec, entry, permit)
+            slots[spec.key] = Slot(spec, entry, permit)
+            self._positions.add(position)
 
     def __bool__(self) -> bool:
         return bool(self._slots)
@@ -54,21 +61,10 @@ class EagerClaims:
     def __contains__(self, key: object) -> bool:
         return key in self._slots
 
-    def first_attempts(self, rows: Sequence[tuple[str, str]]) -> set[int]:
-        """The indexes of the `(key, generation)` rows of one write to insert claimed:
-        each holding its key's reservation, when it is the first row of that key (a
-        later one could not be inserted, so an earlier one keeps its place)."""
-        slots = self._slots
-        chosen: set[int] = set()
-        seen: set[str] = set()
-        for index, (key, generation) in enumerate(rows):
-            if key in seen:
-                continue
-            seen.add(key)
-            slot = slots.get(key)
-            if slot is not None and slot.spec.generation == generation:
-                chosen.add(index)
-        return chosen
+    def first_attempts(self) -> set[int]:
+        """The positions, in the write's rows, of the records to insert claimed (the
+        reserved ones); not to be changed."""
+        return self._positions
 
     def claimed(self, keys: Sequence[str], written: int) -> None:
         """In the transaction: records `keys` were inserted claimed, of `written` inserted
