@@ -30,7 +30,7 @@ def check_id(id: object) -> str:
         raise TypeError(f"id must be a string, got {type(id).__name__}")
     if not id:
         raise ValueError("id must be a non-empty string")
-    return check_utf8("id", id)
+    return id if id.isascii() else check_utf8("id", id)
 
 
 def first_attempt_at(now: int, run_at: object, delay_ms: object) -> int:

@@ -225,24 +225,34 @@ class Durability(DurableHelper["DurableOperation"]):
         """After the commit of new records: emit, run those claimed with them, and start
         other ones due now as far as permits are free (a record a timer pass started
         meanwhile is left to it)."""
-        now = now_ms()
         free = self._engine.permits.free
-        due: list[ExecutionSpec] = []
-        registered_heard = LifecycleEventType.REGISTERED in self._listened
-        for key, operation, text, due_at, generation, created_at in inserted:
-            if registered_heard:
+        if LifecycleEventType.REGISTERED in self._listened:
+            for key, operation, _, _, generation, created_at in inserted:
                 self._emit(
                     RegisteredEvent(
                         operation=operation, id=key, generation=generation, timestamp=created_at
                     )
                 )
-            if due_at <= now and len(due) < free and (claims is None or key not in claims):
-                due.append(self._call_spec(key, operation, text, generation, created_at, 0))
+        unclaimed = free and (claims is None or not claims.all_claimed)
+        due = self._unclaimed_due(inserted, claims, free) if unclaimed else None
         started = None if claims is None else claims.start()
         if started is not None:
             self._run_started(started, inserted[0][0], inserted[0][1])
         if due:
             self._start_eagerly(due)
+
+    def _unclaimed_due(
+        self, inserted: list[Registration], claims: EagerClaims | None, free: int
+    ) -> list[ExecutionSpec]:
+        """The specs of up to `free` new records due now that `claims` does not hold."""
+        now = now_ms()
+        due: list[ExecutionSpec] = []
+        for key, operation, text, due_at, generation, created_at in inserted:
+            if due_at <= now and (claims is None or key not in claims):
+                due.append(self._call_spec(key, operation, text, generation, created_at, 0))
+                if len(due) == free:
+                    break
+        return due
 
     def _start_eagerly(self, specs: list[ExecutionSpec]) -> None:
         """Run records that are due now at once, as far as permits are free (the

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from .._context import SqlStorage
@@ -227,7 +228,7 @@ def padded_bindings(rows: Sequence[Sequence[SqlValue]], width: int) -> tuple[int
     """The padded row count of `rows` (at most `MAX_BATCH_ROWS`) and their bindings, NULL
     rows (which match nothing) filling the shape up."""
     size = padded(len(rows))
-    bindings: list[SqlValue] = [value for row in rows for value in row]
+    bindings: list[SqlValue] = list(chain.from_iterable(rows))
     bindings.extend([None] * (width * (size - len(rows))))
     return size, bindings
 
