@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import operator
 from collections.abc import Awaitable, Callable, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
@@ -193,8 +194,14 @@ def _inserting(row: Registration, claimed: bool) -> Callable[[SqlStorage], bool 
 
 def _earliest(rows: list[Registration], outcomes: list[bool | Exception]) -> int | None:
     """The earliest due time of the records the batch inserted (`None`: it inserted none)."""
+    if outcomes.count(True) == len(rows):
+        return min(map(_DUE_AT, rows))
     due = [row[3] for row, outcome in zip(rows, outcomes, strict=True) if outcome is True]
     return min(due) if due else None
+
+
+_DUE_AT: Callable[[Registration], int] = operator.itemgetter(3)
+"""A registration's due time."""
 
 
 def insert_calls(

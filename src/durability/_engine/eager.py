@@ -44,9 +44,14 @@ class EagerClaims:
         timer)."""
         running = engine.running
         slots = self._slots
+        name = ""
+        busy = running.keys(name)
         for position, spec in specs:
-            name = spec.table.name
-            if spec.key in slots or spec.key in running.keys(name) or spec.after is not None:
+            if spec.table.name != name:
+                name = spec.table.name
+                busy = running.keys(name)
+            # `busy` may predate the first key started here: those are in `slots`.
+            if spec.key in slots or spec.key in busy or spec.after is not None:
                 continue
             permit = engine.permits.try_acquire()
             if permit is None:
