@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import operator
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
+from itertools import chain
 from typing import Any
 
 from ._abandoned import abandoned_error
@@ -45,10 +46,14 @@ _INSERT = (
     "INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at, "
     "generation_id, created_at) SELECT column1, column2, column3, 'pending', {attempt}, "
     "column4, column5, column6 FROM (VALUES {rows}) WHERE column1 IS NOT NULL "
-    "ON CONFLICT(id) DO NOTHING RETURNING id"
+    "ON CONFLICT(id) DO NOTHING{returning}"
 )
 """The insert of new records, `attempt` 0, or 1 for records inserted with their first
 attempt claimed (what a claim of a new record would leave)."""
+
+_COUNTED_ROWS = 4
+"""Chunks of at least this many rows are inserted without ``RETURNING`` and counted with
+``changes()``: one small statement costs less than a returned row per record."""
 
 
 class Pending:
@@ -212,7 +217,9 @@ def insert_calls(
     `DuplicateDurableCallError` (it is another operation's).
 
     A claimed row is the first of its id in `rows`, so writing the claimed rows before
-    the others gives every row the outcome writing them in order would."""
+    the others gives every row the outcome writing them in order would. Each row's
+    generation is fresh (a registration's is random): a statement that inserted only
+    some of its rows tells which by the generations stored."""
     if not claimed:
         firsts: Sequence[Registration] = ()
         others = rows
@@ -224,10 +231,7 @@ def insert_calls(
     inserted: set[str] = set()
     for attempt, group in ((1, firsts), (0, others)):
         for first in range(0, len(group), _INSERT_CHUNK):
-            chunk = group[first : first + _INSERT_CHUNK]
-            size, bindings = padded_bindings(chunk, 6)
-            # Each returned row is the 1-tuple of an inserted id.
-            inserted.update(*sql.exec(_insert_query(attempt, size), *bindings).raw())
+            inserted.update(_insert_chunk(sql, attempt, group[first : first + _INSERT_CHUNK]))
     if len(inserted) == len(rows):
         return [True] * len(rows)  # every row inserted its own id
     outcomes: list[bool | Exception] = []
@@ -247,10 +251,42 @@ def insert_calls(
     return outcomes
 
 
+def _insert_chunk(sql: SqlStorage, attempt: int, chunk: Sequence[Registration]) -> Iterable[str]:
+    """Insert the rows of one statement with `attempt`; the ids they inserted."""
+    size, bindings = padded_bindings(chunk, 6)
+    if len(chunk) < _COUNTED_ROWS:
+        # Each returned row is the 1-tuple of an inserted id.
+        return chain.from_iterable(sql.exec(_insert_query(attempt, size, True), *bindings).raw())
+    sql.exec(_insert_query(attempt, size, False), *bindings)
+    for (count,) in sql.exec("SELECT changes()").raw():
+        if count == len(chunk):
+            return [row[0] for row in chunk]
+        if count == 0:
+            return ()
+    return _written_by(sql, chunk)
+
+
+def _written_by(sql: SqlStorage, chunk: Sequence[Registration]) -> list[str]:
+    """The ids of `chunk` whose stored record one of its rows wrote: each registration has
+    a fresh random generation, so the stored generation tells which row wrote a record."""
+    written = {(row[0], row[4]) for row in chunk}
+    stored = sql.exec(_stored_query(len(chunk)), *(row[0] for row in chunk)).raw()
+    return [key for key, generation in stored if (key, generation) in written]
+
+
 @functools.cache
-def _insert_query(attempt: int, size: int) -> str:
-    """`_INSERT` for `size` rows inserted with `attempt` (a few distinct texts)."""
-    return _INSERT.format(attempt=attempt, rows=value_rows(6, size))
+def _insert_query(attempt: int, size: int, returning: bool) -> str:
+    """`_INSERT` for `size` rows inserted with `attempt`, returning their ids or not (a
+    few distinct texts)."""
+    ending = " RETURNING id" if returning else ""
+    return _INSERT.format(attempt=attempt, rows=value_rows(6, size), returning=ending)
+
+
+@functools.cache
+def _stored_query(size: int) -> str:
+    """The id and generation of the records of `size` ids."""
+    marks = ", ".join("?" * size)
+    return f"SELECT id, generation_id FROM durability_calls WHERE id IN ({marks})"
 
 
 def _operation_of(sql: SqlStorage, key: str) -> str | None:
