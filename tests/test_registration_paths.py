@@ -10,6 +10,7 @@ import pytest
 
 from conftest import START_MS
 from durability import Durability, DurableCall
+from durability import _operation_batch as operation_batch
 from durability._operation_batch import Registration, insert_calls
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
@@ -137,5 +138,29 @@ async def test_only_the_first_registration_of_an_id_in_a_turn_can_be_claimed() -
         await clock.advance(1_000)
         assert ran == ["n", "k"]
         assert await obj.row("k") == ["completed", 1]
+    finally:
+        await rt.close()
+
+
+async def test_a_read_failing_after_a_counted_insert_fails_the_whole_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rows of a counted insert are written before its reads: when a read fails, the
+    batch fails whole (every caller gets the error, nothing of it stays), instead of a
+    row-by-row retry that would find the batch's own records and report them as old."""
+
+    def failing(sql: Any, chunk: Any) -> list[str]:
+        raise OSError("read failed")
+
+    monkeypatch.setattr(operation_batch, "_written_by", failing)
+    rt = Runtime(bindings={"I": Inserts, "RAN": []}, clock=VirtualClock(start_ms=START_MS))
+    await rt.start()
+    try:
+        obj = rt.env.I.get_by_name("read-fails")
+        await obj.register_many([["taken", None]])
+        with pytest.raises(OSError, match="read failed"):
+            await obj.register_many([["taken", None]] + [[f"r{n}", None] for n in range(5)])
+        stored = await obj.insert([], [], False)
+        assert [row[0] for row in stored[1]] == ["taken"]
     finally:
         await rt.close()

@@ -174,6 +174,8 @@ class RegistrationBatch:
                 return insert_calls(sql, rows, claimed)
             # Several statements: a later one failing must undo the earlier ones too.
             return self._engine.transaction_sync(lambda _: insert_calls(sql, rows, claimed))
+        except _ReadAfterInsertError as failed:
+            raise failed.error from None  # the whole batch fails (its transaction is undone)
         except Exception:
             pass  # one row spoilt the statement: write each alone, so only it fails
         outcomes: list[bool | Exception] = []
@@ -258,12 +260,26 @@ def _insert_chunk(sql: SqlStorage, attempt: int, chunk: Sequence[Registration]) 
         # Each returned row is the 1-tuple of an inserted id.
         return chain.from_iterable(sql.exec(_insert_query(attempt, size, True), *bindings).raw())
     sql.exec(_insert_query(attempt, size, False), *bindings)
-    for (count,) in sql.exec("SELECT changes()").raw():
-        if count == len(chunk):
-            return [row[0] for row in chunk]
-        if count == 0:
-            return ()
-    return _written_by(sql, chunk)
+    # Nothing else runs on the connection between these synchronous statements, and
+    # changes() counts the INSERT's own rows (not a trigger's).
+    try:
+        for (count,) in sql.exec("SELECT changes()").raw():
+            if count == len(chunk):
+                return [row[0] for row in chunk]
+            if count == 0:
+                return ()
+        return _written_by(sql, chunk)
+    except Exception as error:
+        raise _ReadAfterInsertError(error) from error
+
+
+class _ReadAfterInsertError(Exception):
+    """A read after a chunk's insert failed: the rows are written already, so a retry
+    row by row would find them; the batch fails whole instead."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _written_by(sql: SqlStorage, chunk: Sequence[Registration]) -> list[str]:

@@ -226,6 +226,7 @@ class Durability(DurableHelper["DurableOperation"]):
         other ones due now as far as permits are free (a record a timer pass started
         meanwhile is left to it)."""
         free = self._engine.permits.free
+        now = now_ms()
         if LifecycleEventType.REGISTERED in self._listened:
             for key, operation, _, _, generation, created_at in inserted:
                 self._emit(
@@ -234,7 +235,7 @@ class Durability(DurableHelper["DurableOperation"]):
                     )
                 )
         unclaimed = free and (claims is None or not claims.all_claimed)
-        due = self._unclaimed_due(inserted, claims, free) if unclaimed else None
+        due = self._unclaimed_due(inserted, claims, free, now) if unclaimed else None
         started = None if claims is None else claims.start()
         if started is not None:
             self._run_started(started, inserted[0][0], inserted[0][1])
@@ -242,10 +243,9 @@ class Durability(DurableHelper["DurableOperation"]):
             self._start_eagerly(due)
 
     def _unclaimed_due(
-        self, inserted: list[Registration], claims: EagerClaims | None, free: int
+        self, inserted: list[Registration], claims: EagerClaims | None, free: int, now: int
     ) -> list[ExecutionSpec]:
-        """The specs of up to `free` new records due now that `claims` does not hold."""
-        now = now_ms()
+        """The specs of up to `free` new records due at `now` that `claims` does not hold."""
         due: list[ExecutionSpec] = []
         for key, operation, text, due_at, generation, created_at in inserted:
             if due_at <= now and (claims is None or key not in claims):

@@ -12,7 +12,8 @@ claimed. A reservation whose record was not inserted gives its permit and key ba
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Collection, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 
 from .._clock import now_ms
 from .._signal import AbortSignal
@@ -44,8 +45,8 @@ class EagerClaims:
         timer)."""
         running = engine.running
         slots = self._slots
-        name = ""
-        busy = running.keys(name)
+        name: str | None = None
+        busy: Collection[str] = ()
         for position, spec in specs:
             if spec.table.name != name:
                 name = spec.table.name
@@ -66,9 +67,9 @@ class EagerClaims:
     def __contains__(self, key: object) -> bool:
         return key in self._slots
 
-    def first_attempts(self) -> set[int]:
+    def first_attempts(self) -> AbstractSet[int]:
         """The positions, in the write's rows, of the records to insert claimed (the
-        reserved ones); not to be changed."""
+        reserved ones)."""
         return self._positions
 
     def claimed(self, keys: Sequence[str], written: int) -> None:
