@@ -52,8 +52,8 @@ _INSERT = (
 attempt claimed (what a claim of a new record would leave)."""
 
 _COUNTED_ROWS = 4
-"""Chunks of at least this many rows are inserted without ``RETURNING`` and counted with
-``changes()``: one small statement costs less than a returned row per record."""
+"""Chunks of at least this many rows are inserted or completed without ``RETURNING`` and
+counted with ``changes()``: one small statement costs less than a returned row each."""
 
 
 class Pending:
@@ -319,16 +319,14 @@ _COMPLETE = (
     "WITH c(k, g, a, r) AS (VALUES {rows}) "
     "UPDATE durability_calls SET status = 'completed', completed_at = ?, result = c.r FROM c "
     "WHERE durability_calls.id = c.k AND durability_calls.generation_id = c.g "
-    "AND durability_calls.attempt = c.a AND +durability_calls.status = 'pending' "
-    "RETURNING durability_calls.id"
+    "AND durability_calls.attempt = c.a AND +durability_calls.status = 'pending'{returning}"
 )
 
 _COMPLETE_ALIKE = (
     "WITH c(k, g, a) AS (VALUES {rows}) "
     "UPDATE durability_calls SET status = 'completed', completed_at = ?, result = ? FROM c "
     "WHERE durability_calls.id = c.k AND durability_calls.generation_id = c.g "
-    "AND durability_calls.attempt = c.a AND +durability_calls.status = 'pending' "
-    "RETURNING durability_calls.id"
+    "AND durability_calls.attempt = c.a AND +durability_calls.status = 'pending'{returning}"
 )
 """`_COMPLETE` for rows that all store the same result (bound once)."""
 
@@ -352,17 +350,65 @@ def complete_calls(
         writes.append((index, spec.key, spec.generation, attempt, text))
     for first in range(0, len(writes), _COMPLETE_CHUNK):
         chunk = writes[first : first + _COMPLETE_CHUNK]
-        text = chunk[0][4]
-        if all(write[4] == text for write in chunk):
-            size, bindings = padded_bindings([write[1:4] for write in chunk], 3)
-            query = _COMPLETE_ALIKE.format(rows=value_rows(3, size))
-            cursor = sql.exec(query, *bindings, completed_at, text)
-        else:
-            size, bindings = padded_bindings([write[1:] for write in chunk], 4)
-            query = _COMPLETE.format(rows=value_rows(4, size))
-            cursor = sql.exec(query, *bindings, completed_at)
-        won = {row[0] for row in cursor.raw()}
-        for index, key, *_ in chunk:
-            if key in won:
-                outcomes[index] = completed_at
+        for index in _completed(sql, chunk, completed_at):
+            outcomes[index] = completed_at
     return outcomes
+
+
+def _completed(
+    sql: SqlStorage, chunk: Sequence[tuple[int, str, str, int, str]], completed_at: int
+) -> Iterable[int]:
+    """Complete the `(index, key, generation, attempt, text)` rows of one statement; the
+    indexes of those whose completion won."""
+    counted = len(chunk) >= _COUNTED_ROWS
+    text = chunk[0][4]
+    if len({write[4] for write in chunk}) == 1:
+        size, bindings = padded_bindings([write[1:4] for write in chunk], 3)
+        query = _complete_query(True, size, not counted)
+        cursor = sql.exec(query, *bindings, completed_at, text)
+    else:
+        size, bindings = padded_bindings([write[1:] for write in chunk], 4)
+        cursor = sql.exec(_complete_query(False, size, not counted), *bindings, completed_at)
+    if not counted:
+        won = {row[0] for row in cursor.raw()}
+        return [write[0] for write in chunk if write[1] in won]
+    for (count,) in sql.exec("SELECT changes()").raw():
+        if count == len(chunk):
+            return [write[0] for write in chunk]
+        if count == 0:
+            return ()
+    return _won_completions(sql, chunk, completed_at)
+
+
+def _won_completions(
+    sql: SqlStorage, chunk: Sequence[tuple[int, str, str, int, str]], completed_at: int
+) -> list[int]:
+    """The indexes of `chunk` whose record is now completed at `completed_at` by that
+    generation and attempt: only its own attempt, whose key is held, completes it so."""
+    stored = {
+        (key, generation, attempt)
+        for key, generation, attempt in sql.exec(
+            _completed_query(len(chunk)), completed_at, *(write[1] for write in chunk)
+        ).raw()
+    }
+    return [write[0] for write in chunk if (write[1], write[2], write[3]) in stored]
+
+
+@functools.cache
+def _complete_query(alike: bool, size: int, returning: bool) -> str:
+    """The completion of `size` rows (one result for all when `alike`), returning the
+    completed ids or not (a few distinct texts)."""
+    ending = " RETURNING durability_calls.id" if returning else ""
+    if alike:
+        return _COMPLETE_ALIKE.format(rows=value_rows(3, size), returning=ending)
+    return _COMPLETE.format(rows=value_rows(4, size), returning=ending)
+
+
+@functools.cache
+def _completed_query(size: int) -> str:
+    """The id, generation and attempt of those of `size` ids completed at a time."""
+    marks = ", ".join("?" * size)
+    return (
+        "SELECT id, generation_id, attempt FROM durability_calls "
+        f"WHERE status = 'completed' AND completed_at = ? AND id IN ({marks})"
+    )
