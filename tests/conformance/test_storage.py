@@ -69,6 +69,39 @@ async def test_cursor_api(make_runtime: RuntimeFactory) -> None:
     }
 
 
+async def test_cursor_is_consumed_once_by_rows_and_raw(make_runtime: RuntimeFactory) -> None:
+    """Rows, raw tuples and one() read from one position: what one takes, the others skip."""
+
+    async def probe(storage: Any) -> Any:
+        sql = storage.sql
+        sql.exec("CREATE TABLE t (n INTEGER PRIMARY KEY)")
+        sql.exec("INSERT INTO t (n) VALUES (1), (2), (3), (4)")
+        cursor = sql.exec("SELECT n FROM t ORDER BY n")
+        first = next(cursor)
+        raw = cursor.raw()
+        second = next(raw)
+        third = next(cursor)
+        last = cursor.one()
+        return {
+            "first": first,
+            "second": list(second),
+            "third": third,
+            "last": last,
+            "rest": list(cursor) + [list(row) for row in raw] + list(cursor.raw()),
+            "read": cursor.rows_read,
+        }
+
+    result = (await run_probes(make_runtime, p=probe))["p"]
+    assert result == {
+        "first": {"n": 1},
+        "second": [2],
+        "third": {"n": 3},
+        "last": {"n": 4},
+        "rest": [],
+        "read": 4,
+    }
+
+
 async def test_transaction_statements_are_refused(make_runtime: RuntimeFactory) -> None:
     """BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE and END raise a clear ValueError."""
 
