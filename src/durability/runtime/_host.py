@@ -219,6 +219,7 @@ class Runtime:
 
     async def call(
         self,
+        key: Key,
         object_id: ObjectId,
         method: str,
         args: list[JsonValue],
@@ -227,9 +228,10 @@ class Runtime:
     ) -> JsonValue:
         """Deliver `method(*args, **kwargs)` to the object and copy out its result.
 
-        `direct`: the method's code when it cannot suspend (see `Instance.call`).
+        `key`: the object's registry key, which the stub computes once. `direct`: the
+        method's code when it cannot suspend (see `Instance.call`).
         """
-        instance = self._instance(object_id)
+        instance = self._live.get(key) or self._instance(object_id)
         result = await instance.call(
             lambda obj: getattr(obj, method)(*args, **kwargs), direct=direct
         )
