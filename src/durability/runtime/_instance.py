@@ -99,8 +99,12 @@ class Instance:
         self._outcomes[tracker] = outcome
 
     def _done(self, tracker: asyncio.Future[Any]) -> None:
+        # `_untrack` inline: this runs once per call.
         self._outcomes.pop(tracker, None)
-        self._untrack(tracker)
+        tasks = self.tasks
+        tasks.discard(tracker)
+        if not tasks and not self.gone:
+            self._on_idle(self)
 
     def _run_direct(
         self, invoke: Callable[[DurableObject], object], code: CodeType, outcome: Future
@@ -108,9 +112,15 @@ class Instance:
         """Run a call that cannot suspend; whether its outcome is still tracked (gated)."""
         record = begin_call()
         try:
-            result = invoke(self.user_object())
+            target = self._object
+            result = invoke(self.user_object() if target is None else target)
             if type(result) is CoroutineType and result.cr_code is code:
-                result = _run_to_completion(result)
+                try:
+                    result.send(None)
+                except StopIteration as finished:
+                    result = finished.value
+                else:
+                    raise AssertionError("a coroutine whose code has no await suspended")
             elif inspect.isawaitable(result):
                 # Not the code judged unable to suspend (say an instance attribute
                 # shadows the method): it runs in a task, as any awaiting call, and
@@ -138,8 +148,10 @@ class Instance:
             delivered = True
             record = begin_call()
             try:
-                result = invoke(self.user_object())
-                if inspect.isawaitable(result):
+                target = self._object
+                result = invoke(self.user_object() if target is None else target)
+                # Coroutines (the common case) skip the slower generic awaitable check.
+                if type(result) is CoroutineType or inspect.isawaitable(result):
                     result = await result
                 raised = False
             except Exception as error:
@@ -287,12 +299,3 @@ def _log_failure(future: asyncio.Future[Any]) -> None:
     error = future.exception()
     if error is not None:
         logger.error("ctx.wait_until work failed", exc_info=error)
-
-
-def _run_to_completion(coroutine: CoroutineType[Any, Any, object]) -> object:
-    """The value of a coroutine whose code has no await: it finishes in one step."""
-    try:
-        coroutine.send(None)
-    except StopIteration as finished:
-        return finished.value
-    raise AssertionError("a coroutine whose code has no await suspended")
