@@ -40,7 +40,9 @@ class Instance:
         self.storage = ObjectStorage(database, f"object {object_id.namespace}:{object_id}")
         self.ctx = ObjectContext(self)
         self.tasks: set[asyncio.Future[Any]] = set()
-        self._outcomes: dict[asyncio.Future[Any], asyncio.Future[object]] = {}
+        self._trackers: dict[asyncio.Future[object], asyncio.Future[Any]] = {}
+        """What runs each call in flight, by its outcome: its task, or the outcome itself
+        for a direct call."""
         self._gate = OutputGate(self._release, self._done)
         self._waiting = 0
         self.gone = False
@@ -96,20 +98,24 @@ class Instance:
 
     def _track(self, tracker: asyncio.Future[Any], outcome: Future) -> None:
         self.tasks.add(tracker)
-        self._outcomes[tracker] = outcome
+        self._trackers[outcome] = tracker
 
-    def _done(self, tracker: asyncio.Future[Any]) -> None:
-        # `_untrack` inline: this runs once per call.
-        self._outcomes.pop(tracker, None)
+    def _done(self, outcome: Future) -> None:
+        """The call of `outcome` has ended: stop tracking what ran it."""
+        # Keyed by outcome, so a call's task need not look itself up (`current_task`);
+        # `_untrack` inline, as this runs once per call.
+        tracker = self._trackers.pop(outcome, None)
         tasks = self.tasks
-        tasks.discard(tracker)
+        if tracker is not None:
+            tasks.discard(tracker)
         if not tasks and not self.gone:
             self._on_idle(self)
 
     def _run_direct(
         self, invoke: Callable[[DurableObject], object], code: CodeType, outcome: Future
     ) -> bool:
-        """Run a call that cannot suspend; whether its outcome is still tracked (gated)."""
+        """Run a call that cannot suspend; whether its outcome is still tracked (gated, or
+        left to a task)."""
         record = begin_call()
         try:
             target = self._object
@@ -129,16 +135,15 @@ class Instance:
                     self._await_call(record, result, outcome)
                 )
                 self._waiting += 1
+                self.tasks.discard(outcome)
                 self._track(task, outcome)
-                return False
+                return True
             raised = False
         except Exception as error:
             result, raised = error, True
-        return self._conclude(record, outcome, outcome, result, raised)
+        return self._conclude(record, outcome, result, raised)
 
     async def _run_call(self, invoke: Callable[[DurableObject], object], outcome: Future) -> None:
-        task = asyncio.current_task()
-        assert task is not None
         gated = False
         delivered = False
         try:
@@ -156,7 +161,7 @@ class Instance:
                 raised = False
             except Exception as error:
                 result, raised = error, True
-            gated = self._conclude(record, task, outcome, result, raised)
+            gated = self._conclude(record, outcome, result, raised)
         except asyncio.CancelledError:
             self._cancelled(outcome)
             raise
@@ -164,13 +169,11 @@ class Instance:
             if not delivered:
                 self._waiting -= 1
             if not gated:
-                self._done(task)
+                self._done(outcome)
 
     async def _await_call(
         self, record: CallRecord, awaitable: Awaitable[object], outcome: Future
     ) -> None:
-        task = asyncio.current_task()
-        assert task is not None
         gated = False
         try:
             self._waiting -= 1
@@ -179,13 +182,13 @@ class Instance:
                 raised = False
             except Exception as error:
                 result, raised = error, True
-            gated = self._conclude(record, task, outcome, result, raised)
+            gated = self._conclude(record, outcome, result, raised)
         except asyncio.CancelledError:
             self._cancelled(outcome)
             raise
         finally:
             if not gated:
-                self._done(task)
+                self._done(outcome)
 
     def _cancelled(self, outcome: Future) -> None:
         if not outcome.done():
@@ -197,7 +200,6 @@ class Instance:
     def _conclude(
         self,
         record: CallRecord,
-        tracker: asyncio.Future[Any],
         outcome: Future,
         result: object,
         raised: bool,
@@ -210,7 +212,7 @@ class Instance:
         if last is None:
             self._release(outcome, result, raised)
             return False
-        self._gate.hold(last, tracker, outcome, result, raised)
+        self._gate.hold(last, outcome, result, raised)
         return True
 
     def _release(self, outcome: asyncio.Future[object], result: object, raised: bool) -> None:
@@ -273,10 +275,10 @@ class Instance:
         failed commit), every other call in flight gets that error instead.
         """
         self._gate.open_ended()
-        for outcome in self._outcomes.values():
+        # The trackers stay: each call's task, once it ends, still untracks itself.
+        for outcome in self._trackers:
             if not outcome.done():
                 outcome.set_exception(self._evicted_during_call() if error is None else error)
-        self._outcomes.clear()
         pending = list(self.tasks)
         for task in pending:
             task.cancel()
