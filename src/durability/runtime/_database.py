@@ -159,7 +159,7 @@ class Database:
             self._check_still_open(error)
             raise
         columns = [column[0] for column in description] if description else []
-        return Cursor(columns, rows, connection.total_changes - before)
+        return Cursor(columns, rows, len(rows), connection.total_changes - before)
 
     def query(self, statement: str, *bindings: object) -> list[tuple[Any, ...]]:
         """Rows of one of the runtime's own statements."""

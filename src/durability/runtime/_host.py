@@ -235,7 +235,7 @@ class Runtime:
         result = await instance.call(
             lambda obj: getattr(obj, method)(*args, **kwargs), direct=direct
         )
-        return copy_value(result, "result")
+        return result if result is None else copy_value(result, "result")
 
     async def run(self, instance: Instance, invoke: Callable[[DurableObject], object]) -> object:
         """Deliver `invoke` to `instance` as one call; eviction surfaces as an error."""

@@ -84,7 +84,8 @@ class Instance:
         outcome: asyncio.Future[object] = loop.create_future()
         self.idle_since = None
         if direct is not None and not self._waiting and not self._blocks and not self.gone:
-            self._track(outcome, outcome)
+            self.tasks.add(outcome)
+            self._trackers[outcome] = outcome
             kept = False
             try:
                 kept = copy_context().run(self._run_direct, invoke, direct, outcome)

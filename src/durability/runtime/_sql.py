@@ -172,9 +172,6 @@ class Cursor(ReadRows[Row]):
 
     __slots__ = ()
 
-    def __init__(self, columns: list[str], rows: list[tuple[Any, ...]], rows_written: int) -> None:
-        super().__init__(columns, rows, len(rows), rows_written)
-
     def _row(self, pairs: Iterable[tuple[str, Any]]) -> Row:
         return Row(pairs)
 

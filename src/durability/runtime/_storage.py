@@ -242,7 +242,10 @@ class ObjectStorage:
         commit = self._database.join()
         record = _current_call.get()
         if record is not None:
-            record.add(commit)
+            # `record.add(commit)` inline: this runs for every storage operation.
+            commits = record._commits
+            if commits is not None and (not commits or commits[-1] is not commit):
+                commits.append(commit)
         return self._database
 
     def transaction_sync(self, fn: Callable[[], T]) -> T:
