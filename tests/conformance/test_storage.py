@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -100,6 +101,30 @@ async def test_cursor_is_consumed_once_by_rows_and_raw(make_runtime: RuntimeFact
         "rest": [],
         "read": 4,
     }
+
+
+async def test_cancelled_sync_leaves_the_commit_to_the_others(make_runtime: RuntimeFactory) -> None:
+    """Cancelling one `sync()` waiter cancels neither the commit nor another waiter on it."""
+
+    async def probe(storage: Any) -> Any:
+        storage.sql.exec("CREATE TABLE t (n INTEGER PRIMARY KEY)")
+        await storage.sync()
+
+        async def write_then_sync(n: int) -> None:
+            storage.sql.exec("INSERT INTO t (n) VALUES (?)", n)
+            await storage.sync()
+
+        first = asyncio.ensure_future(write_then_sync(1))
+        second = asyncio.ensure_future(write_then_sync(2))
+        await asyncio.sleep(0)
+        first.cancel()
+        await second
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        await storage.sync()
+        return [row["n"] for row in storage.sql.exec("SELECT n FROM t ORDER BY n")]
+
+    assert (await run_probes(make_runtime, p=probe))["p"] == [1, 2]
 
 
 async def test_transaction_statements_are_refused(make_runtime: RuntimeFactory) -> None:

@@ -19,6 +19,7 @@ import asyncio
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -53,6 +54,9 @@ def _retrieve(future: asyncio.Future[None]) -> None:
     if not future.cancelled():
         future.exception()
 
+
+_column_name = itemgetter(0)
+"""The name of a column in a cursor's `description` (its first item)."""
 
 UNREAD: Final = object()
 """`Database.alarm_row` before the alarm row was read, or after a rollback."""
@@ -158,7 +162,7 @@ class Database:
         except sqlite3.Error as error:
             self._check_still_open(error)
             raise
-        columns = [column[0] for column in description] if description else []
+        columns = list(map(_column_name, description)) if description else []
         return Cursor(columns, rows, len(rows), connection.total_changes - before)
 
     def query(self, statement: str, *bindings: object) -> list[tuple[Any, ...]]:

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Awaitable, Callable, Generator
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar, cast
 
 from .._context import Transaction
@@ -132,6 +133,20 @@ def write_alarm(database: Database, row: AlarmRow | None) -> asyncio.Future[None
 def retry_delay_ms(attempt: int) -> int:
     """The backoff before retry number `attempt` (1-based): 2 s, 4 s, 8 s, ..."""
     return FIRST_RETRY_DELAY_MS << (attempt - 1)
+
+
+def _pass_outcome(waiter: asyncio.Future[None], commit: asyncio.Future[None]) -> None:
+    """Give `waiter` the outcome of `commit` (unless the waiter was cancelled)."""
+    if waiter.done():
+        return
+    if commit.cancelled():
+        waiter.cancel()
+        return
+    error = commit.exception()
+    if error is None:
+        waiter.set_result(None)
+    else:
+        waiter.set_exception(error)
 
 
 def _prefix_end(prefix: str) -> str | None:
@@ -277,7 +292,11 @@ class ObjectStorage:
             self.enter()
         pending = self._database.pending_commit
         if pending is not None:
-            await asyncio.shield(pending)
+            # What `asyncio.shield` does for a future, without its generic layers: the
+            # waiter may be cancelled, the commit that other calls wait for is not.
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            pending.add_done_callback(partial(_pass_outcome, waiter))
+            await waiter
 
     async def get_alarm(self) -> int | None:
         """The armed alarm time in ms since the epoch, or `None`."""
