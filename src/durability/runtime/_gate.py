@@ -21,12 +21,14 @@ def commits_to_wait(database: Database, record: CallRecord) -> asyncio.Future[No
     That is the database's pending commit, if any: the call joined it or may have
     observed its writes. Every other commit the call joined has ended (the database
     opens a transaction only after the previous one ended); one that failed raises its
-    error here.
+    error here. The record is closed: commits joined from now on are not its call's.
     """
     pending = database.pending_commit
-    for commit in record.close():
-        if commit is not pending:
-            commit.result()
+    commits, record.commits = record.commits, None
+    if commits:
+        for commit in commits:
+            if commit is not pending:
+                commit.result()
     return pending
 
 

@@ -49,20 +49,12 @@ class CallRecord:
     task context; once the call settled, the record ignores it.
     """
 
-    __slots__ = ("_commits",)
+    __slots__ = ("commits",)
 
     def __init__(self) -> None:
-        self._commits: list[asyncio.Future[None]] | None = []
-
-    def add(self, commit: asyncio.Future[None]) -> None:
-        commits = self._commits
-        if commits is not None and (not commits or commits[-1] is not commit):
-            commits.append(commit)
-
-    def close(self) -> list[asyncio.Future[None]]:
-        """The joined commits, oldest first; commits joined from now on are ignored."""
-        commits, self._commits = self._commits or [], None
-        return commits
+        self.commits: list[asyncio.Future[None]] | None = []
+        """The joined commits, oldest first (`ObjectStorage.enter` adds each); `None`
+        once the call settled (`commits_to_wait`), after which nothing is recorded."""
 
 
 _current_call: ContextVar[CallRecord | None] = ContextVar("durability_call", default=None)
@@ -257,8 +249,7 @@ class ObjectStorage:
         commit = self._database.join()
         record = _current_call.get()
         if record is not None:
-            # `record.add(commit)` inline: this runs for every storage operation.
-            commits = record._commits
+            commits = record.commits
             if commits is not None and (not commits or commits[-1] is not commit):
                 commits.append(commit)
         return self._database
