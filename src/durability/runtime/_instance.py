@@ -94,7 +94,9 @@ class Instance:
                     self._done(outcome)
         else:
             self._waiting += 1
-            self._track(loop.create_task(self._run_call(invoke, outcome)), outcome)
+            task = loop.create_task(self._run_call(invoke, outcome))
+            self.tasks.add(task)
+            self._trackers[outcome] = task
         return outcome
 
     def _track(self, tracker: asyncio.Future[Any], outcome: Future) -> None:
