@@ -49,12 +49,6 @@ class Savepoint:
     transaction: asyncio.Future[None]
 
 
-def _retrieve(future: asyncio.Future[None]) -> None:
-    # A commit nobody waited for may still fail; mark its error as seen.
-    if not future.cancelled():
-        future.exception()
-
-
 _column_name = itemgetter(0)
 """The name of a column in a cursor's `description` (its first item)."""
 
@@ -142,7 +136,6 @@ class Database:
                     (self._unrecorded_name,),
                 )
             pending = self._loop.create_future()
-            pending.add_done_callback(_retrieve)
             self.pending_commit = pending
             self._loop.call_soon(self._commit_turn, pending)
         return pending
@@ -289,6 +282,9 @@ class Database:
             connection.execute("ROLLBACK")
         if pending is not None and not pending.done():
             pending.set_exception(error)
+            # A commit nobody waited for may fail too: its error counts as seen (marked
+            # here rather than by a done-callback, which would cost every commit a turn).
+            pending.exception()
 
     def close(self) -> None:
         """Commit what is pending and close the connection."""
