@@ -14,6 +14,7 @@ import enum
 import logging
 import os
 from collections.abc import Callable, Mapping
+from operator import methodcaller
 from pathlib import Path
 from types import CodeType, MappingProxyType, TracebackType
 from typing import Any
@@ -232,9 +233,8 @@ class Runtime:
         method's code when it cannot suspend (see `Instance.call`).
         """
         instance = self._live.get(key) or self._instance(object_id)
-        result = await instance.call(
-            lambda obj: getattr(obj, method)(*args, **kwargs), direct=direct
-        )
+        # methodcaller: `obj.method(*args, **kwargs)` without a Python-level frame.
+        result = await instance.call(methodcaller(method, *args, **kwargs), direct=direct)
         return result if result is None else copy_value(result, "result")
 
     async def run(self, instance: Instance, invoke: Callable[[DurableObject], object]) -> object:
