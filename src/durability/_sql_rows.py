@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
+from operator import length_hint
 from typing import Any, Generic, TypeVar
 
 RowT = TypeVar("RowT", bound=dict[str, Any])
@@ -16,7 +17,7 @@ RowT = TypeVar("RowT", bound=dict[str, Any])
 class ReadRows(ABC, Generic[RowT]):
     """The rows of one statement, already read; consumed as they are iterated."""
 
-    __slots__ = ("_columns", "_position", "_rows", "_rows_read", "_rows_written")
+    __slots__ = ("_columns", "_rows", "_rows_read", "_rows_written")
 
     def __init__(
         self,
@@ -26,8 +27,9 @@ class ReadRows(ABC, Generic[RowT]):
         rows_written: int,
     ) -> None:
         self._columns = columns
-        self._rows = rows
-        self._position = 0
+        # One iterator over the rows, shared by rows and raw tuples: reading either
+        # consumes both, and it iterates in C.
+        self._rows: Iterator[tuple[Any, ...]] = iter(rows)
         self._rows_read = rows_read
         self._rows_written = rows_written
 
@@ -54,11 +56,7 @@ class ReadRows(ABC, Generic[RowT]):
         return self
 
     def __next__(self) -> RowT:
-        if self._position >= len(self._rows):
-            raise StopIteration
-        row = self._rows[self._position]
-        self._position += 1
-        return self._row(zip(self._columns, row, strict=True))
+        return self._row(zip(self._columns, next(self._rows), strict=True))
 
     def to_list(self) -> list[RowT]:
         """Every remaining row as a dict."""
@@ -66,7 +64,7 @@ class ReadRows(ABC, Generic[RowT]):
 
     def one(self) -> RowT:
         """The only remaining row; `ValueError` unless there is exactly one."""
-        remaining = len(self._rows) - self._position
+        remaining = length_hint(self._rows)
         if remaining != 1:
             # Cloudflare's own wording, as observed on workerd.
             got = "no results" if remaining == 0 else "multiple results"
@@ -75,7 +73,4 @@ class ReadRows(ABC, Generic[RowT]):
 
     def raw(self) -> Iterator[tuple[Any, ...]]:
         """The remaining rows as tuples, in column order."""
-        while self._position < len(self._rows):
-            row = self._rows[self._position]
-            self._position += 1
-            yield row
+        return self._rows

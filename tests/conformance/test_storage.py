@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -67,6 +68,63 @@ async def test_cursor_api(make_runtime: RuntimeFactory) -> None:
         "raw": [[1, "a"], [2, "b"]],
         "blob_ok": True,
     }
+
+
+async def test_cursor_is_consumed_once_by_rows_and_raw(make_runtime: RuntimeFactory) -> None:
+    """Rows, raw tuples and one() read from one position: what one takes, the others skip."""
+
+    async def probe(storage: Any) -> Any:
+        sql = storage.sql
+        sql.exec("CREATE TABLE t (n INTEGER PRIMARY KEY)")
+        sql.exec("INSERT INTO t (n) VALUES (1), (2), (3), (4)")
+        cursor = sql.exec("SELECT n FROM t ORDER BY n")
+        first = next(cursor)
+        raw = cursor.raw()
+        second = next(raw)
+        third = next(cursor)
+        last = cursor.one()
+        return {
+            "first": first,
+            "second": list(second),
+            "third": third,
+            "last": last,
+            "rest": list(cursor) + [list(row) for row in raw] + list(cursor.raw()),
+            "read": cursor.rows_read,
+        }
+
+    result = (await run_probes(make_runtime, p=probe))["p"]
+    assert result == {
+        "first": {"n": 1},
+        "second": [2],
+        "third": {"n": 3},
+        "last": {"n": 4},
+        "rest": [],
+        "read": 4,
+    }
+
+
+async def test_cancelled_sync_leaves_the_commit_to_the_others(make_runtime: RuntimeFactory) -> None:
+    """Cancelling one `sync()` waiter cancels neither the commit nor another waiter on it."""
+
+    async def probe(storage: Any) -> Any:
+        storage.sql.exec("CREATE TABLE t (n INTEGER PRIMARY KEY)")
+        await storage.sync()
+
+        async def write_then_sync(n: int) -> None:
+            storage.sql.exec("INSERT INTO t (n) VALUES (?)", n)
+            await storage.sync()
+
+        first = asyncio.ensure_future(write_then_sync(1))
+        second = asyncio.ensure_future(write_then_sync(2))
+        await asyncio.sleep(0)
+        first.cancel()
+        await second
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        await storage.sync()
+        return [row["n"] for row in storage.sql.exec("SELECT n FROM t ORDER BY n")]
+
+    assert (await run_probes(make_runtime, p=probe))["p"] == [1, 2]
 
 
 async def test_transaction_statements_are_refused(make_runtime: RuntimeFactory) -> None:

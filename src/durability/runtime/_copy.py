@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import cast
+from typing import Any, cast
 
 from .._serialization import copy_json
 from .._types import JsonValue
@@ -24,7 +24,10 @@ def copy_value(value: object, what: str) -> JsonValue:
     also produces the error message.
     """
     if value is None or type(value) in _SCALARS:
-        return cast(JsonValue, value)
+        # Typed through Any, so no `cast` (a Python-level call) runs for a scalar.
+        unchecked: Any = value
+        scalar: JsonValue = unchecked
+        return scalar
     try:
         return _copy(value, 0)
     except _SlowPath:
@@ -33,13 +36,14 @@ def copy_value(value: object, what: str) -> JsonValue:
 
 def copy_arguments(args: tuple[object, ...]) -> list[JsonValue]:
     """`copy_value(list(args), "arguments")`, without copying the common scalars twice."""
+    items: tuple[Any, ...] = args
+    copied: list[JsonValue] = []
     try:
-        return [
-            cast(JsonValue, item) if item is None or type(item) in _SCALARS else _copy(item, 1)
-            for item in args
-        ]
+        for item in items:
+            copied.append(item if item is None or type(item) in _SCALARS else _copy(item, 1))
     except _SlowPath:
         return cast("list[JsonValue]", copy_json(list(args), "arguments"))
+    return copied
 
 
 def _copy(value: object, depth: int) -> JsonValue:

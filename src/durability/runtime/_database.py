@@ -19,6 +19,7 @@ import asyncio
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -48,11 +49,8 @@ class Savepoint:
     transaction: asyncio.Future[None]
 
 
-def _retrieve(future: asyncio.Future[None]) -> None:
-    # A commit nobody waited for may still fail; mark its error as seen.
-    if not future.cancelled():
-        future.exception()
-
+_column_name = itemgetter(0)
+"""The name of a column in a cursor's `description` (its first item)."""
 
 UNREAD: Final = object()
 """`Database.alarm_row` before the alarm row was read, or after a rollback."""
@@ -92,7 +90,9 @@ class Database:
         self._connection: sqlite3.Connection | None = connection
         self._closed = False
         self._loop = loop
-        self._pending: asyncio.Future[None] | None = None
+        self.pending_commit: asyncio.Future[None] | None = None
+        """The commit future of writes not yet committed, if there are any (an attribute,
+        not a property: every call's result reads it; only this class sets it)."""
         self._savepoints = 0
         self._unrecorded_name: str | None = None
         self._committer = committer
@@ -102,17 +102,12 @@ class Database:
         """Give up the connection if idle (no transaction, commit, call or alarm in
         progress) for the pool to close; the next use opens a new one."""
         connection = self._connection
-        if connection is None or self._pending or self._inflight or self.busy():
+        if connection is None or self.pending_commit or self._inflight or self.busy():
             return None
         if connection.in_transaction:  # a transaction SQLite itself still holds open
             return None
         self._connection = None
         return connection
-
-    @property
-    def pending_commit(self) -> asyncio.Future[None] | None:
-        """The commit future of writes not yet committed, if there are any."""
-        return self._pending
 
     def connection(self) -> sqlite3.Connection:
         """The open connection (reopened if the pool closed it), for the runtime's own
@@ -130,7 +125,7 @@ class Database:
         """The commit future of the current turn's transaction, opening it if needed."""
         if self._inflight is not None:
             self._settle_inflight()
-        pending = self._pending
+        pending = self.pending_commit
         if pending is None:
             connection = self._conn()
             connection.execute("BEGIN IMMEDIATE")
@@ -141,8 +136,7 @@ class Database:
                     (self._unrecorded_name,),
                 )
             pending = self._loop.create_future()
-            pending.add_done_callback(_retrieve)
-            self._pending = pending
+            self.pending_commit = pending
             self._loop.call_soon(self._commit_turn, pending)
         return pending
 
@@ -158,8 +152,8 @@ class Database:
         except sqlite3.Error as error:
             self._check_still_open(error)
             raise
-        columns = [column[0] for column in description] if description else []
-        return Cursor(columns, rows, connection.total_changes - before)
+        columns = list(map(_column_name, description)) if description else []
+        return Cursor(columns, rows, len(rows), connection.total_changes - before)
 
     def query(self, statement: str, *bindings: object) -> list[tuple[Any, ...]]:
         """Rows of one of the runtime's own statements."""
@@ -188,13 +182,13 @@ class Database:
 
     def release(self, savepoint: Savepoint) -> None:
         """Keep the writes made since `savepoint` (if its transaction still exists)."""
-        if self._pending is savepoint.transaction:
+        if self.pending_commit is savepoint.transaction:
             self._conn().execute("RELEASE " + savepoint.name)
             self._savepoints -= 1
 
     def rollback_to(self, savepoint: Savepoint) -> None:
         """Undo the writes made since `savepoint` (if its transaction still exists)."""
-        if self._pending is savepoint.transaction:
+        if self.pending_commit is savepoint.transaction:
             connection = self._conn()
             self.alarm_row = UNREAD
             connection.execute(f"ROLLBACK TO {savepoint.name}")
@@ -205,7 +199,7 @@ class Database:
         """Commit the turn's transaction now, on this thread (fsync); fails its future if
         that fails. A commit already running in the committer is waited for first."""
         self._settle_inflight()
-        pending = self._pending
+        pending = self.pending_commit
         if pending is None:
             return
         try:
@@ -254,11 +248,11 @@ class Database:
         self._inflight = None
         if error is not None:
             self._fail(error)
-        elif self._pending is not None:
-            self._committed(self._pending)
+        elif self.pending_commit is not None:
+            self._committed(self.pending_commit)
 
     def _committed(self, pending: asyncio.Future[None]) -> None:
-        self._pending = None
+        self.pending_commit = None
         self._savepoints = 0
         self._unrecorded_name = None
         self.commits += 1
@@ -278,8 +272,8 @@ class Database:
         A commit already running in the committer is not undone: it is waited for.
         """
         self._settle_inflight()
-        pending = self._pending
-        self._pending = None
+        pending = self.pending_commit
+        self.pending_commit = None
         self._savepoints = 0
         self.alarm_changed = False
         self.alarm_row = UNREAD
@@ -288,11 +282,14 @@ class Database:
             connection.execute("ROLLBACK")
         if pending is not None and not pending.done():
             pending.set_exception(error)
+            # A commit nobody waited for may fail too: its error counts as seen (marked
+            # here rather than by a done-callback, which would cost every commit a turn).
+            pending.exception()
 
     def close(self) -> None:
         """Commit what is pending and close the connection."""
         self.commit()
-        if self._pending is not None:
+        if self.pending_commit is not None:
             self.rollback(DatabaseClosedError("the database was closed before its commit"))
         self._closed = True
         if self.pool is not None:
@@ -302,7 +299,7 @@ class Database:
             self._connection = None
 
     def _commit_turn(self, pending: asyncio.Future[None]) -> None:
-        if self._pending is not pending or self._inflight is not None:
+        if self.pending_commit is not pending or self._inflight is not None:
             return
         if self._committer is None or self._connection is None:
             self.commit()
@@ -312,7 +309,11 @@ class Database:
     def _check_still_open(self, error: sqlite3.Error) -> None:
         # Some errors (e.g. "INSERT OR ROLLBACK") end the whole transaction in SQLite.
         connection = self._connection
-        if self._pending is not None and connection is not None and not connection.in_transaction:
+        if (
+            self.pending_commit is not None
+            and connection is not None
+            and not connection.in_transaction
+        ):
             self.rollback(error)
 
     def _conn(self) -> sqlite3.Connection:

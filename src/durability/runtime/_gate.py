@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 from ._database import Database
 from ._storage import CallRecord
 
-_Gated = tuple[asyncio.Future[Any], asyncio.Future[object], object, bool]
-"""A finished call waiting for its commit: its task, outcome, result, whether it raised."""
+_Gated = tuple[asyncio.Future[object], object, bool]
+"""A finished call waiting for its commit: its outcome, result, whether it raised."""
 
 Release = Callable[[asyncio.Future[object], object, bool], None]
-Done = Callable[[asyncio.Future[Any]], None]
+Done = Callable[[asyncio.Future[object]], None]
 
 
 def commits_to_wait(database: Database, record: CallRecord) -> asyncio.Future[None] | None:
@@ -22,18 +21,20 @@ def commits_to_wait(database: Database, record: CallRecord) -> asyncio.Future[No
     That is the database's pending commit, if any: the call joined it or may have
     observed its writes. Every other commit the call joined has ended (the database
     opens a transaction only after the previous one ended); one that failed raises its
-    error here.
+    error here. The record is closed: commits joined from now on are not its call's.
     """
     pending = database.pending_commit
-    for commit in record.close():
-        if commit is not pending:
-            commit.result()
+    commits, record.commits = record.commits, None
+    if commits:
+        for commit in commits:
+            if commit is not pending:
+                commit.result()
     return pending
 
 
 class OutputGate:
     """Finished calls held until their commit ends: then `release` gets each outcome
-    (the commit's own error if it failed) and `done` each call's task."""
+    (the commit's own error if it failed) and `done` each call's outcome future."""
 
     __slots__ = ("_done", "_gated", "_release")
 
@@ -45,7 +46,6 @@ class OutputGate:
     def hold(
         self,
         commit: asyncio.Future[None],
-        task: asyncio.Future[Any],
         outcome: asyncio.Future[object],
         result: object,
         raised: bool,
@@ -57,7 +57,7 @@ class OutputGate:
         if waiting is None:
             waiting = self._gated[commit] = []
             commit.add_done_callback(self._open)
-        waiting.append((task, outcome, result, raised))
+        waiting.append((outcome, result, raised))
 
     def open_ended(self) -> None:
         """Release now the calls whose commit has ended but whose callback has not run."""
@@ -66,9 +66,9 @@ class OutputGate:
 
     def _open(self, commit: asyncio.Future[None]) -> None:
         error = None if commit.cancelled() else commit.exception()
-        for task, outcome, result, raised in self._gated.pop(commit, ()):
+        for outcome, result, raised in self._gated.pop(commit, ()):
             if error is not None:
                 self._release(outcome, error, True)
             else:
                 self._release(outcome, result, raised)
-            self._done(task)
+            self._done(outcome)

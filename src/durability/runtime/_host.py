@@ -14,6 +14,7 @@ import enum
 import logging
 import os
 from collections.abc import Callable, Mapping
+from operator import methodcaller
 from pathlib import Path
 from types import CodeType, MappingProxyType, TracebackType
 from typing import Any
@@ -219,6 +220,7 @@ class Runtime:
 
     async def call(
         self,
+        key: Key,
         object_id: ObjectId,
         method: str,
         args: list[JsonValue],
@@ -227,13 +229,13 @@ class Runtime:
     ) -> JsonValue:
         """Deliver `method(*args, **kwargs)` to the object and copy out its result.
 
-        `direct`: the method's code when it cannot suspend (see `Instance.call`).
+        `key`: the object's registry key, which the stub computes once. `direct`: the
+        method's code when it cannot suspend (see `Instance.call`).
         """
-        instance = self._instance(object_id)
-        result = await instance.call(
-            lambda obj: getattr(obj, method)(*args, **kwargs), direct=direct
-        )
-        return copy_value(result, "result")
+        instance = self._live.get(key) or self._instance(object_id)
+        # methodcaller: `obj.method(*args, **kwargs)` without a Python-level frame.
+        result = await instance.call(methodcaller(method, *args, **kwargs), direct=direct)
+        return result if result is None else copy_value(result, "result")
 
     async def run(self, instance: Instance, invoke: Callable[[DurableObject], object]) -> object:
         """Deliver `invoke` to `instance` as one call; eviction surfaces as an error."""

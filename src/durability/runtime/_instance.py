@@ -40,7 +40,9 @@ class Instance:
         self.storage = ObjectStorage(database, f"object {object_id.namespace}:{object_id}")
         self.ctx = ObjectContext(self)
         self.tasks: set[asyncio.Future[Any]] = set()
-        self._outcomes: dict[asyncio.Future[Any], asyncio.Future[object]] = {}
+        self._trackers: dict[asyncio.Future[object], asyncio.Future[Any]] = {}
+        """What runs each call in flight, by its outcome: its task, or the outcome itself
+        for a direct call."""
         self._gate = OutputGate(self._release, self._done)
         self._waiting = 0
         self.gone = False
@@ -82,7 +84,8 @@ class Instance:
         outcome: asyncio.Future[object] = loop.create_future()
         self.idle_since = None
         if direct is not None and not self._waiting and not self._blocks and not self.gone:
-            self._track(outcome, outcome)
+            self.tasks.add(outcome)
+            self._trackers[outcome] = outcome
             kept = False
             try:
                 kept = copy_context().run(self._run_direct, invoke, direct, outcome)
@@ -91,26 +94,42 @@ class Instance:
                     self._done(outcome)
         else:
             self._waiting += 1
-            self._track(loop.create_task(self._run_call(invoke, outcome)), outcome)
+            task = loop.create_task(self._run_call(invoke, outcome))
+            self.tasks.add(task)
+            self._trackers[outcome] = task
         return outcome
 
     def _track(self, tracker: asyncio.Future[Any], outcome: Future) -> None:
         self.tasks.add(tracker)
-        self._outcomes[tracker] = outcome
+        self._trackers[outcome] = tracker
 
-    def _done(self, tracker: asyncio.Future[Any]) -> None:
-        self._outcomes.pop(tracker, None)
-        self._untrack(tracker)
+    def _done(self, outcome: Future) -> None:
+        """The call of `outcome` has ended: stop tracking what ran it."""
+        # Keyed by outcome, so a call's task need not look itself up (`current_task`);
+        # `_untrack` inline, as this runs once per call.
+        tracker = self._trackers.pop(outcome, None)
+        tasks = self.tasks
+        if tracker is not None:
+            tasks.discard(tracker)
+        if not tasks and not self.gone:
+            self._on_idle(self)
 
     def _run_direct(
         self, invoke: Callable[[DurableObject], object], code: CodeType, outcome: Future
     ) -> bool:
-        """Run a call that cannot suspend; whether its outcome is still tracked (gated)."""
+        """Run a call that cannot suspend; whether its outcome is still tracked (gated, or
+        left to a task)."""
         record = begin_call()
         try:
-            result = invoke(self.user_object())
+            target = self._object
+            result = invoke(self.user_object() if target is None else target)
             if type(result) is CoroutineType and result.cr_code is code:
-                result = _run_to_completion(result)
+                try:
+                    result.send(None)
+                except StopIteration as finished:
+                    result = finished.value
+                else:
+                    raise AssertionError("a coroutine whose code has no await suspended")
             elif inspect.isawaitable(result):
                 # Not the code judged unable to suspend (say an instance attribute
                 # shadows the method): it runs in a task, as any awaiting call, and
@@ -119,16 +138,15 @@ class Instance:
                     self._await_call(record, result, outcome)
                 )
                 self._waiting += 1
+                self.tasks.discard(outcome)
                 self._track(task, outcome)
-                return False
+                return True
             raised = False
         except Exception as error:
             result, raised = error, True
-        return self._conclude(record, outcome, outcome, result, raised)
+        return self._conclude(record, outcome, result, raised)
 
     async def _run_call(self, invoke: Callable[[DurableObject], object], outcome: Future) -> None:
-        task = asyncio.current_task()
-        assert task is not None
         gated = False
         delivered = False
         try:
@@ -138,13 +156,15 @@ class Instance:
             delivered = True
             record = begin_call()
             try:
-                result = invoke(self.user_object())
-                if inspect.isawaitable(result):
+                target = self._object
+                result = invoke(self.user_object() if target is None else target)
+                # Coroutines (the common case) skip the slower generic awaitable check.
+                if type(result) is CoroutineType or inspect.isawaitable(result):
                     result = await result
                 raised = False
             except Exception as error:
                 result, raised = error, True
-            gated = self._conclude(record, task, outcome, result, raised)
+            gated = self._conclude(record, outcome, result, raised)
         except asyncio.CancelledError:
             self._cancelled(outcome)
             raise
@@ -152,13 +172,11 @@ class Instance:
             if not delivered:
                 self._waiting -= 1
             if not gated:
-                self._done(task)
+                self._done(outcome)
 
     async def _await_call(
         self, record: CallRecord, awaitable: Awaitable[object], outcome: Future
     ) -> None:
-        task = asyncio.current_task()
-        assert task is not None
         gated = False
         try:
             self._waiting -= 1
@@ -167,13 +185,13 @@ class Instance:
                 raised = False
             except Exception as error:
                 result, raised = error, True
-            gated = self._conclude(record, task, outcome, result, raised)
+            gated = self._conclude(record, outcome, result, raised)
         except asyncio.CancelledError:
             self._cancelled(outcome)
             raise
         finally:
             if not gated:
-                self._done(task)
+                self._done(outcome)
 
     def _cancelled(self, outcome: Future) -> None:
         if not outcome.done():
@@ -185,7 +203,6 @@ class Instance:
     def _conclude(
         self,
         record: CallRecord,
-        tracker: asyncio.Future[Any],
         outcome: Future,
         result: object,
         raised: bool,
@@ -198,7 +215,7 @@ class Instance:
         if last is None:
             self._release(outcome, result, raised)
             return False
-        self._gate.hold(last, tracker, outcome, result, raised)
+        self._gate.hold(last, outcome, result, raised)
         return True
 
     def _release(self, outcome: asyncio.Future[object], result: object, raised: bool) -> None:
@@ -261,10 +278,10 @@ class Instance:
         failed commit), every other call in flight gets that error instead.
         """
         self._gate.open_ended()
-        for outcome in self._outcomes.values():
+        # The trackers stay: each call's task, once it ends, still untracks itself.
+        for outcome in self._trackers:
             if not outcome.done():
                 outcome.set_exception(self._evicted_during_call() if error is None else error)
-        self._outcomes.clear()
         pending = list(self.tasks)
         for task in pending:
             task.cancel()
@@ -287,12 +304,3 @@ def _log_failure(future: asyncio.Future[Any]) -> None:
     error = future.exception()
     if error is not None:
         logger.error("ctx.wait_until work failed", exc_info=error)
-
-
-def _run_to_completion(coroutine: CoroutineType[Any, Any, object]) -> object:
-    """The value of a coroutine whose code has no await: it finishes in one step."""
-    try:
-        coroutine.send(None)
-    except StopIteration as finished:
-        return finished.value
-    raise AssertionError("a coroutine whose code has no await suspended")

@@ -11,7 +11,7 @@ import functools
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
-from typing import Any, cast
+from typing import Any
 
 from .._sql_rows import ReadRows
 from .._types import MAX_SAFE_INTEGER
@@ -118,6 +118,9 @@ def check_statement(statement: str) -> None:
         )
 
 
+_MIN_SAFE_INTEGER = -MAX_SAFE_INTEGER
+
+
 def check_bindings(bindings: Sequence[object]) -> tuple[object, ...]:
     """Bindings as SQLite gets them; `TypeError` for values the Workers API refuses."""
     if len(bindings) > MAX_BINDINGS:
@@ -125,13 +128,14 @@ def check_bindings(bindings: Sequence[object]) -> tuple[object, ...]:
             f"a query may have at most {MAX_BINDINGS} bindings (the Workers SQL limit), "
             f"got {len(bindings)}"
         )
-    for value in bindings:
+    values: Sequence[Any] = bindings  # Any: no `cast` call per integer
+    for value in values:
         # The common case, checked without building a new tuple: text, floats, NULLs and
         # integers within the exact range pass as they are.
         kind = type(value)
         if kind is str or value is None or kind is float:
             continue
-        if kind is not int or not -MAX_SAFE_INTEGER <= cast(int, value) <= MAX_SAFE_INTEGER:
+        if kind is not int or not _MIN_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
             break
     else:
         return bindings if type(bindings) is tuple else tuple(bindings)
@@ -167,9 +171,6 @@ class Cursor(ReadRows[Row]):
     """
 
     __slots__ = ()
-
-    def __init__(self, columns: list[str], rows: list[tuple[Any, ...]], rows_written: int) -> None:
-        super().__init__(columns, rows, len(rows), rows_written)
 
     def _row(self, pairs: Iterable[tuple[str, Any]]) -> Row:
         return Row(pairs)

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Awaitable, Callable, Generator
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar, cast
 
 from .._context import Transaction
@@ -48,20 +49,12 @@ class CallRecord:
     task context; once the call settled, the record ignores it.
     """
 
-    __slots__ = ("_commits",)
+    __slots__ = ("commits",)
 
     def __init__(self) -> None:
-        self._commits: list[asyncio.Future[None]] | None = []
-
-    def add(self, commit: asyncio.Future[None]) -> None:
-        commits = self._commits
-        if commits is not None and (not commits or commits[-1] is not commit):
-            commits.append(commit)
-
-    def close(self) -> list[asyncio.Future[None]]:
-        """The joined commits, oldest first; commits joined from now on are ignored."""
-        commits, self._commits = self._commits or [], None
-        return commits
+        self.commits: list[asyncio.Future[None]] | None = []
+        """The joined commits, oldest first (`ObjectStorage.enter` adds each); `None`
+        once the call settled (`commits_to_wait`), after which nothing is recorded."""
 
 
 _current_call: ContextVar[CallRecord | None] = ContextVar("durability_call", default=None)
@@ -132,6 +125,20 @@ def write_alarm(database: Database, row: AlarmRow | None) -> asyncio.Future[None
 def retry_delay_ms(attempt: int) -> int:
     """The backoff before retry number `attempt` (1-based): 2 s, 4 s, 8 s, ..."""
     return FIRST_RETRY_DELAY_MS << (attempt - 1)
+
+
+def _pass_outcome(waiter: asyncio.Future[None], commit: asyncio.Future[None]) -> None:
+    """Give `waiter` the outcome of `commit` (unless the waiter was cancelled)."""
+    if waiter.done():
+        return
+    if commit.cancelled():
+        waiter.cancel()
+        return
+    error = commit.exception()
+    if error is None:
+        waiter.set_result(None)
+    else:
+        waiter.set_exception(error)
 
 
 def _prefix_end(prefix: str) -> str | None:
@@ -242,7 +249,9 @@ class ObjectStorage:
         commit = self._database.join()
         record = _current_call.get()
         if record is not None:
-            record.add(commit)
+            commits = record.commits
+            if commits is not None and (not commits or commits[-1] is not commit):
+                commits.append(commit)
         return self._database
 
     def transaction_sync(self, fn: Callable[[], T]) -> T:
@@ -274,7 +283,11 @@ class ObjectStorage:
             self.enter()
         pending = self._database.pending_commit
         if pending is not None:
-            await asyncio.shield(pending)
+            # What `asyncio.shield` does for a future, without its generic layers: the
+            # waiter may be cancelled, the commit that other calls wait for is not.
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            pending.add_done_callback(partial(_pass_outcome, waiter))
+            await waiter
 
     async def get_alarm(self) -> int | None:
         """The armed alarm time in ms since the epoch, or `None`."""

@@ -105,12 +105,13 @@ class ObjectStub:
     can be called; calls are delivered in the order they are made.
     """
 
-    __slots__ = ("_calls", "_id", "_namespace")
+    # The instance dict holds each method's caller once built, where attribute lookup
+    # finds it without `__getattr__` (and the AttributeError it follows).
+    __slots__ = ("__dict__", "_id", "_namespace")
 
     def __init__(self, namespace: ObjectNamespace, object_id: ObjectId) -> None:
         self._namespace = namespace
         self._id = object_id
-        self._calls: dict[str, Callable[..., Awaitable[JsonValue]]] = {}
 
     @property
     def id(self) -> ObjectId:
@@ -118,11 +119,8 @@ class ObjectStub:
         return self._id
 
     def __getattr__(self, method: str) -> Callable[..., Awaitable[JsonValue]]:
-        # Only reached for names that are not attributes; each method's caller is built once.
-        try:
-            return self._calls[method]
-        except KeyError:
-            pass
+        # Only reached for names that are not attributes: each method's caller is built
+        # here once, then found in the instance dict.
         cls = self._namespace.object_class
         if method.startswith("_"):
             raise AttributeError(f"{method!r} is private: stubs call only public methods")
@@ -130,6 +128,7 @@ class ObjectStub:
             raise AttributeError(f"{cls.__name__} has no public method {method!r}")
         runtime = self._namespace._runtime
         object_id = self._id
+        key = (object_id.namespace, str(object_id))
         direct = self._namespace._direct_code(method)
 
         def call(*args: Any, **kwargs: Any) -> Awaitable[JsonValue]:
@@ -140,10 +139,10 @@ class ObjectStub:
                 if kwargs
                 else {}
             )
-            return runtime.call(object_id, method, copied_args, copied_kwargs, direct)
+            return runtime.call(key, object_id, method, copied_args, copied_kwargs, direct)
 
         call.__name__ = method
-        self._calls[method] = call
+        self.__dict__[method] = call
         return call
 
     def __repr__(self) -> str:
