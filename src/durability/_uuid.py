@@ -15,6 +15,4 @@ def random_uuid() -> str:
     in the text: `str(uuid.uuid4())` costs about twice as much.
     """
     text = os.urandom(16).hex()
-    return (
-        f"{text[:8]}-{text[8:12]}-4{text[13:16]}-{_VARIANT[text[16]]}{text[17:20]}-{text[20:]}"
-    )
+    return f"{text[:8]}-{text[8:12]}-4{text[13:16]}-{_VARIANT[text[16]]}{text[17:20]}-{text[20:]}"
