@@ -349,39 +349,25 @@ class Durability(DurableHelper["DurableOperation"]):
         created_at: int,
         attempt: int,
     ) -> ExecutionSpec:
-        # `DurableHelper._spec` with the handler's argument built in place (one call less
-        # per attempt, one closure less per record).
-        handlers = self._handlers
-
-        def invoke(attempt: int, signal: AbortSignal) -> Any:
-            handler = handlers.get(operation)
-            if handler is None:
-                raise self._no_handler(operation)
-            payload = None if payload_text == NULL_TEXT else deserialize(payload_text)
-            prefix = self._prefixes.get(operation) or self._idempotency_prefix(operation)
-            return handler(_new_call(key, operation, payload, attempt, signal, prefix + key))
-
-        def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
-            return complete_call(sql, operation, key, generation, result, attempt)
-
         after = None
         if self._after:
             after = self._after.get((key, generation))
             if after is not None and after.is_set():
                 del self._after[(key, generation)]
                 after = None
-        return ExecutionSpec(
+        spec = _CallSpec(
             self._shared.get(operation) or self._spec_kind(operation),
             key,
             generation,
             created_at,
             attempt,
-            invoke,
-            complete,
             after,
             None,
             _complete_many,
         )
+        spec.owner = self
+        spec.payload_text = payload_text
+        return spec
 
     def _idempotency_prefix(self, operation: str) -> str:
         """`call_idempotency_key` of `operation` without the id (built once per name)."""
@@ -394,6 +380,30 @@ class Durability(DurableHelper["DurableOperation"]):
     def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
         """A result that cannot be stored fails the call: running it again would not help."""
         return isinstance(error, DurableResultSerializationError)
+
+
+class _CallSpec(ExecutionSpec):
+    """An attempt of an operation record: the handler gets a `DurableCall` of the stored
+    payload, and `complete_call` writes a success. It holds its helper and the payload
+    text instead of closures over them (no function or cell objects per record)."""
+
+    __slots__ = ("owner", "payload_text")
+
+    owner: Durability
+    payload_text: str
+
+    def invoke(self, attempt: int, signal: AbortSignal) -> Any:
+        owner, name, key = self.owner, self.name, self.key
+        handler = owner._handlers.get(name)
+        if handler is None:
+            raise owner._no_handler(name)
+        text = self.payload_text
+        payload = None if text == NULL_TEXT else deserialize(text)
+        prefix = owner._prefixes.get(name) or owner._idempotency_prefix(name)
+        return handler(_new_call(key, name, payload, attempt, signal, prefix + key))
+
+    def complete(self, sql: SqlStorage, result: Any, attempt: int) -> int | None:
+        return complete_call(sql, self.name, self.key, self.generation, result, attempt)
 
 
 def _complete_many(

@@ -41,7 +41,7 @@ from .policy import AttemptPolicy, resolve_policies
 from .registry import ActiveExecution
 from .scheduler import DurabilityScheduler, attach
 from .schemas import ERROR_STACK_MIGRATIONS, STACKS_CAPABILITY
-from .spec import CompleteMany, ExecutionSpec, SpecKind
+from .spec import CallbackSpec, CompleteMany, ExecutionSpec, SpecKind
 from .tables import TableSpec, due_rows
 
 Entry = TypeVar("Entry")
@@ -282,7 +282,7 @@ class DurableHelper(ABC, Generic[Entry]):
                 raise self._no_handler(name)
             return handler(argument(attempt, signal))
 
-        return ExecutionSpec(
+        return CallbackSpec(
             self._shared.get(name) or self._spec_kind(name),
             key,
             generation,
