@@ -261,7 +261,7 @@ def complete_calls(
     for first in range(0, len(writes), _COMPLETE_CHUNK):
         chunk = writes[first : first + _COMPLETE_CHUNK]
         text = chunk[0][4]
-        if len({write[4] for write in chunk}) == 1:
+        if all(write[4] == text for write in chunk):
             size, bindings = padded_bindings([write[1:4] for write in chunk], 3)
             query = _COMPLETE_ALIKE.format(rows=value_rows(3, size))
             cursor = sql.exec(query, *bindings, completed_at, text)
@@ -270,7 +270,7 @@ def complete_calls(
             query = _COMPLETE.format(rows=value_rows(4, size))
             cursor = sql.exec(query, *bindings, completed_at)
         won = {row[0] for row in cursor.raw()}
-        for write in chunk:
-            if write[1] in won:
-                outcomes[write[0]] = completed_at
+        for index, key, *_ in chunk:
+            if key in won:
+                outcomes[index] = completed_at
     return outcomes
