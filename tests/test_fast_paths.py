@@ -11,6 +11,7 @@ import pytest
 
 from conftest import START_MS
 from durability import Durability, DurableCall, now_ms
+from durability._engine.lifecycle import AttemptSettledEvent, slot_constructor
 from durability._engine.tables import TableSpec, claim_attempt, is_exhausted
 from durability._operations import _new_call
 from durability._signal import AbortSignal
@@ -238,3 +239,27 @@ def test_the_fast_durable_call_equals_the_constructed_one() -> None:
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.attempt = 3  # type: ignore[misc]
+
+
+def test_a_slot_built_event_equals_the_constructed_one() -> None:
+    """`slot_constructor` builds an event without its dataclass constructor: it equals,
+    hashes and prints as the constructed one, keeps `type`, and stays frozen."""
+    build = slot_constructor(AttemptSettledEvent)
+    fast = build("operation", "charge", None, "id-1", "g-1", 10, 2, "completed", 3, None, None, 7)
+    built = AttemptSettledEvent(
+        entity_kind="operation",
+        operation="charge",
+        id="id-1",
+        generation="g-1",
+        timestamp=10,
+        attempt=2,
+        outcome="completed",
+        duration_ms=3,
+        result=7,
+    )
+    assert fast == built and repr(fast) == repr(built) and hash(fast) == hash(built)
+    assert fast.type == "attempt_settled"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.attempt = 3  # type: ignore[misc]
+    with pytest.raises(ValueError):
+        build("operation", "charge")

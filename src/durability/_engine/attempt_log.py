@@ -105,7 +105,7 @@ def record_failed(
 
 def attempt_completed(engine: Engine, spec: ExecutionSpec, attempt: int, duration_ms: int) -> None:
     """DEBUG: the attempt's success was persisted."""
-    logger = _logger(spec)
+    logger = OPERATIONS if spec.entity_kind == "operation" else ALARMS  # `_logger`, inlined
     if not logger.isEnabledFor(logging.DEBUG):
         return
     fields = _fields(engine, spec, attempt, "completed")

@@ -19,7 +19,6 @@ from .._clock import now_ms
 from .._context import SqlStorage
 from .._errors import serialize_error
 from .._signal import AbortSignal, abort
-from .._types import JsonValue
 from . import attempt_log
 from .engine import Engine
 from .lifecycle import (
@@ -27,6 +26,7 @@ from .lifecycle import (
     AttemptStartedEvent,
     LifecycleEventType,
     TerminalEvent,
+    slot_constructor,
 )
 from .permits import Release
 from .registry import ActiveExecution
@@ -218,7 +218,8 @@ def record_success(
     if completed_at is None:
         attempt_log.outcome_discarded(engine, spec, attempt)
         return
-    attempt_log.attempt_completed(engine, spec, attempt, max(0, completed_at - started_at))
+    duration = max(0, completed_at - started_at)
+    attempt_log.attempt_completed(engine, spec, attempt, duration)
     if engine.watchers.watched(spec.table.name, spec.key):
         engine.watchers.notify(
             spec.table.name,
@@ -227,17 +228,27 @@ def record_success(
         )
     if LifecycleEventType.ATTEMPT_SETTLED not in spec.listened:
         return
-    included: JsonValue = result if spec.include_result else None
+    operation = spec.entity_kind == "operation"
     spec.emit(
-        AttemptSettledEvent(
-            **spec.entity(),
-            timestamp=completed_at,
-            attempt=attempt,
-            outcome="completed",
-            duration_ms=max(0, completed_at - started_at),
-            result=included,
+        _settled_event(
+            spec.entity_kind,
+            spec.name if operation else None,
+            None if operation else spec.name,
+            spec.key,
+            spec.generation,
+            completed_at,
+            attempt,
+            "completed",
+            duration,
+            None,
+            None,
+            result if spec.include_result else None,
         )
     )
+
+
+_settled_event = slot_constructor(AttemptSettledEvent)
+"""`AttemptSettledEvent(...)` with every init field given, in field order."""
 
 
 class _Outcome:

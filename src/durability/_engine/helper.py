@@ -41,7 +41,7 @@ from .policy import AttemptPolicy, resolve_policies
 from .registry import ActiveExecution
 from .scheduler import DurabilityScheduler, attach
 from .schemas import ERROR_STACK_MIGRATIONS, STACKS_CAPABILITY
-from .spec import CompleteMany, ExecutionSpec, SpecKind
+from .spec import CallbackSpec, CompleteMany, ExecutionSpec, SpecKind
 from .tables import TableSpec, due_rows
 
 Entry = TypeVar("Entry")
@@ -234,10 +234,15 @@ class DurableHelper(ABC, Generic[Entry]):
     def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
         """Whether `error` fails the record at once, whatever attempts are left."""
 
-    def _shared_by_name(self, name: str) -> SpecKind:
-        """What every execution of handler `name` shares (built once per name)."""
+    def _no_handler(self, name: str) -> NonRetryableError:
+        """The error an attempt of handler `name` fails with when there is no such handler."""
+        return NonRetryableError(self._missing.format(name))
+
+    def _spec_kind(self, name: str) -> SpecKind:
+        """What every execution of handler `name` shares (built once per name, then found
+        in `_shared`)."""
         policy = self._policies.get(name, self._default_policy)
-        return SpecKind(
+        kind = self._shared[name] = SpecKind(
             table=self._table,
             label=f'{self._noun} "{name}"',
             entity_kind=self._entity_kind,
@@ -252,6 +257,7 @@ class DurableHelper(ABC, Generic[Entry]):
             include_result=self._include_result,
             listened=self._listened,
         )
+        return kind
 
     def _spec(
         self,
@@ -269,18 +275,15 @@ class DurableHelper(ABC, Generic[Entry]):
     ) -> ExecutionSpec:
         """The execution of record `key` of handler `name`; `argument(attempt, signal)`
         builds what the handler is called with; it starts once `after` (if any) is set."""
-        shared = self._shared.get(name)
-        if shared is None:
-            shared = self._shared[name] = self._shared_by_name(name)
 
         def invoke(attempt: int, signal: AbortSignal) -> Any:
             handler = self._handlers.get(name)
             if handler is None:
-                raise NonRetryableError(self._missing.format(name))
+                raise self._no_handler(name)
             return handler(argument(attempt, signal))
 
-        return ExecutionSpec(
-            shared,
+        return CallbackSpec(
+            self._shared.get(name) or self._spec_kind(name),
             key,
             generation,
             created_at,

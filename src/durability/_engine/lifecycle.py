@@ -12,9 +12,9 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar, cast
 
 from .._errors import SerializedError, serialize_error
 from .._types import JsonValue
@@ -23,6 +23,7 @@ logger = logging.getLogger("durability")
 
 EntityKind: TypeAlias = Literal["operation", "named_alarm"]
 SettledOutcome: TypeAlias = Literal["completed", "retry_scheduled", "failed"]
+Event = TypeVar("Event")
 
 
 class LifecycleEventType(StrEnum):
@@ -296,3 +297,26 @@ def _hook_details(event: Any) -> dict[str, Any]:
         "lifecycle_type": getattr(event, "type", None),
         "entity_id": getattr(event, "id", None) or "durability",
     }
+
+
+def slot_constructor(cls: type[Event]) -> Callable[..., Event]:
+    """A constructor of the frozen slotted dataclass `cls` taking its init fields
+    positionally, in field order (the others get their defaults). It stores each field
+    through its slot: the dataclass's own `__init__` sets each one through
+    `object.__setattr__`, which costs more than the rest of building the event."""
+    declared = fields(cast(Any, cls))
+    defaults = [
+        (getattr(cls, item.name).__set__, item.default) for item in declared if not item.init
+    ]
+    setters = [getattr(cls, item.name).__set__ for item in declared if item.init]
+    new = object.__new__
+
+    def construct(*values: Any) -> Event:
+        event = new(cls)
+        for store, default in defaults:
+            store(event, default)
+        for store, value in zip(setters, values, strict=True):
+            store(event, value)
+        return event
+
+    return construct

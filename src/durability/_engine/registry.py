@@ -83,14 +83,17 @@ class RunningExecutions:
     def start(self, table: str, key: str, generation: str, created_at: int) -> ActiveExecution:
         """Register the execution of `key` now (replacing any entry of a purged record)."""
         execution = ActiveExecution(generation, created_at)
-        self._table(table)[key] = execution
+        running = self._tables.get(table)
+        if running is None:
+            running = self._table(table)
+        running[key] = execution
         return execution
 
     def finish(self, table: str, key: str, execution: ActiveExecution) -> None:
         """Mark `execution` settled and unregister it, unless a newer one took its key."""
         execution.settle()
-        running = self._table(table)
-        if running.get(key) is execution:
+        running = self._tables.get(table)
+        if running is not None and running.get(key) is execution:
             del running[key]
 
     def abort_created_before(self, table: str, cutoff: int, reason: str) -> None:

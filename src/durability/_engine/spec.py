@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,7 +46,7 @@ class SpecKind:
     listened: frozenset[str] = EVERY_EVENT_TYPE
 
 
-class ExecutionSpec:
+class ExecutionSpec(ABC):
     """Everything that differs between an operation attempt and a named-alarm attempt.
 
     `attempt` is the attempt count the row had when it was read (the claim expects it);
@@ -61,12 +62,14 @@ class ExecutionSpec:
     `complete_many(sql, done)`, when given, stores many successes `(spec, attempt,
     result)` of one kind at once (the `complete` of each, set-based): per row its
     completion time, `None`, or the error that turns it into a failure.
+
+    A subclass defines `invoke` and `complete` from what it holds of the record
+    (`CallbackSpec`: two functions).
     """
 
     __slots__ = (
         "after",
         "attempt",
-        "complete",
         "complete_many",
         "created_at",
         "emit",
@@ -74,7 +77,6 @@ class ExecutionSpec:
         "exhausted_error",
         "generation",
         "include_result",
-        "invoke",
         "is_terminal",
         "key",
         "label",
@@ -98,8 +100,6 @@ class ExecutionSpec:
     emit: Emit
     exhausted_error: Callable[[], BaseException]
     timeout_error: Callable[[], BaseException]
-    invoke: Callable[[int, AbortSignal], Any]
-    complete: Callable[[SqlStorage, Any, int], int | None]
     is_terminal: Callable[[BaseException], bool]
     include_result: bool
     listened: frozenset[str]
@@ -114,8 +114,6 @@ class ExecutionSpec:
         generation: str,
         created_at: int,
         attempt: int,
-        invoke: Callable[[int, AbortSignal], Any],
-        complete: Callable[[SqlStorage, Any, int], int | None],
         after: asyncio.Event | None = None,
         on_terminal: Callable[[SqlStorage], None] | None = None,
         complete_many: CompleteMany | None = None,
@@ -137,11 +135,18 @@ class ExecutionSpec:
         self.generation = generation
         self.created_at = created_at
         self.attempt = attempt
-        self.invoke = invoke
-        self.complete = complete
         self.after = after
         self.on_terminal = on_terminal
         self.complete_many = complete_many
+
+    @abstractmethod
+    def invoke(self, attempt: int, signal: AbortSignal) -> Any:
+        """Call the handler for attempt `attempt` (the result may be awaitable)."""
+
+    @abstractmethod
+    def complete(self, sql: SqlStorage, result: Any, attempt: int) -> int | None:
+        """Persist a success with one statement: its timestamp, or `None` when a newer
+        generation won."""
 
     def entity(self) -> dict[str, Any]:
         """The entity fields every lifecycle event of this record carries."""
@@ -152,6 +157,37 @@ class ExecutionSpec:
         }
         fields["operation" if self.entity_kind == "operation" else "alarm"] = self.name
         return fields
+
+
+class CallbackSpec(ExecutionSpec):
+    """An execution whose handler call and success write are functions given with it."""
+
+    __slots__ = ("_complete", "_invoke")
+
+    def __init__(
+        self,
+        kind: SpecKind,
+        key: str,
+        generation: str,
+        created_at: int,
+        attempt: int,
+        invoke: Callable[[int, AbortSignal], Any],
+        complete: Callable[[SqlStorage, Any, int], int | None],
+        after: asyncio.Event | None = None,
+        on_terminal: Callable[[SqlStorage], None] | None = None,
+        complete_many: CompleteMany | None = None,
+    ) -> None:
+        super().__init__(
+            kind, key, generation, created_at, attempt, after, on_terminal, complete_many
+        )
+        self._invoke = invoke
+        self._complete = complete
+
+    def invoke(self, attempt: int, signal: AbortSignal) -> Any:
+        return self._invoke(attempt, signal)
+
+    def complete(self, sql: SqlStorage, result: Any, attempt: int) -> int | None:
+        return self._complete(sql, result, attempt)
 
 
 @dataclass(frozen=True, slots=True)

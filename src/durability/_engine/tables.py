@@ -250,7 +250,7 @@ def claim_attempts(
     for first in range(0, len(rows), MAX_BATCH_ROWS):
         size, bindings = padded_bindings(rows[first : first + MAX_BATCH_ROWS], 3)
         cursor = sql.exec(_claim_statement(table.name, table.key, size), *bindings, now)
-        won.update(row[0] for row in cursor.raw())
+        won.update([row[0] for row in cursor.raw()])
     return won
 
 
