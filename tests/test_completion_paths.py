@@ -37,14 +37,16 @@ class Completions(DurableObject):
         for key, generation, attempt, status in stored:
             sql.exec(
                 "INSERT INTO durability_calls (id, operation, payload, status, attempt, "
-                "next_attempt_at, generation_id, created_at) VALUES (?, 'work', 'null', ?, ?, "
-                "?, ?, ?)",
+                "next_attempt_at, generation_id, created_at, completed_at) "
+                "VALUES (?, 'work', 'null', ?, ?, ?, ?, ?, ?)",
                 key,
                 status,
                 attempt,
                 START_MS,
                 generation,
                 START_MS,
+                # A record completed already was completed at the batch's own time.
+                START_MS + 5 if status == "completed" else None,
             )
         attempts = [
             (
@@ -85,8 +87,16 @@ CASES = {
         ],
         _attempts(7),
     ),
+    "some completed already, at the same time, by another attempt or generation": (
+        [
+            *_pending(4),
+            ["r04", "g4", 2, "completed"],
+            ["r05", "older", 1, "completed"],
+        ],
+        _attempts(6),
+    ),
     "every attempt lost": ([[f"r{n:02}", "newer", 1, "pending"] for n in range(5)], _attempts(5)),
-    "more than one statement names, some lost": (
+    "more rows than one statement takes, some lost": (
         [*_pending(30), ["r30", "other", 1, "pending"]],
         _attempts(31, {"ok": True}),
     ),

@@ -362,7 +362,7 @@ def _completed(
     indexes of those whose completion won."""
     counted = len(chunk) >= _COUNTED_ROWS
     text = chunk[0][4]
-    if len({write[4] for write in chunk}) == 1:
+    if all(write[4] == text for write in chunk):
         size, bindings = padded_bindings([write[1:4] for write in chunk], 3)
         query = _complete_query(True, size, not counted)
         cursor = sql.exec(query, *bindings, completed_at, text)
@@ -384,7 +384,9 @@ def _won_completions(
     sql: SqlStorage, chunk: Sequence[tuple[int, str, str, int, str]], completed_at: int
 ) -> list[int]:
     """The indexes of `chunk` whose record is now completed at `completed_at` by that
-    generation and attempt: only its own attempt, whose key is held, completes it so."""
+    generation and attempt. That tells this statement's wins apart because an attempt
+    is completed only by its own execution, which holds the record's key until it has
+    stored its outcome (so no record of `chunk` was completed so before)."""
     stored = {
         (key, generation, attempt)
         for key, generation, attempt in sql.exec(

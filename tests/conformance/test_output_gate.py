@@ -149,3 +149,19 @@ async def test_stub_methods_are_built_once_and_names_still_checked() -> None:
                 _ = stub._private
             with pytest.raises(AttributeError, match="no public method"):
                 _ = stub.missing
+
+
+async def test_a_stub_refuses_attributes_that_would_shadow_its_methods() -> None:
+    """Setting or deleting an attribute on a stub raises: a method caller kept on the
+    stub must not be replaced by something that is not the remote call."""
+    async with Runtime(bindings={"J": Journal}) as rt:
+        stub = rt.env.J.get_by_name("j")
+        assert await stub.add(1) == 1
+        with pytest.raises(AttributeError, match="cannot be set"):
+            stub.add = lambda value: value
+        with pytest.raises(AttributeError, match="cannot be set"):
+            stub.color = "red"
+        with pytest.raises(AttributeError, match="cannot be deleted"):
+            del stub.add
+        assert await stub.add(2) == 2
+        assert await stub.notes() == [1, 2]

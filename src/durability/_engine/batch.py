@@ -278,8 +278,8 @@ def _claim(engine: Engine, slots: list[Slot], now: int, errors: list[Exception])
 
 
 _ONE_STATEMENT = 16
-"""Rows a set-based claim or completion surely writes in one statement (more may take
-several, and a statement that fails undoes only itself)."""
+"""Rows a set-based claim surely writes in one statement (more may take several, and a
+statement that fails undoes only itself)."""
 
 
 def at_once(engine: Engine, count: int, write: Callable[[SqlStorage], T]) -> T:
@@ -329,7 +329,9 @@ def _store_successes(
     stored: list[int | Exception | None] | None = None
     if complete_many is not None:
         try:
-            stored = at_once(engine, len(done), lambda sql: complete_many(sql, done))
+            # A savepoint: a completion may read after its write (a count), and a read
+            # failing there must undo the write before the one-by-one retry.
+            stored = engine.transaction_sync(lambda sql: complete_many(sql, done))
         except Exception:
             stored = None  # one row spoilt the statement: store them one by one
     if stored is None:

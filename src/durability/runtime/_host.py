@@ -218,7 +218,7 @@ class Runtime:
         """Like `evict`, and writes not yet committed are lost, as in a killed process."""
         await self._drop(_key_of(target), crash=True)
 
-    async def call(
+    async def _call(
         self,
         key: Key,
         object_id: ObjectId,

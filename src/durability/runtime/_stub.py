@@ -108,15 +108,24 @@ class ObjectStub:
     # The instance dict holds each method's caller once built, where attribute lookup
     # finds it without `__getattr__` (and the AttributeError it follows).
     __slots__ = ("__dict__", "_id", "_namespace")
+    _id: ObjectId
+    _namespace: ObjectNamespace
 
     def __init__(self, namespace: ObjectNamespace, object_id: ObjectId) -> None:
-        self._namespace = namespace
-        self._id = object_id
+        object.__setattr__(self, "_namespace", namespace)
+        object.__setattr__(self, "_id", object_id)
 
     @property
     def id(self) -> ObjectId:
         """The id of the object this stub calls."""
         return self._id
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # An attribute set on a stub would shadow the remote method of that name.
+        raise AttributeError(f"stub attributes cannot be set (tried {name!r})")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"stub attributes cannot be deleted (tried {name!r})")
 
     def __getattr__(self, method: str) -> Callable[..., Awaitable[JsonValue]]:
         # Only reached for names that are not attributes: each method's caller is built
@@ -139,7 +148,7 @@ class ObjectStub:
                 if kwargs
                 else {}
             )
-            return runtime.call(key, object_id, method, copied_args, copied_kwargs, direct)
+            return runtime._call(key, object_id, method, copied_args, copied_kwargs, direct)
 
         call.__name__ = method
         self.__dict__[method] = call
