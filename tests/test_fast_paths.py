@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from conftest import START_MS
-from durability import Durability, DurableCall, now_ms
+from durability import Durability, DurabilityAlarms, DurableAlarmInfo, DurableCall, now_ms
 from durability._engine.lifecycle import AttemptSettledEvent, slot_constructor
 from durability._engine.tables import TableSpec, claim_attempt, is_exhausted
 from durability._operations import _new_call
@@ -243,9 +243,12 @@ def test_the_fast_durable_call_equals_the_constructed_one() -> None:
 
 def test_a_slot_built_event_equals_the_constructed_one() -> None:
     """`slot_constructor` builds an event without its dataclass constructor: it equals,
-    hashes and prints as the constructed one, keeps `type`, and stays frozen."""
-    build = slot_constructor(AttemptSettledEvent)
-    fast = build("operation", "charge", None, "id-1", "g-1", 10, 2, "completed", 3, None, None, 7)
+    hashes and prints as the constructed one, keeps `type`, and stays frozen; field
+    names that are not the class's own, in its order, are refused when it is built."""
+    names = tuple(item.name for item in dataclasses.fields(AttemptSettledEvent) if item.init)
+    build = slot_constructor(AttemptSettledEvent, *names)
+    error = "a stored error"  # hashable, so the events' hashes compare too
+    fast = build("operation", "charge", None, "id-1", "g-1", 10, 2, "failed", 3, error, 50, 7)
     built = AttemptSettledEvent(
         entity_kind="operation",
         operation="charge",
@@ -253,8 +256,10 @@ def test_a_slot_built_event_equals_the_constructed_one() -> None:
         generation="g-1",
         timestamp=10,
         attempt=2,
-        outcome="completed",
+        outcome="failed",
         duration_ms=3,
+        error=error,  # type: ignore[arg-type]
+        next_attempt_at=50,
         result=7,
     )
     assert fast == built and repr(fast) == repr(built) and hash(fast) == hash(built)
@@ -263,3 +268,63 @@ def test_a_slot_built_event_equals_the_constructed_one() -> None:
         fast.attempt = 3  # type: ignore[misc]
     with pytest.raises(ValueError):
         build("operation", "charge")
+    swapped = (*names[:-3], names[-2], names[-3], names[-1])
+    with pytest.raises(TypeError, match="init fields"):
+        slot_constructor(AttemptSettledEvent, *swapped)
+
+
+async def test_completed_attempts_emit_the_events_the_constructor_builds() -> None:
+    """The completed events an operation and a named alarm emit are the ones
+    `AttemptSettledEvent(...)` builds from their fields by keyword."""
+    events: list[Any] = []
+
+    class Settled(DurableObject):
+        def __init__(self, ctx: Any, env: Any) -> None:
+            super().__init__(ctx, env)
+            self.durability = Durability(
+                context=ctx,
+                handlers={"charge": self._charge},
+                on_lifecycle_event=events.append,
+                include_result_in_events=True,
+            )
+            self.alarms = DurabilityAlarms(
+                context=ctx, handlers={"renew": self._renew}, on_lifecycle_event=events.append
+            )
+
+        def _charge(self, call: DurableCall[Any]) -> Any:
+            return f"paid {call.payload}"
+
+        def _renew(self, info: DurableAlarmInfo[Any]) -> None:
+            return None
+
+        async def go(self) -> None:
+            await self.durability.charge("c-1", 5)
+            await self.alarms.renew(now_ms() + 1_000)
+
+        async def alarm(self, info: Any = None) -> None:
+            await self.durability.alarm(info)
+
+    clock = VirtualClock(start_ms=START_MS)
+    async with Runtime(bindings={"S": Settled}, clock=clock) as rt:
+        await rt.env.S.get_by_name("s").go()
+        await clock.advance(2_000)
+    settled = [event for event in events if event.type == "attempt_settled"]
+    assert len(settled) == 2
+    for event in settled:
+        rebuilt = AttemptSettledEvent(
+            entity_kind=event.entity_kind,
+            operation=event.operation,
+            alarm=event.alarm,
+            id=event.id,
+            generation=event.generation,
+            timestamp=event.timestamp,
+            attempt=event.attempt,
+            outcome=event.outcome,
+            duration_ms=event.duration_ms,
+            result=event.result,
+        )
+        assert event == rebuilt and repr(event) == repr(rebuilt) and hash(event) == hash(rebuilt)
+    assert [(e.entity_kind, e.operation, e.alarm, e.result) for e in settled] == [
+        ("operation", "charge", None, "paid 5"),
+        ("named_alarm", None, "renew", None),
+    ]

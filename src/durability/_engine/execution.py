@@ -228,12 +228,12 @@ def record_success(
         )
     if LifecycleEventType.ATTEMPT_SETTLED not in spec.listened:
         return
-    operation = spec.entity_kind == "operation"
+    is_operation = spec.entity_kind == "operation"
     spec.emit(
         _settled_event(
             spec.entity_kind,
-            spec.name if operation else None,
-            None if operation else spec.name,
+            spec.name if is_operation else None,
+            None if is_operation else spec.name,
             spec.key,
             spec.generation,
             completed_at,
@@ -247,8 +247,23 @@ def record_success(
     )
 
 
-_settled_event = slot_constructor(AttemptSettledEvent)
-"""`AttemptSettledEvent(...)` with every init field given, in field order."""
+_settled_event = slot_constructor(
+    AttemptSettledEvent,
+    "entity_kind",
+    "operation",
+    "alarm",
+    "id",
+    "generation",
+    "timestamp",
+    "attempt",
+    "outcome",
+    "duration_ms",
+    "error",
+    "next_attempt_at",
+    "result",
+)
+"""`AttemptSettledEvent(...)` with every init field given, in this order (checked at
+import). Tests that patch `AttemptSettledEvent` here must patch this too."""
 
 
 class _Outcome:

@@ -3,13 +3,13 @@
 Both validate their handlers, hook and policies the same way, attach to a scheduler,
 migrate their own tables, register one participant, hand out one object per handler
 name (also as an attribute), delegate `alarm()`, purge their table, run their due rows
-in one alarm-pass template, and run attempts in batches (`run_rows`) with an
-`ExecutionSpec` that differs only in the handler's argument and how a success is stored.
+in one alarm-pass template, and run attempts in batches (`run_rows`), each with an
+`ExecutionSpec`: operations build their own (`_operations._CallSpec`), named alarms one
+from their callbacks (`DurableHelper._spec`).
 """
 
 from __future__ import annotations
 
-import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
@@ -41,7 +41,7 @@ from .policy import AttemptPolicy, resolve_policies
 from .registry import ActiveExecution
 from .scheduler import DurabilityScheduler, attach
 from .schemas import ERROR_STACK_MIGRATIONS, STACKS_CAPABILITY
-from .spec import CallbackSpec, CompleteMany, ExecutionSpec, SpecKind
+from .spec import CallbackSpec, ExecutionSpec, SpecKind
 from .tables import TableSpec, due_rows
 
 Entry = TypeVar("Entry")
@@ -269,12 +269,11 @@ class DurableHelper(ABC, Generic[Entry]):
         attempt: int,
         argument: Callable[[int, AbortSignal], object],
         complete: Callable[[SqlStorage, Any, int], int | None],
-        after: asyncio.Event | None = None,
         on_terminal: Callable[[SqlStorage], None] | None = None,
-        complete_many: CompleteMany | None = None,
     ) -> ExecutionSpec:
-        """The execution of record `key` of handler `name`; `argument(attempt, signal)`
-        builds what the handler is called with; it starts once `after` (if any) is set."""
+        """The execution of record `key` of handler `name` built from callbacks (named
+        alarms; operations build their own spec): `argument(attempt, signal)` builds
+        what the handler is called with."""
 
         def invoke(attempt: int, signal: AbortSignal) -> Any:
             handler = self._handlers.get(name)
@@ -290,9 +289,9 @@ class DurableHelper(ABC, Generic[Entry]):
             attempt,
             invoke,
             complete,
-            after,
+            None,
             on_terminal,
-            complete_many,
+            None,
         )
 
 

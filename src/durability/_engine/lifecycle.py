@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias, TypeVar, cast
 
@@ -299,12 +299,24 @@ def _hook_details(event: Any) -> dict[str, Any]:
     }
 
 
-def slot_constructor(cls: type[Event]) -> Callable[..., Event]:
+def slot_constructor(cls: type[Event], *names: str) -> Callable[..., Event]:
     """A constructor of the frozen slotted dataclass `cls` taking its init fields
     positionally, in field order (the others get their defaults). It stores each field
     through its slot: the dataclass's own `__init__` sets each one through
-    `object.__setattr__`, which costs more than the rest of building the event."""
+    `object.__setattr__`, which costs more than the rest of building the event.
+
+    `names` are the init fields the caller passes, in its order: checked against `cls`
+    once, here, so a field added, renamed or moved fails at import instead of building
+    wrong events. Classes with `__post_init__` or default factories are refused (this
+    constructor would skip them)."""
     declared = fields(cast(Any, cls))
+    init = tuple(item.name for item in declared if item.init)
+    if init != names:
+        raise TypeError(f"{cls.__name__} init fields are {init}, the caller passes {names}")
+    if "__slots__" not in vars(cls) or hasattr(cls, "__post_init__"):
+        raise TypeError(f"{cls.__name__} must be slotted, without __post_init__")
+    if any(item.default is MISSING for item in declared if not item.init):
+        raise TypeError(f"{cls.__name__}: a field outside __init__ has no plain default")
     defaults = [
         (getattr(cls, item.name).__set__, item.default) for item in declared if not item.init
     ]
