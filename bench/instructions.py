@@ -31,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from operations import InsertFloor, OperationsBench, settings
+from operations import CREATE_CALLS, InsertFloor, OperationsBench, raw_row_work, settings
 
 from durability.runtime import DurableObject, Runtime
 
@@ -50,31 +50,8 @@ LIBRARY = ("floor", "ops-10", "ops-100")
 def raw(operations: int, per_commit: int) -> None:
     """The row work of `operations` operations on an in-memory database."""
     connection = sqlite3.connect(":memory:", isolation_level=None)
-    connection.execute(
-        "CREATE TABLE calls (id TEXT PRIMARY KEY, operation TEXT NOT NULL, "
-        "payload TEXT NOT NULL, status TEXT NOT NULL, result TEXT, "
-        "attempt INTEGER NOT NULL DEFAULT 0, next_attempt_at INTEGER NOT NULL, "
-        "completed_at INTEGER)"
-    )
-    for first in range(0, operations, per_commit):
-        connection.execute("BEGIN IMMEDIATE")
-        for number in range(first, min(first + per_commit, operations)):
-            key = f"op-{number}"
-            connection.execute(
-                "INSERT INTO calls (id, operation, payload, status, next_attempt_at) "
-                "VALUES (?, 'noop', '{\"kind\":\"value\",\"value\":null}', 'pending', ?)",
-                (key, number),
-            )
-            connection.execute(
-                "UPDATE calls SET attempt = attempt + 1 WHERE id = ? AND status = 'pending'",
-                (key,),
-            )
-            connection.execute(
-                "UPDATE calls SET status = 'completed', result = 'null', completed_at = ? "
-                "WHERE id = ? AND status = 'pending' AND attempt = 1",
-                (number, key),
-            )
-        connection.execute("COMMIT")
+    connection.execute(CREATE_CALLS)
+    raw_row_work(connection, operations, per_commit)
     (done,) = connection.execute("SELECT COUNT(*) FROM calls WHERE status = 'completed'").fetchone()
     assert done == operations, (done, operations)
 

@@ -192,11 +192,35 @@ class TimerBench(DurableObject):
         await self.alarms.alarm(info)
 
 
-_CREATE_CALLS = (
+CREATE_CALLS = (
     "CREATE TABLE calls (id TEXT PRIMARY KEY, operation TEXT NOT NULL, payload TEXT NOT NULL, "
     "status TEXT NOT NULL, result TEXT, attempt INTEGER NOT NULL DEFAULT 0, "
     "next_attempt_at INTEGER NOT NULL, completed_at INTEGER)"
 )
+
+
+def raw_row_work(connection: sqlite3.Connection, operations: int, per_commit: int) -> None:
+    """The row work of `operations` operations (insert, claim, complete) on the `calls`
+    table, `per_commit` operations per transaction."""
+    for first in range(0, operations, per_commit):
+        connection.execute("BEGIN IMMEDIATE")
+        for number in range(first, min(first + per_commit, operations)):
+            key = f"op-{number}"
+            connection.execute(
+                "INSERT INTO calls (id, operation, payload, status, next_attempt_at) "
+                "VALUES (?, 'noop', '{\"kind\":\"value\",\"value\":null}', 'pending', ?)",
+                (key, number),
+            )
+            connection.execute(
+                "UPDATE calls SET attempt = attempt + 1 WHERE id = ? AND status = 'pending'",
+                (key,),
+            )
+            connection.execute(
+                "UPDATE calls SET status = 'completed', result = 'null', completed_at = ? "
+                "WHERE id = ? AND status = 'pending' AND attempt = 1",
+                (number, key),
+            )
+        connection.execute("COMMIT")
 
 
 def bench_raw(directory: Path, operations: int, per_commit: int) -> float:
@@ -206,27 +230,9 @@ def bench_raw(directory: Path, operations: int, per_commit: int) -> float:
     try:
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=FULL")
-        connection.execute(_CREATE_CALLS)
+        connection.execute(CREATE_CALLS)
         started = time.perf_counter()
-        for first in range(0, operations, per_commit):
-            connection.execute("BEGIN IMMEDIATE")
-            for number in range(first, min(first + per_commit, operations)):
-                key = f"op-{number}"
-                connection.execute(
-                    "INSERT INTO calls (id, operation, payload, status, next_attempt_at) "
-                    "VALUES (?, 'noop', '{\"kind\":\"value\",\"value\":null}', 'pending', ?)",
-                    (key, number),
-                )
-                connection.execute(
-                    "UPDATE calls SET attempt = attempt + 1 WHERE id = ? AND status = 'pending'",
-                    (key,),
-                )
-                connection.execute(
-                    "UPDATE calls SET status = 'completed', result = 'null', completed_at = ? "
-                    "WHERE id = ? AND status = 'pending' AND attempt = 1",
-                    (number, key),
-                )
-            connection.execute("COMMIT")
+        raw_row_work(connection, operations, per_commit)
         elapsed = time.perf_counter() - started
         (done,) = connection.execute(
             "SELECT COUNT(*) FROM calls WHERE status = 'completed'"
