@@ -289,9 +289,7 @@ class DurableHelper(ABC, Generic[Entry]):
             attempt,
             invoke,
             complete,
-            None,
             on_terminal,
-            None,
         )
 
 

@@ -160,7 +160,8 @@ class ExecutionSpec(ABC):
 
 
 class CallbackSpec(ExecutionSpec):
-    """An execution whose handler call and success write are functions given with it."""
+    """An execution whose handler call and success write are functions given with it
+    (named alarms: no older attempt to wait for, each success written alone)."""
 
     __slots__ = ("_complete", "_invoke")
 
@@ -173,13 +174,9 @@ class CallbackSpec(ExecutionSpec):
         attempt: int,
         invoke: Callable[[int, AbortSignal], Any],
         complete: Callable[[SqlStorage, Any, int], int | None],
-        after: asyncio.Event | None = None,
         on_terminal: Callable[[SqlStorage], None] | None = None,
-        complete_many: CompleteMany | None = None,
     ) -> None:
-        super().__init__(
-            kind, key, generation, created_at, attempt, after, on_terminal, complete_many
-        )
+        super().__init__(kind, key, generation, created_at, attempt, None, on_terminal)
         self._invoke = invoke
         self._complete = complete
 
