@@ -72,13 +72,15 @@ class Eager(DurableObject):
 def count_commits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Count the commits of every object database from now on (one object per test)."""
     counted = [0]
-    committed = _database.Database._committed
+    ended = _database.Database._ended_transaction
 
-    def counting(database: _database.Database, pending: asyncio.Future[None]) -> None:
+    def counting(
+        database: _database.Database, transaction: asyncio.Future[None], wrote: bool = True
+    ) -> None:
         counted[0] += 1
-        committed(database, pending)
+        ended(database, transaction, wrote)
 
-    monkeypatch.setattr(_database.Database, "_committed", counting)
+    monkeypatch.setattr(_database.Database, "_ended_transaction", counting)
     return counted
 
 

@@ -364,7 +364,7 @@ def test_live_and_open_caps_are_checked_and_open_files_default_from_the_fd_limit
     assert Runtime(max_open_databases=5).max_open_databases == 5
     assert Runtime().max_live_objects == 10_000
     monkeypatch.setattr(resource, "getrlimit", lambda _: (1_024, 4_096))
-    assert Runtime().max_open_databases == 256
+    assert Runtime().max_open_databases == 192  # 3/4 of 1,024, four descriptors per file
     monkeypatch.setattr(resource, "getrlimit", lambda _: (resource.RLIM_INFINITY, 0))
     assert Runtime().max_open_databases == 1_000
 

@@ -10,6 +10,7 @@ late scan and writes, closing idle connections) uses the standard `submit`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import queue
 import threading
 import weakref
@@ -19,6 +20,13 @@ from contextlib import suppress
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+logger = logging.getLogger("durability.runtime")
+
+QUICK_SYNC_SECONDS = 0.0005
+"""Syncs shorter than this (on average) may run on the loop: on a fast disk a lone
+object's sync costs the loop less there than a thread's round trip does, and blocks it
+only briefly. Slower disks keep every sync in the threads."""
 
 _Job = tuple[Callable[..., Any], tuple[Any, ...], "Commit | None", Any, Any]
 """The function, its arguments, and for a commit: its handle, loop and callback."""
@@ -59,6 +67,9 @@ class CommitThreads(Executor):
         jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._queue = jobs
         self._closed = False
+        self._round: list[Callable[[bool], object]] = []
+        self._sync_seconds = 0.0
+        """Recent syncs' duration, a moving average."""
         self._threads: list[threading.Thread] = []
         self._stop = weakref.finalize(self, _stop_workers, jobs, self._threads)
         try:
@@ -85,6 +96,29 @@ class CommitThreads(Executor):
         handle = Commit()
         self._queue.put((function, arguments, handle, loop, ended))
         return handle
+
+    def sync_round(self, loop: asyncio.AbstractEventLoop, sync: Callable[[bool], object]) -> None:
+        """Join the loop's next sync round (`call_soon`): each member is called with
+        whether it may sync on the loop. One may when it is alone in the round and syncs
+        have been quick (`QUICK_SYNC_SECONDS`): a thread's round trip then costs the loop
+        more than the sync. Otherwise members sync in the threads, side by side."""
+        members = self._round
+        members.append(sync)
+        if len(members) == 1:
+            loop.call_soon(self._run_round)
+
+    def took(self, seconds: float) -> None:
+        """Note how long a sync took (from any thread)."""
+        self._sync_seconds += (seconds - self._sync_seconds) / 8
+
+    def _run_round(self) -> None:
+        members, self._round = self._round, []
+        here = len(members) == 1 and self._sync_seconds < QUICK_SYNC_SECONDS
+        for sync in members:
+            try:
+                sync(here)
+            except Exception:  # one member's failure must not strand the others
+                logger.exception("a commit sync could not start")
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         """Run `fn(*args, **kwargs)` in a thread; its outcome in a standard future."""

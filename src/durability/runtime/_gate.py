@@ -18,16 +18,17 @@ Done = Callable[[asyncio.Future[object]], None]
 def commits_to_wait(database: Database, record: CallRecord) -> asyncio.Future[None] | None:
     """The commit a call's result must still wait for (`None`: already durable).
 
-    That is the database's pending commit, if any: the call joined it or may have
-    observed its writes. Every other commit the call joined has ended (the database
-    opens a transaction only after the previous one ended); one that failed raises its
-    error here. The record is closed: commits joined from now on are not its call's.
+    That is the database's latest commit not yet durable, if any: the call joined it or
+    may have observed its writes. Commits end in order, and a failed sync fails every
+    later one too, so the other commits the call joined have ended when it does; one
+    that already failed raises its error here. The record is closed: commits joined
+    from now on are not its call's.
     """
     pending = database.pending_commit
     commits, record.commits = record.commits, None
     if commits:
         for commit in commits:
-            if commit is not pending:
+            if commit is not pending and commit.done():
                 commit.result()
     return pending
 

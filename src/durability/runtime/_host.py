@@ -65,7 +65,7 @@ class Runtime:
     live instances: past it, the least recently used idle ones are evicted.
     `max_open_databases` caps the object files open at once: past it, the least
     recently used idle live objects' files are closed, and reopened on their next use
-    (`None` sizes it from the open-file limit, three descriptors per file).
+    (`None` sizes it from the open-file limit, four descriptors per file).
     """
 
     def __init__(

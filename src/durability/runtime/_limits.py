@@ -1,7 +1,8 @@
 """How many objects a runtime keeps live and how many files open, and whom to evict.
 
 A live object costs a few KiB of Python memory; its open SQLite file costs about
-150 KiB and three file descriptors (database, WAL and shared memory). So the two are
+150 KiB and four file descriptors (database, WAL and shared memory, and the runtime's
+own of the WAL, which it syncs after each commit). So the two are
 capped apart: live objects by a fixed default, open files by the process's descriptor
 limit (a quarter of it left for everything else), at most `MAX_DEFAULT_OPEN_DATABASES`.
 """
@@ -22,7 +23,7 @@ class _Live(Protocol):
 
 
 DEFAULT_MAX_LIVE_OBJECTS = 10_000
-FDS_PER_OBJECT = 3
+FDS_PER_OBJECT = 4
 MIN_DEFAULT_OPEN_DATABASES = 16
 MAX_DEFAULT_OPEN_DATABASES = 1_000
 _UNLIMITED_FDS = 1 << 20

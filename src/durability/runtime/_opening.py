@@ -114,7 +114,7 @@ def connect_file(file: Path, *, threaded: bool) -> sqlite3.Connection:
     try:
         connection.execute(f"PRAGMA cache_size={CACHE_PAGES}")
         connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=FULL")
+        connection.execute(f"PRAGMA synchronous={'NORMAL' if threaded else 'FULL'}")
     except sqlite3.Error as error:
         connection.close()
         raise type(error)(f"{file}: {error}") from error

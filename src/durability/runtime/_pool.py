@@ -1,10 +1,11 @@
 """A bound on the object files open at once: least recently used idle ones are closed.
 
-An open SQLite connection to a WAL file costs about 150 KiB and three file descriptors
-(database, WAL, shared memory), while a live object's own state is a few KiB. So the
-runtime keeps at most `cap` object connections open; past it, the connections of the
-least recently used databases that are idle (no transaction, no commit running, no
-call or alarm in progress on the object) are closed, and each is reopened on its
+An open SQLite connection to a WAL file costs about 150 KiB and four file descriptors
+(database, WAL, shared memory, and the runtime's own of the WAL), while a live
+object's own state is a few KiB. So the runtime keeps at most `cap` object connections
+open; past it, the connections of the least recently used databases that are idle (no
+transaction, no commit or sync running, no call or alarm in progress on the object)
+are closed, and each is reopened on its
 database's next use. Nothing is lost by that: a closed connection had committed
 everything, and the reopened one reads exactly the committed file.
 

@@ -1,0 +1,358 @@
+"""Commits on the real clock: `COMMIT` on the loop, then the log's sync the runtime makes
+itself (alone on the loop, or side by side in the commit threads), before any future
+of those commits ends."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from durability.runtime import DurableObject, Runtime, _commit_threads, _database
+from durability.runtime._commit_threads import CommitThreads
+from durability.runtime._database import Database
+from durability.runtime._opening import open_database
+
+Synced = list[tuple[int, str]]
+"""Each sync: the inode of the log it synced and the thread it ran in (always of a log
+still linked in its directory: a sync of a deleted log would make nothing durable)."""
+
+
+@pytest.fixture
+def synced(monkeypatch: pytest.MonkeyPatch) -> Synced:
+    """Record every log sync the databases make (and still make it)."""
+    made: Synced = []
+    sync = _database._sync_data
+
+    def recording(descriptor: int) -> None:
+        status = os.fstat(descriptor)
+        assert status.st_nlink > 0, "synced a log that was deleted"
+        made.append((status.st_ino, threading.current_thread().name))
+        sync(descriptor)
+
+    monkeypatch.setattr(_database, "_sync_data", recording)
+    return made
+
+
+@pytest.fixture
+async def committer() -> AsyncIterator[CommitThreads]:
+    threads = CommitThreads(2, "test-sync")
+    yield threads
+    threads.shutdown()
+
+
+def write(database: Database, value: int) -> asyncio.Future[None]:
+    """Join the turn's transaction and insert `value`; the transaction's commit future."""
+    transaction = database.join()
+    database.execute("CREATE TABLE IF NOT EXISTS t (v INTEGER)")
+    database.execute("INSERT INTO t (v) VALUES (?)", value)
+    return transaction
+
+
+async def until(done: Callable[[], bool]) -> None:
+    for _ in range(1_000):
+        if done():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("timed out")
+
+
+async def opened(path: Path, committer: CommitThreads) -> Database:
+    """A file database past its first commit (which runs whole in a thread)."""
+    database = open_database(asyncio.get_running_loop(), path, committer)
+    await write(database, 0)
+    return database
+
+
+def log_inode(path: Path) -> int:
+    return os.stat(f"{path}-wal").st_ino
+
+
+@pytest.fixture
+def quick_syncs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Syncs count as quick whatever this disk's speed (a lone one runs on the loop)."""
+    monkeypatch.setattr(_commit_threads, "QUICK_SYNC_SECONDS", 3600.0)
+
+
+@pytest.mark.usefixtures("quick_syncs")
+async def test_a_commit_ends_only_after_a_sync_of_its_log_that_began_after_it(
+    tmp_path: Path, committer: CommitThreads, synced: Synced
+) -> None:
+    file = tmp_path / "a.sqlite3"
+    database = await opened(file, committer)
+    assert database.connection().execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+    first = len(synced)
+    assert first == 1 and synced[0][1].startswith("test-sync")  # the whole first commit
+
+    commit = write(database, 1)
+    assert database.pending_commit is commit
+    await asyncio.sleep(0)  # the turn's COMMIT ran; the sync round is next
+    assert not database.connection().in_transaction
+    assert not commit.done() and database.pending_commit is commit
+    assert len(synced) == first
+    await commit
+    assert synced[first:] == [(log_inode(file), threading.main_thread().name)]
+    assert database.pending_commit is None
+    database.close()
+
+
+async def test_on_a_slow_disk_even_a_lone_sync_runs_in_a_thread(
+    tmp_path: Path, committer: CommitThreads, synced: Synced, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_commit_threads, "QUICK_SYNC_SECONDS", 0.0)
+    database = await opened(tmp_path / "a.sqlite3", committer)
+    before = len(synced)
+    await write(database, 1)
+    assert len(synced) == before + 1 and synced[-1][1].startswith("test-sync")
+    database.close()
+
+
+def test_how_long_syncs_took_is_a_moving_average() -> None:
+    threads = CommitThreads(1, "test-sync")
+    try:
+        for _ in range(40):
+            threads.took(0.004)
+        assert 0.0039 < threads._sync_seconds <= 0.004
+        previous = threads._sync_seconds
+        threads.took(0.0)
+        assert threads._sync_seconds == pytest.approx(previous * 7 / 8)
+    finally:
+        threads.shutdown()
+
+
+async def test_a_read_only_commit_makes_no_sync_and_ends_at_once(
+    tmp_path: Path, committer: CommitThreads, synced: Synced
+) -> None:
+    database = await opened(tmp_path / "a.sqlite3", committer)
+    before = len(synced)
+    transaction = database.join()
+    assert database.query("SELECT COUNT(*) FROM t") == [(1,)]
+    await asyncio.sleep(0)
+    assert transaction.done() and transaction.result() is None
+    assert len(synced) == before and database.pending_commit is None
+    database.close()
+
+
+@pytest.mark.usefixtures("quick_syncs")
+async def test_a_read_of_writes_not_yet_synced_waits_for_their_sync(
+    tmp_path: Path, committer: CommitThreads, synced: Synced
+) -> None:
+    """A read-only transaction that follows a commit still waiting for its sync ends with
+    that sync, and is what a reader's result waits for (the output gate)."""
+    database = await opened(tmp_path / "a.sqlite3", committer)
+    written = write(database, 1)
+    database._commit_turn(written)  # the COMMIT, ahead of its turn's sync round
+    assert not written.done()
+    read = database.join()
+    assert database.query("SELECT COUNT(*) FROM t") == [(2,)]
+    database._commit_turn(read)
+    assert database.pending_commit is read and not read.done()
+    ended: list[asyncio.Future[None]] = []
+    written.add_done_callback(ended.append)
+    read.add_done_callback(ended.append)
+    await read
+    assert ended == [written, read] and len(synced) == 2  # the first commit's, then one
+    database.close()
+
+
+async def test_syncs_of_objects_in_one_round_run_side_by_side_in_threads(
+    tmp_path: Path, committer: CommitThreads, synced: Synced
+) -> None:
+    databases = [await opened(tmp_path / f"{name}.sqlite3", committer) for name in "abc"]
+    before = len(synced)
+    commits = [write(database, 1) for database in databases]
+    await asyncio.gather(*commits)
+    made = synced[before:]
+    assert sorted(inode for inode, _ in made) == sorted(
+        log_inode(tmp_path / f"{name}.sqlite3") for name in "abc"
+    )
+    assert all(thread.startswith("test-sync") for _, thread in made)
+    for database in databases:
+        database.close()
+
+
+async def test_commits_made_while_a_sync_runs_end_in_order_with_the_next_one(
+    tmp_path: Path, committer: CommitThreads, synced: Synced, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit made while its object's sync runs waits for that one to end, then shares
+    the next sync with every other commit made meanwhile; futures end in commit order."""
+    a, b = [await opened(tmp_path / f"{name}.sqlite3", committer) for name in "ab"]
+    gate = threading.Event()
+    sync = _database._sync_log
+
+    def held(log: int, committer: CommitThreads | None) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            gate.wait()
+        sync(log, committer)
+
+    monkeypatch.setattr(_database, "_sync_log", held)
+    first, other = write(a, 1), write(b, 1)
+    await until(lambda: a._syncing is not None and b._syncing is not None)  # in threads
+    before = len(synced)
+    later = []
+    for value in (2, 3):
+        later.append(write(a, value))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert not a.connection().in_transaction  # committed, not yet durable
+    assert a.pending_commit is later[-1]
+    ended: list[asyncio.Future[None]] = []
+    for future in (first, *later):
+        future.add_done_callback(ended.append)
+    assert len(synced) == before and not ended
+    gate.set()
+    await asyncio.gather(first, other, *later)
+    assert ended == [first, *later]
+    inode = log_inode(tmp_path / "a.sqlite3")
+    assert [made for made, _ in synced[before:]].count(inode) == 2  # held one, then one
+    a.close()
+    b.close()
+
+
+async def test_a_failed_sync_fails_every_commit_not_yet_durable(
+    tmp_path: Path, committer: CommitThreads, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    database = await opened(tmp_path / "a.sqlite3", committer)
+    failed: list[BaseException] = []
+    database.commit_failed = lambda db, error: failed.append(error)
+
+    def broken(descriptor: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(_database, "_sync_data", broken)
+    written = write(database, 1)
+    database._commit_turn(written)
+    still_open = write(database, 2)
+    with pytest.raises(OSError, match="Input/output error"):
+        await written
+    with pytest.raises(OSError, match="Input/output error"):
+        await still_open
+    assert len(failed) == 1 and database.pending_commit is None
+    assert not database.connection().in_transaction
+    database.close()
+
+
+async def test_a_reopened_connection_syncs_its_new_log(tmp_path: Path, synced: Synced) -> None:
+    """The pool closes an idle connection (SQLite then deletes the log) and reopens it on
+    the next use: the syncs follow the new log (the fixture refuses a deleted one)."""
+    async with Runtime(path=tmp_path, bindings={"N": Noted}, max_open_databases=1) as rt:
+        a, b = rt.env.N.get_by_name("a"), rt.env.N.get_by_name("b")
+        for _ in range(3):
+            for stub in (a, b):  # each call closes the other object's connection
+                before = len(synced)
+                await stub.note()
+                await stub.note()
+                assert len(synced) > before
+    assert len(synced) >= 12
+
+
+class Noted(DurableObject):
+    """Writes one row per call."""
+
+    async def note(self) -> None:
+        self.ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY)")
+        self.ctx.storage.sql.exec("INSERT INTO notes DEFAULT VALUES")
+
+
+async def test_a_failed_sync_is_not_retried_and_later_commits_fail_with_it(
+    tmp_path: Path, committer: CommitThreads, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After one failed sync nothing is synced again on that connection (what reached the
+    disk is unknown): the object is told once, and every later commit fails at once."""
+    database = await opened(tmp_path / "a.sqlite3", committer)
+    failed: list[BaseException] = []
+    database.commit_failed = lambda db, error: failed.append(error)
+    attempts = [0]
+
+    def broken(descriptor: int) -> None:
+        attempts[0] += 1
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(_database, "_sync_data", broken)
+    with pytest.raises(OSError):
+        await write(database, 1)
+    for _ in range(50):
+        await asyncio.sleep(0)
+    later = write(database, 2)
+    with pytest.raises(OSError, match="Input/output error"):
+        await later
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert attempts == [1] and len(failed) == 1
+    database.close()
+
+
+async def test_a_whole_commit_whose_sync_fails_fails_like_any_failed_sync(
+    tmp_path: Path, committer: CommitThreads, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first commit of a connection runs whole in a thread: if its `COMMIT` returned
+    but the sync after it failed, it fails, and so does every commit after it."""
+    failed: list[BaseException] = []
+
+    def broken(descriptor: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(_database, "_sync_data", broken)
+    database = open_database(asyncio.get_running_loop(), tmp_path / "a.sqlite3", committer)
+    database.commit_failed = lambda db, error: failed.append(error)
+    with pytest.raises(OSError, match="Input/output error"):
+        await write(database, 1)
+    assert len(failed) == 1 and isinstance(failed[0], OSError)
+    with pytest.raises(OSError, match="Input/output error"):
+        await write(database, 2)
+    assert len(failed) == 1
+    database.close()
+
+
+def test_a_member_of_a_sync_round_that_raises_does_not_strand_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    threads = CommitThreads(1, "test-sync")
+    loop = asyncio.new_event_loop()
+    called: list[str] = []
+
+    def failing(here: bool) -> None:
+        called.append("failing")
+        raise RuntimeError("boom")
+
+    try:
+        threads.sync_round(loop, failing)
+        threads.sync_round(loop, lambda here: called.append(f"other, here={here}"))
+        loop.run_until_complete(asyncio.sleep(0))
+    finally:
+        loop.close()
+        threads.shutdown()
+    assert called == ["failing", "other, here=False"]
+    assert "a commit sync could not start" in caplog.text
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc (Linux)")
+async def test_the_runtime_holds_a_descriptor_of_the_log_but_none_of_its_index(
+    tmp_path: Path, committer: CommitThreads
+) -> None:
+    """Closing any descriptor of a file drops every POSIX lock the process holds on it,
+    so the runtime never opens `-shm`, whose locks SQLite keeps; it opens the log
+    (which SQLite never locks) to sync it, and closes it with the connection."""
+    file = tmp_path / "a.sqlite3"
+    database = await opened(file, committer)
+    await write(database, 1)
+
+    def descriptors(suffix: str) -> int:
+        target = f"{file}{suffix}"
+        return sum(1 for entry in Path("/proc/self/fd").iterdir() if _link(entry) == target)
+
+    assert descriptors("-shm") == 1  # SQLite's own
+    assert descriptors("-wal") == 2  # SQLite's and the runtime's
+    database.close()
+    assert descriptors("-wal") == 0
+
+
+def _link(entry: Path) -> str | None:
+    try:
+        return os.readlink(entry)
+    except OSError:
+        return None
