@@ -2,7 +2,7 @@
 
     python bench/fanout.py [--messages 20000] [--callers 200] [--rounds 3] [--dir DIR]
 
-Everything runs in one process on real files (WAL, synchronous=FULL) and the real clock.
+Everything runs in one process on real files (WAL, every commit synced) and the real clock.
 Concurrent callers enqueue messages on ONE file-backed object (each call
 returns once the message is durable); the clock stops when both consumer targets have
 settled every message, so every manifest and delivery row is gone again. Three
@@ -231,7 +231,7 @@ def main() -> None:
         )
     versions = f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}"
     print(
-        f"{versions}, WAL, synchronous=FULL, {platform.machine()}, real clock, "
+        f"{versions}, WAL, every commit synced, {platform.machine()}, real clock, "
         f"median of {args.rounds} (range)"
     )
     print()

@@ -2,7 +2,7 @@
 
     python bench/log.py [--records 20000] [--callers 8] [--rounds 3] [--dir DIR]
 
-Everything runs in one process on real files (WAL, synchronous=FULL) and the real clock.
+Everything runs in one process on real files (WAL, every commit synced) and the real clock.
 
 - appends in batches of 1, 10 and 100 records (~100-byte bodies) on ONE file-backed
   object, each batch one `await stub.append(batch)` that returns once it is durable:
@@ -170,7 +170,7 @@ def main() -> None:
             print(f"batches of {batch} done", file=sys.stderr)
         hot, cold = asyncio.run(bench_reads(directory, args.records, args.rounds))
     versions = f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}"
-    print(f"{versions}, WAL, synchronous=FULL, {platform.machine()}, median of {args.rounds}")
+    print(f"{versions}, WAL, every commit synced, {platform.machine()}, median of {args.rounds}")
     print()
     print("| measurement | records | records/s | vs raw |")
     print("|---|---:|---:|---:|")

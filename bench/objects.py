@@ -3,7 +3,7 @@
     python bench/objects.py [--objects 1000] [--live 10000] [--start-objects 100000]
                             [--fsync-objects 200] [--quick] [--dir DIR]
 
-Everything runs on real files (WAL, synchronous=FULL) and the real clock, in one command:
+Everything runs on real files (WAL, every commit synced) and the real clock, in one command:
 
 - deliveries: `--objects` file-backed objects each get an alarm due at the same instant;
   each `alarm()` inserts one row and waits for it to be durable (`storage.sync()`). Once

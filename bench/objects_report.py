@@ -89,7 +89,7 @@ def report(
 ) -> None:
     """Print the tables of the phases that ran, and the notes."""
     versions = f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}"
-    print(f"{versions}, WAL, synchronous=FULL, {platform.machine()}, real clock, one run")
+    print(f"{versions}, WAL, every commit synced, {platform.machine()}, real clock, one run")
     if "raw-create" in results:
         report_objects(args, results, fsyncs)
     memory_table(args, fd_limit, results)

@@ -2,7 +2,7 @@
 
     python bench/operations.py [--operations 20000] [--callers 200] [--rounds 3] [--dir DIR]
 
-Everything runs in one process on real files (WAL, synchronous=FULL) and the real clock:
+Everything runs in one process on real files (WAL, every commit synced) and the real clock:
 
 - register -> completed throughput: concurrent callers register no-op operations on
   ONE file-backed object (each call returns once the registration is durable); the
@@ -15,6 +15,9 @@ Everything runs in one process on real files (WAL, synchronous=FULL) and the rea
   with the range, because a shared machine's disk and CPU vary a lot between runs.
   The object runs with the default `alarm_concurrency` (10) and, as a second row,
   with `--wide-concurrency` permits, to show how much of the cost is the permit limit.
+  Two ceilings with the default permits follow: the same workload with every sync
+  left out (`synchronous=OFF`, commits on the loop; not durable, so not something the
+  runtime offers, but no way of syncing can beat it), and on the in-memory runtime.
 - named-alarm schedule cost with 1,000 vs 100,000 other occurrences pending (those are
   inserted with SQL to set up quickly; the measured calls go through the API).
 - CPU per operation on the in-memory runtime (process time, register -> completed,
@@ -39,6 +42,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from durability import (
     Durability,
@@ -48,7 +52,8 @@ from durability import (
     LifecycleEventType,
     now_ms,
 )
-from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
+from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime, _opening
+from durability.runtime._opening import connect_file
 
 
 @dataclass
@@ -244,11 +249,15 @@ def bench_raw(directory: Path, operations: int, per_commit: int) -> float:
 
 
 async def bench_operations(
-    directory: Path, operations: int, callers: int, alarm_concurrency: int
+    directory: Path,
+    operations: int,
+    callers: int,
+    alarm_concurrency: int,
+    clock: Any = None,
 ) -> float:
     """Seconds from the first registration until all `operations` are completed."""
     settings.alarm_concurrency = alarm_concurrency
-    async with Runtime(path=directory, bindings={"OPS": OperationsBench}) as rt:
+    async with Runtime(path=directory, bindings={"OPS": OperationsBench}, clock=clock) as rt:
         bench = rt.env.OPS.get_by_name("operations")
         await bench.expect(operations)
         ids = iter(range(operations))
@@ -263,6 +272,46 @@ async def bench_operations(
         elapsed = time.perf_counter() - started
         assert completed == operations, (completed, operations)
         return elapsed
+
+
+class _WallClock:
+    """The wall clock, but not the runtime's own: commits then run on the loop."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+async def bench_unsynced(directory: Path, operations: int, callers: int) -> float:
+    """`bench_operations` with default permits and no sync at all (`synchronous=OFF`,
+    commits on the loop): NOT durable, so not a mode of the runtime, but the most any way
+    of syncing could reach with this engine on this machine."""
+
+    def unsynced(file: Path, *, threaded: bool) -> sqlite3.Connection:
+        connection = connect_file(file, threaded=threaded)
+        connection.execute("PRAGMA synchronous=OFF")
+        return connection
+
+    with mock.patch.object(_opening, "connect_file", unsynced):
+        return await bench_operations(directory, operations, callers, 10, clock=_WallClock())
+
+
+async def memory_rate(operations: int, callers: int) -> float:
+    """Seconds for `bench_operations`' workload with default permits on the in-memory
+    runtime: no disk at all."""
+    settings.alarm_concurrency = 10
+    async with Runtime(bindings={"OPS": OperationsBench}) as rt:
+        bench = rt.env.OPS.get_by_name("operations")
+        await bench.expect(operations)
+        ids = iter(range(operations))
+
+        async def caller() -> None:
+            for number in ids:
+                await bench.register(f"op-{number}")
+
+        started = time.perf_counter()
+        await asyncio.gather(*(caller() for _ in range(callers)))
+        assert await bench.wait_completed() == operations
+        return time.perf_counter() - started
 
 
 async def cpu_per_call(binding: type[DurableObject], operations: int, callers: int) -> float:
@@ -346,6 +395,7 @@ def main() -> None:
     raw_permits: list[float] = []
     runtime: dict[int, list[float]] = {concurrency: [] for concurrency in concurrencies}
     cpu: dict[str, list[float]] = {"operations": [], "floor": []}
+    ceilings: dict[str, list[float]] = {"unsynced": [], "memory": []}
     with tempfile.TemporaryDirectory(prefix="durability-bench-", dir=args.dir) as tmp:
         directory = Path(tmp)
         for round_number in range(args.rounds):
@@ -365,6 +415,10 @@ def main() -> None:
                         )
                     )
                 )
+            ceilings["unsynced"].append(
+                asyncio.run(bench_unsynced(here / "unsynced", args.operations, args.callers))
+            )
+            ceilings["memory"].append(asyncio.run(memory_rate(args.operations, args.callers)))
             cpu["floor"].append(
                 asyncio.run(cpu_per_call(InsertFloor, args.operations, args.callers))
             )
@@ -406,6 +460,12 @@ def main() -> None:
                 f"{text}, {rate / raw_rate:.1f}x",
             )
         )
+    for key, label in (
+        ("unsynced", "ceiling: the same (alarm_concurrency=10) with no sync at all (NOT durable)"),
+        ("memory", "ceiling: the same on the in-memory runtime (no disk at all)"),
+    ):
+        rate, text = _rates(args.operations, ceilings[key])
+        rows.append((label, f"{args.operations:,}", f"{text}, {rate / raw_rate:.1f}x"))
     floor_us = statistics.median(cpu["floor"]) * 1e6
     operations_us = statistics.median(cpu["operations"]) * 1e6
     rows.append(
@@ -439,7 +499,7 @@ def main() -> None:
     )
     versions = f"python {platform.python_version()}, sqlite {sqlite3.sqlite_version}"
     print(
-        f"{versions}, WAL, synchronous=FULL, {platform.machine()}, real clock, "
+        f"{versions}, WAL, every commit synced, {platform.machine()}, real clock, "
         f"median of {args.rounds} (range)"
     )
     print()

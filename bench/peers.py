@@ -59,7 +59,7 @@ LABELS = {
 
 NOTES = {
     "durability-1": "durability: Durability operations (a no-op handler) on one file-backed "
-    "object of the embedded Runtime (WAL, synchronous=FULL), default alarm_concurrency=10; "
+    "object of the embedded Runtime (WAL, every commit synced), default alarm_concurrency=10; "
     "each caller (an asyncio task) awaits its registration (returned once durable) before "
     "the next; done when a final call's result (released only after every earlier commit) "
     "counts every completed row. Delayed: the same operations with delay_ms=1000",

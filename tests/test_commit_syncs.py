@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -356,3 +357,141 @@ def _link(entry: Path) -> str | None:
         return os.readlink(entry)
     except OSError:
         return None
+
+
+def test_a_rounds_work_runs_in_one_job_per_thread_with_each_error_kept_apart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    jobs: list[list[int]] = []
+    run = _commit_threads._run_tickets
+
+    def recording(tickets: list[_commit_threads.Ticket]) -> None:
+        jobs.append([ticket.arguments[0] for ticket in tickets])
+        run(tickets)
+
+    monkeypatch.setattr(_commit_threads, "_run_tickets", recording)
+    threads = CommitThreads(3, "test-sync")
+    loop = asyncio.new_event_loop()
+    ran: list[tuple[int, str]] = []
+    ended: list[tuple[int, BaseException | None]] = []
+
+    def work(number: int) -> None:
+        ran.append((number, threading.current_thread().name))
+        if number == 4:
+            raise OSError(5, "Input/output error")
+
+    def member(number: int) -> Callable[[bool], object]:
+        def sync(here: bool) -> None:
+            threads.in_round(work, (number,), lambda ticket: ended.append((number, ticket.wait())))
+
+        return sync
+
+    try:
+        for number in range(7):
+            threads.sync_round(loop, member(number))
+        loop.run_until_complete(_until_sync(lambda: len(ended) == 7))
+    finally:
+        loop.close()
+        threads.shutdown()
+    assert sorted(number for number, _ in ran) == list(range(7))
+    assert all(thread.startswith("test-sync") for _, thread in ran)
+    assert sorted(jobs) == [[0, 3, 6], [1, 4], [2, 5]]  # one job per thread
+    errors = dict(ended)
+    assert isinstance(errors.pop(4), OSError) and set(errors.values()) == {None}
+
+
+def test_a_round_after_shutdown_still_runs_its_work() -> None:
+    threads = CommitThreads(2, "test-sync")
+    loop = asyncio.new_event_loop()
+    ended: list[BaseException | None] = []
+    try:
+        threads.sync_round(
+            loop,
+            lambda here: threads.in_round(
+                lambda: None, (), lambda ticket: ended.append(ticket.wait())
+            ),
+        )
+        threads.sync_round(loop, lambda here: None)
+        threads.shutdown()
+        loop.run_until_complete(_until_sync(lambda: bool(ended)))
+    finally:
+        loop.close()
+    assert ended == [None]
+
+
+async def _until_sync(done: Callable[[], bool]) -> None:
+    await until(done)
+
+
+def hooks(database: Database, events: list[str]) -> None:
+    """Alarm hooks that record their calls: `before_commit` hands `after_commit` a number."""
+    numbers = iter(range(1, 100))
+
+    def before(db: Database) -> tuple[None, object]:
+        number = next(numbers)
+        events.append(f"before {number}")
+        return None, number
+
+    database.before_commit = before
+    database.after_commit = lambda db, number: events.append(f"after {number}")
+
+
+async def test_an_alarm_change_waits_for_the_earlier_one_to_be_durable_first(
+    tmp_path: Path, committer: CommitThreads, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Alarm changes take effect in commit order: the next one is prepared (its catalog
+    entry lowered) only after the earlier one is durable and settled."""
+    monkeypatch.setattr(_commit_threads, "QUICK_SYNC_SECONDS", 0.0)
+    database = await opened(tmp_path / "a.sqlite3", committer)
+    events: list[str] = []
+    hooks(database, events)
+    gate = threading.Event()
+    sync = _database._sync_log
+
+    def held(log: int, threads: CommitThreads | None) -> None:
+        gate.wait()
+        sync(log, threads)
+
+    monkeypatch.setattr(_database, "_sync_log", held)
+    first = write(database, 1)
+    database.alarm_changed = True
+    await until(lambda: database._syncing is not None)
+    second = write(database, 2)
+    database.alarm_changed = True
+    threading.Timer(0.05, gate.set).start()
+    await asyncio.gather(first, second)
+    assert events == ["before 1", "after 1", "before 2", "after 2"]
+    database.close()
+
+
+async def test_settle_waits_until_an_alarm_change_committed_on_the_loop_is_durable(
+    tmp_path: Path, committer: CommitThreads, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What reads the alarm row (a delivery deciding what is due) sees only a durable one."""
+    monkeypatch.setattr(_commit_threads, "QUICK_SYNC_SECONDS", 0.0)
+    database = await opened(tmp_path / "a.sqlite3", committer)
+    events: list[str] = []
+    hooks(database, events)
+    started, gate = threading.Event(), threading.Event()
+    sync = _database._sync_log
+
+    def held(log: int, threads: CommitThreads | None) -> None:
+        started.set()
+        gate.wait()
+        sync(log, threads)
+
+    monkeypatch.setattr(_database, "_sync_log", held)
+    change = write(database, 1)
+    database.alarm_changed = True
+    await asyncio.to_thread(started.wait)
+    assert not change.done() and not database.connection().in_transaction
+    releaser = threading.Thread(target=lambda: (time.sleep(0.05), gate.set()))
+    releaser.start()
+    database.settle()  # blocks the loop until the held sync has ended
+    releaser.join()
+    assert change.done() and events == ["before 1", "after 1"]
+    write_plain = write(database, 2)
+    database.settle()  # nothing about the alarm is waiting: returns at once
+    assert not write_plain.done()
+    await write_plain
+    database.close()

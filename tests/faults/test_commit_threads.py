@@ -1,4 +1,4 @@
-"""Where object commits run: a worker thread on the real clock, the loop under a VirtualClock.
+"""Where object commits run: worker threads on the real clock, the loop under a VirtualClock.
 
 The real-clock tests here take no time of their own: they wait on results, never on
 the clock.
@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from durability.runtime import DurableObject, Runtime
+from durability.runtime import DurableObject, Runtime, _database
+from durability.runtime import _commit_threads as commit_threads
 from durability.testing import VirtualClock
 
 from ._inject import StorageFaults
@@ -51,7 +52,8 @@ def _commit_threads(faults: StorageFaults) -> list[str]:
 async def test_real_clock_commits_run_in_worker_threads(
     tmp_path: Path, faults: StorageFaults
 ) -> None:
-    """On the real clock, file commits run off the loop and results still wait for them."""
+    """On the real clock, the first commit of each file runs off the loop (later ones sync
+    off it, see tests/test_commit_syncs.py), and results still wait for them."""
     threads = _commit_threads(faults)
     async with Runtime(path=tmp_path, bindings={"C": Counter}) as rt:
         stubs = [rt.env.C.get_by_name(f"c{number}") for number in range(5)]
@@ -123,30 +125,35 @@ async def test_alarm_delivery_costs_two_object_commits(
 
 
 async def test_delivery_cancelled_during_its_bookkeeping_commit_leaves_the_commit_whole(
-    tmp_path: Path, faults: StorageFaults
+    tmp_path: Path, faults: StorageFaults, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A delivery cancelled (as at close) while its last commit runs does not cancel that
-    commit: it ends normally, with no error in the loop, and the alarm stays delivered."""
+    """A delivery cancelled (as at close) while its last commit is syncing does not
+    cancel that commit: it ends normally, with no error in the loop, and the alarm stays
+    delivered."""
     loop = asyncio.get_running_loop()
     errors: list[dict[str, Any]] = []
     loop.set_exception_handler(lambda _, context: errors.append(context))
     entered, release = threading.Event(), threading.Event()
-    commits = 0
+    monkeypatch.setattr(commit_threads, "QUICK_SYNC_SECONDS", 0.0)  # syncs in threads
+    sync = _database._sync_data
+    syncs: list[int] = []
 
-    def hold_bookkeeping() -> None:
-        # The arm's commit, alarm()'s own, then the delivery's bookkeeping one: held.
-        nonlocal commits
-        commits += 1
-        if commits == 3:
-            entered.set()
-            release.wait()
+    def hold_bookkeeping(descriptor: int) -> None:
+        # Once armed: alarm()'s own commit, then the delivery's bookkeeping one: held.
+        if syncs:
+            syncs.append(descriptor)
+            if len(syncs) == 3:
+                entered.set()
+                release.wait()
+        sync(descriptor)
 
+    monkeypatch.setattr(_database, "_sync_data", hold_bookkeeping)
     try:
         async with Runtime(path=tmp_path, bindings={"C": Counter}) as rt:
             stub = rt.env.C.get_by_name("c")
             assert await stub.count() == 0
-            faults.watch("/C/", "COMMIT", hold_bookkeeping)
             await stub.arm(1)
+            syncs.append(-1)
             await asyncio.to_thread(entered.wait)
             (delivery,) = [
                 task

@@ -84,7 +84,6 @@ class AlarmDriver:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._running: dict[Key, asyncio.Task[None]] = {}
-        self._committing: dict[Key, int | None] = {}
         self._failures: dict[Key, int] = {}
         self._closed = False
         catalog.found = self._learn
@@ -115,7 +114,7 @@ class AlarmDriver:
     def watch(self, key: Key, name: str | None, database: Database) -> None:
         """Follow the alarm changes `database` commits."""
         database.before_commit = lambda db: self._before_commit(key, name, db)
-        database.after_commit = lambda db: self._after_commit(key, name)
+        database.after_commit = lambda db, wake_ms: self._after_commit(key, name, wake_ms)
 
     def close(self) -> list[asyncio.Task[None]]:
         """Stop every timer and delivery; the deliveries to await are returned."""
@@ -129,18 +128,19 @@ class AlarmDriver:
             task.cancel()
         return tasks
 
-    def _before_commit(self, key: Key, name: str | None, database: Database) -> FlushHook | None:
+    def _before_commit(
+        self, key: Key, name: str | None, database: Database
+    ) -> tuple[FlushHook | None, int | None]:
         row = read_alarm(database)
         wake_ms = row.wake_ms if row is not None else None
-        self._committing[key] = wake_ms
         if wake_ms is None or (database.created and self._catalog.scan_finds_new_files()):
             # A file created in this run is read at the next start after a crash: its
             # entry need not precede the commit, it is written once settled.
-            return None
-        return self._catalog.lower(key, name, wake_ms)
+            return None, wake_ms
+        return self._catalog.lower(key, name, wake_ms), wake_ms
 
-    def _after_commit(self, key: Key, name: str | None) -> None:
-        wake_ms = self._committing.pop(key, None)
+    def _after_commit(self, key: Key, name: str | None, wake_ms: object) -> None:
+        assert wake_ms is None or isinstance(wake_ms, int)
         self._catalog.settle(key, name, wake_ms)
         if wake_ms is None:
             self._wake.pop(key, None)
@@ -150,10 +150,6 @@ class AlarmDriver:
             self._names[key] = name
         if key not in self._running:
             self._arm(key)
-
-    def commit_failed(self, key: Key) -> None:
-        """The object's commit failed: the wake time it would have stored never was."""
-        self._committing.pop(key, None)
 
     def _arm(self, key: Key) -> None:
         """Queue the object's wake time (if it has one) and keep the timer on the earliest."""

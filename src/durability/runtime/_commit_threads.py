@@ -17,6 +17,7 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from contextlib import suppress
+from functools import partial
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -54,6 +55,47 @@ class Commit:
         self._running.release()
 
 
+class Ticket:
+    """One piece of a sync round's work, run in a thread in a job with others: wait for
+    it from any thread (its own error, if it failed)."""
+
+    __slots__ = ("arguments", "ended", "error", "function", "job")
+
+    def __init__(
+        self,
+        function: Callable[..., object],
+        arguments: tuple[Any, ...],
+        ended: Callable[[Ticket], object],
+    ) -> None:
+        self.function = function
+        self.arguments = arguments
+        self.ended = ended
+        self.error: BaseException | None = None
+        self.job: Commit | None = None
+
+    def wait(self) -> BaseException | None:
+        """Block until the job holding this piece has ended; this piece's error."""
+        assert self.job is not None
+        return self.job.wait() or self.error
+
+
+def _run_tickets(tickets: list[Ticket]) -> None:
+    """A round's share of work in one thread: each piece, its failure kept apart."""
+    for ticket in tickets:
+        try:
+            ticket.function(*ticket.arguments)
+        except BaseException as error:
+            ticket.error = error
+
+
+def _tickets_ended(tickets: list[Ticket], job: Commit) -> None:
+    for ticket in tickets:
+        try:
+            ticket.ended(ticket)
+        except Exception:
+            logger.exception("a commit sync could not end")
+
+
 class CommitThreads(Executor):
     """`count` worker threads taking work from one queue, in order of arrival.
 
@@ -68,6 +110,7 @@ class CommitThreads(Executor):
         self._queue = jobs
         self._closed = False
         self._round: list[Callable[[bool], object]] = []
+        self._round_work: list[Ticket] = []
         self._sync_seconds = 0.0
         """Recent syncs' duration, a moving average."""
         self._threads: list[threading.Thread] = []
@@ -101,17 +144,30 @@ class CommitThreads(Executor):
         """Join the loop's next sync round (`call_soon`): each member is called with
         whether it may sync on the loop. One may when it is alone in the round and syncs
         have been quick (`QUICK_SYNC_SECONDS`): a thread's round trip then costs the loop
-        more than the sync. Otherwise members sync in the threads, side by side."""
+        more than the sync. Otherwise members hand their syncs to `in_round`."""
         members = self._round
         members.append(sync)
         if len(members) == 1:
-            loop.call_soon(self._run_round)
+            loop.call_soon(self._run_round, loop)
+
+    def in_round(
+        self,
+        function: Callable[..., object],
+        arguments: tuple[Any, ...],
+        ended: Callable[[Ticket], object],
+    ) -> Ticket:
+        """From a member of the running round: run `function(*arguments)` in a thread,
+        beside the round's other such work (each thread takes a share, one job each), and
+        then `ended(ticket)` on the loop."""
+        ticket = Ticket(function, arguments, ended)
+        self._round_work.append(ticket)
+        return ticket
 
     def took(self, seconds: float) -> None:
         """Note how long a sync took (from any thread)."""
         self._sync_seconds += (seconds - self._sync_seconds) / 8
 
-    def _run_round(self) -> None:
+    def _run_round(self, loop: asyncio.AbstractEventLoop) -> None:
         members, self._round = self._round, []
         here = len(members) == 1 and self._sync_seconds < QUICK_SYNC_SECONDS
         for sync in members:
@@ -119,6 +175,21 @@ class CommitThreads(Executor):
                 sync(here)
             except Exception:  # one member's failure must not strand the others
                 logger.exception("a commit sync could not start")
+        work, self._round_work = self._round_work, []
+        shares = min(len(work), len(self._threads))
+        for share in range(shares):
+            tickets = work[share::shares]
+            try:
+                handle = self.commit(
+                    loop, _run_tickets, (tickets,), partial(_tickets_ended, tickets)
+                )
+            except RuntimeError:  # shut down: the work is done here, now
+                handle = Commit()
+                _run_tickets(tickets)
+                handle.end(None)
+                loop.call_soon(_tickets_ended, tickets, handle)
+            for ticket in tickets:
+                ticket.job = handle
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         """Run `fn(*args, **kwargs)` in a thread; its outcome in a standard future."""

@@ -7,14 +7,16 @@ wait on the commit future before releasing a result: the output gate.
 
 Given a committer (`CommitThreads`: the runtime passes one on the real clock), SQLite
 writes the log without syncing it (`synchronous=NORMAL`) and this class makes the sync
-SQLite's `FULL` would make after each commit, in a worker thread: the `COMMIT` runs on
-the loop (it only hands pages to the OS), the connection is free for the next
-transaction at once, and commit futures end in order when a sync that began after
-their `COMMIT` has ended (one sync covers every commit made before it began). A commit
-that must do more first (a catalog write before an alarm change) or the first one of
-a connection (SQLite syncs a new log's header and directory) runs whole in the worker;
-until it has ended, the connection is not touched from the loop. Without a committer
-(a virtual clock) every commit runs on the loop with `FULL`, so runs stay deterministic.
+SQLite's `FULL` would make after each commit: the `COMMIT` runs on the loop (it only
+hands pages to the OS), the connection is free for the next transaction at once, and
+commit futures end in order when a sync that began after their `COMMIT` has ended (one
+sync covers every commit made before it began). The sync runs on the loop when this
+object syncs alone in the loop turn and syncs are quick, else in the committer's
+threads beside other objects' (`CommitThreads.sync_round`). A commit that must write
+the catalog first (an earlier wake time) or the first one of a connection (SQLite syncs
+a new log's header and directory) runs whole in a worker; until it has ended, the
+connection is not touched from the loop. Without a committer (a virtual clock) every
+commit runs on the loop with `FULL`, so runs stay deterministic.
 """
 
 from __future__ import annotations
@@ -31,17 +33,18 @@ from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from ._commit_threads import Commit, CommitThreads
+from ._commit_threads import Commit, CommitThreads, Ticket
 from ._sql import Cursor, first_keyword
 
 if TYPE_CHECKING:
     from ._pool import OpenDatabases
 
 FlushHook = Callable[[], None]
-PrepareHook = Callable[["Database"], "FlushHook | None"]
-"""Called before a commit that changes the alarm; may return work (a catalog write) that
-must be durable before the `COMMIT`, run in the same place as the commit."""
-CommitHook = Callable[["Database"], None]
+PrepareHook = Callable[["Database"], "tuple[FlushHook | None, object]"]
+"""Called before a commit that changes the alarm: work (a catalog write) that must be
+durable before the `COMMIT`, if any, run in the same place as the commit; and what the
+`CommitHook` gets once the commit is durable."""
+CommitHook = Callable[["Database", object], None]
 FailureHook = Callable[["Database", BaseException], None]
 
 _SAVEPOINT_NAMES = tuple(f"_durability_sp{depth}" for depth in range(16))
@@ -102,6 +105,10 @@ class Database:
         open transaction's, else the last committed one waiting for its sync (an
         attribute, not a property: every call's result reads it)."""
         self._transaction: asyncio.Future[None] | None = None
+        self._prepared: object = _UNCHANGED
+        """What `before_commit` returned for the committing transaction (for `after_commit`)."""
+        self._alarm_unsynced = 0
+        """Committed alarm changes waiting for their sync (at most one: see `_commit_turn`)."""
         self._dirty = False
         """The open transaction may have written (something other than a `SELECT` ran)."""
         self._savepoints = 0
@@ -111,7 +118,7 @@ class Database:
         """A whole commit running in the committer (the connection is busy)."""
         self._log: int | None = None
         """A descriptor of the write-ahead log, for the syncs this class makes."""
-        self._syncing: Commit | None = None
+        self._syncing: Ticket | None = None
         self._syncing_through = 0
         self._sync_requested = False
         self._unsynced: deque[_Unsynced] = deque()
@@ -237,6 +244,8 @@ class Database:
         durable (fsync); a failure fails the futures it concerns. A commit running in the
         committer is waited for first."""
         self._settle_inflight()
+        if self.alarm_changed and self._alarm_unsynced:
+            self._make_durable()  # alarm changes take effect in order (see `_commit_turn`)
         transaction = self._transaction
         if transaction is not None:
             try:
@@ -254,14 +263,25 @@ class Database:
             self._sync_here()
 
     def settle(self) -> None:
-        """Wait for a whole commit running in the committer, if any: once it has ended (or
-        failed and been rolled back), what the database holds is what the file holds."""
+        """Wait until the alarm row the database holds is the durable one: a whole commit
+        running in the committer has ended (or failed and been rolled back), and an
+        alarm change committed on the loop has been synced (or failed)."""
         if self._inflight is not None:
             self._settle_inflight()
+        if self._alarm_unsynced:
+            self._make_durable()
+
+    def _make_durable(self) -> None:
+        """Sync now for every commit made so far (waiting for a sync already running)."""
+        if self._syncing is not None:
+            self._settle_sync()
+        if self._written > self._durable and not self._closed:
+            self._sync_here()
 
     def _prepare(self) -> FlushHook | None:
         if self.alarm_changed and self.before_commit is not None:
-            return self.before_commit(self)
+            flush, self._prepared = self.before_commit(self)
+            return flush
         return None
 
     def _commit_turn(self, transaction: asyncio.Future[None]) -> None:
@@ -272,12 +292,18 @@ class Database:
         if committer is None or connection is None:
             self.commit()
             return
+        if self.alarm_changed and self._alarm_unsynced:
+            # Alarm changes take effect in commit order, each once durable: the earlier
+            # one's catalog settle must not land after this one's catalog lower.
+            self._make_durable()
+            if self._transaction is not transaction:
+                return
         try:
             flush = self._prepare()
         except Exception as error:
             self._fail(error)
             return
-        if flush is not None or self.alarm_changed or self._log is None:
+        if flush is not None or self._log is None:
             if self._syncing is not None:
                 # Two syncs of one file at once could split a write-back error between
                 # them (the kernel reports it once): this one's comes after.
@@ -341,7 +367,10 @@ class Database:
         that wrote nothing waits only for the commits it may have read."""
         if wrote:
             self._written += 1
-        self._unsynced.append((self._written, transaction, self.alarm_changed))
+        self._unsynced.append((self._written, transaction, self._prepared))
+        if self._prepared is not _UNCHANGED:
+            self._alarm_unsynced += 1
+        self._prepared = _UNCHANGED
         self._transaction = None
         self._savepoints = 0
         self._unrecorded_name = None
@@ -372,17 +401,15 @@ class Database:
         if not alone:
             try:
                 log = self._open_log()
-                self._syncing = committer.commit(
-                    self._loop, _sync_log, (log, committer), self._sync_ended
-                )
-            except (OSError, RuntimeError):
-                pass  # the threads are shut down: sync here instead
-            else:
-                self._syncing_through = self._written
+            except (OSError, DatabaseClosedError) as error:
+                self._synced(self._written, error)
                 return
+            self._syncing = committer.in_round(_sync_log, (log, committer), self._sync_ended)
+            self._syncing_through = self._written
+            return
         self._sync_here()
 
-    def _sync_ended(self, done: Commit) -> None:
+    def _sync_ended(self, done: Ticket) -> None:
         if self._syncing is not done:
             return
         self._settle_sync()
@@ -402,7 +429,7 @@ class Database:
         through = self._written
         try:
             _sync_log(self._open_log(), self._committer)
-        except OSError as error:
+        except (OSError, DatabaseClosedError) as error:
             self._synced(through, error)
         else:
             self._synced(through, None)
@@ -414,11 +441,13 @@ class Database:
             self._durable = max(self._durable, through)
             unsynced = self._unsynced
             while unsynced and unsynced[0][0] <= through:
-                _, future, changed = unsynced.popleft()
+                _, future, prepared = unsynced.popleft()
                 if self.pending_commit is future:
                     self.pending_commit = None
-                if changed and self.after_commit is not None:
-                    self.after_commit(self)
+                if prepared is not _UNCHANGED:
+                    self._alarm_unsynced -= 1
+                    if self.after_commit is not None:
+                        self.after_commit(self, prepared)
                 if not future.done():
                     future.set_result(None)
             return
@@ -426,6 +455,7 @@ class Database:
         error = self._sync_error = self._sync_error or error
         assert error is not None
         self._durable = self._written
+        self._alarm_unsynced = 0
         while self._unsynced:
             _, future, _ = self._unsynced.popleft()
             _fail_future(future, error)
@@ -448,6 +478,7 @@ class Database:
         self._transaction = None
         self.pending_commit = self._unsynced[-1][1] if self._unsynced else None
         self._savepoints = 0
+        self._prepared = _UNCHANGED
         self.alarm_changed = False
         self.alarm_row = UNREAD
         connection = self._connection
@@ -509,10 +540,12 @@ class Database:
         return connection
 
 
-_Unsynced = tuple[int, asyncio.Future[None], bool]
+_Unsynced = tuple[int, asyncio.Future[None], object]
 """A committed transaction waiting for a sync: the number of the last commit that wrote
-(its own, if it wrote), its commit future, and whether it changed the alarm (the
-`after_commit` hook runs once it is durable)."""
+(its own, if it wrote), its commit future, and what `before_commit` returned for it if it
+changed the alarm (`after_commit` gets that once it is durable), else `_UNCHANGED`."""
+
+_UNCHANGED: Final = object()
 
 
 def _never() -> bool:

@@ -279,7 +279,6 @@ class Runtime:
     def _commit_failed(self, key: Key, database: Database, error: BaseException) -> None:
         # The instance's memory may disagree with storage now: rebuild it on next use.
         # Its calls in flight may have written in the lost commit: they get its error.
-        self._alarms.commit_failed(key)
         instance = self._live.get(key)
         if instance is not None and instance.database is database:
             self._live.remove(instance)
