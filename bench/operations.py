@@ -249,13 +249,14 @@ def bench_raw(directory: Path, operations: int, per_commit: int) -> float:
 
 
 async def bench_operations(
-    directory: Path,
+    directory: Path | None,
     operations: int,
     callers: int,
     alarm_concurrency: int,
     clock: Any = None,
 ) -> float:
-    """Seconds from the first registration until all `operations` are completed."""
+    """Seconds from the first registration until all `operations` are completed
+    (`directory=None`: on the in-memory runtime)."""
     settings.alarm_concurrency = alarm_concurrency
     async with Runtime(path=directory, bindings={"OPS": OperationsBench}, clock=clock) as rt:
         bench = rt.env.OPS.get_by_name("operations")
@@ -293,25 +294,6 @@ async def bench_unsynced(directory: Path, operations: int, callers: int) -> floa
 
     with mock.patch.object(_opening, "connect_file", unsynced):
         return await bench_operations(directory, operations, callers, 10, clock=_WallClock())
-
-
-async def memory_rate(operations: int, callers: int) -> float:
-    """Seconds for `bench_operations`' workload with default permits on the in-memory
-    runtime: no disk at all."""
-    settings.alarm_concurrency = 10
-    async with Runtime(bindings={"OPS": OperationsBench}) as rt:
-        bench = rt.env.OPS.get_by_name("operations")
-        await bench.expect(operations)
-        ids = iter(range(operations))
-
-        async def caller() -> None:
-            for number in ids:
-                await bench.register(f"op-{number}")
-
-        started = time.perf_counter()
-        await asyncio.gather(*(caller() for _ in range(callers)))
-        assert await bench.wait_completed() == operations
-        return time.perf_counter() - started
 
 
 async def cpu_per_call(binding: type[DurableObject], operations: int, callers: int) -> float:
@@ -418,7 +400,9 @@ def main() -> None:
             ceilings["unsynced"].append(
                 asyncio.run(bench_unsynced(here / "unsynced", args.operations, args.callers))
             )
-            ceilings["memory"].append(asyncio.run(memory_rate(args.operations, args.callers)))
+            ceilings["memory"].append(
+                asyncio.run(bench_operations(None, args.operations, args.callers, 10))
+            )
             cpu["floor"].append(
                 asyncio.run(cpu_per_call(InsertFloor, args.operations, args.callers))
             )
