@@ -18,6 +18,15 @@ Everything runs in one process on real files (WAL, every commit synced) and the 
   Two ceilings with the default permits follow: the same workload with every sync
   left out (`synchronous=OFF`, commits on the loop; not durable, so not something the
   runtime offers, but no way of syncing can beat it), and on the in-memory runtime.
+  Two lower bounds with the default permits follow, on the engine's own table: the
+  least any engine must do for this workload (`LeanOperations`: a call per
+  registration returning once durable, multi-row inserts, claims durable before a
+  handler runs and permits held until its success is written, set-based claims and
+  completions, and nothing else), on this runtime, and the same least work in bare
+  asyncio and sqlite3 with no runtime at all (`BareOperations`: a task per call, one
+  commit and fdatasync per loop turn), beside the same with its syncs in a thread (which
+  is slower here: the bound is the faster of the two). The CPU rows add what the
+  runtime's floor costs over a bare task inserting one row.
 - named-alarm schedule cost with 1,000 vs 100,000 other occurrences pending (those are
   inserted with SQL to set up quickly; the measured calls go through the API).
 - CPU per operation on the in-memory runtime (process time, register -> completed,
@@ -32,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import platform
 import random
 import sqlite3
@@ -39,7 +49,12 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -52,6 +67,8 @@ from durability import (
     LifecycleEventType,
     now_ms,
 )
+from durability._engine import OPERATION_MIGRATIONS
+from durability._engine.migrations import migrate
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime, _opening
 from durability.runtime._opening import connect_file
 
@@ -69,34 +86,21 @@ TIMERS = 500
 FAR_FUTURE_MS = 10 * 365 * 24 * 60 * 60 * 1000
 
 
-class OperationsBench(DurableObject):
-    """No-op durable operations; counts completions to wake the benchmark at the end."""
+class CountingBench(DurableObject):
+    """A benchmark object that counts completed operations and wakes the benchmark once
+    the expected number have completed."""
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
         self.completed = 0
         self.target = 0
         self.done = asyncio.Event()
-        self.durability = Durability(
-            context=ctx,
-            handlers={"noop": self._noop},
-            on_lifecycle_event=self._count,
-            lifecycle_events=[LifecycleEventType.ATTEMPT_SETTLED],
-            alarm_concurrency=settings.alarm_concurrency,
-        )
 
-    def _noop(self, call: DurableCall) -> None:
-        return None
-
-    def _count(self, event: Any) -> None:
-        if event.type == "attempt_settled" and event.outcome == "completed":
-            self.completed += 1
-            if self.completed >= self.target:
-                self.done.set()
-
-    async def register(self, id: str) -> None:
-        """Register one no-op operation; returns once it is durable."""
-        await self.durability.noop(id=id)
+    def counted(self, completed: int) -> None:
+        """`completed` more operations completed."""
+        self.completed += completed
+        if self.completed >= self.target:
+            self.done.set()
 
     async def expect(self, count: int) -> None:
         """Arm the completion counter for `count` operations."""
@@ -111,6 +115,31 @@ class OperationsBench(DurableObject):
             "SELECT COUNT(*) AS n FROM durability_calls WHERE status = 'completed'"
         )
         return int(rows.one()["n"])
+
+
+class OperationsBench(CountingBench):
+    """No-op durable operations; counts completions to wake the benchmark at the end."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self.durability = Durability(
+            context=ctx,
+            handlers={"noop": self._noop},
+            on_lifecycle_event=self._count,
+            lifecycle_events=[LifecycleEventType.ATTEMPT_SETTLED],
+            alarm_concurrency=settings.alarm_concurrency,
+        )
+
+    def _noop(self, call: DurableCall[Any]) -> None:
+        return None
+
+    def _count(self, event: Any) -> None:
+        if event.type == "attempt_settled" and event.outcome == "completed":
+            self.counted(1)
+
+    async def register(self, id: str) -> None:
+        """Register one no-op operation; returns once it is durable."""
+        await self.durability.noop(id=id)
 
     async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
         await self.durability.alarm(info)
@@ -197,6 +226,264 @@ class TimerBench(DurableObject):
         await self.alarms.alarm(info)
 
 
+LEAN_CHUNK = 16
+"""Rows one statement of the lean floor names at most (as the engine's statements do)."""
+
+
+def _lean_statement(template: str, width: int, count: int) -> str:
+    row = "(" + ", ".join("?" * width) + ")"
+    return template.format(rows=", ".join([row] * count))
+
+
+_LEAN_INSERT = (
+    "INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at, "
+    "generation_id, created_at) SELECT column1, column2, column3, 'pending', 0, column4, "
+    "column5, column6 FROM (VALUES {rows}) WHERE true ON CONFLICT(id) DO NOTHING"
+)
+_LEAN_CLAIM = (
+    "WITH c(k, g) AS (VALUES {rows}) UPDATE durability_calls SET attempt = attempt + 1 FROM c "
+    "WHERE durability_calls.id = c.k AND durability_calls.generation_id = c.g "
+    "AND durability_calls.attempt = 0 AND +durability_calls.status = 'pending'"
+)
+_LEAN_COMPLETE = (
+    "WITH c(k, g) AS (VALUES {rows}) UPDATE durability_calls SET status = 'completed', "
+    "completed_at = ?, result = 'null' FROM c WHERE durability_calls.id = c.k "
+    "AND durability_calls.generation_id = c.g AND durability_calls.attempt = 1 "
+    "AND +durability_calls.status = 'pending'"
+)
+
+
+Claim = tuple[str, str]
+"""A claimed record of the lower bounds: its id and generation."""
+
+_Turn = tuple[list[asyncio.Future[None]], list[Claim], int]
+
+
+class LeanWork:
+    """The records and permits of the two lower bounds, and the row work of one turn's
+    transaction: that turn's new records, the last turn's successes, and the claims of
+    the permits those freed."""
+
+    def __init__(self, permits: int) -> None:
+        self.permits = permits
+        self.rows: list[tuple[str, str, str, int, str, int]] = []
+        self.waiters: list[asyncio.Future[None]] = []
+        self.unclaimed: deque[Claim] = deque()
+        self.succeeded: list[Claim] = []
+
+    def add(self, id: str, now: int) -> asyncio.Future[None]:
+        """Queue the registration of `id`; the future ends once it is durable."""
+        waiter = asyncio.get_running_loop().create_future()
+        self.rows.append((id, "noop", "null", now, uuid.uuid4().hex, now))
+        self.waiters.append(waiter)
+        return waiter
+
+    def write(self, execute: Callable[[str, list[Any]], object], now: int) -> _Turn:
+        """Run this turn's statements with `execute`; what the turn's commit answers and
+        claims, and how many successes it wrote."""
+        rows, self.rows = self.rows, []
+        waiters, self.waiters = self.waiters, []
+        for first in range(0, len(rows), LEAN_CHUNK):
+            chunk = rows[first : first + LEAN_CHUNK]
+            execute(_lean_statement(_LEAN_INSERT, 6, len(chunk)), [*chain(*chunk)])
+        self.unclaimed.extend((row[0], row[4]) for row in rows)
+        succeeded, self.succeeded = self.succeeded, []
+        for first in range(0, len(succeeded), LEAN_CHUNK):
+            done = succeeded[first : first + LEAN_CHUNK]
+            execute(_lean_statement(_LEAN_COMPLETE, 2, len(done)), [*chain(*done), now])
+        self.permits += len(succeeded)
+        claimed = [self.unclaimed.popleft() for _ in range(min(self.permits, len(self.unclaimed)))]
+        self.permits -= len(claimed)
+        if claimed:
+            execute(_lean_statement(_LEAN_CLAIM, 2, len(claimed)), [*chain(*claimed)])
+        return waiters, claimed, len(succeeded)
+
+    def durable(self, waiters: list[asyncio.Future[None]], claimed: list[Claim]) -> bool:
+        """A turn's commit is durable: answer its callers and run the handlers it claimed
+        (no-ops that return at once); whether another turn has work."""
+        for waiter in waiters:
+            waiter.set_result(None)
+        self.succeeded.extend(claimed)
+        return bool(self.succeeded or self.unclaimed)
+
+
+class LeanOperations(CountingBench):
+    """The floor of goal 1's workload on this runtime: the least any engine must do, and
+    nothing more, on the engine's own table (same columns and indexes).
+
+    Kept: a stub call per registration that returns once its record is durable; the
+    registrations of a turn in multi-row inserts; at most `settings.alarm_concurrency`
+    attempts at once, each claimed durably before its handler runs and holding its permit
+    until its success is written; claims and completions set-based, written with the next
+    turn's transaction. Left out: everything else the engine does (ids checked, payloads
+    and results serialized, duplicate and failure outcomes, the alarm, timers, lifecycle
+    events, abort signals, watchers, retries, timeouts). No engine on this runtime can
+    be faster than this object.
+    """
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        migrate(ctx.storage, "operations", OPERATION_MIGRATIONS)
+        self.work = LeanWork(settings.alarm_concurrency)
+        self.flushing = False
+
+    async def register(self, id: str) -> None:
+        """Register one no-op operation; returns once it is durable."""
+        waiter = self.work.add(id, now_ms())
+        self._flush_soon()
+        await waiter
+
+    def _flush_soon(self) -> None:
+        if not self.flushing:
+            self.flushing = True
+            self.ctx.wait_until(self._flush())
+
+    async def _flush(self) -> None:
+        """One turn's transaction, as instance work; once durable, the next one's."""
+        self.flushing = False
+        sql = self.ctx.storage.sql
+        waiters, claimed, completed = self.work.write(
+            lambda statement, bindings: sql.exec(statement, *bindings), now_ms()
+        )
+        if completed:
+            self.counted(completed)
+        await self.ctx.storage.sync()
+        if self.work.durable(waiters, claimed):
+            self._flush_soon()
+
+    async def schema(self) -> list[str]:
+        """The engine's `durability_calls` table and its indexes, as CREATE statements."""
+        rows = self.ctx.storage.sql.exec(
+            "SELECT sql FROM sqlite_master WHERE tbl_name = 'durability_calls' "
+            "AND sql IS NOT NULL ORDER BY type DESC"
+        )
+        return [str(row["sql"]) for row in rows]
+
+
+class BareOperations:
+    """`LeanOperations` without the runtime: plain asyncio and sqlite3 on one file, the
+    least a Python engine must do for goal 1's workload on this machine.
+
+    Each registration runs in a task of its own (as a call into an object must) and
+    waits for its commit and sync. One transaction per loop turn (`LeanWork.write`). Its
+    `COMMIT` runs on the loop; the `fdatasync` of the log too, or with `threaded` in a
+    thread, one at a time, while the loop goes on with the next turns (a commit's
+    callers and handlers then wait for a sync that began after its `COMMIT`).
+    """
+
+    def __init__(self, file: Path, schema: list[str], permits: int, threaded: bool) -> None:
+        self.file = file
+        self.connection = sqlite3.connect(file, isolation_level=None)
+        self.connection.execute("PRAGMA journal_mode=WAL")
+        self.connection.execute("PRAGMA synchronous=NORMAL")
+        for statement in schema:
+            self.connection.execute(statement)
+        self.log = -1
+        self.loop = asyncio.get_running_loop()
+        self.work = LeanWork(permits)
+        self.syncer = ThreadPoolExecutor(1) if threaded else None
+        self.unsynced: list[tuple[list[asyncio.Future[None]], list[Claim]]] = []
+        self.syncing = False
+        self.scheduled = False
+        self.completed = 0
+        self.target = 0
+        self.done = asyncio.Event()
+
+    async def call(self, id: str) -> None:
+        """A registration delivered as a call: in a task of its own."""
+        await self.loop.create_task(self._register(id))
+
+    async def _register(self, id: str) -> None:
+        waiter = self.work.add(id, time.time_ns() // 1_000_000)
+        self._commit_soon()
+        await waiter
+
+    def _commit_soon(self) -> None:
+        if not self.scheduled:
+            self.scheduled = True
+            self.loop.call_soon(self._commit)
+
+    def _commit(self) -> None:
+        self.scheduled = False
+        connection = self.connection
+        connection.execute("BEGIN IMMEDIATE")
+        waiters, claimed, completed = self.work.write(
+            connection.execute, time.time_ns() // 1_000_000
+        )
+        self.completed += completed
+        if completed and self.completed >= self.target:
+            self.done.set()
+        connection.execute("COMMIT")
+        if self.log < 0:
+            self.log = os.open(f"{self.file}-wal", os.O_RDWR)
+        if self.syncer is None:
+            os.fdatasync(self.log)
+            self._durable(waiters, claimed)
+            return
+        self.unsynced.append((waiters, claimed))
+        if not self.syncing:
+            self._sync()
+
+    def _sync(self) -> None:
+        """Sync in the thread for every commit made so far; then release them."""
+        assert self.syncer is not None
+        covered, self.unsynced = self.unsynced, []
+        self.syncing = True
+        synced = self.loop.run_in_executor(self.syncer, os.fdatasync, self.log)
+        synced.add_done_callback(lambda _: self._synced(covered))
+
+    def _synced(self, covered: list[tuple[list[asyncio.Future[None]], list[Claim]]]) -> None:
+        self.syncing = False
+        for waiters, claimed in covered:
+            self._durable(waiters, claimed)
+        if self.unsynced:
+            self._sync()
+
+    def _durable(self, waiters: list[asyncio.Future[None]], claimed: list[Claim]) -> None:
+        if self.work.durable(waiters, claimed):
+            self._commit_soon()
+
+    def close(self) -> int:
+        """Close the file; the completed records it holds."""
+        (done,) = self.connection.execute(
+            "SELECT COUNT(*) FROM durability_calls WHERE status = 'completed'"
+        ).fetchone()
+        self.connection.close()
+        os.close(self.log)
+        if self.syncer is not None:
+            self.syncer.shutdown()
+        return int(done)
+
+
+async def calls_schema() -> list[str]:
+    """The engine's `durability_calls` CREATE statements (from an in-memory object)."""
+    async with Runtime(bindings={"OPS": LeanOperations}) as rt:
+        statements: list[str] = await rt.env.OPS.get_by_name("schema").schema()
+        return statements
+
+
+async def bench_bare(
+    file: Path, operations: int, callers: int, permits: int, *, threaded: bool = False
+) -> float:
+    """Seconds for `BareOperations` to register and complete `operations` no-ops."""
+    bare = BareOperations(file, await calls_schema(), permits, threaded)
+    bare.target = operations
+    ids = iter(range(operations))
+
+    async def caller() -> None:
+        for number in ids:
+            await bare.call(f"op-{number}")
+
+    started = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(callers)))
+    await bare.done.wait()
+    elapsed = time.perf_counter() - started
+    while bare.syncing:  # the last commit's sync (the clock has stopped)
+        await asyncio.sleep(0.001)
+    assert bare.close() == operations
+    return elapsed
+
+
 CREATE_CALLS = (
     "CREATE TABLE calls (id TEXT PRIMARY KEY, operation TEXT NOT NULL, payload TEXT NOT NULL, "
     "status TEXT NOT NULL, result TEXT, attempt INTEGER NOT NULL DEFAULT 0, "
@@ -254,11 +541,13 @@ async def bench_operations(
     callers: int,
     alarm_concurrency: int,
     clock: Any = None,
+    binding: type[DurableObject] = OperationsBench,
 ) -> float:
     """Seconds from the first registration until all `operations` are completed
-    (`directory=None`: on the in-memory runtime)."""
+    (`directory=None`: on the in-memory runtime; `binding`: `LeanOperations` for the
+    floor)."""
     settings.alarm_concurrency = alarm_concurrency
-    async with Runtime(path=directory, bindings={"OPS": OperationsBench}, clock=clock) as rt:
+    async with Runtime(path=directory, bindings={"OPS": binding}, clock=clock) as rt:
         bench = rt.env.OPS.get_by_name("operations")
         await bench.expect(operations)
         ids = iter(range(operations))
@@ -316,6 +605,41 @@ async def cpu_per_call(binding: type[DurableObject], operations: int, callers: i
         if operations_bench:
             assert await bench.wait_completed() == operations
         return (time.process_time() - started) / operations
+
+
+async def bare_cpu_per_call(operations: int, callers: int) -> float:
+    """Process CPU seconds per call of what the runtime's floor does, in bare asyncio and
+    sqlite3: a task per call inserting one row into an in-memory database, its result
+    waiting for the commit of its loop turn."""
+    connection = sqlite3.connect(":memory:", isolation_level=None)
+    connection.execute("CREATE TABLE floor (id TEXT PRIMARY KEY)")
+    loop = asyncio.get_running_loop()
+    turn: list[asyncio.Future[None]] = []
+
+    def commit() -> None:
+        connection.execute("COMMIT")
+        turn.pop().set_result(None)
+
+    async def insert(id: str) -> None:
+        if not turn:
+            connection.execute("BEGIN IMMEDIATE")
+            turn.append(loop.create_future())
+            loop.call_soon(commit)
+        committed = turn[0]
+        connection.execute("INSERT INTO floor (id) VALUES (?)", (id,))
+        await committed
+
+    ids = iter(range(operations))
+
+    async def caller() -> None:
+        for number in ids:
+            await loop.create_task(insert(f"op-{number}"))
+
+    started = time.process_time()
+    await asyncio.gather(*(caller() for _ in range(callers)))
+    elapsed = time.process_time() - started
+    connection.close()
+    return elapsed / operations
 
 
 async def bench_schedule(directory: Path, pending: int) -> float:
@@ -376,8 +700,14 @@ def main() -> None:
     raw_batched: list[float] = []
     raw_permits: list[float] = []
     runtime: dict[int, list[float]] = {concurrency: [] for concurrency in concurrencies}
-    cpu: dict[str, list[float]] = {"operations": [], "floor": []}
-    ceilings: dict[str, list[float]] = {"unsynced": [], "memory": []}
+    cpu: dict[str, list[float]] = {"operations": [], "floor": [], "bare": []}
+    ceilings: dict[str, list[float]] = {
+        "unsynced": [],
+        "memory": [],
+        "lean": [],
+        "bare": [],
+        "bare-threaded": [],
+    }
     with tempfile.TemporaryDirectory(prefix="durability-bench-", dir=args.dir) as tmp:
         directory = Path(tmp)
         for round_number in range(args.rounds):
@@ -403,9 +733,42 @@ def main() -> None:
             ceilings["memory"].append(
                 asyncio.run(bench_operations(None, args.operations, args.callers, 10))
             )
+            ceilings["lean"].append(
+                asyncio.run(
+                    bench_operations(
+                        here / "lean",
+                        args.operations,
+                        args.callers,
+                        args.alarm_concurrency,
+                        binding=LeanOperations,
+                    )
+                )
+            )
+            ceilings["bare"].append(
+                asyncio.run(
+                    bench_bare(
+                        here / "bare.sqlite3",
+                        args.operations,
+                        args.callers,
+                        args.alarm_concurrency,
+                    )
+                )
+            )
+            ceilings["bare-threaded"].append(
+                asyncio.run(
+                    bench_bare(
+                        here / "bare-threaded.sqlite3",
+                        args.operations,
+                        args.callers,
+                        args.alarm_concurrency,
+                        threaded=True,
+                    )
+                )
+            )
             cpu["floor"].append(
                 asyncio.run(cpu_per_call(InsertFloor, args.operations, args.callers))
             )
+            cpu["bare"].append(asyncio.run(bare_cpu_per_call(args.operations, args.callers)))
             cpu["operations"].append(
                 asyncio.run(cpu_per_call(OperationsBench, args.operations, args.callers))
             )
@@ -447,16 +810,33 @@ def main() -> None:
     for key, label in (
         ("unsynced", "ceiling: the same (alarm_concurrency=10) with no sync at all (NOT durable)"),
         ("memory", "ceiling: the same on the in-memory runtime (no disk at all)"),
+        (
+            "lean",
+            "lower bound: the least any engine must do, on this runtime (LeanOperations)",
+        ),
+        (
+            "bare",
+            "lower bound: the same least work in bare asyncio + sqlite3 (BareOperations)",
+        ),
+        ("bare-threaded", "the same bare work with its syncs in a thread (not a bound: slower)"),
     ):
         rate, text = _rates(args.operations, ceilings[key])
         rows.append((label, f"{args.operations:,}", f"{text}, {rate / raw_rate:.1f}x"))
     floor_us = statistics.median(cpu["floor"]) * 1e6
+    bare_us = statistics.median(cpu["bare"]) * 1e6
     operations_us = statistics.median(cpu["operations"]) * 1e6
     rows.append(
         (
             "in-memory runtime, CPU per call: a stub call inserting one row (the floor)",
             f"{args.operations:,}",
             f"{floor_us:.1f} us",
+        )
+    )
+    rows.append(
+        (
+            "bare asyncio + sqlite3 in memory, CPU per call: a task inserting one row",
+            f"{args.operations:,}",
+            f"{bare_us:.1f} us (the runtime's floor adds {floor_us - bare_us:.1f} us)",
         )
     )
     rows.append(
