@@ -1,0 +1,135 @@
+"""The lower bounds of bench/operations.py do the work they stand for: every registration
+answered, every record claimed exactly once and completed, never more attempts at once
+than the permits (the bounds prove a goal unreachable, so a bound that skipped work
+would prove nothing). Sizes are small; nothing here is timed."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sqlite3
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+
+def _load_bench() -> ModuleType:
+    """bench/operations.py as a module of its own name (bench/ is not put on the path:
+    its module names would shadow others)."""
+    path = Path(__file__).resolve().parent.parent / "bench" / "operations.py"
+    spec = importlib.util.spec_from_file_location("bench_operations", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up while built
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load_bench()
+
+OPERATIONS = 300
+CALLERS = 40
+PERMITS = 10
+
+
+def _rows(file: Path) -> list[tuple[Any, ...]]:
+    connection = sqlite3.connect(file)
+    try:
+        return connection.execute(
+            "SELECT status, attempt, completed_at IS NOT NULL FROM durability_calls"
+        ).fetchall()
+    finally:
+        connection.close()
+
+
+def _assert_all_completed_once(rows: list[tuple[Any, ...]]) -> None:
+    assert len(rows) == OPERATIONS
+    assert set(rows) == {("completed", 1, 1)}
+
+
+def _watch_permits(work: Any, seen: list[int]) -> None:
+    """Record, at every turn, how many attempts hold a permit (claimed, not yet written)."""
+    write = work.write
+
+    def counted(*args: Any) -> Any:
+        turn = write(*args)
+        seen.append(bench.settings.alarm_concurrency - work.permits)
+        return turn
+
+    work.write = counted
+
+
+@pytest.mark.parametrize("threaded", [False, True], ids=["sync-on-loop", "sync-in-thread"])
+def test_bare_operations_complete_every_record_once(tmp_path: Path, threaded: bool) -> None:
+    file = tmp_path / "bare.sqlite3"
+    held: list[int] = []
+    original = bench.LeanWork.__init__
+
+    def watched(self: Any, permits: int) -> None:
+        original(self, permits)
+        _watch_permits(self, held)
+
+    bench.settings.alarm_concurrency = PERMITS
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bench.LeanWork, "__init__", watched)
+        asyncio.run(bench.bench_bare(file, OPERATIONS, CALLERS, PERMITS, threaded=threaded))
+    _assert_all_completed_once(_rows(file))
+    assert max(held) == PERMITS
+    assert all(0 <= count <= PERMITS for count in held)
+
+
+def test_bare_operations_answer_callers_only_once_synced(tmp_path: Path) -> None:
+    """A registration's caller and a claim's handler wait for an fdatasync made after the
+    commit that wrote them."""
+    events: list[str] = []
+    file = tmp_path / "bare.sqlite3"
+
+    async def run() -> None:
+        schema = await bench.calls_schema()
+        bare = bench.BareOperations(file, schema, PERMITS, threaded=False)
+        bare.target = 3
+        connection_commit = bare._commit
+
+        def commit() -> None:
+            events.append("commit")
+            connection_commit()
+
+        bare._commit = commit
+        sync = bench.os.fdatasync
+
+        def recorded_sync(descriptor: int) -> None:
+            sync(descriptor)
+            events.append("sync")
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(bench.os, "fdatasync", recorded_sync)
+            registered = [asyncio.create_task(bare.call(f"op-{n}")) for n in range(3)]
+            for task in registered:
+                task.add_done_callback(lambda _: events.append("answered"))
+            await asyncio.gather(*registered)
+            await bare.done.wait()
+        assert bare.close() == 3
+
+    asyncio.run(run())
+    assert events.index("commit") < events.index("sync") < events.index("answered")
+
+
+async def test_lean_operations_complete_every_record_once() -> None:
+    bench.settings.alarm_concurrency = PERMITS
+    async with bench.Runtime(bindings={"OPS": bench.LeanOperations}) as rt:
+        lean = rt.env.OPS.get_by_name("lean")
+        await lean.expect(OPERATIONS)
+        ids = iter(range(OPERATIONS))
+
+        async def caller() -> None:
+            for number in ids:
+                await lean.register(f"op-{number}")
+
+        await asyncio.gather(*(caller() for _ in range(CALLERS)))
+        assert await lean.wait_completed() == OPERATIONS
+        schema = await lean.schema()
+    assert schema[0].startswith("CREATE TABLE")
+    assert any("durability_calls_due_idx" in statement for statement in schema)
