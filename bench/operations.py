@@ -18,15 +18,14 @@ Everything runs in one process on real files (WAL, every commit synced) and the 
   Two ceilings with the default permits follow: the same workload with every sync
   left out (`synchronous=OFF`, commits on the loop; not durable, so not something the
   runtime offers, but no way of syncing can beat it), and on the in-memory runtime.
-  Two lower bounds with the default permits follow, on the engine's own table: the
-  least any engine must do for this workload (`LeanOperations`: a call per
-  registration returning once durable, multi-row inserts, claims durable before a
-  handler runs and permits held until its success is written, set-based claims and
-  completions, and nothing else), on this runtime, and the same least work in bare
-  asyncio and sqlite3 with no runtime at all (`BareOperations`: a task per call, one
-  commit and fdatasync per loop turn), beside the same with its syncs in a thread (which
-  is slower here: the bound is the faster of the two). The CPU rows add what the
-  runtime's floor costs over a bare task inserting one row.
+  Then the workload with nothing but its guarantees, on the engine's own table: the
+  least work (`LeanOperations`: a call per registration returning once durable,
+  multi-row inserts, claims durable before a handler runs and permits held until its
+  success is written, set-based claims and completions, and nothing else) on this
+  runtime, and the same in bare asyncio and sqlite3 with no runtime at all
+  (`BareOperations`: a task per call, one commit per loop turn, the log's fdatasync on
+  the loop, and again with it in a thread). The CPU rows add what the runtime's floor
+  costs over a bare task inserting one row.
 - named-alarm schedule cost with 1,000 vs 100,000 other occurrences pending (those are
   inserted with SQL to set up quickly; the measured calls go through the API).
 - CPU per operation on the in-memory runtime (process time, register -> completed,
@@ -41,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import platform
 import random
@@ -49,11 +49,11 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -69,6 +69,7 @@ from durability import (
 )
 from durability._engine import OPERATION_MIGRATIONS
 from durability._engine.migrations import migrate
+from durability._uuid import random_uuid
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime, _opening
 from durability.runtime._opening import connect_file
 
@@ -86,31 +87,42 @@ TIMERS = 500
 FAR_FUTURE_MS = 10 * 365 * 24 * 60 * 60 * 1000
 
 
-class CountingBench(DurableObject):
-    """A benchmark object that counts completed operations and wakes the benchmark once
-    the expected number have completed."""
+class Completions:
+    """Counts completed operations and wakes the benchmark once the expected number have
+    completed."""
 
-    def __init__(self, ctx: Any, env: Any) -> None:
-        super().__init__(ctx, env)
+    def __init__(self) -> None:
         self.completed = 0
         self.target = 0
         self.done = asyncio.Event()
 
-    def counted(self, completed: int) -> None:
+    def expect(self, count: int) -> None:
+        """Start counting towards `count`."""
+        self.completed = 0
+        self.target = count
+        self.done.clear()
+
+    def add(self, completed: int) -> None:
         """`completed` more operations completed."""
         self.completed += completed
         if self.completed >= self.target:
             self.done.set()
 
+
+class CountingBench(DurableObject):
+    """A benchmark object whose completed operations the benchmark waits for."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self.completions = Completions()
+
     async def expect(self, count: int) -> None:
         """Arm the completion counter for `count` operations."""
-        self.completed = 0
-        self.target = count
-        self.done.clear()
+        self.completions.expect(count)
 
     async def wait_completed(self) -> int:
         """Wait until the expected number completed; return the completed rows stored."""
-        await self.done.wait()
+        await self.completions.done.wait()
         rows = self.ctx.storage.sql.exec(
             "SELECT COUNT(*) AS n FROM durability_calls WHERE status = 'completed'"
         )
@@ -135,7 +147,7 @@ class OperationsBench(CountingBench):
 
     def _count(self, event: Any) -> None:
         if event.type == "attempt_settled" and event.outcome == "completed":
-            self.counted(1)
+            self.completions.add(1)
 
     async def register(self, id: str) -> None:
         """Register one no-op operation; returns once it is durable."""
@@ -226,11 +238,17 @@ class TimerBench(DurableObject):
         await self.alarms.alarm(info)
 
 
-LEAN_CHUNK = 16
-"""Rows one statement of the lean floor names at most (as the engine's statements do)."""
+RUNTIME_CHUNK = 16
+"""Rows one statement names at most on the runtime (as the engine's statements: a query
+there takes at most 100 bindings, as on Cloudflare)."""
+
+BARE_CHUNK = 128
+"""Rows one statement names at most in bare sqlite3 (no such limit there)."""
 
 
+@functools.cache
 def _lean_statement(template: str, width: int, count: int) -> str:
+    """`template` with `count` rows of `width` placeholders (a few distinct texts)."""
     row = "(" + ", ".join("?" * width) + ")"
     return template.format(rows=", ".join([row] * count))
 
@@ -254,101 +272,123 @@ _LEAN_COMPLETE = (
 
 
 Claim = tuple[str, str]
-"""A claimed record of the lower bounds: its id and generation."""
+"""A claimed record of the least-work models: its id and generation."""
 
-_Turn = tuple[list[asyncio.Future[None]], list[Claim], int]
+
+class Turn:
+    """One loop turn's transaction of the least-work models: the future its callers wait
+    on (all of them: one per turn), the records it claimed, the successes it wrote."""
+
+    __slots__ = ("claimed", "completed", "registered")
+
+    def __init__(
+        self, registered: asyncio.Future[None] | None, claimed: list[Claim], completed: int
+    ) -> None:
+        self.registered = registered
+        self.claimed = claimed
+        self.completed = completed
 
 
 class LeanWork:
-    """The records and permits of the two lower bounds, and the row work of one turn's
+    """The records and permits of the least-work models, and the row work of one turn's
     transaction: that turn's new records, the last turn's successes, and the claims of
-    the permits those freed."""
+    the permits those freed. `chunk`: rows one statement names at most."""
 
-    def __init__(self, permits: int) -> None:
+    def __init__(self, permits: int, chunk: int) -> None:
         self.permits = permits
+        self.chunk = chunk
         self.rows: list[tuple[str, str, str, int, str, int]] = []
-        self.waiters: list[asyncio.Future[None]] = []
+        self.registered: asyncio.Future[None] | None = None
         self.unclaimed: deque[Claim] = deque()
         self.succeeded: list[Claim] = []
 
     def add(self, id: str, now: int) -> asyncio.Future[None]:
-        """Queue the registration of `id`; the future ends once it is durable."""
-        waiter = asyncio.get_running_loop().create_future()
-        self.rows.append((id, "noop", "null", now, uuid.uuid4().hex, now))
-        self.waiters.append(waiter)
-        return waiter
+        """Queue the registration of `id`; the future (its turn's) ends once durable."""
+        registered = self.registered
+        if registered is None:
+            registered = self.registered = asyncio.get_running_loop().create_future()
+        self.rows.append((id, "noop", "null", now, random_uuid(), now))
+        return registered
 
-    def write(self, execute: Callable[[str, list[Any]], object], now: int) -> _Turn:
-        """Run this turn's statements with `execute`; what the turn's commit answers and
-        claims, and how many successes it wrote."""
+    def write(self, execute: Callable[[str, list[Any]], object], now: int) -> Turn:
+        """Run this turn's statements with `execute`; what its commit answers and claims."""
         rows, self.rows = self.rows, []
-        waiters, self.waiters = self.waiters, []
-        for first in range(0, len(rows), LEAN_CHUNK):
-            chunk = rows[first : first + LEAN_CHUNK]
-            execute(_lean_statement(_LEAN_INSERT, 6, len(chunk)), [*chain(*chunk)])
+        registered, self.registered = self.registered, None
+        chunk = self.chunk
+        for first in range(0, len(rows), chunk):
+            part = rows[first : first + chunk]
+            execute(_lean_statement(_LEAN_INSERT, 6, len(part)), [*chain(*part)])
         self.unclaimed.extend((row[0], row[4]) for row in rows)
         succeeded, self.succeeded = self.succeeded, []
-        for first in range(0, len(succeeded), LEAN_CHUNK):
-            done = succeeded[first : first + LEAN_CHUNK]
+        for first in range(0, len(succeeded), chunk):
+            done = succeeded[first : first + chunk]
             execute(_lean_statement(_LEAN_COMPLETE, 2, len(done)), [*chain(*done), now])
         self.permits += len(succeeded)
         claimed = [self.unclaimed.popleft() for _ in range(min(self.permits, len(self.unclaimed)))]
         self.permits -= len(claimed)
         if claimed:
             execute(_lean_statement(_LEAN_CLAIM, 2, len(claimed)), [*chain(*claimed)])
-        return waiters, claimed, len(succeeded)
+        return Turn(registered, claimed, len(succeeded))
 
-    def durable(self, waiters: list[asyncio.Future[None]], claimed: list[Claim]) -> bool:
-        """A turn's commit is durable: answer its callers and run the handlers it claimed
+    def durable(self, turn: Turn) -> bool:
+        """`turn`'s commit is durable: answer its callers and run the handlers it claimed
         (no-ops that return at once); whether another turn has work."""
-        for waiter in waiters:
-            waiter.set_result(None)
-        self.succeeded.extend(claimed)
+        if turn.registered is not None:
+            turn.registered.set_result(None)
+        self.succeeded.extend(turn.claimed)
         return bool(self.succeeded or self.unclaimed)
+
+    def failed(self, turn: Turn, error: BaseException) -> None:
+        """`turn`'s commit could not be made durable: its callers get `error`."""
+        if turn.registered is not None:
+            turn.registered.set_exception(error)
 
 
 class LeanOperations(CountingBench):
-    """The floor of goal 1's workload on this runtime: the least any engine must do, and
-    nothing more, on the engine's own table (same columns and indexes).
+    """The least work of goal 1's workload on this runtime, on the engine's own table
+    (same columns and indexes): an engine doing this and more on this runtime is slower.
 
     Kept: a stub call per registration that returns once its record is durable; the
-    registrations of a turn in multi-row inserts; at most `settings.alarm_concurrency`
-    attempts at once, each claimed durably before its handler runs and holding its permit
-    until its success is written; claims and completions set-based, written with the next
-    turn's transaction. Left out: everything else the engine does (ids checked, payloads
-    and results serialized, duplicate and failure outcomes, the alarm, timers, lifecycle
-    events, abort signals, watchers, retries, timeouts). No engine on this runtime can
-    be faster than this object.
+    registrations of a turn in multi-row inserts, answered through one future; at most
+    `settings.alarm_concurrency` attempts at once, each claimed durably before its
+    handler runs and holding its permit until its success is written; claims and
+    completions set-based, written with the next turn's transaction. Left out:
+    everything else the engine does (ids checked, payloads and results serialized,
+    duplicate and failure outcomes, the alarm, timers, lifecycle events, abort signals,
+    watchers, retries, timeouts).
     """
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
         migrate(ctx.storage, "operations", OPERATION_MIGRATIONS)
-        self.work = LeanWork(settings.alarm_concurrency)
+        self.work = LeanWork(settings.alarm_concurrency, RUNTIME_CHUNK)
         self.flushing = False
 
     async def register(self, id: str) -> None:
         """Register one no-op operation; returns once it is durable."""
-        waiter = self.work.add(id, now_ms())
+        registered = self.work.add(id, now_ms())
         self._flush_soon()
-        await waiter
+        await registered
 
     def _flush_soon(self) -> None:
+        """Start a turn's transaction as instance work, unless one is starting already."""
         if not self.flushing:
             self.flushing = True
             self.ctx.wait_until(self._flush())
 
     async def _flush(self) -> None:
-        """One turn's transaction, as instance work; once durable, the next one's."""
+        """One turn's transaction; once durable, the next one's (registrations that came
+        meanwhile start their own at once)."""
         self.flushing = False
         sql = self.ctx.storage.sql
-        waiters, claimed, completed = self.work.write(
-            lambda statement, bindings: sql.exec(statement, *bindings), now_ms()
-        )
-        if completed:
-            self.counted(completed)
-        await self.ctx.storage.sync()
-        if self.work.durable(waiters, claimed):
+        turn = self.work.write(lambda statement, bindings: sql.exec(statement, *bindings), now_ms())
+        self.completions.add(turn.completed)
+        try:
+            await self.ctx.storage.sync()
+        except Exception as error:
+            self.work.failed(turn, error)
+            raise
+        if self.work.durable(turn):
             self._flush_soon()
 
     async def schema(self) -> list[str]:
@@ -361,14 +401,14 @@ class LeanOperations(CountingBench):
 
 
 class BareOperations:
-    """`LeanOperations` without the runtime: plain asyncio and sqlite3 on one file, the
-    least a Python engine must do for goal 1's workload on this machine.
+    """`LeanOperations` without the runtime: plain asyncio and sqlite3 on one file.
 
-    Each registration runs in a task of its own (as a call into an object must) and
-    waits for its commit and sync. One transaction per loop turn (`LeanWork.write`). Its
-    `COMMIT` runs on the loop; the `fdatasync` of the log too, or with `threaded` in a
-    thread, one at a time, while the loop goes on with the next turns (a commit's
-    callers and handlers then wait for a sync that began after its `COMMIT`).
+    Each registration runs in a task of its own (as a call into an object does on the
+    runtime) and waits for its turn's commit and sync. One transaction per loop turn
+    (`LeanWork.write`, statements of up to `BARE_CHUNK` rows). Its `COMMIT` runs on the
+    loop; the `fdatasync` of the log too, or with `threaded` in a thread, one at a time,
+    while the loop goes on with the next turns (a commit's callers and handlers then
+    wait for a sync that began after its `COMMIT`).
     """
 
     def __init__(self, file: Path, schema: list[str], permits: int, threaded: bool) -> None:
@@ -380,47 +420,44 @@ class BareOperations:
             self.connection.execute(statement)
         self.log = -1
         self.loop = asyncio.get_running_loop()
-        self.work = LeanWork(permits)
+        self.work = LeanWork(permits, BARE_CHUNK)
+        self.completions = Completions()
         self.syncer = ThreadPoolExecutor(1) if threaded else None
-        self.unsynced: list[tuple[list[asyncio.Future[None]], list[Claim]]] = []
+        self.unsynced: list[Turn] = []
         self.syncing = False
         self.scheduled = False
-        self.completed = 0
-        self.target = 0
-        self.done = asyncio.Event()
 
     async def call(self, id: str) -> None:
         """A registration delivered as a call: in a task of its own."""
         await self.loop.create_task(self._register(id))
 
     async def _register(self, id: str) -> None:
-        waiter = self.work.add(id, time.time_ns() // 1_000_000)
+        """Queue one registration for this turn's transaction; return once it is durable."""
+        registered = self.work.add(id, time.time_ns() // 1_000_000)
         self._commit_soon()
-        await waiter
+        await registered
 
     def _commit_soon(self) -> None:
+        """Make this turn's transaction once the loop turn's other work is done."""
         if not self.scheduled:
             self.scheduled = True
             self.loop.call_soon(self._commit)
 
     def _commit(self) -> None:
+        """Write and commit the turn's transaction; sync it here or hand it to the thread."""
         self.scheduled = False
         connection = self.connection
         connection.execute("BEGIN IMMEDIATE")
-        waiters, claimed, completed = self.work.write(
-            connection.execute, time.time_ns() // 1_000_000
-        )
-        self.completed += completed
-        if completed and self.completed >= self.target:
-            self.done.set()
+        turn = self.work.write(connection.execute, time.time_ns() // 1_000_000)
+        self.completions.add(turn.completed)
         connection.execute("COMMIT")
         if self.log < 0:
             self.log = os.open(f"{self.file}-wal", os.O_RDWR)
         if self.syncer is None:
             os.fdatasync(self.log)
-            self._durable(waiters, claimed)
+            self._durable(turn)
             return
-        self.unsynced.append((waiters, claimed))
+        self.unsynced.append(turn)
         if not self.syncing:
             self._sync()
 
@@ -430,17 +467,25 @@ class BareOperations:
         covered, self.unsynced = self.unsynced, []
         self.syncing = True
         synced = self.loop.run_in_executor(self.syncer, os.fdatasync, self.log)
-        synced.add_done_callback(lambda _: self._synced(covered))
+        synced.add_done_callback(partial(self._synced, covered))
 
-    def _synced(self, covered: list[tuple[list[asyncio.Future[None]], list[Claim]]]) -> None:
+    def _synced(self, covered: list[Turn], synced: asyncio.Future[None]) -> None:
+        """The sync of `covered` ended: release them (or fail their callers). A turn that
+        their handlers' successes start is committed before the next sync begins, so it
+        is not left for the sync after that."""
         self.syncing = False
-        for waiters, claimed in covered:
-            self._durable(waiters, claimed)
-        if self.unsynced:
+        error = synced.exception()
+        for turn in covered:
+            if error is None:
+                self._durable(turn)
+            else:
+                self.work.failed(turn, error)
+        if self.unsynced and not self.scheduled:
             self._sync()
 
-    def _durable(self, waiters: list[asyncio.Future[None]], claimed: list[Claim]) -> None:
-        if self.work.durable(waiters, claimed):
+    def _durable(self, turn: Turn) -> None:
+        """`turn` is durable: release it, and make the next turn if there is work."""
+        if self.work.durable(turn):
             self._commit_soon()
 
     def close(self) -> int:
@@ -449,7 +494,8 @@ class BareOperations:
             "SELECT COUNT(*) FROM durability_calls WHERE status = 'completed'"
         ).fetchone()
         self.connection.close()
-        os.close(self.log)
+        if self.log >= 0:
+            os.close(self.log)
         if self.syncer is not None:
             self.syncer.shutdown()
         return int(done)
@@ -467,7 +513,7 @@ async def bench_bare(
 ) -> float:
     """Seconds for `BareOperations` to register and complete `operations` no-ops."""
     bare = BareOperations(file, await calls_schema(), permits, threaded)
-    bare.target = operations
+    bare.completions.expect(operations)
     ids = iter(range(operations))
 
     async def caller() -> None:
@@ -476,7 +522,7 @@ async def bench_bare(
 
     started = time.perf_counter()
     await asyncio.gather(*(caller() for _ in range(callers)))
-    await bare.done.wait()
+    await bare.completions.done.wait()
     elapsed = time.perf_counter() - started
     while bare.syncing:  # the last commit's sync (the clock has stopped)
         await asyncio.sleep(0.001)
@@ -701,7 +747,7 @@ def main() -> None:
     raw_permits: list[float] = []
     runtime: dict[int, list[float]] = {concurrency: [] for concurrency in concurrencies}
     cpu: dict[str, list[float]] = {"operations": [], "floor": [], "bare": []}
-    ceilings: dict[str, list[float]] = {
+    references: dict[str, list[float]] = {
         "unsynced": [],
         "memory": [],
         "lean": [],
@@ -727,13 +773,13 @@ def main() -> None:
                         )
                     )
                 )
-            ceilings["unsynced"].append(
+            references["unsynced"].append(
                 asyncio.run(bench_unsynced(here / "unsynced", args.operations, args.callers))
             )
-            ceilings["memory"].append(
+            references["memory"].append(
                 asyncio.run(bench_operations(None, args.operations, args.callers, 10))
             )
-            ceilings["lean"].append(
+            references["lean"].append(
                 asyncio.run(
                     bench_operations(
                         here / "lean",
@@ -744,7 +790,7 @@ def main() -> None:
                     )
                 )
             )
-            ceilings["bare"].append(
+            references["bare"].append(
                 asyncio.run(
                     bench_bare(
                         here / "bare.sqlite3",
@@ -754,7 +800,7 @@ def main() -> None:
                     )
                 )
             )
-            ceilings["bare-threaded"].append(
+            references["bare-threaded"].append(
                 asyncio.run(
                     bench_bare(
                         here / "bare-threaded.sqlite3",
@@ -812,15 +858,16 @@ def main() -> None:
         ("memory", "ceiling: the same on the in-memory runtime (no disk at all)"),
         (
             "lean",
-            "lower bound: the least any engine must do, on this runtime (LeanOperations)",
+            f"least work, alarm_concurrency={args.alarm_concurrency}: on this runtime, "
+            "no engine (LeanOperations)",
         ),
         (
             "bare",
-            "lower bound: the same least work in bare asyncio + sqlite3 (BareOperations)",
+            "least work: bare asyncio + sqlite3, no runtime, syncs on the loop (BareOperations)",
         ),
-        ("bare-threaded", "the same bare work with its syncs in a thread (not a bound: slower)"),
+        ("bare-threaded", "least work: the same bare, syncs in a thread"),
     ):
-        rate, text = _rates(args.operations, ceilings[key])
+        rate, text = _rates(args.operations, references[key])
         rows.append((label, f"{args.operations:,}", f"{text}, {rate / raw_rate:.1f}x"))
     floor_us = statistics.median(cpu["floor"]) * 1e6
     bare_us = statistics.median(cpu["bare"]) * 1e6

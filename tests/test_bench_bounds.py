@@ -1,7 +1,8 @@
-"""The lower bounds of bench/operations.py do the work they stand for: every registration
-answered, every record claimed exactly once and completed, never more attempts at once
-than the permits (the bounds prove a goal unreachable, so a bound that skipped work
-would prove nothing). Sizes are small; nothing here is timed."""
+"""The least-work models of bench/operations.py do the work they stand for: every
+registration answered, every record claimed exactly once and completed, never more
+attempts at once than the permits (they are measured as what goal 1's workload costs
+with nothing but its guarantees: one that skipped work would measure nothing). Sizes are
+small; nothing here is timed."""
 
 from __future__ import annotations
 
@@ -68,8 +69,8 @@ def test_bare_operations_complete_every_record_once(tmp_path: Path, threaded: bo
     held: list[int] = []
     original = bench.LeanWork.__init__
 
-    def watched(self: Any, permits: int) -> None:
-        original(self, permits)
+    def watched(self: Any, permits: int, chunk: int) -> None:
+        original(self, permits, chunk)
         _watch_permits(self, held)
 
     bench.settings.alarm_concurrency = PERMITS
@@ -90,7 +91,7 @@ def test_bare_operations_answer_callers_only_once_synced(tmp_path: Path) -> None
     async def run() -> None:
         schema = await bench.calls_schema()
         bare = bench.BareOperations(file, schema, PERMITS, threaded=False)
-        bare.target = 3
+        bare.completions.expect(3)
         connection_commit = bare._commit
 
         def commit() -> None:
@@ -110,7 +111,7 @@ def test_bare_operations_answer_callers_only_once_synced(tmp_path: Path) -> None
             for task in registered:
                 task.add_done_callback(lambda _: events.append("answered"))
             await asyncio.gather(*registered)
-            await bare.done.wait()
+            await bare.completions.done.wait()
         assert bare.close() == 3
 
     asyncio.run(run())
