@@ -31,7 +31,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from operations import CREATE_CALLS, InsertFloor, OperationsBench, raw_row_work, settings
+from operations import (
+    CREATE_CALLS,
+    InsertFloor,
+    OperationsBench,
+    raw_row_work,
+    register_all,
+    settings,
+)
 
 from durability.runtime import DurableObject, Runtime
 
@@ -64,13 +71,7 @@ async def library(binding: type[DurableObject], operations: int, permits: int) -
         bench = rt.env.OBJ.get_by_name("cpu")
         if binding is OperationsBench:
             await bench.expect(operations)
-        ids = iter(range(operations))
-
-        async def caller() -> None:
-            for number in ids:
-                await bench.register(f"op-{number}")
-
-        await asyncio.gather(*(caller() for _ in range(CALLERS)))
+        await register_all(bench.register, operations, CALLERS)
         if binding is OperationsBench:
             assert await bench.wait_completed() == operations
 

@@ -50,7 +50,7 @@ import sys
 import tempfile
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -501,6 +501,20 @@ class BareOperations:
         return int(done)
 
 
+async def register_all(
+    register: Callable[[str], Awaitable[object]], operations: int, callers: int
+) -> None:
+    """Register ids `op-0` .. `op-{operations - 1}` through `register`, from `callers`
+    concurrent callers each taking the next id as soon as its last call returned."""
+    ids = iter(range(operations))
+
+    async def caller() -> None:
+        for number in ids:
+            await register(f"op-{number}")
+
+    await asyncio.gather(*(caller() for _ in range(callers)))
+
+
 async def calls_schema() -> list[str]:
     """The engine's `durability_calls` CREATE statements (from an in-memory object)."""
     async with Runtime(bindings={"OPS": LeanOperations}) as rt:
@@ -514,14 +528,8 @@ async def bench_bare(
     """Seconds for `BareOperations` to register and complete `operations` no-ops."""
     bare = BareOperations(file, await calls_schema(), permits, threaded)
     bare.completions.expect(operations)
-    ids = iter(range(operations))
-
-    async def caller() -> None:
-        for number in ids:
-            await bare.call(f"op-{number}")
-
     started = time.perf_counter()
-    await asyncio.gather(*(caller() for _ in range(callers)))
+    await register_all(bare.call, operations, callers)
     await bare.completions.done.wait()
     elapsed = time.perf_counter() - started
     while bare.syncing:  # the last commit's sync (the clock has stopped)
@@ -596,14 +604,8 @@ async def bench_operations(
     async with Runtime(path=directory, bindings={"OPS": binding}, clock=clock) as rt:
         bench = rt.env.OPS.get_by_name("operations")
         await bench.expect(operations)
-        ids = iter(range(operations))
-
-        async def caller() -> None:
-            for number in ids:
-                await bench.register(f"op-{number}")
-
         started = time.perf_counter()
-        await asyncio.gather(*(caller() for _ in range(callers)))
+        await register_all(bench.register, operations, callers)
         completed = await bench.wait_completed()
         elapsed = time.perf_counter() - started
         assert completed == operations, (completed, operations)
@@ -640,14 +642,8 @@ async def cpu_per_call(binding: type[DurableObject], operations: int, callers: i
         operations_bench = binding is OperationsBench
         if operations_bench:
             await bench.expect(operations)
-        ids = iter(range(operations))
-
-        async def caller() -> None:
-            for number in ids:
-                await bench.register(f"op-{number}")
-
         started = time.process_time()
-        await asyncio.gather(*(caller() for _ in range(callers)))
+        await register_all(bench.register, operations, callers)
         if operations_bench:
             assert await bench.wait_completed() == operations
         return (time.process_time() - started) / operations
@@ -675,14 +671,11 @@ async def bare_cpu_per_call(operations: int, callers: int) -> float:
         connection.execute("INSERT INTO floor (id) VALUES (?)", (id,))
         await committed
 
-    ids = iter(range(operations))
-
-    async def caller() -> None:
-        for number in ids:
-            await loop.create_task(insert(f"op-{number}"))
+    async def call(id: str) -> None:
+        await loop.create_task(insert(id))
 
     started = time.process_time()
-    await asyncio.gather(*(caller() for _ in range(callers)))
+    await register_all(call, operations, callers)
     elapsed = time.process_time() - started
     connection.close()
     return elapsed / operations

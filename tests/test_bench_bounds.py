@@ -123,13 +123,7 @@ async def test_lean_operations_complete_every_record_once() -> None:
     async with bench.Runtime(bindings={"OPS": bench.LeanOperations}) as rt:
         lean = rt.env.OPS.get_by_name("lean")
         await lean.expect(OPERATIONS)
-        ids = iter(range(OPERATIONS))
-
-        async def caller() -> None:
-            for number in ids:
-                await lean.register(f"op-{number}")
-
-        await asyncio.gather(*(caller() for _ in range(CALLERS)))
+        await bench.register_all(lean.register, OPERATIONS, CALLERS)
         assert await lean.wait_completed() == OPERATIONS
         schema = await lean.schema()
     assert schema[0].startswith("CREATE TABLE")
