@@ -345,8 +345,9 @@ class LeanWork:
 
 
 class LeanOperations(CountingBench):
-    """The least work of goal 1's workload on this runtime, on the engine's own table
-    (same columns and indexes): an engine doing this and more on this runtime is slower.
+    """A model of the least work of goal 1's workload on this runtime, on the engine's
+    own table (same columns and indexes): an engine must do at least this work through
+    the same runtime, so unless it does it more cheaply, it is no faster.
 
     Kept: a stub call per registration that returns once its record is durable; the
     registrations of a turn in multi-row inserts, answered through one future; at most
