@@ -10,9 +10,10 @@ import os
 import sqlite3
 import time
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
+from functools import partial
 from pathlib import Path
 
 MARK_ROOT = "/durability-bench-mark"
@@ -51,6 +52,14 @@ def _commit_one(connection: sqlite3.Connection, at: int) -> None:
     connection.execute("COMMIT")
 
 
+def _each(
+    write: Callable[[sqlite3.Connection, int], None], connections: list[sqlite3.Connection]
+) -> None:
+    """`write(connection, 0)` on each of `connections`, in turn (one thread's share)."""
+    for connection in connections:
+        write(connection, 0)
+
+
 def raw_create(
     directory: Path, count: int, name: str = "raw-create"
 ) -> tuple[float, list[sqlite3.Connection]]:
@@ -75,7 +84,7 @@ def raw_deliveries(connections: list[sqlite3.Connection], threads: int) -> float
         else:
             slices = [connections[first::threads] for first in range(threads)]
             with ThreadPoolExecutor(threads) as pool:
-                list(pool.map(lambda part: [_commit_one(c, 0) for c in part], slices))
+                list(pool.map(partial(_each, _commit_one), slices))
         return time.perf_counter() - started
 
 
@@ -150,5 +159,5 @@ def raw_two_commits(connections: list[sqlite3.Connection], threads: int) -> floa
     slices = [connections[first::threads] for first in range(threads)]
     started = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(lambda part: [_mark_pending(c, 0) for c in part], slices))
+        list(pool.map(partial(_each, _mark_pending), slices))
     return time.perf_counter() - started

@@ -138,7 +138,7 @@ def run_huey(directory: Path, tasks: int, delayed: bool, producers: int) -> dict
     )
     done = Done(tasks)
 
-    @huey.task()
+    @huey.task()  # type: ignore[untyped-decorator]
     def noop(due: float | None) -> None:
         done.add(due)
 

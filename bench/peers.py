@@ -223,11 +223,14 @@ def _median_run(
 
 def _rate(result: dict[str, Any], tasks: int) -> float:
     """Tasks per second: from the first enqueue, or (delayed work) from the first due time."""
-    start = result["first_due"] or 0.0
-    return tasks / (result["seconds"] - start)
+    start: float = result["first_due"] or 0.0
+    seconds: float = result["seconds"]
+    return tasks / (seconds - start)
 
 
-def _best(results: dict[tuple[str, str], dict[str, Any]], mode: str, system: str, tasks: int):
+def _best(
+    results: dict[tuple[str, str], dict[str, Any]], mode: str, system: str, tasks: int
+) -> tuple[float, str] | None:
     rates = [
         (_rate(result, tasks), name)
         for (name, result_mode), result in results.items()
