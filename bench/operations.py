@@ -17,7 +17,10 @@ Everything runs in one process on real files (WAL, every commit synced) and the 
   with `--wide-concurrency` permits, to show how much of the cost is the permit limit.
   Two ceilings with the default permits follow: the same workload with every sync
   left out (`synchronous=OFF`, commits on the loop; not durable, so not something the
-  runtime offers, but no way of syncing can beat it), and on the in-memory runtime.
+  runtime offers, but no way of syncing can beat it), and on the in-memory runtime;
+  beside them the engine with every sync in the runtime's commit threads instead of
+  on the loop (what it does when several objects sync at once), so its Python may
+  overlap its syncs.
   Then the workload with nothing but its guarantees, on the engine's own table: the
   least work (`LeanOperations`: a call per registration returning once durable,
   multi-row inserts, claims durable before a handler runs and permits held until its
@@ -70,7 +73,13 @@ from durability import (
 from durability._engine import OPERATION_MIGRATIONS
 from durability._engine.migrations import migrate
 from durability._uuid import random_uuid
-from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime, _opening
+from durability.runtime import (
+    AlarmInvocationInfo,
+    DurableObject,
+    Runtime,
+    _commit_threads,
+    _opening,
+)
 from durability.runtime._opening import connect_file
 
 
@@ -634,6 +643,14 @@ async def bench_unsynced(directory: Path, operations: int, callers: int) -> floa
         return await bench_operations(directory, operations, callers, 10, clock=_WallClock())
 
 
+async def bench_thread_synced(directory: Path, operations: int, callers: int) -> float:
+    """`bench_operations` with default permits and every sync in the runtime's commit
+    threads (as when several objects sync at once), never on the loop: whether the
+    engine's Python overlapping its syncs beats syncing on the loop."""
+    with mock.patch.object(_commit_threads, "QUICK_SYNC_SECONDS", -1.0):
+        return await bench_operations(directory, operations, callers, 10)
+
+
 async def cpu_per_call(binding: type[DurableObject], operations: int, callers: int) -> float:
     """Process CPU seconds per call of `callers` concurrent callers making `operations`
     `register` calls on one in-memory object (for operations: until all completed)."""
@@ -743,6 +760,7 @@ def main() -> None:
     cpu: dict[str, list[float]] = {"operations": [], "floor": [], "bare": []}
     references: dict[str, list[float]] = {
         "unsynced": [],
+        "thread-synced": [],
         "memory": [],
         "lean": [],
         "bare": [],
@@ -769,6 +787,11 @@ def main() -> None:
                 )
             references["unsynced"].append(
                 asyncio.run(bench_unsynced(here / "unsynced", args.operations, args.callers))
+            )
+            references["thread-synced"].append(
+                asyncio.run(
+                    bench_thread_synced(here / "thread-synced", args.operations, args.callers)
+                )
             )
             references["memory"].append(
                 asyncio.run(bench_operations(None, args.operations, args.callers, 10))
@@ -849,6 +872,10 @@ def main() -> None:
         )
     for key, label in (
         ("unsynced", "ceiling: the same (alarm_concurrency=10) with no sync at all (NOT durable)"),
+        (
+            "thread-synced",
+            "the same (alarm_concurrency=10) with every sync in a thread, none on the loop",
+        ),
         ("memory", "ceiling: the same on the in-memory runtime (no disk at all)"),
         (
             "lean",
