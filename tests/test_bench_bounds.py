@@ -128,3 +128,23 @@ async def test_lean_operations_complete_every_record_once() -> None:
         schema = await lean.schema()
     assert schema[0].startswith("CREATE TABLE")
     assert any("durability_calls_due_idx" in statement for statement in schema)
+
+
+def test_raw_table_floor_completes_every_record_once_a_batch_per_commit(tmp_path: Path) -> None:
+    """The raw floor on the engine's table: every record completed once, in one commit per
+    permit batch plus the last batch's successes (no more operations per commit than a
+    claim durable before its handler allows)."""
+    file = tmp_path / "raw-table.sqlite3"
+    commits: list[int] = []
+    original = bench.LeanWork.write
+
+    def counted(self: Any, execute: Any, now: int) -> Any:
+        commits.append(len(self.rows))
+        return original(self, execute, now)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bench.LeanWork, "write", counted)
+        asyncio.run(bench.bench_raw_table(file, OPERATIONS, PERMITS))
+    _assert_all_completed_once(_rows(file))
+    assert len(commits) == OPERATIONS // PERMITS + 1
+    assert max(commits) == PERMITS
