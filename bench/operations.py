@@ -12,7 +12,7 @@ Everything runs in one process on real files (WAL, every commit synced) and the 
   commit (as many as one batch of permits runs: a claim must be committed before its
   handler starts, so that is the most operations one commit can finish), and that
   batching again on the engine's own table and indexes with the least work's
-  set-based statements (below), which is the row work's floor with that table. Each is
+  set-based statements (below), with no runtime around them. Each is
   measured `--rounds` times (a fresh database each time) and reported as the median
   with the range, because a shared machine's disk and CPU vary a lot between runs.
   The object runs with the default `alarm_concurrency` (10) and, as a second row,
