@@ -581,58 +581,72 @@ def raw_row_work(connection: sqlite3.Connection, operations: int, per_commit: in
         connection.execute("COMMIT")
 
 
-def bench_raw(directory: Path, operations: int, per_commit: int) -> float:
-    """Seconds for raw sqlite3 to insert, claim and complete `operations` rows."""
-    file = directory / f"raw-{per_commit}-{time.monotonic_ns()}.sqlite3"
-    connection = sqlite3.connect(file, isolation_level=None)
-    try:
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=FULL")
-        connection.execute(CREATE_CALLS)
-        started = time.perf_counter()
-        raw_row_work(connection, operations, per_commit)
-        elapsed = time.perf_counter() - started
-        (done,) = connection.execute(
-            "SELECT COUNT(*) FROM calls WHERE status = 'completed'"
-        ).fetchone()
-        assert done == operations, (done, operations)
-        return elapsed
-    finally:
-        connection.close()
-
-
-async def bench_raw_table(file: Path, operations: int, permits: int) -> float:
-    """Seconds for raw sqlite3 to do the least work's row work on the engine's own table
-    and indexes: `LeanWork`'s set-based statements, `permits` registrations, successes
-    and claims per commit, with no runtime and no task (async only for `LeanWork`'s
-    futures, which nothing awaits)."""
-    schema = await calls_schema()
+def _timed_raw(
+    file: Path,
+    schema: list[str],
+    table: str,
+    operations: int,
+    work: Callable[[sqlite3.Connection], object],
+) -> float:
+    """Seconds `work` takes on a new synced WAL file holding `schema`; then checks that
+    `table` holds `operations` completed rows."""
     connection = sqlite3.connect(file, isolation_level=None)
     try:
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=FULL")
         for statement in schema:
             connection.execute(statement)
-        work = LeanWork(permits, BARE_CHUNK)
-        numbers = iter(range(operations))
         started = time.perf_counter()
-        more = True
-        while more:
-            now = time.time_ns() // 1_000_000
-            for _, number in zip(range(permits), numbers, strict=False):
-                work.add(f"op-{number}", now)
-            connection.execute("BEGIN IMMEDIATE")
-            turn = work.write(connection.execute, now)
-            connection.execute("COMMIT")
-            more = work.durable(turn)
+        work(connection)
         elapsed = time.perf_counter() - started
         (done,) = connection.execute(
-            "SELECT COUNT(*) FROM durability_calls WHERE status = 'completed'"
+            f"SELECT COUNT(*) FROM {table} WHERE status = 'completed'"
         ).fetchone()
         assert done == operations, (done, operations)
         return elapsed
     finally:
         connection.close()
+
+
+def bench_raw(directory: Path, operations: int, per_commit: int) -> float:
+    """Seconds for raw sqlite3 to insert, claim and complete `operations` rows."""
+    file = directory / f"raw-{per_commit}-{time.monotonic_ns()}.sqlite3"
+    return _timed_raw(
+        file,
+        [CREATE_CALLS],
+        "calls",
+        operations,
+        lambda connection: raw_row_work(connection, operations, per_commit),
+    )
+
+
+def lean_row_work(connection: sqlite3.Connection, operations: int, permits: int) -> None:
+    """`LeanWork`'s row work of `operations` operations, `permits` registrations,
+    successes and claims per transaction (in a running loop: its futures need one, though
+    nothing awaits them)."""
+    work = LeanWork(permits, BARE_CHUNK)
+    numbers = iter(range(operations))
+    more = True
+    while more:
+        now = time.time_ns() // 1_000_000
+        for _, number in zip(range(permits), numbers, strict=False):
+            work.add(f"op-{number}", now)
+        connection.execute("BEGIN IMMEDIATE")
+        turn = work.write(connection.execute, now)
+        connection.execute("COMMIT")
+        more = work.durable(turn)
+
+
+async def bench_raw_table(file: Path, operations: int, permits: int) -> float:
+    """Seconds for raw sqlite3 to do the least work's row work on the engine's own table
+    and indexes (`lean_row_work`), with no runtime and no task."""
+    return _timed_raw(
+        file,
+        await calls_schema(),
+        "durability_calls",
+        operations,
+        lambda connection: lean_row_work(connection, operations, permits),
+    )
 
 
 async def bench_operations(
