@@ -130,8 +130,8 @@ async def test_lean_operations_complete_every_record_once() -> None:
     assert any("durability_calls_due_idx" in statement for statement in schema)
 
 
-def test_raw_table_floor_completes_every_record_once_a_batch_per_commit(tmp_path: Path) -> None:
-    """The raw floor on the engine's table: every record completed once, in one commit per
+def test_raw_table_row_work_completes_every_record_once_a_batch_per_commit(tmp_path: Path) -> None:
+    """Raw row work on the engine's table: every record completed once, in one commit per
     permit batch plus the last batch's successes (no more operations per commit than a
     claim durable before its handler allows)."""
     file = tmp_path / "raw-table.sqlite3"
