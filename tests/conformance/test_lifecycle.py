@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import resource
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -400,3 +401,47 @@ async def test_runtime_on_a_path_finds_objects_data_and_due_alarms(tmp_path: Pat
         await runtime.env.OBJ.get_by_name("kept").now()
         assert await probe.ctx.storage.get("k") == "v"
         assert await probe.ctx.storage.get_alarm() is None
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="eager tasks are new in Python 3.12")
+async def test_start_refuses_a_loop_that_starts_tasks_eagerly(tmp_path: Path) -> None:
+    """A loop whose task factory runs each task inside `create_task` is refused at start,
+    with the rule named, before the path is taken: the same runtime starts once the
+    factory is gone."""
+    loop = asyncio.get_running_loop()
+    probe = SimpleNamespace(ctx=None, alarms=[])
+    runtime = Runtime(path=tmp_path, bindings={"OBJ": Holder, "PROBE": probe}, clock=VirtualClock())
+    loop.set_task_factory(asyncio.eager_task_factory)
+    try:
+        with pytest.raises(RuntimeError, match="task factory starts tasks eagerly"):
+            await runtime.start()
+    finally:
+        loop.set_task_factory(None)
+    async with runtime:
+        assert await runtime.env.OBJ.get_by_name("a").echo(1) == 1
+
+
+class Napper(DurableObject):
+    async def nap(self) -> str:
+        """Suspends once, so the call runs as a task of its own."""
+        await asyncio.sleep(0)
+        return "rested"
+
+
+async def test_a_task_factory_that_starts_tasks_later_is_used(tmp_path: Path) -> None:
+    """A task factory whose tasks start on a later turn is accepted, and the runtime's
+    tasks (a call that suspends among them) are made by it."""
+    loop = asyncio.get_running_loop()
+    made: list[str] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **options: Any) -> asyncio.Task[Any]:
+        made.append(coro.__qualname__)
+        return asyncio.Task(coro, loop=loop, **options)
+
+    loop.set_task_factory(factory)
+    try:
+        async with Runtime(path=tmp_path, bindings={"N": Napper}, clock=VirtualClock()) as rt:
+            assert await rt.env.N.get_by_name("a").nap() == "rested"
+    finally:
+        loop.set_task_factory(None)
+    assert "Instance._run_call" in made

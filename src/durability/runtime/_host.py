@@ -170,6 +170,7 @@ class Runtime:
         if self._state is not _State.NEW:
             raise RuntimeError("a Runtime can be started once; create a new one")
         loop = asyncio.get_running_loop()
+        _refuse_eager_tasks(loop)
         self._stores.open(loop)
         attach = getattr(self._clock, "attach", None)
         if callable(attach):
@@ -289,6 +290,30 @@ class Runtime:
         if instance is None:
             return
         await wind_down(discard(instance, crash=crash))
+
+
+def _refuse_eager_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    """Raise `RuntimeError` if `loop`'s task factory starts a task inside `create_task`
+    (Python 3.12's `asyncio.eager_task_factory` does): the runtime and the helpers start
+    tasks that must not run before their caller has set up what they read (a turn's
+    registrations are written by a task started with the first of them), so such a loop
+    would leave work waiting forever instead."""
+    if loop.get_task_factory() is None:
+        return
+    started = False
+
+    async def probe() -> None:
+        nonlocal started
+        started = True
+
+    task = loop.create_task(probe())
+    if started:
+        raise RuntimeError(
+            "the event loop's task factory starts tasks eagerly (as "
+            "asyncio.eager_task_factory does), and the Runtime needs each task it creates "
+            "to start on a later turn of the loop; start it on a loop without that factory"
+        )
+    task.cancel()
 
 
 def _run_every(steps: list[Callable[[], object]]) -> None:
