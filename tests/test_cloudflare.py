@@ -498,3 +498,37 @@ async def test_alarm_retry_hook_reads_cloudflare_retry_info(ctx: Any) -> None:
     await scheduler.alarm(RawAlarmInfo(3, True))
     [retry] = seen
     assert (retry.retry_count, retry.is_retry, retry.object_id) == (3, True, ctx.id.toString())
+
+
+async def test_delete_all_through_the_library_lets_live_helpers_go_on(ctx: Any) -> None:
+    """`adapt(ctx).storage.delete_all()` reaches the helpers given the raw ctx: their
+    tables are back at once and the deleted work is gone."""
+    ran: list[str] = []
+    durability = Durability(context=ctx, handlers={"x": lambda call: ran.append(call.id)})
+    assert adapt(ctx) is adapt(ctx) is as_context(ctx)
+    await durability.x("old", delay_ms=60_000)
+    await adapt(ctx).storage.delete_all()
+    await durability.x("new")
+    await durability.alarm()
+    assert ran == ["new"]
+    assert (await durability.x.get_result("new")).status == "completed"
+    assert await adapt(ctx).storage.get_alarm() is None
+
+
+async def test_a_pass_after_cloudflares_own_delete_all_recreates_instead_of_failing(
+    ctx: Any,
+) -> None:
+    """A raw `deleteAll()` the library never saw: the next pass finds the tables gone,
+    recreates them and arms no retry alarm; registrations work again."""
+    retries: list[Any] = []
+    scheduler = DurabilityScheduler(context=ctx, on_alarm_retry=retries.append)
+    ran: list[str] = []
+    durability = Durability(scheduler=scheduler, handlers={"x": lambda call: ran.append(call.id)})
+    await durability.x("old", delay_ms=60_000)
+    await ctx.storage.deleteAll()
+    await ctx.storage.deleteAlarm()
+    await scheduler.alarm()
+    assert retries == [] and await adapt(ctx).storage.get_alarm() is None
+    await durability.x("new")
+    await scheduler.alarm()
+    assert ran == ["new"]

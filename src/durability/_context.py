@@ -24,6 +24,9 @@ Storage contract (method by method):
 - KV values are JSON values; `list` returns keys in ascending order.
 - `await sync()` returns once every write made so far is durable (Cloudflare's
   `storage.sync()`); use it before an effect that must not outrun its own record.
+- `await delete_all()` empties the object (every table, key and the alarm), then calls
+  the hooks registered with `after_delete_all`, in the same turn: the helpers of a
+  live instance recreate their tables there, as a new instance's would.
 
 `ctx.wait_until(task)` is optional: it makes a task the instance's work (eviction
 cancels it). Once the instance is gone a host may refuse by raising (the embedded
@@ -33,6 +36,7 @@ where the caller must know.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -133,3 +137,30 @@ class Context(Protocol):
     def wait_until(self, awaitable: Awaitable[Any]) -> None: ...
 
     async def block_concurrency_while(self, fn: Callable[[], Awaitable[T]]) -> T: ...
+
+
+EmptiedHooks = list["weakref.WeakMethod[Callable[[], object]]"]
+"""What a host's storage keeps as `_after_delete_all`: the hooks, held weakly."""
+
+
+def after_delete_all(storage: object, hook: Callable[[], object]) -> None:
+    """Have `hook()` (a bound method, held weakly) called each time `storage.delete_all()`
+    has emptied the object.
+
+    The library's hosts keep such hooks in `storage._after_delete_all`; on another
+    storage nothing is registered.
+    """
+    hooks = getattr(storage, "_after_delete_all", None)
+    if isinstance(hooks, list):
+        hooks[:] = [reference for reference in hooks if reference() is not None]
+        hooks.append(weakref.WeakMethod(hook))
+
+
+def run_after_delete_all(hooks: EmptiedHooks) -> None:
+    """From a host's `delete_all`, once the object is empty: call the hooks still alive."""
+    for reference in list(hooks):
+        hook = reference()
+        if hook is None:
+            hooks.remove(reference)
+        else:
+            hook()

@@ -7,6 +7,7 @@ Cloudflare and on the embedded runtime.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from .._context import Context
@@ -32,12 +33,26 @@ def _is_cloudflare(ctx: object) -> bool:
     )
 
 
+_ADAPTED: weakref.WeakValueDictionary[int, CloudflareContext] = weakref.WeakValueDictionary()
+"""The context adapted from each raw `ctx` still in use, by `id(ctx)` (the adapted one
+holds its `ctx`, so the id names the same `ctx` as long as the entry lives)."""
+
+
+def _adapted(ctx: Any) -> CloudflareContext:
+    """The one adapted context of `ctx`: the helpers and the user's `adapt(self.ctx)`
+    share its storage, so a `delete_all()` through either reaches the helpers."""
+    adapted = _ADAPTED.get(id(ctx))
+    if adapted is None:
+        adapted = _ADAPTED[id(ctx)] = CloudflareContext(ctx)
+    return adapted
+
+
 def as_context(context: Any) -> Any:
     """`context` adapted when it is a raw Cloudflare `ctx`, else unchanged (the engine
     checks the rest)."""
     if type(context) is CloudflareContext or not _is_cloudflare(context):
         return context
-    return CloudflareContext(context)
+    return _adapted(context)
 
 
 def host_ctx(context: Any) -> Any:
@@ -58,7 +73,7 @@ def adapt(ctx: Any) -> Context:
     if type(ctx) is CloudflareContext:
         return ctx
     if _is_cloudflare(ctx):
-        return CloudflareContext(ctx)
+        return _adapted(ctx)
     storage = getattr(ctx, "storage", None)
     if storage is not None and hasattr(storage, "transaction_sync"):
         adapted: Context = ctx

@@ -40,7 +40,7 @@ class CloudflareId:
 class CloudflareContext:
     """The library's `Context` over a Cloudflare Durable Object's `ctx` (either SDK)."""
 
-    __slots__ = ("_ctx", "_id", "storage")
+    __slots__ = ("__weakref__", "_ctx", "_id", "storage")
 
     def __init__(self, ctx: Any) -> None:
         self._ctx = ctx

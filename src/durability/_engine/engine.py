@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from .._clock import now_ms
-from .._context import Context, SqlStorage, Storage, Transaction
+from .._context import Context, SqlStorage, Storage, Transaction, after_delete_all
 from .._errors import serialize_error
 from .lifecycle import logger, report_failure
 from .migrations import Migration, is_schema_current, migrate
@@ -59,12 +59,14 @@ class Engine:
         self._timer = EarlyTimer(options, self._start_early_pass)
         self._kinds: set[str] = set()
         self._participants: list[Participant] = []
-        self._migrated: set[str] = set()
+        self._migrated: dict[str, Sequence[Migration]] = {}
+        self._emptied: list[Callable[[], object]] = []
         self._refresh: asyncio.Future[None] | None = None
         self._object_id: object = _UNKNOWN
         self.handle: object = None
         """The `DurabilityScheduler` of this engine: helpers hold the engine, and through
         it the object's registered scheduler stays alive as long as they do."""
+        after_delete_all(storage, self._storage_emptied)
 
     # -- attachment ---------------------------------------------------------------------
 
@@ -83,12 +85,46 @@ class Engine:
         self._participants.append(participant)
 
     def migrate_schema(self, capability: str, migrations: Sequence[Migration]) -> None:
-        """Bring `capability`'s tables to the latest version, once per engine."""
+        """Bring `capability`'s tables to the latest version, once per engine (and again
+        after `delete_all()` dropped them)."""
         if capability in self._migrated:
             return
         if not is_schema_current(self.sql, capability, migrations):
             migrate(self.storage, capability, migrations)
-        self._migrated.add(capability)
+        self._migrated[capability] = migrations
+
+    def on_emptied(self, hook: Callable[[], object]) -> None:
+        """Call `hook()` after `delete_all()` emptied the object, once the tables are back:
+        for a helper's in-memory copy of what its rows held."""
+        self._emptied.append(hook)
+
+    def _recreated_if_emptied(self) -> bool:
+        """After a wipe this engine was not told of (Cloudflare's own `deleteAll()`),
+        whether the tables were gone; if so they are back, as `_storage_emptied` leaves
+        them."""
+        try:
+            emptied = not all(
+                is_schema_current(self.sql, capability, migrations)
+                for capability, migrations in self._migrated.items()
+            )
+            if emptied:
+                self._storage_emptied()
+        except Exception:
+            return False  # the storage itself fails: the pass's retry alarm follows
+        return emptied
+
+    def _storage_emptied(self) -> None:
+        """`delete_all()` dropped every row and the alarm: recreate the tables the helpers
+        use, as a new instance would, and drop what memory holds about the old rows (the
+        timer, the handlers running them, the waiters), so nothing brings them back."""
+        self._timer.stop()
+        self.running.abort_all("the object's storage was deleted (delete_all)")
+        schemas, self._migrated = self._migrated, {}
+        for capability, migrations in schemas.items():
+            self.migrate_schema(capability, migrations)
+        for hook in self._emptied:
+            hook()
+        self.watchers.notify_everyone()
 
     def object_id(self) -> str | None:
         """The string form of `context.id`, or `None` when the context has no id."""
@@ -216,6 +252,8 @@ class Engine:
         try:
             await self._run_alarm(info, participants)
         except Exception as error:
+            if self._recreated_if_emptied():
+                return  # the pass failed on tables a storage wipe had dropped: none is due
             retry_in_ms = self.options.alarm_min_delay_ms
             try:
                 await self.storage.set_alarm(now_ms() + retry_in_ms)

@@ -103,6 +103,13 @@ class RunningExecutions:
             if execution.created_at < cutoff and execution.signal is not None:
                 abort(execution.signal, DurabilityError(reason))
 
+    def abort_all(self, reason: str) -> None:
+        """Abort, with a `DurabilityError(reason)`, the handler of every execution here."""
+        for running in list(self._tables.values()):
+            for execution in list(running.values()):
+                if execution.signal is not None:
+                    abort(execution.signal, DurabilityError(reason))
+
 
 class Watchers:
     """Listeners waiting for records to settle, by table and key."""
@@ -141,3 +148,8 @@ class Watchers:
         """Tell every watcher of `table` (after a purge removed rows)."""
         for key in list(self._tables.get(table, {})):
             self.notify(table, key)
+
+    def notify_everyone(self) -> None:
+        """Tell every watcher of every table (after the object was emptied)."""
+        for table in list(self._tables):
+            self.notify_all(table)

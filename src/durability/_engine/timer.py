@@ -55,6 +55,13 @@ class EarlyTimer:
                 timestamp = at
         self._arm(timestamp, now)
 
+    def stop(self) -> None:
+        """Disarm the timer and forget the passes owed (there is no due work left)."""
+        if self._armed is not None:
+            self._armed[1].cancel()
+            self._armed = None
+        self._owed.clear()
+
     def _arms(self, delay: int) -> bool:
         # Without live timers the physical alarm serves everything from the min delay on.
         live = self._options.live_timers or delay < self._options.alarm_min_delay_ms

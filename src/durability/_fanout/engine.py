@@ -153,6 +153,10 @@ class FanoutEngine:
         """Reconcile the alarm (and the in-memory timer) with the pending rows."""
         return self._engine.schedule_next_alarm()
 
+    def on_emptied(self, hook: Callable[[], object]) -> None:
+        """Call `hook()` once `delete_all()` has emptied the object (tables recreated)."""
+        self._engine.on_emptied(hook)
+
     def emitter(self, hook: Callable[[Any], Any] | None) -> Callable[[Any], None]:
         """A lifecycle emitter that never raises; async hooks go to `wait_until`."""
         return self._engine.tasks.emitter(hook)

@@ -64,6 +64,7 @@ class DeliveryStore:
         self._groups: TurnGroups[Registration, list[Registered]] = TurnGroups(
             self._register_group, engine.spawn
         )
+        engine.on_emptied(self._forget_count)
 
     # -- reads --------------------------------------------------------------------------
 
@@ -118,6 +119,9 @@ class DeliveryStore:
         except BaseException:
             self._count = None
             raise
+
+    def _forget_count(self) -> None:
+        self._count = None
 
     def _adjust(self, delta: int) -> None:
         if self._count is not None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar, cast
 
-from .._context import Transaction
+from .._context import EmptiedHooks, Transaction, run_after_delete_all
 from .._serialization import check_json_value, check_size, to_json_text
 from .._types import JsonValue, SqlValue, TimeInput
 from .._validate import check_callable, check_positive_int, to_epoch_ms
@@ -229,6 +229,8 @@ class ObjectStorage:
         self._fenced = False
         self._sql = ObjectSql(self)
         self._transaction = _Transaction(self)
+        self._after_delete_all: EmptiedHooks = []
+        """Called once `delete_all` has emptied the object (`after_delete_all`)."""
 
     @property
     def sql(self) -> ObjectSql:
@@ -359,7 +361,8 @@ class ObjectStorage:
         return {key: json.loads(text) for key, text in rows}
 
     async def delete_all(self) -> None:
-        """Drop every table, key and the alarm: the object is as new (its name stays)."""
+        """Drop every table, key and the alarm: the object is as new (its name stays), and
+        the helpers of this instance recreate their tables in the same transaction."""
         database = self.enter()
         schema = database.query(
             "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'view')"
@@ -373,6 +376,7 @@ class ObjectStorage:
         create_private_tables(database)
         database.alarm_changed = True
         database.alarm_row = None
+        run_after_delete_all(self._after_delete_all)
 
     # Cloudflare's spelling of the same methods, so a Worker's code runs here unchanged.
     transactionSync = transaction_sync
