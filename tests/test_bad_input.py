@@ -12,10 +12,15 @@ import pytest
 
 from durability import (
     Durability,
+    DurabilityFanout,
     DurabilityLog,
     DurableCall,
     LogAppendInput,
+    LogLeaseOptions,
+    LogRetention,
+    RetryPolicy,
 )
+from durability.routing import RoutingClient
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
 
@@ -130,3 +135,25 @@ async def test_a_result_over_2_mb_fails_the_call(target: Any) -> None:
     status, error = await stub.outcome("r")
     assert status == "failed"
     assert error == "DurableResultSerializationError"
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: DurabilityLog(max_batch_size=1.5), "max_batch_size must be a positive integer"),
+        (lambda: LogRetention(max_bytes=1.5), "max_bytes must be a positive integer"),
+        (lambda: LogLeaseOptions(lease_ms=2.0), "lease_ms must be a positive integer"),
+        (lambda: RetryPolicy(max_attempts=1.5), "max_attempts must be a positive integer"),
+        (lambda: DurabilityFanout(targets={}, batch_delay_ms=0.5), "batch_delay_ms must be a"),
+        (lambda: RoutingClient(invoke=print, soft_backlog_limit=1.5), "soft_backlog_limit must"),
+    ],
+)
+def test_a_float_for_an_integer_option_is_a_type_and_a_value_error(
+    build: Any, message: str
+) -> None:
+    """A float where an integer is needed is refused as a `ValueError` (the TypeScript
+    library's `RangeError`) and as a `TypeError` (a wrong type), naming option and rule."""
+    with pytest.raises(ValueError, match=message) as refused:
+        build()
+    assert isinstance(refused.value, TypeError)
+    assert str(refused.value).endswith("got float")

@@ -298,7 +298,10 @@ class _Bare(DurableObject):
         ("neither", 'TypeError: Invalid fanout target "a"'),
         ("both", 'TypeError: Invalid fanout target "a"'),
         ("negative_delay", "ValueError: batch_delay_ms must be a non-negative integer"),
-        ("fractional_delay", "ValueError: batch_delay_ms must be a non-negative integer"),
+        (
+            "fractional_delay",
+            "NotAnIntegerError: batch_delay_ms must be a non-negative integer, got float",
+        ),
         ("zero_batch", "ValueError: max_batch_size must be a positive integer"),
         ("target_timeout", "ValueError: targets.a.attempt_timeout_ms must be a positive integer"),
     ],

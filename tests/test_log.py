@@ -418,7 +418,7 @@ class Builder(DurableObject):
     ("case", "error", "fragment"),
     [
         ("batch_zero", "ValueError", "max_batch_size must be a positive integer"),
-        ("batch_float", "TypeError", "max_batch_size"),
+        ("batch_float", "NotAnIntegerError", "max_batch_size must be a positive integer"),
         ("retention_dict", "TypeError", "retention must be a LogRetention"),
         ("cold_partial", "TypeError", "cold must have write"),
         ("leases_dict", "TypeError", "leases must be a LogLeaseOptions"),

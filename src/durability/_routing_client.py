@@ -20,7 +20,7 @@ from ._clock import now_ms
 from ._errors import RoutingError
 from ._load import EnqueueResult, LoadSnapshot
 from ._types import MAX_SAFE_INTEGER
-from ._validate import check_callable
+from ._validate import check_callable, check_int
 
 MAX_OBSERVATIONS = 1024
 """Shards remembered at most; the least recently reported is forgotten first."""
@@ -66,10 +66,7 @@ class RoutingClient:
         check_callable("invoke", invoke)
         if sharding is not None:
             check_callable("sharding", sharding)
-        if isinstance(soft_backlog_limit, bool) or not isinstance(soft_backlog_limit, int):
-            raise TypeError(
-                f"soft_backlog_limit must be an integer, got {type(soft_backlog_limit).__name__}"
-            )
+        check_int("soft_backlog_limit", soft_backlog_limit, "a positive safe integer")
         if not 1 <= soft_backlog_limit <= MAX_SAFE_INTEGER:
             raise ValueError("soft_backlog_limit must be a positive safe integer")
         self._invoke = invoke

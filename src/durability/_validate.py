@@ -7,8 +7,17 @@ from datetime import datetime
 from ._types import MAX_SAFE_INTEGER
 
 
-def check_int(name: str, value: object) -> int:
-    """`value` as an int; `TypeError` for bools, floats and anything else."""
+class NotAnIntegerError(TypeError, ValueError):
+    """A float where an integer is needed: a wrong type in Python (`TypeError`), and a bad
+    number to code written against the TypeScript library, whose checks raise a
+    `RangeError` for non-integers (`ValueError` here). Either `except` catches it."""
+
+
+def check_int(name: str, value: object, rule: str = "an integer") -> int:
+    """`value` as an int; `TypeError` for bools and anything else, `NotAnIntegerError`
+    (a `TypeError` and a `ValueError`) "<name> must be <rule>" for a float."""
+    if isinstance(value, float):
+        raise NotAnIntegerError(f"{name} must be {rule}, got float")
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
     return value
@@ -16,7 +25,7 @@ def check_int(name: str, value: object) -> int:
 
 def check_positive_int(name: str, value: object) -> int:
     """A positive int, else `ValueError` "<name> must be a positive integer"."""
-    number = check_int(name, value)
+    number = check_int(name, value, "a positive integer")
     if number < 1 or number > MAX_SAFE_INTEGER:
         raise ValueError(f"{name} must be a positive integer")
     return number

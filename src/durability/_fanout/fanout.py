@@ -34,7 +34,8 @@ from .._engine import (
 )
 from .._errors import FanoutEnqueueError, serialize_error
 from .._load import EnqueueResult, LoadSnapshot, RoutingLoad
-from .._validate import check_callable, check_positive_int, check_utf8
+from .._types import MAX_SAFE_INTEGER
+from .._validate import check_callable, check_int, check_positive_int, check_utf8
 from .delivery import Batch
 from .engine import CAPABILITY, FanoutEngine, HostInfo, migrate_storage
 from .enqueue import EnqueueRequest, first_attempt_at
@@ -270,11 +271,10 @@ class DurabilityFanout(Generic[Body]):
 
 
 def _batch_delay(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"batch_delay_ms must be an integer, got {type(value).__name__}")
-    if not isinstance(value, int) or value < 0 or value > 2**53 - 1:
+    delay = check_int("batch_delay_ms", value, "a non-negative integer")
+    if delay < 0 or delay > MAX_SAFE_INTEGER:
         raise ValueError("batch_delay_ms must be a non-negative integer")
-    return value
+    return delay
 
 
 def _check_targets(
