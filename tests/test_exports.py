@@ -77,7 +77,7 @@ from durability.routing import (
     RoutingAddress,
     RoutingClient,
 )
-from durability.runtime import AlarmInvocationInfo, Response, Runtime
+from durability.runtime import AlarmInvocationInfo, DurableObject, Response, Runtime
 from durability.testing import VirtualClock
 
 EXPECTED = [
@@ -273,6 +273,7 @@ KEYWORD_ONLY = [
     RetryPolicy,
     MethodOptions,
     AlarmMethodOptions,
+    FanoutTarget,
     Runtime,
     durability.DurableJob.wait,
     RoutingClient,
@@ -286,6 +287,22 @@ def test_options_are_keyword_only(target: Callable[..., Any]) -> None:
     parameters = [p for p in inspect.signature(target).parameters.values() if p.name != "self"]
     assert parameters
     assert {p.kind for p in parameters} == {inspect.Parameter.KEYWORD_ONLY}
+
+
+async def test_a_runtime_ctx_and_its_cursor_pass_isinstance_of_the_protocols() -> None:
+    """`Context` and `SqlCursor` are runtime-checkable: a host's ctx and cursor pass."""
+    seen: list[bool] = []
+
+    class Probe(DurableObject):
+        async def check(self) -> None:
+            cursor = self.ctx.storage.sql.exec("SELECT 1 AS one")
+            seen.append(isinstance(self.ctx, durability.Context))
+            seen.append(isinstance(cursor, durability.SqlCursor))
+            seen.append(isinstance(object(), durability.Context))
+
+    async with Runtime(bindings={"P": Probe}, clock=VirtualClock()) as rt:
+        await rt.env.P.get_by_name("p").check()
+    assert seen == [True, True, False]
 
 
 SIGNATURE_DEFAULTS = [

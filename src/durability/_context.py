@@ -47,6 +47,7 @@ T = TypeVar("T")
 Row = dict[str, Any]
 
 
+@runtime_checkable
 class SqlCursor(Protocol):
     """Rows of one statement, iterated as dicts keyed by column name."""
 
@@ -125,6 +126,7 @@ class ObjectIdLike(Protocol):
     def name(self) -> str | None: ...
 
 
+@runtime_checkable
 class Context(Protocol):
     """`ctx`: what a Durable Object instance is handed by its host."""
 

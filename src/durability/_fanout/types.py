@@ -163,7 +163,7 @@ class FanoutMessage(Generic[Body]):
         await self._settle.dead_letter()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class FanoutTarget(Generic[Body]):
     """A named recipient: exactly one of `deliver` (a consumer) and `storage`.
 
