@@ -40,9 +40,10 @@ class Wiped(DurableObject):
         self.probe.setdefault("charged", []).append((call.id, call.attempt))
         return "charged"
 
-    async def _hold(self, call: DurableCall[Any]) -> None:
+    async def _hold(self, call: DurableCall[Any]) -> str:
         self.probe["held"] = call.signal
-        await asyncio.Event().wait()
+        await self.probe.setdefault("release", asyncio.Event()).wait()
+        return "late"
 
     def _remind(self, info: DurableAlarmInfo) -> None:
         self.probe.setdefault("reminded", []).append(info.payload)
@@ -50,8 +51,8 @@ class Wiped(DurableObject):
     async def charge(self, id: str, delay_ms: int = 0) -> None:
         await self.durability.charge(id, delay_ms=delay_ms)
 
-    async def hold(self, id: str) -> None:
-        await self.durability.hold(id)
+    async def hold(self, id: str, delay_ms: int = 0) -> None:
+        await self.durability.hold(id, delay_ms=delay_ms)
 
     async def result(self, id: str) -> list[Any]:
         found = await self.durability.charge.get_result(id)
@@ -77,6 +78,14 @@ class Wiped(DurableObject):
 
     async def alarm_at(self) -> int | None:
         return await self.ctx.storage.get_alarm()
+
+    async def calls(self) -> int:
+        return int(
+            self.ctx.storage.sql.exec("SELECT COUNT(*) AS n FROM durability_calls").one()["n"]
+        )
+
+    async def downgrade(self) -> None:
+        Durability.migrate(self.ctx, target="durability_0002_pending_index")
 
     async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
         await self.durability.alarm(info)
@@ -134,8 +143,73 @@ async def test_a_running_handler_of_a_deleted_record_is_aborted_and_writes_nothi
         await lab.obj.wipe()
         assert signal.aborted
         assert "delete_all" in str(signal.reason)
+        probe["release"].set()
         await lab.clock.advance(600_000)
+        assert await lab.obj.calls() == 0
         assert await lab.obj.alarm_at() is None
+
+
+async def test_a_pass_still_running_past_the_handoff_after_a_wipe_arms_no_alarm() -> None:
+    """A pass whose handler outlives the hand-off time after `delete_all()` hands off
+    nothing: its rows are gone, so it arms no alarm to come back for them."""
+
+    class QuickHandoff(Wiped):
+        def __init__(self, ctx: Any, env: Any) -> None:
+            DurableObject.__init__(self, ctx, env)
+            self.probe = env["PROBE"]
+            self.durability = Durability(
+                handlers={"hold": self._hold}, context=ctx, alarm_handoff_ms=5_000
+            )
+
+    probe: dict[str, Any] = {}
+    async with open_lab("WIPED", QuickHandoff, probe) as lab:
+        await lab.obj.hold("h", 100)  # due later: an alarm pass starts it
+        await lab.clock.advance(200)
+        assert not probe["held"].aborted
+        await lab.obj.wipe()
+        await lab.clock.advance(10_000)
+        assert await lab.obj.alarm_at() is None
+        probe["release"].set()
+        await lab.clock.advance(600_000)
+        assert await lab.obj.calls() == 0
+        assert await lab.obj.alarm_at() is None
+
+
+async def test_a_helper_that_cannot_make_its_tables_again_undoes_the_delete_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """If a helper's tables cannot be created again, `delete_all()` raises and drops
+    nothing: the records and the alarm are as they were, and still run."""
+    from durability._engine import engine
+
+    probe: dict[str, Any] = {}
+    async with open_lab("WIPED", Wiped, probe) as lab:
+        await lab.obj.charge("kept", 2_000)
+        armed = await lab.obj.alarm_at()
+
+        def broken(*args: Any, **kwargs: Any) -> None:
+            raise OSError("disk full")
+
+        with monkeypatch.context() as patched:
+            patched.setattr(engine, "migrate", broken)
+            with pytest.raises(OSError, match="disk full"):
+                await lab.obj.wipe()
+        assert await lab.obj.calls() == 1
+        assert await lab.obj.alarm_at() == armed
+        await lab.clock.advance(2_000)
+        assert probe["charged"] == [("kept", 1)]
+
+
+async def test_a_users_downgrade_is_not_taken_for_a_wipe() -> None:
+    """A pass failing on a schema the user moved back (not emptied) keeps the usual
+    retry alarm, and the downgrade stays."""
+    probe: dict[str, Any] = {}
+    async with open_lab("WIPED", Wiped, probe) as lab:
+        await lab.obj.charge("a", 2_000)
+        await lab.obj.downgrade()
+        await lab.clock.advance(2_000)
+        assert await lab.obj.alarm_at() == START_MS + 2_000 + 15_000
+        assert "charged" not in probe
 
 
 class WipedHub(Hub):
@@ -143,6 +217,32 @@ class WipedHub(Hub):
 
     async def wipe(self) -> None:
         await self.ctx.storage.delete_all()
+
+
+async def test_a_delivery_in_flight_when_the_rows_go_ends_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A consumer still running when `delete_all()` removes its deliveries, then failing,
+    retries nothing and arms no alarm."""
+    probe = Probe()
+    gate = asyncio.Event()
+
+    async def fail_later(messages: Any) -> None:
+        await gate.wait()
+        raise RuntimeError("consumer down")
+
+    probe.behaviour["audit"] = fail_later
+    caplog.set_level(logging.WARNING, logger="durability")
+    async with open_lab("HUB", WipedHub, probe) as lab:
+        await lab.obj.enqueue(bodies("x"))
+        await lab.clock.advance(10)
+        await lab.obj.wipe()
+        gate.set()
+        await lab.clock.advance(60_000)
+        assert await lab.obj.alarm_at() is None
+        assert await lab.obj.rows() == []
+        assert len(probe.delivered("audit")) == 1
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 async def test_fanout_deliveries_deleted_are_not_retried_and_the_count_starts_again() -> None:

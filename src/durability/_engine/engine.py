@@ -20,7 +20,7 @@ from .._clock import now_ms
 from .._context import Context, SqlStorage, Storage, Transaction, after_delete_all
 from .._errors import serialize_error
 from .lifecycle import logger, report_failure
-from .migrations import Migration, is_schema_current, migrate
+from .migrations import Migration, has_history, is_schema_current, migrate
 from .options import AlarmRetryInfo, SchedulerOptions
 from .participants import HostAlarmInfo, Participant
 from .permits import PermitPool
@@ -61,6 +61,8 @@ class Engine:
         self._participants: list[Participant] = []
         self._migrated: dict[str, Sequence[Migration]] = {}
         self._emptied: list[Callable[[], object]] = []
+        self._emptied_count = 0
+        """How many times `delete_all()` emptied the object under this engine."""
         self._refresh: asyncio.Future[None] | None = None
         self._object_id: object = _UNKNOWN
         self.handle: object = None
@@ -99,29 +101,36 @@ class Engine:
         self._emptied.append(hook)
 
     def _recreated_if_emptied(self) -> bool:
-        """After a wipe this engine was not told of (Cloudflare's own `deleteAll()`),
-        whether the tables were gone; if so they are back, as `_storage_emptied` leaves
+        """After a wipe this engine was not told of (Cloudflare's own `deleteAll()`):
+        whether the migration history was gone though this engine migrated (a user's
+        downgrade keeps it); if so the tables are back, as `_storage_emptied` leaves
         them."""
+        if not self._migrated:
+            return False
         try:
-            emptied = not all(
-                is_schema_current(self.sql, capability, migrations)
-                for capability, migrations in self._migrated.items()
-            )
-            if emptied:
-                self._storage_emptied()
+            if has_history(self.sql):
+                return False
+            self._storage_emptied()
         except Exception:
             return False  # the storage itself fails: the pass's retry alarm follows
-        return emptied
+        return True
 
     def _storage_emptied(self) -> None:
         """`delete_all()` dropped every row and the alarm: recreate the tables the helpers
         use, as a new instance would, and drop what memory holds about the old rows (the
-        timer, the handlers running them, the waiters), so nothing brings them back."""
+        timer, the handlers running them, the waiters), so nothing brings them back. If a
+        table cannot be made, it raises with memory untouched."""
+        schemas = dict(self._migrated)
+        self._migrated.clear()
+        try:
+            for capability, migrations in schemas.items():
+                self.migrate_schema(capability, migrations)
+        except BaseException:
+            self._migrated = schemas
+            raise
+        self._emptied_count += 1
         self._timer.stop()
         self.running.abort_all("the object's storage was deleted (delete_all)")
-        schemas, self._migrated = self._migrated, {}
-        for capability, migrations in schemas.items():
-            self.migrate_schema(capability, migrations)
         for hook in self._emptied:
             hook()
         self.watchers.notify_everyone()
@@ -249,11 +258,14 @@ class Engine:
     async def _guarded_pass(
         self, info: HostAlarmInfo | None, participants: list[Participant]
     ) -> None:
+        emptied = self._emptied_count
         try:
             await self._run_alarm(info, participants)
         except Exception as error:
-            if self._recreated_if_emptied():
-                return  # the pass failed on tables a storage wipe had dropped: none is due
+            if self._emptied_count != emptied or self._recreated_if_emptied():
+                # The pass failed on rows `delete_all()` removed: nothing of it is owed.
+                await self.schedule_next_alarm()
+                return
             retry_in_ms = self.options.alarm_min_delay_ms
             try:
                 await self.storage.set_alarm(now_ms() + retry_in_ms)
@@ -266,12 +278,17 @@ class Engine:
 
     async def _run_alarm(self, info: HostAlarmInfo | None, participants: list[Participant]) -> None:
         started_at = now_ms()
+        emptied = self._emptied_count
         spawn = self.tasks.spawn
         work = asyncio.gather(*(spawn(p.run_due(started_at, info)) for p in participants))
         work.add_done_callback(_consume_exception)
         remaining = self.options.alarm_handoff_ms - (now_ms() - started_at)
         done, _ = await asyncio.wait({work}, timeout=max(remaining, 0) / 1000)
         if work not in done:
+            if self._emptied_count != emptied:
+                # What still runs was on rows `delete_all()` removed: nothing to hand off.
+                await self.schedule_next_alarm()
+                return
             # Hand off before the host's wall-time limit; the work keeps running here and
             # the next pass attaches to it through the running executions.
             await self._arm_for_handoff()

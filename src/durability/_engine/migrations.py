@@ -108,6 +108,15 @@ def migrate(
     return storage.transaction_sync(lambda: _migrate(storage.sql, capability, steps, target_index))
 
 
+def has_history(sql: SqlStorage) -> bool:
+    """Whether the migration history table exists: emptying the object drops it, and
+    reverting the last capability's last migration."""
+    found = sql.exec(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", HISTORY_TABLE
+    ).raw()
+    return next(found, None) is not None
+
+
 def is_schema_current(sql: SqlStorage, capability: str, migrations: Sequence[Migration]) -> bool:
     """True when every migration of the list, and nothing else, is applied with its down.
 

@@ -158,10 +158,10 @@ class Batch:
             state.closed = True
 
     def _needs_retry(self, state: _Settlement) -> bool:
-        """An unsettled message needs a retry; a failed settlement only if it left no trace."""
-        if state.outcome is None:
-            return True
-        if state.task is None or not state.task.done():
+        """An unsettled message needs a retry, and a failed settlement one if it left no
+        trace, while its row is still this claimed delivery (`delete_all()` may have
+        removed it meanwhile)."""
+        if state.outcome is not None and (state.task is None or not state.task.done()):
             # Still running (the deadline expired meanwhile): the row keeps its lease.
             return False
         row = state.row

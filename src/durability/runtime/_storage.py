@@ -362,21 +362,26 @@ class ObjectStorage:
 
     async def delete_all(self) -> None:
         """Drop every table, key and the alarm: the object is as new (its name stays), and
-        the helpers of this instance recreate their tables in the same transaction."""
+        the helpers of this instance recreate their tables, all in one savepoint (if they
+        cannot, nothing is dropped and the error propagates)."""
         database = self.enter()
-        schema = database.query(
-            "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'view')"
-            " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name <> '_durability_name'"
-            " ORDER BY type = 'table'"
-        )
-        database.alarm_row = UNREAD
-        for kind, name in schema:
-            quoted = '"' + name.replace('"', '""') + '"'
-            database.execute(f"DROP {kind.upper()} IF EXISTS {quoted}")
-        create_private_tables(database)
+
+        def empty() -> None:
+            schema = database.query(
+                "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'view')"
+                " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name <> '_durability_name'"
+                " ORDER BY type = 'table'"
+            )
+            database.alarm_row = UNREAD
+            for kind, name in schema:
+                quoted = '"' + name.replace('"', '""') + '"'
+                database.execute(f"DROP {kind.upper()} IF EXISTS {quoted}")
+            create_private_tables(database)
+            run_after_delete_all(self._after_delete_all)
+
+        self._atomically(empty)
         database.alarm_changed = True
         database.alarm_row = None
-        run_after_delete_all(self._after_delete_all)
 
     # Cloudflare's spelling of the same methods, so a Worker's code runs here unchanged.
     transactionSync = transaction_sync
