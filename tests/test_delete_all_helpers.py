@@ -1,9 +1,11 @@
 """`storage.delete_all()` under live helpers: the object is as new, and nothing brings
-the deleted work back (no handler, no alarm, no failing pass re-arming one)."""
+the deleted work back (no handler, no alarm, no failing pass re-arming one); and an
+eviction cutting a registration short leaves nothing behind either."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from typing import Any
 
@@ -270,3 +272,26 @@ async def test_fanout_deliveries_deleted_are_not_retried_and_the_count_starts_ag
         await lab.clock.run_until_idle()
         assert probe.delivered("audit")[-1][1] == 1
         assert await lab.obj.pending() == 0
+
+
+@pytest.mark.parametrize("turns", range(5))
+async def test_an_eviction_racing_a_registration_leaves_no_task_error(
+    turns: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A registration cut short by `evict` answers with the eviction error, and asyncio
+    reports no task whose exception nobody retrieved."""
+    probe: dict[str, Any] = {}
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    async with open_lab("WIPED", Wiped, probe) as lab:
+        await lab.obj.alarm_at()
+        call = asyncio.ensure_future(lab.obj.charge("x"))
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        await lab.rt.evict(lab.obj)
+        try:
+            await call
+        except Exception as error:
+            assert "evict" in str(error)
+    gc.collect()
+    await asyncio.sleep(0)
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from ._engine.tasks import close_unstarted
 from ._errors import DurabilityError
 
 Spawn = Callable[[Awaitable[None]], object]
@@ -21,11 +20,11 @@ def abandoned_error(spawn: Spawn, what: str) -> Exception:
     Callers get this instead of a `CancelledError` they did not ask for, which would
     look to `asyncio.timeout` or a `TaskGroup` like their own cancellation.
     """
-    probe = _nothing()
     try:
-        spawn(probe)
+        # A refusing host has wrapped the probe in a task and cancelled it: the task
+        # ends the coroutine (closing it here would make the task's step fail).
+        spawn(_nothing())
     except Exception as refusal:
-        close_unstarted(probe)
         return refusal
     return DurabilityError(
         f"the {what} was abandoned before its write finished (its task was cancelled): "
