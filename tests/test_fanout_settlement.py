@@ -412,3 +412,21 @@ async def test_redrive_of_a_dead_letter_registers_fresh_attempts() -> None:
         assert result["success"] is True
         assert probe.delivered("email") == [("m1", 1), ("m1", 1)]
         assert [row["target_id"] for row in await t.obj.rows()] == ["audit"]
+
+
+async def test_acks_wrapped_in_tasks_the_consumer_does_not_await_still_count() -> None:
+    """A consumer that starts each ack as a task and returns at once: every message is
+    acked by its task, none is retried."""
+    probe = Probe(consumers={"email": {}})
+    acks: list[asyncio.Future[None]] = []
+
+    async def ack_in_tasks(messages: Sequence[FanoutMessage[Any]]) -> None:
+        acks.extend(asyncio.ensure_future(message.ack()) for message in messages)
+
+    probe.behaviour["email"] = ack_in_tasks
+    async with hub(probe) as t:
+        await t.obj.enqueue(bodies("x", "y"))
+        await t.clock.run_until_idle()
+        assert probe.delivered("email") == [("m1", 1), ("m2", 1)]
+        assert [ack.exception() for ack in acks] == [None, None]
+        assert await t.obj.rows() == []

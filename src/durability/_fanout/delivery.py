@@ -174,6 +174,10 @@ class Batch:
             await self._hand_over(messages)
         except Exception as error:
             failure = error
+        if any(state.outcome is None for state in self.states):
+            # Settlements the consumer wrapped in tasks it did not await take their
+            # message once their task first runs: let those tasks start.
+            await asyncio.sleep(0)
         self._close()
         if failure is None and self.target.ack_on_return:
             await self._ack_unsettled()
