@@ -377,6 +377,20 @@ async def test_live_timers_run_due_work_beside_a_long_handler(
         assert probe.started == [("slow", START_MS), ("quick", quick_at)]
 
 
+@pytest.mark.parametrize("live_timers", [False, True])
+async def test_near_work_starts_on_time_beside_a_long_handler(live_timers: bool) -> None:
+    """Work due within the min delay gets the timer even while an earlier row is still
+    running: the timer skips running keys in both modes."""
+    probe = Probe(live_timers=live_timers)
+    probe.alarm_sleep_ms["slow"] = 200_000
+    async with lab(probe) as t:
+        await t.obj.schedule("slow", START_MS)
+        await t.clock.advance(1_000)
+        await t.obj.schedule("quick", START_MS + 6_000)
+        await t.clock.advance(300_000)
+        assert probe.started == [("slow", START_MS), ("quick", START_MS + 6_000)]
+
+
 @pytest.mark.parametrize(
     ("live_timers", "due_in_ms", "runs"),
     [(False, 3_000, True), (False, 60_000, False), (True, 60_000, True)],

@@ -66,13 +66,15 @@ class _Gate:
         if not self.outcome.done():
             error = None if task.cancelled() else task.exception()
             _deliver(self.outcome, _Outcome(error=error or asyncio.CancelledError()))
-        self.release_if_settled()
+        # Released only now, after its outcome was persisted (a timed-out handler that
+        # took a while to end): the reconciles since skipped its key, so time it again.
+        self.release_if_settled(refresh=True)
 
     def execution_done(self) -> None:
         self.persisted = True
-        self.release_if_settled()
+        self.release_if_settled(refresh=self.engine.options.live_timers)
 
-    def release_if_settled(self) -> None:
+    def release_if_settled(self, refresh: bool) -> None:
         if self.released or not self.persisted:
             return
         if self.handler is not None and not self.handler.done():
@@ -82,7 +84,7 @@ class _Gate:
             self.permit()
         engine, spec = self.engine, self.spec
         engine.running.finish(spec.table.name, spec.key, self.entry)
-        if engine.options.live_timers:
+        if refresh:
             # The key is eligible for the timer again: re-arm it for work it skipped.
             engine.refresh_in_background(
                 "durability.scheduler.refresh_failed",

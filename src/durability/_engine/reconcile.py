@@ -22,11 +22,11 @@ from .tables import pending_head
 
 
 def pending_times(
-    sql: SqlStorage, participant: Participant, running: Collection[str], live_timers: bool
+    sql: SqlStorage, participant: Participant, running: Collection[str]
 ) -> tuple[int | None, int | None]:
     """(earliest pending time for the alarm, earliest time for the in-memory timer).
 
-    With live timers the timer skips keys in `running`: their pass is already on them.
+    The timer skips keys in `running`: whatever runs them reconciles again once they end.
     """
     if participant.next_pending_at is not None:
         at = participant.next_pending_at(sql)
@@ -34,13 +34,10 @@ def pending_times(
             return None, None
         holding = participant.holding is not None and participant.holding()
         return at, None if holding else at
-    limit = len(running) + 1 if live_timers else 1
-    rows = pending_head(sql, participant.table, limit)
+    rows = pending_head(sql, participant.table, len(running) + 1)
     if not rows:
         return None, None
     physical = rows[0][1]
-    if not live_timers:
-        return physical, physical
     eligible = next((at for key, at in rows if key not in running), None)
     return physical, eligible
 
@@ -95,7 +92,7 @@ async def reconcile(
     deferred: dict[str, int] = {}
     for participant in participants:
         table = participant.table.name
-        physical, timer = pending_times(sql, participant, running.keys(table), options.live_timers)
+        physical, timer = pending_times(sql, participant, running.keys(table))
         if physical is not None:
             physical_times.append(physical)
         if timer is None:
