@@ -523,6 +523,8 @@ async def test_list_orders_by_id_filters_by_status_and_pages_by_after() -> None:
     [
         ({"status": "not_found"}, ValueError, "status must be one of"),
         ({"status": "done"}, ValueError, "status must be one of"),
+        ({"status": 5}, TypeError, "status must be a string or None, got int"),
+        ({"status": ["pending"]}, TypeError, "status must be a string or None, got list"),
         ({"limit": 0}, ValueError, "limit must be a positive integer"),
         ({"limit": "5"}, TypeError, "limit must be an integer"),
         ({"after": 5}, TypeError, "after must be a string or None"),

@@ -82,6 +82,8 @@ def list_results(
 ) -> list[OperationResult]:
     """Up to `limit` of `operation`'s records with ids after `after`, in id order,
     only those in `status` when it is given."""
+    if status is not None and not isinstance(status, str):
+        raise TypeError(f"status must be a string or None, got {type(status).__name__}")
     if status is not None and status not in STORED_STATUSES:
         raise ValueError(
             f"status must be one of {', '.join(sorted(STORED_STATUSES))} or None, got {status!r}"
