@@ -321,6 +321,21 @@ async def test_transaction_sync_and_block_concurrency_while_box_exceptions(ctx: 
     assert await adapted.block_concurrency_while(fine) == "ok"
 
 
+async def test_plain_functions_are_accepted_where_callbacks_are_awaited(ctx: Any) -> None:
+    """`block_concurrency_while` and `transaction` take plain functions too, as on the
+    embedded runtime: their result is awaited only when it is awaitable."""
+    adapted = adapt(ctx)
+    sql = table(ctx)
+    assert await adapted.block_concurrency_while(lambda: 3) == 3
+
+    def write(txn: Any) -> int:
+        sql.exec("INSERT INTO t VALUES ('plain', 1)")
+        return 5
+
+    assert await adapted.storage.transaction(write) == 5
+    assert sql.exec("SELECT k FROM t").to_list() == [{"k": "plain"}]
+
+
 async def test_callbacks_reach_javascript_as_proxies_destroyed_afterwards(
     ctx: Any, flavour: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -84,6 +84,15 @@ class Keeper(DurableObject):
 
         await self.ctx.block_concurrency_while(hold)
 
+    async def plain_block(self) -> list[int]:
+        async def four() -> int:
+            return 4
+
+        return [
+            await self.ctx.block_concurrency_while(lambda: 3),
+            await self.ctx.block_concurrency_while(four),
+        ]
+
     async def mark(self, label: str) -> None:
         self._world().log.append(label)
 
@@ -200,6 +209,15 @@ async def test_block_concurrency_while_holds_other_calls(make_runtime: RuntimeFa
         world.release.set()
         await asyncio.gather(blocker, first, second)
         assert world.log == ["block start", "block end", "first", "second"]
+
+
+async def test_block_concurrency_while_takes_a_plain_function(
+    make_runtime: RuntimeFactory,
+) -> None:
+    """A plain function's result is returned as is; a coroutine's is awaited."""
+    world = World()
+    async with make_runtime({"K": Keeper, "WORLD": world}) as rt:
+        assert await rt.env.K.get_by_name("k").plain_block() == [3, 4]
 
 
 async def test_idle_instances_hibernate(make_runtime: RuntimeFactory, clock: VirtualClock) -> None:

@@ -9,6 +9,7 @@ JavaScript turns it into.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar, cast
 
@@ -49,14 +50,18 @@ def call_sync(method: Callable[[Any], Any], fn: Callable[[], T]) -> T:
     return _settle(outcome)
 
 
-async def call_async(method: Callable[[Any], Awaitable[Any]], fn: Callable[..., Awaitable[T]]) -> T:
+async def call_async(
+    method: Callable[[Any], Awaitable[Any]], fn: Callable[..., Awaitable[T] | T]
+) -> T:
     """`await method(callback)`, where JavaScript awaits `callback(*args)`; `fn` gets the
-    arguments JavaScript passes (none, or a transaction)."""
+    arguments JavaScript passes (none, or a transaction), and its result is awaited when
+    it is awaitable, so plain functions work as on the embedded runtime."""
     outcome: _Outcome[T] = _Outcome()
 
     async def callback(*args: Any) -> None:
         try:
-            outcome.value = await fn(*args)
+            value = fn(*args)
+            outcome.value = cast(T, await value) if inspect.isawaitable(value) else value
         except BaseException as error:
             outcome.error = error
             raise

@@ -71,8 +71,9 @@ class CloudflareContext:
             task.cancel()
             raise
 
-    async def block_concurrency_while(self, fn: Callable[[], Awaitable[T]]) -> T:
-        """Run `await fn()` while Cloudflare delivers nothing else to the object."""
+    async def block_concurrency_while(self, fn: Callable[[], Awaitable[T] | T]) -> T:
+        """Run `fn()` (awaiting its result when it is awaitable) while Cloudflare delivers
+        nothing else to the object."""
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {type(fn).__name__}")
         return await call_async(self._ctx.blockConcurrencyWhile, fn)

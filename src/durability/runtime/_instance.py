@@ -253,14 +253,17 @@ class Instance:
         _log_failure(future)
         self._untrack(future)
 
-    async def block_while(self, fn: Callable[[], Awaitable[T]]) -> T:
-        """Hold back every other delivery while `await fn()` runs."""
+    async def block_while(self, fn: Callable[[], Awaitable[T] | T]) -> T:
+        """Hold back every other delivery while `fn()` (awaited when it is awaitable) runs."""
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {type(fn).__name__}")
         self._blocks += 1
         self._unblocked.clear()
         try:
-            return await fn()
+            result = fn()
+            if inspect.isawaitable(result):
+                return cast(T, await result)
+            return result
         finally:
             self._blocks -= 1
             if not self._blocks:

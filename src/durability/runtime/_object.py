@@ -40,8 +40,9 @@ class ObjectContext:
         """
         self._instance.keep(awaitable)
 
-    async def block_concurrency_while(self, fn: Callable[[], Awaitable[T]]) -> T:
-        """Run `await fn()` while no other call or alarm is delivered to this object."""
+    async def block_concurrency_while(self, fn: Callable[[], Awaitable[T] | T]) -> T:
+        """Run `fn()` (awaiting its result when it is awaitable) while no other call or
+        alarm is delivered to this object."""
         return await self._instance.block_while(fn)
 
     # Cloudflare's spelling of the same methods, so a Worker's code runs here unchanged.
