@@ -75,10 +75,10 @@ async def test_a_logs_segment_is_reused_only_when_it_holds_the_same_records(
 ) -> None:
     """Within one log, a file is reused for the same records; other records get their own."""
     store = FileColdStorage(tmp_path)
-    first = await writing_for("obj.epoch", store.write(_segment(0, 1, "original")))
+    first = await writing_for("obj.epoch", lambda: store.write(_segment(0, 1, "original")))
     assert first == "obj.epoch-00000000000000000000.json"
-    assert await writing_for("obj.epoch", store.write(_segment(0, 1, "original"))) == first
-    changed = await writing_for("obj.epoch", store.write(_segment(0, 1, "changed")))
+    assert await writing_for("obj.epoch", lambda: store.write(_segment(0, 1, "original"))) == first
+    changed = await writing_for("obj.epoch", lambda: store.write(_segment(0, 1, "changed")))
     assert changed != first
     for locator, body in ((first, "original"), (changed, "changed")):
         records = await store.read(locator)

@@ -11,7 +11,7 @@ import pytest
 from _log_host import LogConfig, items, partition, runtime
 from durability import LogRecord, LogRetention, LogSegment, LogTruncatedError
 from durability._log.retention import retention_prefix
-from durability.cold import FileColdStorage
+from durability.cold import FileColdStorage, current_log_id
 from durability.testing import VirtualClock
 
 pytestmark = pytest.mark.usefixtures("host")
@@ -158,6 +158,36 @@ async def test_cold_pages_stay_readable_and_never_span_segments(clock: VirtualCl
     assert [r["offset"] for r in middle["records"]] == [1, 2]
     assert [r["body"] for r in second["records"]] == ["d"]
     assert [r["body"] for r in hot["records"]] == ["e", "f"]
+
+
+class PlainCold:
+    """A cold store of plain functions, noting the log id each write was made for."""
+
+    def __init__(self) -> None:
+        self.segments: dict[str, list[LogRecord[Any]]] = {}
+        self.log_ids: list[str] = []
+
+    def write(self, segment: LogSegment[Any]) -> str:
+        self.log_ids.append(current_log_id())
+        locator = f"plain-{segment.first_offset}"
+        self.segments[locator] = list(segment.records)
+        return locator
+
+    def read(self, locator: str) -> list[LogRecord[Any]] | None:
+        return self.segments.get(locator)
+
+
+async def test_a_cold_store_of_plain_functions_works(clock: VirtualClock) -> None:
+    """`write` and `read` may be plain functions; `current_log_id()` answers in both."""
+    cold = PlainCold()
+    config = LogConfig(retention=LogRetention(max_records=1), cold=cold)  # type: ignore[arg-type]
+    async with runtime(config, clock) as rt:
+        p = partition(rt)
+        await p.append(items(*"abc"))
+        assert await p.trim() == 2
+        page = await p.read(0)
+    assert [r["body"] for r in page["records"]] == ["a", "b"]
+    assert len(cold.log_ids) == 1 and cold.log_ids[0].count(".") == 1
 
 
 async def test_failed_cold_write_keeps_records_hot(clock: VirtualClock) -> None:

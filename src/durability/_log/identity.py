@@ -8,15 +8,13 @@ table is first needed; dropping the object's tables drops it too.
 
 from __future__ import annotations
 
+import inspect
 import os
-from collections.abc import Awaitable
+from collections.abc import Callable
 from contextvars import ContextVar
-from typing import TypeVar
 
 from .._context import Context, Storage
 from .._engine import DurabilityScheduler
-
-T = TypeVar("T")
 
 EPOCH = "durability_log_epoch"
 
@@ -28,11 +26,13 @@ def current_log_id() -> str:
     return _writing.get()
 
 
-async def writing_for(identity: str, write: Awaitable[T]) -> T:
-    """Await the cold store's `write(...)` with `current_log_id()` answering `identity`."""
+async def writing_for(identity: str, write: Callable[[], object]) -> object:
+    """Call the cold store's `write(...)`, awaiting its result when it is awaitable, with
+    `current_log_id()` answering `identity` (a plain function's store works too)."""
     token = _writing.set(identity)
     try:
-        return await write
+        value = write()
+        return await value if inspect.isawaitable(value) else value
     finally:
         _writing.reset(token)
 

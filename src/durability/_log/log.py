@@ -285,7 +285,8 @@ class DurabilityLog(Generic[Body]):
         """Delete `prefix` (the oldest hot records), flushing it to cold storage first
         when there is one; how many records were deleted."""
         first, last = prefix[0].offset, prefix[-1].offset
-        if self._cold is None:
+        cold = self._cold
+        if cold is None:
             return self._store.delete_oldest(len(prefix), last + 1)
         segment: LogSegment[Any] = LogSegment(
             first,
@@ -293,7 +294,7 @@ class DurabilityLog(Generic[Body]):
             to_records([(r.offset, r.key, r.payload, r.appended_at) for r in prefix]),
         )
         locator = await writing_for(
-            log_id(self._storage, self._object_id), self._cold.write(segment)
+            log_id(self._storage, self._object_id), lambda: cold.write(segment)
         )
         if not isinstance(locator, str) or not locator:
             raise TypeError("Cold storage must return a non-empty locator")

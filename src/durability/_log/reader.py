@@ -8,6 +8,7 @@ a log without cold storage, or a segment the store no longer has all raise
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from .._errors import LogTruncatedError
@@ -54,7 +55,9 @@ class LogReader:
         segment = self._store.segment_containing(from_offset)
         if segment is None or self._cold is None:
             raise lost
-        stored = await self._cold.read(segment.locator)
+        stored: object = self._cold.read(segment.locator)
+        if inspect.isawaitable(stored):
+            stored = await stored
         if stored is None:
             raise lost
         if not isinstance(stored, list) or not all(isinstance(r, LogRecord) for r in stored):
