@@ -29,7 +29,10 @@ Everything runs in one process on real files (WAL, every commit synced) and the 
   success is written, set-based claims and completions, and nothing else) on this
   runtime, and the same in bare asyncio and sqlite3 with no runtime at all
   (`BareOperations`: a task per call, one commit per loop turn, the log's fdatasync on
-  the loop, and again with it in a thread). The CPU rows add what the runtime's floor
+  the loop, and again with it in a thread). Below those, the least work the workload
+  allows at all (`least_work.LeastWork`: a five-column table, registrations inserted
+  already claimed while permits are free, no task per call), its syncs on the loop and
+  again in threads with several in flight. The CPU rows add what the runtime's floor
   costs over a bare task inserting one row.
 - named-alarm schedule cost with 1,000 vs 100,000 other occurrences pending (those are
   inserted with SQL to set up quickly; the measured calls go through the API).
@@ -64,6 +67,8 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from least_work import bench_least
+
 from durability import (
     Durability,
     DurabilityAlarms,
@@ -94,6 +99,8 @@ class Settings:
 
 settings = Settings()
 PROBES = 1_000
+LEAST_SYNC_THREADS = 4
+"""Threads (and most syncs in flight) of the threaded least-work row."""
 TIMERS = 500
 FAR_FUTURE_MS = 10 * 365 * 24 * 60 * 60 * 1000
 
@@ -816,6 +823,8 @@ def main() -> None:
         "lean": [],
         "bare": [],
         "bare-threaded": [],
+        "least": [],
+        "least-threaded": [],
     }
     with tempfile.TemporaryDirectory(prefix="durability-bench-", dir=args.dir) as tmp:
         directory = Path(tmp)
@@ -886,6 +895,18 @@ def main() -> None:
                     )
                 )
             )
+            for key, threads in (("least", 0), ("least-threaded", LEAST_SYNC_THREADS)):
+                references[key].append(
+                    asyncio.run(
+                        bench_least(
+                            here / f"{key}.sqlite3",
+                            args.operations,
+                            args.callers,
+                            args.alarm_concurrency,
+                            threads,
+                        )
+                    )
+                )
             cpu["floor"].append(
                 asyncio.run(cpu_per_call(InsertFloor, args.operations, args.callers))
             )
@@ -952,6 +973,15 @@ def main() -> None:
             "least work: bare asyncio + sqlite3, no runtime, syncs on the loop (BareOperations)",
         ),
         ("bare-threaded", "least work: the same bare, syncs in a thread"),
+        (
+            "least",
+            "the least work at all: 2 row writes per op on a 5-column table, registered "
+            "already claimed, no task per call, syncs on the loop (LeastWork)",
+        ),
+        (
+            "least-threaded",
+            f"the same, syncs in {LEAST_SYNC_THREADS} threads, up to as many in flight",
+        ),
     ):
         rate, text = _rates(args.operations, references[key])
         rows.append((label, f"{args.operations:,}", f"{text}, {rate / raw_rate:.1f}x"))

@@ -1,6 +1,6 @@
-"""The least-work models of bench/operations.py do the work they stand for: every
-registration answered, every record claimed exactly once and completed, never more
-attempts at once than the permits (they are measured as what goal 1's workload costs
+"""The least-work models of bench/operations.py and bench/least_work.py do the work they
+stand for: every registration answered, every record claimed exactly once and completed,
+never more attempts at once than the permits (they are measured as what goal 1's workload costs
 with nothing but its guarantees: one that skipped work would measure nothing). Sizes are
 small; nothing here is timed."""
 
@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 
-def _load_bench() -> ModuleType:
-    """bench/operations.py as a module of its own name (bench/ is not put on the path:
-    its module names would shadow others)."""
-    path = Path(__file__).resolve().parent.parent / "bench" / "operations.py"
-    spec = importlib.util.spec_from_file_location("bench_operations", path)
+def _load(name: str, file: str) -> ModuleType:
+    """bench/`file` as module `name` (bench/ is not put on the path: its module names
+    would shadow others)."""
+    path = Path(__file__).resolve().parent.parent / "bench" / file
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclass looks its module up while built
@@ -29,7 +29,8 @@ def _load_bench() -> ModuleType:
     return module
 
 
-bench = _load_bench()
+least_work = _load("least_work", "least_work.py")  # bench/operations.py imports it
+bench = _load("bench_operations", "operations.py")
 
 OPERATIONS = 300
 CALLERS = 40
@@ -148,3 +149,113 @@ def test_raw_table_row_work_completes_every_record_once_a_batch_per_commit(tmp_p
     _assert_all_completed_once(_rows(file))
     assert len(commits) == OPERATIONS // PERMITS + 1
     assert max(commits) == PERMITS
+
+
+def _least_rows(file: Path) -> list[tuple[Any, ...]]:
+    connection = sqlite3.connect(file)
+    try:
+        return connection.execute("SELECT status, attempt, result FROM calls").fetchall()
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("sync_threads", [0, 1, 4], ids=["sync-on-loop", "1-thread", "4-threads"])
+def test_least_work_completes_every_record_once_within_its_permits(
+    tmp_path: Path, sync_threads: int
+) -> None:
+    file = tmp_path / "least.sqlite3"
+    held: list[int] = []
+    original = least_work.LeastWork._write
+
+    def watched(self: Any) -> None:
+        original(self)
+        held.append(PERMITS - self.permits)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(least_work.LeastWork, "_write", watched)
+        asyncio.run(least_work.bench_least(file, OPERATIONS, CALLERS, PERMITS, sync_threads))
+    rows = _least_rows(file)
+    assert len(rows) == OPERATIONS
+    assert set(rows) == {("completed", 1, "null")}
+    assert max(held) == PERMITS
+    assert all(0 <= count <= PERMITS for count in held)
+
+
+class _CountingConnection:
+    """A connection that numbers its commits and notes, for every id, the commit that
+    registered it and the commit that claimed it."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+        self.commits = 0
+        self.registered: dict[str, int] = {}
+        self.claimed: dict[str, int] = {}
+
+    def execute(self, statement: str, bindings: Any = ()) -> Any:
+        next_commit = self.commits + 1
+        if statement.startswith("INSERT"):
+            for id in bindings:
+                self.registered[id] = next_commit
+            if "'pending', 1)" in statement:
+                for id in bindings:
+                    self.claimed[id] = next_commit
+        elif "SET attempt = 1" in statement:
+            for id in bindings:
+                self.claimed[id] = next_commit
+        cursor = self.connection.execute(statement, bindings)
+        if statement == "COMMIT":
+            self.commits = next_commit
+        return cursor
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+@pytest.mark.parametrize("sync_threads", [0, 4], ids=["sync-on-loop", "4-threads"])
+def test_least_work_answers_and_runs_only_what_a_later_sync_covered(
+    tmp_path: Path, sync_threads: int
+) -> None:
+    """A registration's caller, and a claim's handler, wait until an fdatasync that began
+    after the commit that wrote them has ended."""
+    file = tmp_path / "least.sqlite3"
+    covered: list[int] = [0]  # per finished sync: the commits made before it began
+    answered: dict[str, int] = {}
+    handled: dict[str, int] = {}
+    sync = least_work.os.fdatasync
+
+    async def run() -> None:
+        least = least_work.LeastWork(file, PERMITS, sync_threads)
+        least.target = OPERATIONS
+        connection = least.connection = _CountingConnection(least.connection)
+        durable = least._durable
+
+        def recorded_sync(descriptor: int) -> None:
+            begun = connection.commits
+            sync(descriptor)
+            covered.append(begun)
+
+        def recorded_durable(turns: list[Any]) -> None:
+            for _, claimed in turns:
+                for id in claimed:
+                    handled[id] = max(covered)
+            durable(turns)
+
+        least._durable = recorded_durable  # type: ignore[method-assign]
+
+        async def register(id: str) -> None:
+            await least.register(id)
+            answered[id] = max(covered)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(least_work.os, "fdatasync", recorded_sync)
+            await asyncio.gather(*(register(f"op-{n}") for n in range(OPERATIONS)))
+            await least.done.wait()
+            while least.syncing:
+                await asyncio.sleep(0.001)
+        assert least.close() == OPERATIONS
+        assert set(answered) == set(connection.registered)
+        assert set(handled) == set(connection.claimed) == set(answered)
+        assert all(answered[id] >= connection.registered[id] for id in answered)
+        assert all(handled[id] >= connection.claimed[id] for id in handled)
+
+    asyncio.run(run())

@@ -1,0 +1,210 @@
+"""The least work goal 1's workload allows at all, beside bench/operations.py's engine.
+
+No runtime, no engine, and a smaller record than the engine's: a five-column table keyed
+by id (payload, status, attempt, result), two row writes per operation. A registration
+that finds a permit free is inserted already claimed; otherwise it waits in a queue and
+a later transaction claims it. The guarantees stay: a registration returns only once a
+sync that began after its commit has ended; a handler (a no-op) runs only once its
+claim is durable the same way; a permit is held from its claim until its handler
+returns, and the success goes into the next transaction. Callers await a future each
+(no task per call). One transaction per loop turn, `COMMIT` on the loop with
+`synchronous=NORMAL`, then an `fdatasync` of the log: on the loop, or in one of
+`sync_threads` threads with up to that many syncs in flight, so the loop may write
+later turns while earlier ones sync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import sqlite3
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+LEAST_TABLE = (
+    "CREATE TABLE calls (id TEXT PRIMARY KEY, payload TEXT NOT NULL, status TEXT NOT NULL, "
+    "attempt INTEGER NOT NULL, result TEXT)"
+)
+CHUNK = 100
+"""Rows one insert names at most."""
+
+
+@functools.cache
+def _insert(count: int, attempt: int) -> str:
+    """A multi-row insert of `count` new records whose attempt is `attempt`."""
+    row = f"(?, 'null', 'pending', {attempt})"
+    return f"INSERT INTO calls (id, payload, status, attempt) VALUES {', '.join([row] * count)}"
+
+
+@functools.cache
+def _claim(count: int) -> str:
+    """Claim `count` waiting records (first attempt), set-based."""
+    keys = ", ".join(["(?)"] * count)
+    return (
+        f"WITH c(k) AS (VALUES {keys}) UPDATE calls SET attempt = 1 FROM c "
+        "WHERE calls.id = c.k AND calls.attempt = 0"
+    )
+
+
+@functools.cache
+def _complete(count: int) -> str:
+    """Write the successes of `count` claimed records, set-based."""
+    keys = ", ".join(["(?)"] * count)
+    return (
+        f"WITH c(k) AS (VALUES {keys}) UPDATE calls SET status = 'completed', "
+        "result = 'null' FROM c WHERE calls.id = c.k AND calls.attempt = 1 "
+        "AND calls.status = 'pending'"
+    )
+
+
+Turn = tuple[asyncio.Future[None] | None, list[str]]
+"""A committed transaction: the future of the registrations it wrote, the ids it claimed."""
+
+
+class LeastWork:
+    """Goal 1's workload with nothing but its guarantees, on one file (see the module)."""
+
+    def __init__(self, file: Path, permits: int, sync_threads: int) -> None:
+        self.file = file
+        self.connection = sqlite3.connect(file, isolation_level=None)
+        self.connection.execute("PRAGMA journal_mode=WAL")
+        self.connection.execute("PRAGMA synchronous=NORMAL")
+        self.connection.execute(LEAST_TABLE)
+        self.log = -1
+        self.loop = asyncio.get_running_loop()
+        self.permits = permits
+        self.new: list[str] = []
+        self.registered: asyncio.Future[None] | None = None
+        self.waiting: deque[str] = deque()
+        self.succeeded: list[str] = []
+        self.scheduled = False
+        self.syncer = ThreadPoolExecutor(sync_threads) if sync_threads else None
+        self.sync_threads = sync_threads
+        self.syncing = 0
+        self.unsynced: list[Turn] = []
+        self.completed = 0
+        self.target = 0
+        self.done = asyncio.Event()
+
+    def register(self, id: str) -> asyncio.Future[None]:
+        """Queue the registration of `id`; the future ends once it is durable."""
+        registered = self.registered
+        if registered is None:
+            registered = self.registered = self.loop.create_future()
+        self.new.append(id)
+        self._write_soon()
+        return registered
+
+    def _write_soon(self) -> None:
+        if not self.scheduled:
+            self.scheduled = True
+            self.loop.call_soon(self._write)
+
+    def _write(self) -> None:
+        """One turn's transaction: the last successes, the claims of the permits they
+        freed, the new records (already claimed while permits are left); then its sync."""
+        self.scheduled = False
+        connection = self.connection
+        new, self.new = self.new, []
+        registered, self.registered = self.registered, None
+        succeeded, self.succeeded = self.succeeded, []
+        self.permits += len(succeeded)
+        connection.execute("BEGIN IMMEDIATE")
+        if succeeded:
+            connection.execute(_complete(len(succeeded)), succeeded)
+        claimed = [self.waiting.popleft() for _ in range(min(self.permits, len(self.waiting)))]
+        if claimed:
+            connection.execute(_claim(len(claimed)), claimed)
+        free = self.permits - len(claimed)
+        for first in range(0, len(new), CHUNK):
+            part = new[first : first + CHUNK]
+            running = part[:free]
+            if running:
+                connection.execute(_insert(len(running), 1), running)
+                free -= len(running)
+                claimed.extend(running)
+            if len(running) < len(part):
+                queued = part[len(running) :]
+                connection.execute(_insert(len(queued), 0), queued)
+                self.waiting.extend(queued)
+        self.permits -= len(claimed)
+        connection.execute("COMMIT")
+        self._count(len(succeeded))
+        if self.log < 0:
+            self.log = os.open(f"{self.file}-wal", os.O_RDWR)
+        turn = (registered, claimed)
+        if self.syncer is None:
+            os.fdatasync(self.log)
+            self._durable([turn])
+            return
+        self.unsynced.append(turn)
+        if self.syncing < self.sync_threads:
+            self._sync()
+
+    def _count(self, completed: int) -> None:
+        self.completed += completed
+        if self.completed >= self.target:
+            self.done.set()
+
+    def _sync(self) -> None:
+        """Start a sync in a thread covering every commit not yet covered."""
+        assert self.syncer is not None
+        covered, self.unsynced = self.unsynced, []
+        self.syncing += 1
+        synced = self.loop.run_in_executor(self.syncer, os.fdatasync, self.log)
+        synced.add_done_callback(functools.partial(self._synced, covered))
+
+    def _synced(self, covered: list[Turn], synced: asyncio.Future[None]) -> None:
+        self.syncing -= 1
+        synced.result()
+        self._durable(covered)
+        if self.unsynced and not self.scheduled:
+            self._sync()
+
+    def _durable(self, turns: list[Turn]) -> None:
+        """`turns` are durable: answer their registrations and run their claims'
+        handlers (no-ops, done at once); write again if there is work."""
+        for registered, claimed in turns:
+            if registered is not None:
+                registered.set_result(None)
+            self.succeeded.extend(claimed)
+        if self.succeeded or self.waiting or self.new:
+            self._write_soon()
+
+    def close(self) -> int:
+        """Close the file; the completed records it holds."""
+        (done,) = self.connection.execute(
+            "SELECT COUNT(*) FROM calls WHERE status = 'completed'"
+        ).fetchone()
+        self.connection.close()
+        if self.log >= 0:
+            os.close(self.log)
+        if self.syncer is not None:
+            self.syncer.shutdown()
+        return int(done)
+
+
+async def bench_least(
+    file: Path, operations: int, callers: int, permits: int, sync_threads: int
+) -> float:
+    """Seconds for `LeastWork` to register and complete `operations` no-ops, from
+    `callers` concurrent callers each registering its next id once the last is durable."""
+    least = LeastWork(file, permits, sync_threads)
+    least.target = operations
+    numbers = iter(range(operations))
+
+    async def caller() -> None:
+        for number in numbers:
+            await least.register(f"op-{number}")
+
+    started = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(callers)))
+    await least.done.wait()
+    elapsed = time.perf_counter() - started
+    while least.syncing:  # the last syncs (the clock has stopped)
+        await asyncio.sleep(0.001)
+    assert least.close() == operations
+    return elapsed
