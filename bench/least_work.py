@@ -21,6 +21,7 @@ import os
 import sqlite3
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -39,12 +40,16 @@ def _insert(count: int, attempt: int) -> str:
     return f"INSERT INTO calls (id, payload, status, attempt) VALUES {', '.join([row] * count)}"
 
 
+def _keyed(count: int) -> str:
+    """The head of a set-based statement over `count` ids bound as `c(k)`."""
+    return f"WITH c(k) AS (VALUES {', '.join(['(?)'] * count)})"
+
+
 @functools.cache
 def _claim(count: int) -> str:
     """Claim `count` waiting records (first attempt), set-based."""
-    keys = ", ".join(["(?)"] * count)
     return (
-        f"WITH c(k) AS (VALUES {keys}) UPDATE calls SET attempt = 1 FROM c "
+        f"{_keyed(count)} UPDATE calls SET attempt = 1 FROM c "
         "WHERE calls.id = c.k AND calls.attempt = 0"
     )
 
@@ -52,11 +57,9 @@ def _claim(count: int) -> str:
 @functools.cache
 def _complete(count: int) -> str:
     """Write the successes of `count` claimed records, set-based."""
-    keys = ", ".join(["(?)"] * count)
     return (
-        f"WITH c(k) AS (VALUES {keys}) UPDATE calls SET status = 'completed', "
-        "result = 'null' FROM c WHERE calls.id = c.k AND calls.attempt = 1 "
-        "AND calls.status = 'pending'"
+        f"{_keyed(count)} UPDATE calls SET status = 'completed', result = 'null' FROM c "
+        "WHERE calls.id = c.k AND calls.attempt = 1 AND calls.status = 'pending'"
     )
 
 
@@ -176,15 +179,37 @@ class LeastWork:
 
     def close(self) -> int:
         """Close the file; the completed records it holds."""
-        (done,) = self.connection.execute(
-            "SELECT COUNT(*) FROM calls WHERE status = 'completed'"
-        ).fetchone()
-        self.connection.close()
-        if self.log >= 0:
-            os.close(self.log)
-        if self.syncer is not None:
-            self.syncer.shutdown()
-        return int(done)
+        return close_counting(self.connection, "calls", self.log, self.syncer)
+
+
+def close_counting(
+    connection: sqlite3.Connection, table: str, log: int, syncer: ThreadPoolExecutor | None
+) -> int:
+    """Close a model's file, its log descriptor (if opened) and its sync threads; the
+    completed records `table` holds."""
+    (done,) = connection.execute(
+        f"SELECT COUNT(*) FROM {table} WHERE status = 'completed'"
+    ).fetchone()
+    connection.close()
+    if log >= 0:
+        os.close(log)
+    if syncer is not None:
+        syncer.shutdown()
+    return int(done)
+
+
+async def register_all(
+    register: Callable[[str], Awaitable[object]], operations: int, callers: int
+) -> None:
+    """Register ids `op-0` .. `op-{operations - 1}` through `register`, from `callers`
+    concurrent callers each taking the next id as soon as its last call returned."""
+    ids = iter(range(operations))
+
+    async def caller() -> None:
+        for number in ids:
+            await register(f"op-{number}")
+
+    await asyncio.gather(*(caller() for _ in range(callers)))
 
 
 async def bench_least(
@@ -194,14 +219,8 @@ async def bench_least(
     `callers` concurrent callers each registering its next id once the last is durable."""
     least = LeastWork(file, permits, sync_threads)
     least.target = operations
-    numbers = iter(range(operations))
-
-    async def caller() -> None:
-        for number in numbers:
-            await least.register(f"op-{number}")
-
     started = time.perf_counter()
-    await asyncio.gather(*(caller() for _ in range(callers)))
+    await register_all(least.register, operations, callers)
     await least.done.wait()
     elapsed = time.perf_counter() - started
     while least.syncing:  # the last syncs (the clock has stopped)

@@ -58,7 +58,7 @@ import sys
 import tempfile
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from least_work import bench_least
+from least_work import bench_least, close_counting, register_all
 
 from durability import (
     Durability,
@@ -509,29 +509,7 @@ class BareOperations:
 
     def close(self) -> int:
         """Close the file; the completed records it holds."""
-        (done,) = self.connection.execute(
-            "SELECT COUNT(*) FROM durability_calls WHERE status = 'completed'"
-        ).fetchone()
-        self.connection.close()
-        if self.log >= 0:
-            os.close(self.log)
-        if self.syncer is not None:
-            self.syncer.shutdown()
-        return int(done)
-
-
-async def register_all(
-    register: Callable[[str], Awaitable[object]], operations: int, callers: int
-) -> None:
-    """Register ids `op-0` .. `op-{operations - 1}` through `register`, from `callers`
-    concurrent callers each taking the next id as soon as its last call returned."""
-    ids = iter(range(operations))
-
-    async def caller() -> None:
-        for number in ids:
-            await register(f"op-{number}")
-
-    await asyncio.gather(*(caller() for _ in range(callers)))
+        return close_counting(self.connection, "durability_calls", self.log, self.syncer)
 
 
 async def calls_schema() -> list[str]:
