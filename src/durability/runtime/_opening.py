@@ -100,7 +100,8 @@ def _create_file(file: Path) -> None:
 
 
 def connect_file(file: Path, *, threaded: bool) -> sqlite3.Connection:
-    """A connection to an object file, set up as every object's is (WAL, full sync).
+    """A connection to an object file, set up as every object's is (WAL, full sync,
+    temporary data in memory).
 
     `threaded`: commits may run in a worker thread. Errors name the file and leave no
     connection open.
@@ -113,6 +114,10 @@ def connect_file(file: Path, *, threaded: bool) -> sqlite3.Connection:
     )
     try:
         connection.execute(f"PRAGMA cache_size={CACHE_PAGES}")
+        # Statement and savepoint journals and the scratch tables of a multi-row write
+        # would otherwise be temporary files, written a page at a time (none survives
+        # its transaction, so none is needed to recover a crash).
+        connection.execute("PRAGMA temp_store=MEMORY")
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute(f"PRAGMA synchronous={'NORMAL' if threaded else 'FULL'}")
     except sqlite3.Error as error:
