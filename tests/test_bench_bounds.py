@@ -1,8 +1,8 @@
 """The least-work models of bench/operations.py and bench/least_work.py do the work they
 stand for: every registration answered, every record claimed exactly once and completed,
-never more attempts at once than the permits (they are measured as what goal 1's workload costs
-with nothing but its guarantees: one that skipped work would measure nothing). Sizes are
-small; nothing here is timed."""
+never more attempts at once than the permits (they are measured as what goal 1's
+workload costs with nothing but its guarantees: one that skipped work would measure
+nothing). Sizes are small; nothing here is timed."""
 
 from __future__ import annotations
 
