@@ -12,9 +12,13 @@ Everything runs in one process on real files (WAL, every commit synced) and the 
   commit (as many as one batch of permits runs: a claim must be committed before its
   handler starts, so that is the most operations one commit can finish), and that
   batching again on the engine's own table and indexes with the least work's
-  set-based statements (below), with no runtime around them. Each is
-  measured `--rounds` times (a fresh database each time) and reported as the median
-  with the range, because a shared machine's disk and CPU vary a lot between runs.
+  set-based statements (below), with no runtime around them; then the contract floor
+  (`contract_floor.floor_seconds`): only the synced commits the guarantees force (one
+  per permit batch of claims) with the least row work, on the record table with just
+  two indexes, its records inserted claimed or registered ahead, and with the permits
+  split into groups whose syncs overlap, each row with its best ratio in any one round.
+  Each is measured `--rounds` times (a fresh database each time) and reported as the
+  median with the range, because a shared machine's disk and CPU vary a lot between runs.
   The object runs with the default `alarm_concurrency` (10) and, as a second row,
   with `--wide-concurrency` permits, to show how much of the cost is the permit limit.
   Two ceilings with the default permits follow: the same workload with every sync
@@ -67,6 +71,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from contract_floor import AHEAD_PER_COMMIT, floor_seconds
 from least_work import bench_least, close_counting, register_all
 
 from durability import (
@@ -101,6 +106,8 @@ settings = Settings()
 PROBES = 1_000
 LEAST_SYNC_THREADS = 4
 """Threads (and most syncs in flight) of the threaded least-work row."""
+FLOORS = ((1, False), (1, True), (2, False), (10, False))
+"""The contract floor's rows: permit groups syncing at once, records registered ahead."""
 TIMERS = 500
 FAR_FUTURE_MS = 10 * 365 * 24 * 60 * 60 * 1000
 
@@ -792,6 +799,7 @@ def main() -> None:
     raw_batched: list[float] = []
     raw_permits: list[float] = []
     raw_table: list[float] = []
+    floors: dict[tuple[int, bool], list[float]] = {floor: [] for floor in FLOORS}
     runtime: dict[int, list[float]] = {concurrency: [] for concurrency in concurrencies}
     cpu: dict[str, list[float]] = {"operations": [], "floor": [], "bare": []}
     references: dict[str, list[float]] = {
@@ -819,6 +827,16 @@ def main() -> None:
                     )
                 )
             )
+            for groups, ahead in FLOORS:
+                floors[groups, ahead].append(
+                    floor_seconds(
+                        here / f"floor-{groups}-{ahead}.sqlite3",
+                        args.operations,
+                        args.alarm_concurrency,
+                        groups,
+                        ahead=ahead,
+                    )
+                )
             for concurrency in concurrencies:
                 runtime[concurrency].append(
                     asyncio.run(
@@ -924,6 +942,31 @@ def main() -> None:
             f"{table_text}, {table_rate / raw_rate:.1f}x",
         ),
     ]
+    for (groups, ahead), seconds in floors.items():
+        rate, text = _rates(args.operations, seconds)
+        best = max(
+            (args.operations / floor) / (args.raw_operations / raw)
+            for floor, raw in zip(seconds, raw_one, strict=True)
+        )
+        if ahead:
+            label = (
+                f"the same, registered ahead ({AHEAD_PER_COMMIT:,} per commit), then claimed "
+                "by an update"
+            )
+        elif groups > 1:
+            label = f"the same, the permits in {groups} groups syncing at once (threads)"
+        else:
+            label = (
+                "contract floor, raw sqlite3: the record table (2 indexes), a synced commit per "
+                f"{args.alarm_concurrency} claims, inserted claimed (contract_floor)"
+            )
+        rows.append(
+            (
+                label,
+                f"{args.operations:,}",
+                f"{text}, {rate / raw_rate:.1f}x (at most {best:.1f}x in a round)",
+            )
+        )
     for concurrency, seconds in runtime.items():
         rate, text = _rates(args.operations, seconds)
         rows.append(

@@ -30,6 +30,7 @@ def _load(name: str, file: str) -> ModuleType:
 
 
 least_work = _load("least_work", "least_work.py")  # bench/operations.py imports it
+contract_floor = _load("contract_floor", "contract_floor.py")  # so is this one
 bench = _load("bench_operations", "operations.py")
 
 OPERATIONS = 300
@@ -259,3 +260,48 @@ def test_least_work_answers_and_runs_only_what_a_later_sync_covered(
         assert all(handled[id] >= connection.claimed[id] for id in handled)
 
     asyncio.run(run())
+
+
+def test_contract_floor_turns_complete_each_claim_in_the_next_commit() -> None:
+    records = [(f"op-{n}", f"g-{n}") for n in range(25)]
+    turns = list(contract_floor.turns(records, PERMITS))
+    claimed = [record for claiming, _ in turns for record in claiming]
+    completed = [record for _, completing in turns for record in completing]
+    assert claimed == completed == records
+    assert all(len(claiming) <= PERMITS for claiming, _ in turns)
+    for (claiming, _), (_, completing) in zip(turns, turns[1:], strict=False):
+        assert completing == claiming
+
+
+@pytest.mark.parametrize(
+    ("groups", "ahead"),
+    [(1, False), (1, True), (2, False), (5, True), (10, False)],
+    ids=["1-group", "1-group-ahead", "2-groups", "5-groups-ahead", "10-groups"],
+)
+def test_contract_floor_completes_every_record_once_a_sync_per_commit(
+    tmp_path: Path, groups: int, ahead: bool
+) -> None:
+    """Every record claimed and completed once, and one fdatasync for every commit: the
+    permits' turns, plus the registrations ahead in commits of `AHEAD_PER_COMMIT`."""
+    file = tmp_path / "floor.sqlite3"
+    syncs: list[int] = []
+    sync = contract_floor.os.fdatasync
+
+    def counted(descriptor: int) -> None:
+        sync(descriptor)
+        syncs.append(descriptor)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(contract_floor.os, "fdatasync", counted)
+        patch.setattr(contract_floor, "AHEAD_PER_COMMIT", 7)
+        contract_floor.floor_seconds(file, OPERATIONS, PERMITS, groups, ahead=ahead)
+    _assert_all_completed_once(_rows(file))
+    per_group = OPERATIONS // groups
+    turns = -(-per_group // (PERMITS // groups)) + 1
+    registrations = -(-per_group // 7) if ahead else 0
+    assert len(syncs) == groups * (turns + registrations)
+
+
+def test_contract_floor_groups_must_divide_the_permits(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="groups must divide permits"):
+        contract_floor.floor_seconds(tmp_path / "floor.sqlite3", OPERATIONS, PERMITS, 3)
