@@ -786,7 +786,10 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=3, help="runs of each throughput row")
     parser.add_argument(
-        "--raw-operations", type=int, default=2_000, help="raw sqlite3 ops, 1 commit each"
+        "--raw-operations",
+        type=int,
+        default=5_000,
+        help="raw sqlite3 ops, 1 commit each (fewer measure too briefly on a shared disk)",
     )
     parser.add_argument(
         "--dir", type=Path, default=Path.cwd(), help="where the databases go (a real disk)"
