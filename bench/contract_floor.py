@@ -61,27 +61,25 @@ def _insert(count: int, attempt: int) -> str:
 
 
 @functools.cache
-def _claim(count: int) -> str:
-    """Claim the first attempt of `count` records inserted before, fenced like a
-    completion."""
+def _fenced(count: int, assignments: str, attempt: int) -> str:
+    """Set `assignments` on `count` pending records (bound as id and generation pairs)
+    whose attempts so far are `attempt`: the fence of a claim and of a completion."""
     return (
         f"WITH c(k, g) AS (VALUES {', '.join(['(?, ?)'] * count)}) "
-        "UPDATE durability_calls SET attempt = 1 FROM c WHERE durability_calls.id = c.k "
-        "AND durability_calls.generation_id = c.g AND durability_calls.attempt = 0 "
+        f"UPDATE durability_calls SET {assignments} FROM c WHERE durability_calls.id = c.k "
+        f"AND durability_calls.generation_id = c.g AND durability_calls.attempt = {attempt} "
         "AND +durability_calls.status = 'pending'"
     )
 
 
-@functools.cache
+def _claim(count: int) -> str:
+    """Claim the first attempt of `count` records inserted before."""
+    return _fenced(count, "attempt = 1", 0)
+
+
 def _complete(count: int) -> str:
-    """Write the successes of `count` claimed records, fenced by id, generation and
-    attempt."""
-    return (
-        f"WITH c(k, g) AS (VALUES {', '.join(['(?, ?)'] * count)}) "
-        "UPDATE durability_calls SET status = 'completed', result = 'null', completed_at = ? "
-        "FROM c WHERE durability_calls.id = c.k AND durability_calls.generation_id = c.g "
-        "AND durability_calls.attempt = 1 AND +durability_calls.status = 'pending'"
-    )
+    """Write the successes of `count` claimed records (then bind the time)."""
+    return _fenced(count, "status = 'completed', result = 'null', completed_at = ?", 1)
 
 
 def turns(records: list[Record], per_commit: int) -> Iterator[tuple[list[Record], list[Record]]]:
