@@ -10,6 +10,7 @@ import asyncio
 import importlib.util
 import sqlite3
 import sys
+from itertools import pairwise
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -269,7 +270,7 @@ def test_contract_floor_turns_complete_each_claim_in_the_next_commit() -> None:
     completed = [record for _, completing in turns for record in completing]
     assert claimed == completed == records
     assert all(len(claiming) <= PERMITS for claiming, _ in turns)
-    for (claiming, _), (_, completing) in zip(turns, turns[1:], strict=False):
+    for (claiming, _), (_, completing) in pairwise(turns):
         assert completing == claiming
 
 
