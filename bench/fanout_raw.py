@@ -11,7 +11,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from durability._engine import FANOUT_MIGRATIONS
+from durability._fanout.schema import FANOUT_MIGRATIONS
 
 TARGETS = ("email", "audit")
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from durability import DurabilityLog, LogAppendInput, LogRetention, now_ms
-from durability._engine import LOG_MIGRATIONS
+from durability._log.schema import LOG_MIGRATIONS
 from durability.cold import FileColdStorage
 from durability.runtime import DurableObject, Runtime
 

@@ -82,8 +82,8 @@ from durability import (
     LifecycleEventType,
     now_ms,
 )
-from durability._engine import OPERATION_MIGRATIONS
 from durability._engine.migrations import migrate
+from durability._operations import OPERATION_MIGRATIONS
 from durability._uuid import random_uuid
 from durability.runtime import (
     AlarmInvocationInfo,

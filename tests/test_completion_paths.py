@@ -11,7 +11,7 @@ import pytest
 
 from conftest import START_MS
 from durability import Durability, DurableCall
-from durability._operation_batch import complete_calls
+from durability._operations.registrations import complete_calls
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
 

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from durability._engine.stream_schemas import FANOUT_MIGRATIONS
 from durability._fanout import writes
 from durability._fanout.engine import NEXT_PENDING_QUERY
+from durability._fanout.schema import FANOUT_MIGRATIONS
 from durability._fanout.store import (
     DUE_FIRST_QUERY,
     DUE_RETRY_QUERY,

@@ -26,7 +26,7 @@ from durability import (
     RetryPolicy,
 )
 from durability._engine.migrations import migrate
-from durability._engine.stream_schemas import FANOUT_MIGRATIONS
+from durability._fanout.schema import FANOUT_MIGRATIONS
 from durability._inspect import InspectError, inspect_path
 from durability.cli import main
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime

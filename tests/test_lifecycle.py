@@ -211,8 +211,8 @@ async def test_a_hook_gets_only_the_event_types_it_names(
     def never_built(**fields: Any) -> None:
         raise AssertionError(f"an event nobody listens to was built: {fields}")
 
-    from durability import _operations
     from durability._engine import batch, execution
+    from durability._operations import durability as _operations
 
     monkeypatch.setattr(_operations, "RegisteredEvent", never_built)
     monkeypatch.setattr(batch, "AttemptStartedEvent", never_built)

@@ -12,14 +12,11 @@ import pytest
 
 from conftest import START_MS
 from durability import LATEST, MigrationResult
-from durability._engine import (
-    FANOUT_MIGRATIONS,
-    LOG_LEASE_MIGRATIONS,
-    LOG_MIGRATIONS,
-    NAMED_ALARM_MIGRATIONS,
-    OPERATION_MIGRATIONS,
-)
+from durability._alarms import NAMED_ALARM_MIGRATIONS
 from durability._engine.migrations import Migration, is_schema_current, migrate
+from durability._fanout.schema import FANOUT_MIGRATIONS
+from durability._log.schema import LOG_LEASE_MIGRATIONS, LOG_MIGRATIONS
+from durability._operations import OPERATION_MIGRATIONS
 from durability.runtime import DurableObject, ObjectStub, Runtime
 from durability.testing import VirtualClock
 

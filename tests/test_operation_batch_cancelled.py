@@ -11,7 +11,7 @@ import pytest
 
 from durability import DurabilityError
 from durability._engine.tasks import close_unstarted
-from durability._operation_batch import RegistrationBatch
+from durability._operations.registrations import RegistrationBatch
 from durability.runtime import ObjectEvictedError
 
 

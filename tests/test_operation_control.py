@@ -30,7 +30,7 @@ from durability import (
     RetryPolicy,
     now_ms,
 )
-from durability._operation_records import list_query
+from durability._operations.records import list_query
 from durability.cloudflare import adapt
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock

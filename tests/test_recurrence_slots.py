@@ -9,7 +9,14 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from durability import Recurrence
-from durability._recurrence import MAX_CATCH_UP, Slot, catch_up, cron, first_cron_slot, next_slot
+from durability._alarms.recurrence import (
+    MAX_CATCH_UP,
+    Slot,
+    catch_up,
+    cron,
+    first_cron_slot,
+    next_slot,
+)
 
 PARIS = ZoneInfo("Europe/Paris")
 HOUR = 3_600_000

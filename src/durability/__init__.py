@@ -5,7 +5,13 @@ from __future__ import annotations
 import inspect as _inspect
 import typing as _typing
 
-from ._alarm_rows import NamedAlarmState
+from ._alarms import (
+    DurabilityAlarms,
+    DurableAlarmInfo,
+    NamedAlarm,
+    NamedAlarmState,
+    Recurrence,
+)
 from ._clock import now_ms
 from ._context import Context, SqlCursor
 from ._declare import Durable, named_alarm, operation
@@ -75,11 +81,7 @@ from ._log import (
     LogRetention,
     LogSegment,
 )
-from ._named_alarms import DurabilityAlarms, DurableAlarmInfo, NamedAlarm
-from ._operation_handles import DurableJob, DurableOperation
-from ._operation_records import OperationResult
-from ._operations import Durability, DurableCall
-from ._recurrence import Recurrence
+from ._operations import Durability, DurableCall, DurableJob, DurableOperation, OperationResult
 from ._signal import AbortSignal
 from ._types import JsonValue
 

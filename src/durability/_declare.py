@@ -13,6 +13,7 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
+from ._alarms import DurabilityAlarms, NamedAlarm
 from ._engine import (
     OPTION_NAMES,
     AlarmMethodOptions,
@@ -22,9 +23,7 @@ from ._engine import (
     SchedulerOptions,
     object_scheduler,
 )
-from ._named_alarms import DurabilityAlarms, NamedAlarm
-from ._operation_handles import DurableOperation
-from ._operations import Durability
+from ._operations import Durability, DurableOperation
 from ._validate import check_callable, check_positive_int
 
 Options = TypeVar("Options", MethodOptions, AlarmMethodOptions)

@@ -33,7 +33,16 @@ from .lifecycle import (
     listened_types,
     report_failure,
 )
-from .migrations import LATEST, MigrationResult, MigrationTarget, migrate
+from .migrations import (
+    ALARMS_0004,
+    CALLS_0004,
+    LATEST,
+    Migration,
+    MigrationResult,
+    MigrationTarget,
+    migrate,
+    migration_time_ms,
+)
 from .options import OPTION_NAMES, AlarmRetryInfo, SchedulerOptions, given_options
 from .participants import HostAlarmInfo, Participant
 from .permits import Release
@@ -49,9 +58,7 @@ from .policy import (
 )
 from .registry import ActiveExecution
 from .scheduler import DurabilityScheduler, attach, attach_storage, object_scheduler
-from .schemas import NAMED_ALARM_MIGRATIONS, OPERATION_MIGRATIONS
 from .spec import CompleteMany, ExecutionSpec
-from .stream_schemas import FANOUT_MIGRATIONS, LOG_LEASE_MIGRATIONS, LOG_MIGRATIONS
 from .tables import (
     MAX_BATCH_ROWS,
     TableSpec,
@@ -63,14 +70,11 @@ from .tables import (
 )
 
 __all__ = [
+    "ALARMS_0004",
+    "CALLS_0004",
     "DEFAULT_ATTEMPT_TIMEOUT_MS",
-    "FANOUT_MIGRATIONS",
     "LATEST",
-    "LOG_LEASE_MIGRATIONS",
-    "LOG_MIGRATIONS",
     "MAX_BATCH_ROWS",
-    "NAMED_ALARM_MIGRATIONS",
-    "OPERATION_MIGRATIONS",
     "OPTION_NAMES",
     "SHARED_EVENT_TYPES",
     "ActiveExecution",
@@ -92,6 +96,7 @@ __all__ = [
     "LifecycleEventType",
     "LifecycleHook",
     "MethodOptions",
+    "Migration",
     "MigrationResult",
     "MigrationTarget",
     "Participant",
@@ -114,6 +119,7 @@ __all__ = [
     "jitter",
     "listened_types",
     "migrate",
+    "migration_time_ms",
     "object_scheduler",
     "padded",
     "padded_bindings",

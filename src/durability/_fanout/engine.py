@@ -16,7 +16,6 @@ from .._clock import now_ms
 from .._cloudflare import alarm_info
 from .._context import Context, SqlStorage
 from .._engine import (
-    FANOUT_MIGRATIONS,
     MAX_BATCH_ROWS,
     DurabilityScheduler,
     Participant,
@@ -30,6 +29,7 @@ from .._engine import (
 from .._engine import (
     HostAlarmInfo as HostInfo,
 )
+from .schema import FANOUT_MIGRATIONS
 
 T = TypeVar("T")
 

@@ -17,7 +17,6 @@ from .._clock import now_ms
 from .._context import Context
 from .._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
-    FANOUT_MIGRATIONS,
     LATEST,
     AlarmRetryInfo,
     AttemptPolicy,
@@ -41,6 +40,7 @@ from .engine import CAPABILITY, FanoutEngine, HostInfo, migrate_storage
 from .enqueue import EnqueueRequest, first_attempt_at
 from .events import FANOUT_EVENT_TYPES, DeliveryRegisteredEvent
 from .rows import Delivery
+from .schema import FANOUT_MIGRATIONS
 from .settlement import INFRASTRUCTURE_RETRY_MS, Settler
 from .store import DeliveryStore
 from .types import Body, FanoutInput, FanoutTarget, MessageWrite

@@ -18,8 +18,6 @@ from .._clock import now_ms
 from .._context import Context
 from .._engine import (
     LATEST,
-    LOG_LEASE_MIGRATIONS,
-    LOG_MIGRATIONS,
     AlarmRetryInfo,
     DurabilityScheduler,
     MigrationResult,
@@ -39,6 +37,7 @@ from .identity import log_id, object_id_of, writing_for
 from .leases import LogLeases
 from .reader import LogReader
 from .retention import retention_prefix
+from .schema import LOG_LEASE_MIGRATIONS, LOG_MIGRATIONS
 from .store import LogStore, NewRecord, SegmentRow, StoredRecord, to_records
 from .types import (
     Body,

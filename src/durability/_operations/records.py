@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final, Literal, get_args
 
-from ._context import Row, SqlStorage
-from ._engine import TableSpec, read_stack
-from ._errors import DuplicateDurableCallError, SerializedError
-from ._serialization import deserialize
-from ._types import JsonValue, SqlValue
-from ._validate import check_positive_int
+from .._context import Row, SqlStorage
+from .._engine import TableSpec, read_stack
+from .._errors import DuplicateDurableCallError, SerializedError
+from .._serialization import deserialize
+from .._types import JsonValue, SqlValue
+from .._validate import check_positive_int
 
 Status = Literal["not_found", "pending", "completed", "failed", "cancelled"]
 StoredStatus = Literal["pending", "completed", "failed", "cancelled"]

@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
-from ._clock import now_ms
-from ._context import Context, Row, SqlStorage
-from ._engine import (
+from .._clock import now_ms
+from .._context import Context, Row, SqlStorage
+from .._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
-    OPERATION_MIGRATIONS,
     SHARED_EVENT_TYPES,
     AlarmRetryInfo,
     AttemptPolicy,
@@ -41,14 +40,18 @@ from ._engine import (
     given_options,
     start_batch,
 )
-from ._errors import (
+from .._errors import (
     DurableAttemptTimeoutError,
     DurableCancelledError,
     DurableResultSerializationError,
     serialize_error,
 )
-from ._operation_batch import Registration, RegistrationBatch, complete_calls
-from ._operation_control import (
+from .._serialization import deserialize, serialize
+from .._signal import AbortSignal, abort
+from .._types import JsonValue
+from .._uuid import random_uuid
+from .._validate import check_non_negative_int
+from .control import (
     NULL_TEXT,
     cancel_call,
     check_id,
@@ -56,13 +59,10 @@ from ._operation_control import (
     first_attempt_at,
     retry_call,
 )
-from ._operation_handles import DurableOperation
-from ._operation_records import CALLS, OperationResult, list_results, read_call, to_result
-from ._serialization import deserialize, serialize
-from ._signal import AbortSignal, abort
-from ._types import JsonValue
-from ._uuid import random_uuid
-from ._validate import check_non_negative_int
+from .handles import DurableOperation
+from .records import CALLS, OperationResult, list_results, read_call, to_result
+from .registrations import Registration, RegistrationBatch, complete_calls
+from .schema import OPERATION_MIGRATIONS
 
 CAPABILITY = "operations"
 DEFAULT_RETRIES = RetryPolicy()

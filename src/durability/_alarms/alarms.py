@@ -20,21 +20,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._alarm_handle import NamedAlarm
-from ._alarm_rows import (
-    ALARMS,
-    RECURRENCE_COLUMNS,
-    NamedAlarmState,
-    delete_pending,
-    read_states,
-    upsert,
-)
-from ._alarm_slots import SlotMover
-from ._clock import now_ms
-from ._context import Context, SqlStorage
-from ._engine import (
+from .._clock import now_ms
+from .._context import Context, SqlStorage
+from .._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
-    NAMED_ALARM_MIGRATIONS,
     SHARED_EVENT_TYPES,
     AlarmMethodOptions,
     AlarmRetryInfo,
@@ -51,16 +40,27 @@ from ._engine import (
     check_handlers,
     given_options,
 )
-from ._errors import DurableAlarmTimeoutError, DurableCancelledError
-from ._recurrence import Recurrence, Slot, catch_up, first_cron_slot
-from ._recurrence import cron as cron_recurrence
-from ._recurrence import every as every_recurrence
-from ._recurrence import loaded as loaded_recurrence
-from ._serialization import deserialize, serialize
-from ._signal import AbortSignal, abort
-from ._types import JsonValue
-from ._uuid import random_uuid
-from ._validate import to_epoch_ms
+from .._errors import DurableAlarmTimeoutError, DurableCancelledError
+from .._serialization import deserialize, serialize
+from .._signal import AbortSignal, abort
+from .._types import JsonValue
+from .._uuid import random_uuid
+from .._validate import to_epoch_ms
+from .handle import NamedAlarm
+from .recurrence import Recurrence, Slot, catch_up, first_cron_slot
+from .recurrence import cron as cron_recurrence
+from .recurrence import every as every_recurrence
+from .recurrence import loaded as loaded_recurrence
+from .rows import (
+    ALARMS,
+    RECURRENCE_COLUMNS,
+    NamedAlarmState,
+    delete_pending,
+    read_states,
+    upsert,
+)
+from .schema import NAMED_ALARM_MIGRATIONS
+from .slots import SlotMover
 
 __all__ = ["DurabilityAlarms", "DurableAlarmInfo", "NamedAlarm"]
 

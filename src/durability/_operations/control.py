@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._clock import now_ms
-from ._context import Row, SqlStorage
-from ._engine import forget_stack
-from ._errors import DuplicateDurableCallError, DurableResultSerializationError, SerializedError
-from ._operation_records import CALLS
-from ._serialization import serialize
-from ._types import MAX_SAFE_INTEGER
-from ._validate import check_non_negative_int, check_utf8, to_epoch_ms
+from .._clock import now_ms
+from .._context import Row, SqlStorage
+from .._engine import forget_stack
+from .._errors import DuplicateDurableCallError, DurableResultSerializationError, SerializedError
+from .._serialization import serialize
+from .._types import MAX_SAFE_INTEGER
+from .._validate import check_non_negative_int, check_utf8, to_epoch_ms
+from .records import CALLS
 
 NULL_TEXT = serialize(None)
 """The stored envelope of `None`, the most common payload and result."""

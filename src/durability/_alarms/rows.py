@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._context import SqlStorage
-from ._engine import TableSpec, forget_stack, read_stack
-from ._errors import SerializedError
-from ._recurrence import Recurrence, Slot, loaded, stored
+from .._context import SqlStorage
+from .._engine import TableSpec, forget_stack, read_stack
+from .._errors import SerializedError
+from .recurrence import Recurrence, Slot, loaded, stored
 
 ALARMS = TableSpec("durability_alarms", "name")
 

@@ -22,12 +22,12 @@ from collections.abc import Set as AbstractSet
 from itertools import chain
 from typing import Any
 
-from ._abandoned import abandoned_error
-from ._context import SqlStorage
-from ._engine import EagerClaims, Engine, ExecutionSpec, padded_bindings, value_rows
-from ._errors import DuplicateDurableCallError, DurableResultSerializationError
-from ._operation_control import NULL_TEXT
-from ._serialization import serialize
+from .._abandoned import abandoned_error
+from .._context import SqlStorage
+from .._engine import EagerClaims, Engine, ExecutionSpec, padded_bindings, value_rows
+from .._errors import DuplicateDurableCallError, DurableResultSerializationError
+from .._serialization import serialize
+from .control import NULL_TEXT
 
 Registration = tuple[str, str, str, int, str, int]
 """A new record: id, operation, payload text, due time, generation, creation time."""

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._alarm_rows import move_to_slot
-from ._clock import now_ms
-from ._context import SqlStorage
-from ._engine import Engine
-from ._recurrence import Recurrence, Slot, catch_up, next_slot
-from ._recurrence import loaded as loaded_recurrence
-from ._uuid import random_uuid
+from .._clock import now_ms
+from .._context import SqlStorage
+from .._engine import Engine
+from .._uuid import random_uuid
+from .recurrence import Recurrence, Slot, catch_up, next_slot
+from .recurrence import loaded as loaded_recurrence
+from .rows import move_to_slot
 
 Moved = Callable[[str, str, Slot, int], None]
 

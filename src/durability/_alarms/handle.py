@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._alarm_rows import NamedAlarmState
-from ._engine import HandlerEntry
-from ._recurrence import CatchUp
-from ._types import JsonValue, TimeInput
-from ._validate import to_epoch_ms
+from .._engine import HandlerEntry
+from .._types import JsonValue, TimeInput
+from .._validate import to_epoch_ms
+from .recurrence import CatchUp
+from .rows import NamedAlarmState
 
 if TYPE_CHECKING:
-    from ._named_alarms import DurabilityAlarms  # noqa: F401 - the owner type, named below
+    from .alarms import DurabilityAlarms  # noqa: F401 - the owner type, named below
 
 
 class NamedAlarm(HandlerEntry["DurabilityAlarms"]):

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._engine import HandlerEntry
-from ._operation_control import check_id
-from ._operation_records import OperationResult
-from ._types import JsonValue, TimeInput
+from .._engine import HandlerEntry
+from .._types import JsonValue, TimeInput
+from .control import check_id
+from .records import OperationResult
 
 if TYPE_CHECKING:
-    from ._operations import Durability
+    from .durability import Durability
 
 
 class DurableOperation(HandlerEntry["Durability"]):

@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TypeAlias
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ._types import MAX_SAFE_INTEGER
-from ._validate import check_positive_int
+from .._types import MAX_SAFE_INTEGER
+from .._validate import check_positive_int
 
 CatchUp: TypeAlias = Literal["latest", "skip", "all"]
 CATCH_UP_POLICIES: tuple[CatchUp, ...] = ("latest", "skip", "all")
