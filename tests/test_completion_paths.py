@@ -11,7 +11,7 @@ import pytest
 
 from conftest import START_MS
 from durability import Durability, DurableCall
-from durability._operations.registrations import complete_calls
+from durability._operations.completions import complete_calls
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
 
@@ -50,7 +50,7 @@ class Completions(DurableObject):
             )
         attempts = [
             (
-                SimpleNamespace(name="work", key=key, generation=generation),
+                SimpleNamespace(kind=SimpleNamespace(name="work"), key=key, generation=generation),
                 attempt,
                 {1, 2} if result == NOT_JSON else result,
             )

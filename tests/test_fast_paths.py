@@ -13,7 +13,7 @@ from conftest import START_MS
 from durability import Durability, DurabilityAlarms, DurableAlarmInfo, DurableCall, now_ms
 from durability._engine.lifecycle import AttemptSettledEvent, slot_constructor
 from durability._engine.tables import TableSpec, claim_attempt, is_exhausted
-from durability._operations.durability import _new_call
+from durability._operations.calls import _new_call
 from durability._signal import AbortSignal
 from durability._uuid import random_uuid
 from durability.runtime import DurableObject, Runtime

@@ -16,7 +16,7 @@ pending occurrence and its recurrence; `get` and `pending` read the stored state
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,11 +27,12 @@ from .._engine import (
     SHARED_EVENT_TYPES,
     AlarmMethodOptions,
     AlarmRetryInfo,
+    Attempt,
     AttemptPolicy,
     CancelledEvent,
+    Done,
     DurabilityScheduler,
     DurableHelper,
-    ExecutionSpec,
     HostAlarmInfo,
     LifecycleEventType,
     LifecycleHook,
@@ -256,56 +257,105 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
         """Recurrences whose next slot is due too move per their catch-up policy."""
         return await self._slots.catch_up(rows, now)
 
-    def _due_spec(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> ExecutionSpec:
+    def _new_executor(self) -> _AlarmExecutor:
+        return _AlarmExecutor(self)
+
+    def _due_attempt(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> Attempt:
         name, generation, scheduled_at, created_at, attempt, payload_text, occurrence = row[:7]
-        recurrence = loaded_recurrence(*row[7:12])
-        scheduled_time = int(scheduled_at)
-
-        def argument(attempt: int, signal: AbortSignal) -> DurableAlarmInfo:
-            return DurableAlarmInfo(
-                name=name,
-                scheduled_time=scheduled_time,
-                attempt=attempt,
-                is_retry=attempt > 1,
-                retry_count=attempt - 1,
-                idempotency_key=IDEMPOTENCY_PREFIX + generation,
-                signal=signal,
-                platform=info,
-                payload=None if payload_text is None else deserialize(payload_text),
-                occurrence=None if occurrence is None else int(occurrence),
-            )
-
-        def complete(sql: SqlStorage, result: Any, attempt: int) -> int | None:
-            if recurrence is not None:
-                done = self._slots.advance(
-                    sql, name, generation, recurrence, slot, "pending", attempt
-                )
-                return now_ms() if done else None
-            deleted = sql.exec(
-                "DELETE FROM durability_alarms WHERE name = ? AND generation_id = ? "
-                "AND status = 'pending' AND attempt = ?",
-                name,
-                generation,
-                attempt,
-            ).rows_written
-            return now_ms() if deleted else None
-
-        def on_terminal(sql: SqlStorage) -> None:
-            if recurrence is not None:
-                self._slots.advance(sql, name, generation, recurrence, slot, "failed", None)
-
-        slot = Slot(scheduled_time, 0 if occurrence is None else int(occurrence))
-        return self._spec(
-            key=name,
-            name=name,
-            generation=generation,
-            created_at=int(created_at),
-            attempt=int(attempt),
-            argument=argument,
-            complete=complete,
-            on_terminal=on_terminal,
+        due = _Due(
+            Slot(int(scheduled_at), 0 if occurrence is None else int(occurrence)),
+            None if occurrence is None else int(occurrence),
+            payload_text,
+            loaded_recurrence(*row[7:12]),
+            info,
         )
+        kind = self._kinds.get(name) or self._kind_of(name)
+        return Attempt(kind, name, generation, int(created_at), int(attempt), due)
 
     def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
         """A timed-out occurrence may have had its effect: terminal unless `retry_timeouts`."""
         return isinstance(error, DurableAlarmTimeoutError) and not policy.retry_timeouts
+
+
+class _Due:
+    """What an attempt of a named alarm needs of its row (an `Attempt`'s `data`): the
+    slot, its occurrence number (`None` for a one-shot), the payload text, the
+    recurrence, and the host's alarm info of the pass."""
+
+    __slots__ = ("info", "occurrence", "payload_text", "recurrence", "slot")
+
+    def __init__(
+        self,
+        slot: Slot,
+        occurrence: int | None,
+        payload_text: str | None,
+        recurrence: Recurrence | None,
+        info: HostAlarmInfo | None,
+    ) -> None:
+        self.slot = slot
+        self.occurrence = occurrence
+        self.payload_text = payload_text
+        self.recurrence = recurrence
+        self.info = info
+
+
+class _AlarmExecutor:
+    """Runs named-alarm occurrences: the handler gets a `DurableAlarmInfo`; a success
+    deletes the occurrence, or moves a recurrence to its next slot (as a terminal
+    failure does too)."""
+
+    __slots__ = ("_owner",)
+
+    def __init__(self, owner: DurabilityAlarms) -> None:
+        self._owner = owner
+
+    def invoke(self, attempt: Attempt, number: int, signal: AbortSignal) -> Any:
+        owner, name, due = self._owner, attempt.key, attempt.data
+        handler = owner._handlers.get(name)
+        if handler is None:
+            raise owner._no_handler(name)
+        text = due.payload_text
+        return handler(
+            DurableAlarmInfo(
+                name=name,
+                scheduled_time=due.slot.at,
+                attempt=number,
+                is_retry=number > 1,
+                retry_count=number - 1,
+                idempotency_key=IDEMPOTENCY_PREFIX + attempt.generation,
+                signal=signal,
+                platform=due.info,
+                payload=None if text is None else deserialize(text),
+                occurrence=due.occurrence,
+            )
+        )
+
+    def complete(self, sql: SqlStorage, done: Sequence[Done]) -> list[int | Exception | None]:
+        return [self._complete_one(sql, attempt, number) for attempt, number, _ in done]
+
+    def _complete_one(self, sql: SqlStorage, attempt: Attempt, number: int) -> int | None:
+        due = attempt.data
+        name, generation = attempt.key, attempt.generation
+        if due.recurrence is not None:
+            moved = self._owner._slots.advance(
+                sql, name, generation, due.recurrence, due.slot, "pending", number
+            )
+            return now_ms() if moved else None
+        deleted = sql.exec(
+            "DELETE FROM durability_alarms WHERE name = ? AND generation_id = ? "
+            "AND status = 'pending' AND attempt = ?",
+            name,
+            generation,
+            number,
+        ).rows_written
+        return now_ms() if deleted else None
+
+    def on_terminal(self, sql: SqlStorage, attempt: Attempt) -> None:
+        due = attempt.data
+        if due.recurrence is not None:
+            self._owner._slots.advance(
+                sql, attempt.key, attempt.generation, due.recurrence, due.slot, "failed", None
+            )
+
+    def is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
+        return self._owner._is_terminal(error, policy)

@@ -1,20 +1,20 @@
 """The engine layer: `DurabilityScheduler` and what capabilities build on.
 
-Capabilities (operations, named alarms, the log, fanout) import from this package only. Its
-modules, top-down: the scheduler handle and attachment (`scheduler`), the `Engine`
+Capabilities (operations, named alarms, the log, fanout) import from this package only.
+Its modules, top-down: the scheduler handle and attachment (`scheduler`), the `Engine`
 (`engine`) and its parts (`options`, `participants`, `reconcile`, `timer`, `permits`,
-`registry`, `tasks`), one attempt (`execution`), attempts in batches (`batch`) and the
-log records of attempts (`attempt_log`),
-the fenced table SQL (`tables`), retry policies (`policy`), lifecycle events
-(`lifecycle`), schema migrations (`migrations`) and the built-in schemas (`schemas`),
-and the `DurableHelper` base (`helper`).
+`registry`, `tasks`); what an attempt needs (`attempt`), the one way attempts start
+(`runner`, with `batch` and `handler_task`), their outcomes (`settle`) and log records
+(`attempt_log`); requests grouped per loop turn (`turns`); the fenced table SQL
+(`tables`), retry policies (`policy`), lifecycle events (`lifecycle`), schema
+migrations (`migrations`) and the engine's own table (`schemas`); and the
+`DurableHelper` base (`helper`).
 """
 
 from __future__ import annotations
 
 from .._cloudflare import as_context
-from .batch import start_batch
-from .eager import EagerClaims
+from .attempt import Attempt, AttemptKind, Done, Executor
 from .engine import Engine
 from .helper import DurableHelper, HandlerEntry
 from .lifecycle import (
@@ -57,8 +57,8 @@ from .policy import (
     jitter,
 )
 from .registry import ActiveExecution
+from .runner import AttemptRunner, Reservation
 from .scheduler import DurabilityScheduler, attach, attach_storage, object_scheduler
-from .spec import CompleteMany, ExecutionSpec
 from .tables import (
     MAX_BATCH_ROWS,
     TableSpec,
@@ -68,6 +68,7 @@ from .tables import (
     read_stack,
     value_rows,
 )
+from .turns import TurnBatch
 
 __all__ = [
     "ALARMS_0004",
@@ -80,16 +81,18 @@ __all__ = [
     "ActiveExecution",
     "AlarmMethodOptions",
     "AlarmRetryInfo",
+    "Attempt",
+    "AttemptKind",
     "AttemptPolicy",
+    "AttemptRunner",
     "AttemptSettledEvent",
     "AttemptStartedEvent",
     "CancelledEvent",
-    "CompleteMany",
+    "Done",
     "DurabilityScheduler",
     "DurableHelper",
-    "EagerClaims",
     "Engine",
-    "ExecutionSpec",
+    "Executor",
     "HandlerEntry",
     "HostAlarmInfo",
     "LifecycleEvent",
@@ -103,12 +106,14 @@ __all__ = [
     "PurgedEvent",
     "RegisteredEvent",
     "Release",
+    "Reservation",
     "RetriedEvent",
     "RetryPolicy",
     "ScheduledEvent",
     "SchedulerOptions",
     "TableSpec",
     "TerminalEvent",
+    "TurnBatch",
     "as_context",
     "attach",
     "attach_storage",
@@ -125,6 +130,5 @@ __all__ = [
     "padded_bindings",
     "read_stack",
     "report_failure",
-    "start_batch",
     "value_rows",
 ]

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from .._errors import RetryAfter, SerializedError, is_non_retryable
 
 if TYPE_CHECKING:
+    from .attempt import Attempt
     from .engine import Engine
-    from .spec import ExecutionSpec
 
 OPERATIONS = logging.getLogger("durability.operations")
 ALARMS = logging.getLogger("durability.alarms")
@@ -31,22 +31,22 @@ TerminalReason: TypeAlias = Literal[
 
 
 def terminal_reason(
-    spec: ExecutionSpec, attempt: int, raised: BaseException, stored: BaseException
+    attempt: Attempt, number: int, raised: BaseException, stored: BaseException
 ) -> TerminalReason:
     """Why a failed attempt ended its record (`stored` differs when the policy failed)."""
     if stored is not raised:
         return "retry_policy"
     if is_non_retryable(raised):
         return "non_retryable"
-    if attempt >= spec.policy.max_attempts:
+    if number >= attempt.kind.policy.max_attempts:
         return "attempts_exhausted"
     return "terminal_error"
 
 
 def attempt_failed(
     engine: Engine,
-    spec: ExecutionSpec,
-    attempt: int,
+    attempt: Attempt,
+    number: int,
     error: BaseException,
     stored: SerializedError,
     *,
@@ -55,7 +55,7 @@ def attempt_failed(
 ) -> None:
     """WARNING: the attempt failed and the record is due again in `retry_in_ms` (INFO
     and no traceback when the handler asked for that with `RetryAfter`)."""
-    fields = _fields(engine, spec, attempt, "attempt_failed")
+    fields = _fields(engine, attempt, number, "attempt_failed")
     fields.update(
         error_name=stored.name,
         error_message=stored.message,
@@ -63,12 +63,12 @@ def attempt_failed(
         next_attempt_at=next_attempt_at,
     )
     requested = isinstance(error, RetryAfter)
-    _logger(spec).log(
+    _logger(attempt).log(
         logging.INFO if requested else logging.WARNING,
         "%s attempt %d of %d failed%s: %s: %s; next attempt in %d ms",
-        _subject(spec),
-        attempt,
-        spec.policy.max_attempts,
+        _subject(attempt),
+        number,
+        attempt.kind.policy.max_attempts,
         _on_object(fields),
         stored.name,
         stored.message,
@@ -80,20 +80,20 @@ def attempt_failed(
 
 def record_failed(
     engine: Engine,
-    spec: ExecutionSpec,
-    attempt: int,
+    attempt: Attempt,
+    number: int,
     error: BaseException | None,
     stored: SerializedError,
     reason: TerminalReason,
 ) -> None:
     """ERROR: the record failed for good (`error` is `None` when no attempt ran)."""
-    fields = _fields(engine, spec, attempt, "failed")
+    fields = _fields(engine, attempt, number, "failed")
     fields.update(error_name=stored.name, error_message=stored.message, reason=reason)
-    _logger(spec).error(
+    _logger(attempt).error(
         "%s failed for good at attempt %d of %d (%s)%s: %s: %s",
-        _subject(spec),
-        attempt,
-        spec.policy.max_attempts,
+        _subject(attempt),
+        number,
+        attempt.kind.policy.max_attempts,
         reason.replace("_", " "),
         _on_object(fields),
         stored.name,
@@ -103,60 +103,60 @@ def record_failed(
     )
 
 
-def attempt_completed(engine: Engine, spec: ExecutionSpec, attempt: int, duration_ms: int) -> None:
+def attempt_completed(engine: Engine, attempt: Attempt, number: int, duration_ms: int) -> None:
     """DEBUG: the attempt's success was persisted."""
-    logger = OPERATIONS if spec.entity_kind == "operation" else ALARMS  # `_logger`, inlined
+    logger = OPERATIONS if attempt.kind.entity_kind == "operation" else ALARMS  # `_logger`, inlined
     if not logger.isEnabledFor(logging.DEBUG):
         return
-    fields = _fields(engine, spec, attempt, "completed")
+    fields = _fields(engine, attempt, number, "completed")
     fields["duration_ms"] = duration_ms
     logger.debug(
         "%s attempt %d completed in %d ms%s",
-        _subject(spec),
-        attempt,
+        _subject(attempt),
+        number,
         duration_ms,
         _on_object(fields),
         extra=fields,
     )
 
 
-def outcome_discarded(engine: Engine, spec: ExecutionSpec, attempt: int) -> None:
+def outcome_discarded(engine: Engine, attempt: Attempt, number: int) -> None:
     """DEBUG: a newer generation or a purge won, so this attempt's outcome was dropped."""
-    logger = _logger(spec)
+    logger = _logger(attempt)
     if not logger.isEnabledFor(logging.DEBUG):
         return
-    fields = _fields(engine, spec, attempt, "outcome_discarded")
+    fields = _fields(engine, attempt, number, "outcome_discarded")
     logger.debug(
         "%s attempt %d ended after its record moved on; its outcome is dropped%s",
-        _subject(spec),
-        attempt,
+        _subject(attempt),
+        number,
         _on_object(fields),
         extra=fields,
     )
 
 
-def _logger(spec: ExecutionSpec) -> logging.Logger:
-    return OPERATIONS if spec.entity_kind == "operation" else ALARMS
+def _logger(attempt: Attempt) -> logging.Logger:
+    return OPERATIONS if attempt.kind.entity_kind == "operation" else ALARMS
 
 
-def _subject(spec: ExecutionSpec) -> str:
-    if spec.entity_kind == "operation":
-        return f'operation "{spec.name}" id "{spec.key}"'
-    return f'named alarm "{spec.name}"'
+def _subject(attempt: Attempt) -> str:
+    if attempt.kind.entity_kind == "operation":
+        return f'operation "{attempt.kind.name}" id "{attempt.key}"'
+    return f'named alarm "{attempt.kind.name}"'
 
 
-def _fields(engine: Engine, spec: ExecutionSpec, attempt: int, event: str) -> dict[str, Any]:
+def _fields(engine: Engine, attempt: Attempt, number: int, event: str) -> dict[str, Any]:
     object_id = getattr(engine.context, "id", None)
     name = getattr(object_id, "name", None)
     fields: dict[str, Any] = {
-        "event": f"durability.{spec.entity_kind}.{event}",
-        "entity_kind": spec.entity_kind,
-        "operation": spec.name if spec.entity_kind == "operation" else None,
-        "alarm": spec.name if spec.entity_kind == "named_alarm" else None,
-        "record_id": spec.key,
-        "generation": spec.generation,
-        "attempt": attempt,
-        "max_attempts": spec.policy.max_attempts,
+        "event": f"durability.{attempt.kind.entity_kind}.{event}",
+        "entity_kind": attempt.kind.entity_kind,
+        "operation": attempt.kind.name if attempt.kind.entity_kind == "operation" else None,
+        "alarm": attempt.kind.name if attempt.kind.entity_kind == "named_alarm" else None,
+        "record_id": attempt.key,
+        "generation": attempt.generation,
+        "attempt": number,
+        "max_attempts": attempt.kind.policy.max_attempts,
         "object_id": None if object_id is None else str(object_id),
         "object_name": name if isinstance(name, str) else None,
     }

@@ -26,6 +26,7 @@ from .participants import HostAlarmInfo, Participant
 from .permits import PermitPool
 from .reconcile import TimerTimes, reconcile
 from .registry import RunningExecutions, Watchers
+from .runner import AttemptRunner
 from .tables import TableSpec, purge_created_before
 from .tasks import BACKGROUND_FAILED, InstanceTasks
 from .timer import EarlyTimer
@@ -40,8 +41,8 @@ class Engine:
     """The machinery behind a scheduler: transactions, the alarm and its passes.
 
     Its parts are public for the helpers: `tasks` (instance work), `permits` (the
-    shared pool), `running` (executions running here) and `watchers` (settlement
-    waiters).
+    shared pool), `running` (executions running here), `watchers` (settlement
+    waiters) and `runner` (the one way attempts start).
     """
 
     def __init__(self, context: Context, options: SchedulerOptions) -> None:
@@ -56,6 +57,7 @@ class Engine:
         self.permits = PermitPool(options.alarm_concurrency)
         self.running = RunningExecutions()
         self.watchers = Watchers()
+        self.runner = AttemptRunner(self)
         self._timer = EarlyTimer(options, self._start_early_pass)
         self._kinds: set[str] = set()
         self._participants: list[Participant] = []

@@ -2,10 +2,11 @@
 
 Both validate their handlers, hook and policies the same way, attach to a scheduler,
 migrate their own tables, register one participant, hand out one object per handler
-name (also as an attribute), delegate `alarm()`, purge their table, run their due rows
-in one alarm-pass template, and run attempts in batches (`run_rows`), each with an
-`ExecutionSpec`: operations build their own (`_operations._CallSpec`), named alarms one
-from their callbacks (`DurableHelper._spec`).
+name (also as an attribute), delegate `alarm()`, purge their table, and run their due
+rows in one alarm-pass template through the engine's `AttemptRunner`. Each builds one
+`Attempt` per record to run, of the `AttemptKind` of its handler name, whose executor
+(the helper's own `Executor`, a private object: its methods must not become reserved
+handler names) calls the handler and stores successes.
 """
 
 from __future__ import annotations
@@ -16,17 +17,16 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from .._clock import now_ms
 from .._cloudflare import alarm_info, as_context
-from .._context import Context, SqlStorage
+from .._context import Context
 from .._errors import (
     DurableAlarmTimeoutError,
     DurableAttemptsExhaustedError,
     DurableAttemptTimeoutError,
     NonRetryableError,
 )
-from .._signal import AbortSignal
 from .._types import TimeInput
 from .._validate import check_callable, to_epoch_ms
-from .batch import run_rows
+from .attempt import Attempt, AttemptKind, Executor
 from .lifecycle import (
     EntityKind,
     LifecycleEventType,
@@ -41,7 +41,6 @@ from .policy import AttemptPolicy, resolve_policies
 from .registry import ActiveExecution
 from .scheduler import DurabilityScheduler, attach
 from .schemas import ERROR_STACK_MIGRATIONS, STACKS_CAPABILITY
-from .spec import CallbackSpec, ExecutionSpec, SpecKind
 from .tables import TableSpec, due_rows
 
 Entry = TypeVar("Entry")
@@ -85,7 +84,8 @@ class DurableHelper(ABC, Generic[Entry]):
     _purge_reason: ClassVar[str]
     _timeout_error: ClassVar[type[DurableAttemptTimeoutError] | type[DurableAlarmTimeoutError]]
     _due_columns: ClassVar[str]
-    """The columns `_due_spec` reads from a due row, starting with the key and generation."""
+    """The columns `_due_attempt` reads from a due row, starting with the key and
+    generation."""
     _emitted: ClassVar[frozenset[str]]
     """The lifecycle event types this helper emits."""
     _one_per_key: ClassVar[bool]
@@ -127,7 +127,8 @@ class DurableHelper(ABC, Generic[Entry]):
         self._emit = self._engine.tasks.emitter(on_lifecycle_event)
         self._active = self._engine.running.of(self._table.name)
         self._entries: dict[str, Entry] = {}
-        self._shared: dict[str, SpecKind] = {}
+        self._kinds: dict[str, AttemptKind] = {}
+        self._executor = self._new_executor()
         self._engine.migrate_schema(STACKS_CAPABILITY, ERROR_STACK_MIGRATIONS)
         self._engine.migrate_schema(self._capability, self._migrations)
         self._engine.register(Participant(self._table, self._run_due))
@@ -186,8 +187,12 @@ class DurableHelper(ABC, Generic[Entry]):
         """A new object of handler `name` (called once per name)."""
 
     @abstractmethod
-    def _due_spec(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> ExecutionSpec:
-        """The execution of due `row` (the `_due_columns`, in order) in the pass of `info`."""
+    def _new_executor(self) -> Executor:
+        """The executor of this helper's records (called once, at construction)."""
+
+    @abstractmethod
+    def _due_attempt(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> Attempt:
+        """The attempt of due `row` (the `_due_columns`, in order) in the pass of `info`."""
 
     async def _run_due(self, now: int, info: HostAlarmInfo | None) -> None:
         """Run this helper's due records: the participant callback of an alarm pass.
@@ -209,13 +214,13 @@ class DurableHelper(ABC, Generic[Entry]):
                 attached.append(found)
             return True
 
-        def spec_of(row: tuple[Any, ...]) -> ExecutionSpec | None:
-            return None if running(row) else self._due_spec(row, info)
+        def attempt_of(row: tuple[Any, ...]) -> Attempt | None:
+            return None if running(row) else self._due_attempt(row, info)
 
         table = self._table
         rows = due_rows(self._engine.sql, table, self._due_columns, now, DUE_BATCH)
         due = await self._catch_up([row for row in rows if not running(row)], now)
-        failures = await run_rows(self._engine, due, spec_of, table=table.name)
+        failures = await self._engine.runner.run(due, attempt_of, table=table.name)
         for execution in attached:
             await execution.settled.wait()
         if not failures:
@@ -238,11 +243,14 @@ class DurableHelper(ABC, Generic[Entry]):
         """The error an attempt of handler `name` fails with when there is no such handler."""
         return NonRetryableError(self._missing.format(name))
 
-    def _spec_kind(self, name: str) -> SpecKind:
-        """What every execution of handler `name` shares (built once per name, then found
-        in `_shared`)."""
+    def _kind_of(self, name: str) -> AttemptKind:
+        """What every attempt of handler `name` shares (built once per name)."""
+        found = self._kinds.get(name)
+        if found is not None:
+            return found
         policy = self._policies.get(name, self._default_policy)
-        kind = self._shared[name] = SpecKind(
+        kind = self._kinds[name] = AttemptKind(
+            executor=self._executor,
             table=self._table,
             label=f'{self._noun} "{name}"',
             entity_kind=self._entity_kind,
@@ -253,44 +261,10 @@ class DurableHelper(ABC, Generic[Entry]):
                 self._noun, name, policy.max_attempts
             ),
             timeout_error=lambda: self._timeout_error(name, policy.attempt_timeout_ms),
-            is_terminal=lambda error: self._is_terminal(error, policy),
             include_result=self._include_result,
             listened=self._listened,
         )
         return kind
-
-    def _spec(
-        self,
-        *,
-        key: str,
-        name: str,
-        generation: str,
-        created_at: int,
-        attempt: int,
-        argument: Callable[[int, AbortSignal], object],
-        complete: Callable[[SqlStorage, Any, int], int | None],
-        on_terminal: Callable[[SqlStorage], None] | None = None,
-    ) -> ExecutionSpec:
-        """The execution of record `key` of handler `name` built from callbacks (named
-        alarms; operations build their own spec): `argument(attempt, signal)` builds
-        what the handler is called with."""
-
-        def invoke(attempt: int, signal: AbortSignal) -> Any:
-            handler = self._handlers.get(name)
-            if handler is None:
-                raise self._no_handler(name)
-            return handler(argument(attempt, signal))
-
-        return CallbackSpec(
-            self._shared.get(name) or self._spec_kind(name),
-            key,
-            generation,
-            created_at,
-            attempt,
-            invoke,
-            complete,
-            on_terminal,
-        )
 
 
 def _purge_cutoff(ms: TimeInput | None, before: TimeInput | None) -> int:

@@ -15,8 +15,7 @@ from typing import TypeVar
 
 from .._context import SqlStorage
 from .._errors import FanoutEnqueueError, SerializedError
-from .engine import FanoutEngine
-from .grouping import TurnGroups
+from .engine import FanoutEngine, TurnBatch
 from .rows import Delivery, NewMessage, Registered, from_sql
 from .writes import Registration, claim_rows, register_rows, remove_rows
 
@@ -61,8 +60,8 @@ class DeliveryStore:
     def __init__(self, engine: FanoutEngine) -> None:
         self._engine = engine
         self._count: int | None = None
-        self._groups: TurnGroups[Registration, list[Registered]] = TurnGroups(
-            self._register_group, engine.spawn
+        self._groups: TurnBatch[Registration, list[Registered]] = TurnBatch(
+            self._register_group, engine.spawn, "enqueue"
         )
         engine.on_emptied(self._forget_count)
 
@@ -139,9 +138,9 @@ class DeliveryStore:
         An entry whose key is stored (or repeated in the batch) with the same id, body
         and targets is skipped; with different ones the whole batch is rejected with
         `FanoutEnqueueError` and nothing is written. Enqueues of one turn are stored
-        together (see `grouping`).
+        together (a `TurnBatch`).
         """
-        return await self._groups.submit(Registration(entries, targets, now, first_attempt_at))
+        return await self._groups.add(Registration(entries, targets, now, first_attempt_at))
 
     async def _register_group(
         self, requests: list[Registration]

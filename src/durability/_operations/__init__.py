@@ -1,6 +1,7 @@
 """Durable operations: `Durability` and its records, handles and registrations.
 
-`durability` is the capability, `registrations` writes the registrations of one loop
+`durability` is the capability, `calls` what a handler receives and how an attempt
+calls it, `registrations` writes the registrations of one loop
 turn together, `control` the writes of one record (cancel, retry, completion),
 `records` its reads and `OperationResult`, `handles` the per-operation handle and job,
 `schema` the `durability_calls` table's migrations.
@@ -8,7 +9,8 @@ turn together, `control` the writes of one record (cancel, retry, completion),
 
 from __future__ import annotations
 
-from .durability import Durability, DurableCall
+from .calls import DurableCall
+from .durability import Durability
 from .handles import DurableJob, DurableOperation
 from .records import OperationResult
 from .schema import OPERATION_MIGRATIONS

@@ -11,34 +11,30 @@ ids stay deduplicated; `purge_before` is the only way to drop them.
 from __future__ import annotations
 
 import asyncio
-import functools
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
-from urllib.parse import quote
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from .._clock import now_ms
-from .._context import Context, Row, SqlStorage
+from .._context import Context, Row
 from .._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
     SHARED_EVENT_TYPES,
     AlarmRetryInfo,
+    Attempt,
     AttemptPolicy,
     CancelledEvent,
     DurabilityScheduler,
     DurableHelper,
-    EagerClaims,
-    ExecutionSpec,
     HostAlarmInfo,
     LifecycleEventType,
     LifecycleHook,
     MethodOptions,
     RegisteredEvent,
+    Reservation,
     RetriedEvent,
     RetryPolicy,
     check_handlers,
     given_options,
-    start_batch,
 )
 from .._errors import (
     DurableAttemptTimeoutError,
@@ -46,71 +42,25 @@ from .._errors import (
     DurableResultSerializationError,
     serialize_error,
 )
-from .._serialization import deserialize, serialize
-from .._signal import AbortSignal, abort
-from .._types import JsonValue
+from .._serialization import serialize
+from .._signal import abort
 from .._uuid import random_uuid
 from .._validate import check_non_negative_int
+from .calls import CallExecutor, DurableCall, call_idempotency_key
 from .control import (
     NULL_TEXT,
     cancel_call,
     check_id,
-    complete_call,
     first_attempt_at,
     retry_call,
 )
 from .handles import DurableOperation
 from .records import CALLS, OperationResult, list_results, read_call, to_result
-from .registrations import Registration, RegistrationBatch, complete_calls
+from .registrations import Registration, Registrations
 from .schema import OPERATION_MIGRATIONS
 
 CAPABILITY = "operations"
 DEFAULT_RETRIES = RetryPolicy()
-IDEMPOTENCY_PREFIX = "durability-call:v1:"
-
-P = TypeVar("P")
-"""The payload type a handler declares (`DurableCall[Order]`); unchecked at run time."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class DurableCall(Generic[P]):
-    """What an operation handler receives: the call's id, payload and attempt (1-based).
-
-    `signal` is aborted when the attempt times out or the record is cancelled or purged.
-    `idempotency_key` is the same for every attempt of this call and differs between
-    objects: it holds the object's id, the operation and the call's id, so an external
-    service given it applies the call's effect once. (Not slotted: `DurableCall[Order](...)`
-    must be able to record its type argument.)
-    """
-
-    id: str
-    operation: str
-    payload: P
-    attempt: int
-    signal: AbortSignal
-    idempotency_key: str
-
-
-def _new_call(
-    id: str,
-    operation: str,
-    payload: JsonValue,
-    attempt: int,
-    signal: AbortSignal,
-    idempotency_key: str,
-) -> DurableCall[JsonValue]:
-    """`DurableCall(...)` with these fields, built at a quarter of the cost: a frozen
-    dataclass's constructor sets each field through `object.__setattr__`. The fields go
-    straight into the instance's dict, in field order (no keyword dict to copy)."""
-    call: DurableCall[JsonValue] = object.__new__(DurableCall)
-    fields = call.__dict__
-    fields["id"] = id
-    fields["operation"] = operation
-    fields["payload"] = payload
-    fields["attempt"] = attempt
-    fields["signal"] = signal
-    fields["idempotency_key"] = idempotency_key
-    return call
 
 
 class Durability(DurableHelper["DurableOperation"]):
@@ -174,7 +124,7 @@ class Durability(DurableHelper["DurableOperation"]):
         )
         self._after: dict[tuple[str, str], asyncio.Event] = {}
         """Retried records (by key and generation) whose older attempt must end first."""
-        self._registrations = RegistrationBatch(self._engine, self._registered, self._reserve)
+        self._registrations = Registrations(self._engine, self._registered, self._reserve)
         self._prefixes: dict[str, str] = {}
 
     def operation(self, name: str) -> DurableOperation:
@@ -201,27 +151,25 @@ class Durability(DurableHelper["DurableOperation"]):
         )
         return self._registrations.add((key, operation, text, due, random_uuid(), now))
 
-    def _reserve(self, rows: list[Registration]) -> EagerClaims | None:
+    def _reserve(self, rows: list[Registration]) -> Reservation | None:
         """Before a batch's write: permits and keys for its records due now, as far as
         permits are free, so the write claims them too."""
         if not self._engine.permits.free:
             return None
-        return EagerClaims(self._engine, self._firsts_due(rows, now_ms())) or None
+        return self._engine.runner.reserve(self._firsts_due(rows, now_ms())) or None
 
-    def _firsts_due(
-        self, rows: list[Registration], now: int
-    ) -> Iterator[tuple[int, ExecutionSpec]]:
-        """The position and spec of each row due at `now` that is the first of its key in
-        `rows` (built only as far as the reservation takes them)."""
+    def _firsts_due(self, rows: list[Registration], now: int) -> Iterator[tuple[int, Attempt]]:
+        """The position and attempt of each row due at `now` that is the first of its key
+        in `rows` (built only as far as the reservation takes them)."""
         seen: set[str] = set()
         for position, (key, operation, text, due_at, generation, created_at) in enumerate(rows):
             if key in seen:
                 continue
             seen.add(key)
             if due_at <= now:
-                yield position, self._call_spec(key, operation, text, generation, created_at, 0)
+                yield position, self._call_attempt(key, operation, text, generation, created_at, 0)
 
-    def _registered(self, inserted: list[Registration], claims: EagerClaims | None) -> None:
+    def _registered(self, inserted: list[Registration], claims: Reservation | None) -> None:
         """After the commit of new records: emit, run those claimed with them, and start
         other ones due now as far as permits are free (a record a timer pass started
         meanwhile is left to it)."""
@@ -243,23 +191,24 @@ class Durability(DurableHelper["DurableOperation"]):
             self._start_eagerly(due)
 
     def _unclaimed_due(
-        self, inserted: list[Registration], claims: EagerClaims | None, free: int, now: int
-    ) -> list[ExecutionSpec]:
-        """The specs of up to `free` new records due at `now` that `claims` does not hold."""
-        due: list[ExecutionSpec] = []
+        self, inserted: list[Registration], claims: Reservation | None, free: int, now: int
+    ) -> list[Attempt]:
+        """The attempts of up to `free` new records due at `now` that `claims` does not
+        hold."""
+        due: list[Attempt] = []
         for key, operation, text, due_at, generation, created_at in inserted:
             if due_at <= now and (claims is None or key not in claims):
-                due.append(self._call_spec(key, operation, text, generation, created_at, 0))
+                due.append(self._call_attempt(key, operation, text, generation, created_at, 0))
                 if len(due) == free:
                     break
         return due
 
-    def _start_eagerly(self, specs: list[ExecutionSpec]) -> None:
+    def _start_eagerly(self, attempts: list[Attempt]) -> None:
         """Run records that are due now at once, as far as permits are free (the
         reconciled alarm or the early timer picks up the others)."""
-        started = start_batch(self._engine, specs)
+        started = self._engine.runner.start(attempts)
         if started is not None:
-            self._run_started(started, specs[0].key, specs[0].name)
+            self._run_started(started, attempts[0].key, attempts[0].kind.name)
 
     def _run_started(self, started: Awaitable[None], id: str, operation: str) -> None:
         """Run attempts started outside a pass in the background (a failure is reported
@@ -321,7 +270,7 @@ class Durability(DurableHelper["DurableOperation"]):
             return True
         created_at = int(row["created_at"])
         self._start_eagerly(
-            [self._call_spec(key, operation, str(row["payload"]), generation, created_at, 0)]
+            [self._call_attempt(key, operation, str(row["payload"]), generation, created_at, 0)]
         )
         return True
 
@@ -359,11 +308,14 @@ class Durability(DurableHelper["DurableOperation"]):
 
     # -- execution ----------------------------------------------------------------------
 
-    def _due_spec(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> ExecutionSpec:
-        key, generation, operation, payload, created_at, attempt = row
-        return self._call_spec(key, operation, payload, generation, created_at, attempt)
+    def _new_executor(self) -> CallExecutor:
+        return CallExecutor(self)
 
-    def _call_spec(
+    def _due_attempt(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> Attempt:
+        key, generation, operation, payload, created_at, attempt = row
+        return self._call_attempt(key, operation, payload, generation, created_at, attempt)
+
+    def _call_attempt(
         self,
         key: str,
         operation: str,
@@ -371,26 +323,16 @@ class Durability(DurableHelper["DurableOperation"]):
         generation: str,
         created_at: int,
         attempt: int,
-    ) -> ExecutionSpec:
+    ) -> Attempt:
+        """An attempt of record `key`; its `data` is the stored payload text."""
         after = None
         if self._after:
             after = self._after.get((key, generation))
             if after is not None and after.is_set():
                 del self._after[(key, generation)]
                 after = None
-        spec = _CallSpec(
-            self._shared.get(operation) or self._spec_kind(operation),
-            key,
-            generation,
-            created_at,
-            attempt,
-            after,
-            None,
-            _complete_many,
-        )
-        spec.owner = self
-        spec.payload_text = payload_text
-        return spec
+        kind = self._kinds.get(operation) or self._kind_of(operation)
+        return Attempt(kind, key, generation, created_at, attempt, payload_text, after)
 
     def _idempotency_prefix(self, operation: str) -> str:
         """`call_idempotency_key` of `operation` without the id (built once per name)."""
@@ -403,46 +345,3 @@ class Durability(DurableHelper["DurableOperation"]):
     def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
         """A result that cannot be stored fails the call: running it again would not help."""
         return isinstance(error, DurableResultSerializationError)
-
-
-class _CallSpec(ExecutionSpec):
-    """An attempt of an operation record: the handler gets a `DurableCall` of the stored
-    payload, and `complete_call` writes a success. It holds its helper and the payload
-    text instead of closures over them (no function or cell objects per record)."""
-
-    __slots__ = ("owner", "payload_text")
-
-    owner: Durability
-    payload_text: str
-
-    def invoke(self, attempt: int, signal: AbortSignal) -> Any:
-        owner, name, key = self.owner, self.name, self.key
-        handler = owner._handlers.get(name)
-        if handler is None:
-            raise owner._no_handler(name)
-        text = self.payload_text
-        payload = None if text == NULL_TEXT else deserialize(text)
-        prefix = owner._prefixes.get(name) or owner._idempotency_prefix(name)
-        return handler(_new_call(key, name, payload, attempt, signal, prefix + key))
-
-    def complete(self, sql: SqlStorage, result: Any, attempt: int) -> int | None:
-        return complete_call(sql, self.name, self.key, self.generation, result, attempt)
-
-
-def _complete_many(
-    sql: SqlStorage, done: Sequence[tuple[ExecutionSpec, int, Any]]
-) -> list[int | Exception | None]:
-    """Store the successes of a batch of attempts at once (`complete_call`, set-based)."""
-    return complete_calls(sql, done, now_ms())
-
-
-def call_idempotency_key(object_id: str | None, operation: str, id: str) -> str:
-    """`durability-call:v1:<object id>:<operation>:<id>`, the operation name escaped so
-    no two (operation, id) pairs give one key (the id, last, is kept as it is)."""
-    return f"{IDEMPOTENCY_PREFIX}{object_id or ''}:{_escaped(operation)}:{id}"
-
-
-@functools.lru_cache(maxsize=256)
-def _escaped(operation: str) -> str:
-    """`operation` percent-escaped for the idempotency key (a handler name: few distinct)."""
-    return quote(operation, safe="")

@@ -1,9 +1,10 @@
 """Requests made in one turn of the event loop, handled together by one task.
 
-Concurrent callers that submit in the same turn join one group; a task started for the
-group (it runs on the next turn) hands the whole group to `handle` and gives each caller
-its own outcome. So the fixed cost of a transaction (its savepoint, the alarm reconcile,
-one statement per table) is paid once per turn instead of once per call.
+Concurrent callers that add a request in the same turn join one group; a task started
+for the group (it runs on the next turn) hands the whole group to `handle` and gives
+each caller its own outcome. So the fixed cost of a transaction (its savepoint, the
+alarm reconcile, one statement per table) is paid once per turn instead of once per
+call: operations' registrations and the fanout's enqueues are written this way.
 """
 
 from __future__ import annotations
@@ -18,28 +19,37 @@ Request = TypeVar("Request")
 Result = TypeVar("Result")
 
 Spawn = Callable[[Awaitable[None]], "asyncio.Future[None]"]
+Group = list[tuple[Request, "asyncio.Future[Result]"]]
 
 
-class TurnGroups(Generic[Request, Result]):
-    """Groups `submit` calls per turn; `handle(requests)` returns one outcome per request
-    (a result, or the exception that request raises). If `handle` itself raises, every
-    caller of the group gets that error; if its task is cancelled, every caller still
-    waiting gets `abandoned_error`. A request whose caller is cancelled before its group
-    starts is left out."""
+class TurnBatch(Generic[Request, Result]):
+    """Groups `add` calls per turn; `handle(requests)` returns one outcome per request
+    (a result, or the exception that request raises).
 
-    __slots__ = ("_group", "_handle", "_spawn")
+    If `handle` itself raises, every caller of the group gets that error; if its task
+    is cancelled (or the host refuses it), every caller still waiting gets
+    `abandoned_error` naming `noun`. A request whose caller gave up (its future is done)
+    before its group starts is left out.
+    """
+
+    __slots__ = ("_group", "_handle", "_noun", "_spawn")
 
     def __init__(
         self,
         handle: Callable[[list[Request]], Awaitable[list[Result | Exception]]],
         spawn: Spawn,
+        noun: str,
     ) -> None:
         self._handle = handle
         self._spawn = spawn
-        self._group: list[tuple[Request, asyncio.Future[Result]]] | None = None
+        self._noun = noun
+        self._group: Group[Request, Result] | None = None
 
-    async def submit(self, request: Request) -> Result:
-        """The outcome of `request`, handled together with this turn's other requests."""
+    def add(self, request: Request) -> asyncio.Future[Result]:
+        """The future outcome of `request`, handled together with this turn's others.
+
+        Not a coroutine: a caller awaits the future itself, one coroutine fewer per
+        request. Raises the host's refusal when the group's task cannot start."""
         future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
         group = self._group
         if group is None:
@@ -48,12 +58,11 @@ class TurnGroups(Generic[Request, Result]):
             task.add_done_callback(lambda _: self._abandon(group))
             self._group = group
         group.append((request, future))
-        return await future
+        return future
 
-    async def _run(self, group: list[tuple[Request, asyncio.Future[Result]]]) -> None:
+    async def _run(self, group: Group[Request, Result]) -> None:
         if self._group is group:
             self._group = None
-        # A caller cancelled before its group started gets nothing done for it.
         group[:] = [(request, future) for request, future in group if not future.done()]
         if not group:
             return
@@ -69,7 +78,7 @@ class TurnGroups(Generic[Request, Result]):
             else:
                 future.set_result(outcome)
 
-    def _abandon(self, group: list[tuple[Request, asyncio.Future[Result]]]) -> None:
+    def _abandon(self, group: Group[Request, Result]) -> None:
         """A group whose task ended without answering (it was cancelled): fail its callers
         with a definite error (see `abandoned_error`), and let the next request start a
         new group."""
@@ -78,6 +87,6 @@ class TurnGroups(Generic[Request, Result]):
         waiting = [future for _, future in group if not future.done()]
         if not waiting:
             return
-        error = abandoned_error(self._spawn, "enqueue")
+        error = abandoned_error(self._spawn, self._noun)
         for future in waiting:
             future.set_exception(error)

@@ -1,0 +1,116 @@
+"""What one attempt of a record needs: the record (`Attempt`), what every attempt of its
+handler shares (`AttemptKind`), and the capability that runs it (`Executor`).
+
+An `Attempt` is plain data: the record's key, generation, creation time, the attempt
+count it was read with, and the executor's own `data` (an operation's payload text, a
+named alarm's row). Behaviour lives in one place per capability, its `Executor`: how
+the handler is called, how successes are stored, what else a terminal failure writes,
+and which errors end a record at once. The runner (`runner.py`) and the settlement
+(`settle.py`) hold no capability knowledge beyond this.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .._context import SqlStorage
+from .._signal import AbortSignal
+from .lifecycle import EVERY_EVENT_TYPE, Emit, EntityKind
+from .policy import AttemptPolicy
+from .tables import TableSpec
+
+Done = tuple["Attempt", int, Any]
+"""A success to store: the attempt, its number (1-based) and the handler's result."""
+
+
+class Executor(Protocol):
+    """The capability whose records an attempt runs (`Durability`, `DurabilityAlarms`)."""
+
+    def invoke(self, attempt: Attempt, number: int, signal: AbortSignal) -> Any:
+        """Call the handler for attempt `number` of the record (the result may be
+        awaitable)."""
+        ...
+
+    def complete(self, sql: SqlStorage, done: Sequence[Done]) -> list[int | Exception | None]:
+        """Store the successes `done` of this executor's records, each fenced on its
+        generation and attempt: per row its completion time, `None` when a newer
+        generation won, or the error that turns the success into a failure. Runs
+        outside any transaction and may write several rows per statement; a raise fails
+        every row (the runner then stores them one by one)."""
+        ...
+
+    def on_terminal(self, sql: SqlStorage, attempt: Attempt) -> None:
+        """Write what else a terminal failure of `attempt` changes, in its transaction (a
+        recurrence moves on to its next slot)."""
+        ...
+
+    def is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
+        """Whether `error` ends the record at once, whatever attempts are left (a rule of
+        the capability's own, beside the engine's non-retryable rules)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptKind:
+    """What every attempt of one handler name shares (built once per name).
+
+    `label` names the handler in errors (``operation "charge"``); `listened` names the
+    lifecycle event types the hook receives (events of other types are never built);
+    `include_result` puts a success's result in its settled event.
+    """
+
+    executor: Executor
+    table: TableSpec
+    label: str
+    entity_kind: EntityKind
+    name: str
+    policy: AttemptPolicy
+    emit: Emit
+    exhausted_error: Callable[[], BaseException]
+    timeout_error: Callable[[], BaseException]
+    include_result: bool = False
+    listened: frozenset[str] = EVERY_EVENT_TYPE
+
+
+class Attempt:
+    """One attempt to run of one record.
+
+    `attempt` is the attempt count the row had when it was read (its claim expects it).
+    `after`, when given, is the settlement of an older execution of the key that this
+    one must not overlap: nothing of this attempt starts before it is set. `data` is
+    the executor's own (what its `invoke` and `complete` need of the record).
+    """
+
+    __slots__ = ("after", "attempt", "created_at", "data", "generation", "key", "kind")
+
+    def __init__(
+        self,
+        kind: AttemptKind,
+        key: str,
+        generation: str,
+        created_at: int,
+        attempt: int,
+        data: Any,
+        after: asyncio.Event | None = None,
+    ) -> None:
+        self.kind = kind
+        self.key = key
+        self.generation = generation
+        self.created_at = created_at
+        self.attempt = attempt
+        self.data = data
+        self.after = after
+
+    def entity(self) -> dict[str, Any]:
+        """The entity fields every lifecycle event of this record carries."""
+        kind = self.kind
+        fields: dict[str, Any] = {
+            "entity_kind": kind.entity_kind,
+            "id": self.key,
+            "generation": self.generation,
+        }
+        fields["operation" if kind.entity_kind == "operation" else "alarm"] = kind.name
+        return fields

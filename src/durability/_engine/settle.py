@@ -1,0 +1,220 @@
+"""The durable outcome of an attempt: what a failure becomes, and the fenced writes,
+log records and lifecycle events of a success, a failure and an exhausted record.
+
+`decide_retry` applies the retry rules in a fixed order; `settle_error` persists what it
+decides. Every write names the record's generation and attempt, so an outcome that
+arrives after its record moved on (cancelled, retried, purged) is dropped silently.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .._clock import now_ms
+from .._context import SqlStorage
+from .._errors import DurableRetryPolicyError, RetryAfter, is_non_retryable, serialize_error
+from .._types import MAX_SAFE_INTEGER
+from . import attempt_log
+from .attempt import Attempt
+from .lifecycle import AttemptSettledEvent, LifecycleEventType, TerminalEvent, slot_constructor
+from .tables import exhaust_attempts, settle_failure
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+
+@dataclass(frozen=True, slots=True)
+class RetryDecision:
+    """What a failed attempt becomes: the error to store, terminal or not, and when next."""
+
+    error: BaseException
+    terminal: bool
+    timestamp: int
+    next_attempt_at: int
+
+
+def decide_retry(attempt: Attempt, number: int, error: BaseException) -> RetryDecision:
+    """Apply the retry rules in order: non-retryable (by class, name or the policy's
+    `non_retryable`), attempt limit, the executor's own rule, then the delay a
+    `RetryAfter` asked for or else the policy's."""
+    kind = attempt.kind
+    policy = kind.policy
+    if (
+        is_non_retryable(error)
+        or isinstance(error, policy.non_retryable)
+        or number >= policy.max_attempts
+        or kind.executor.is_terminal(error, policy)
+    ):
+        timestamp = now_ms()
+        return RetryDecision(error, True, timestamp, timestamp)
+    try:
+        raw = error.delay_ms if isinstance(error, RetryAfter) else policy.delay(number)
+        if (
+            isinstance(raw, bool)
+            or not isinstance(raw, (int, float))
+            or not math.isfinite(raw)
+            or raw < 0
+        ):
+            raise DurableRetryPolicyError(kind.label)
+        delay = math.floor(raw + 0.5)
+        timestamp = now_ms()
+        if delay > MAX_SAFE_INTEGER or timestamp + delay > MAX_SAFE_INTEGER:
+            raise DurableRetryPolicyError(kind.label)
+        return RetryDecision(error, False, timestamp, timestamp + delay)
+    except Exception as policy_error:
+        if isinstance(policy_error, DurableRetryPolicyError):
+            terminal_error = policy_error
+        else:
+            terminal_error = DurableRetryPolicyError(kind.label)
+            terminal_error.__cause__ = policy_error
+        timestamp = now_ms()
+        return RetryDecision(terminal_error, True, timestamp, timestamp)
+
+
+def record_success(
+    engine: Engine,
+    attempt: Attempt,
+    number: int,
+    started_at: int,
+    completed_at: int | None,
+    result: Any,
+) -> None:
+    """After a success was written (`completed_at`, or `None` when a newer generation won):
+    log it, wake the record's watchers and emit."""
+    if completed_at is None:
+        attempt_log.outcome_discarded(engine, attempt, number)
+        return
+    duration = max(0, completed_at - started_at)
+    attempt_log.attempt_completed(engine, attempt, number, duration)
+    kind = attempt.kind
+    if engine.watchers.watched(kind.table.name, attempt.key):
+        engine.watchers.notify(
+            kind.table.name,
+            attempt.key,
+            {"generation_id": attempt.generation, "created_at": attempt.created_at},
+        )
+    if LifecycleEventType.ATTEMPT_SETTLED not in kind.listened:
+        return
+    is_operation = kind.entity_kind == "operation"
+    kind.emit(
+        _settled_event(
+            kind.entity_kind,
+            kind.name if is_operation else None,
+            None if is_operation else kind.name,
+            attempt.key,
+            attempt.generation,
+            completed_at,
+            number,
+            "completed",
+            duration,
+            None,
+            None,
+            result if kind.include_result else None,
+        )
+    )
+
+
+_settled_event = slot_constructor(
+    AttemptSettledEvent,
+    "entity_kind",
+    "operation",
+    "alarm",
+    "id",
+    "generation",
+    "timestamp",
+    "attempt",
+    "outcome",
+    "duration_ms",
+    "error",
+    "next_attempt_at",
+    "result",
+)
+"""`AttemptSettledEvent(...)` with every init field given, in this order (checked at
+import). Tests that patch `AttemptSettledEvent` here must patch this too."""
+
+
+async def fail_exhausted(engine: Engine, attempt: Attempt) -> None:
+    """Fail a record whose claim lost because it is at its attempt limit (if it still is)."""
+    kind = attempt.kind
+    exhausted = serialize_error(kind.exhausted_error())
+
+    def write(sql: SqlStorage) -> int | None:
+        stored = exhaust_attempts(
+            sql,
+            kind.table,
+            attempt.key,
+            attempt.generation,
+            kind.policy.max_attempts,
+            exhausted,
+        )
+        if stored is not None:
+            kind.executor.on_terminal(sql, attempt)
+        return stored
+
+    number = await engine.transaction(write)
+    if number is None:
+        return
+    attempt_log.record_failed(engine, attempt, number, None, exhausted, "attempts_exhausted")
+    engine.watchers.notify(kind.table.name, attempt.key)
+    if LifecycleEventType.TERMINAL in kind.listened:
+        kind.emit(
+            TerminalEvent(**attempt.entity(), timestamp=now_ms(), attempt=number, error=exhausted)
+        )
+
+
+async def settle_error(
+    engine: Engine, attempt: Attempt, number: int, started_at: int, error: BaseException
+) -> None:
+    """Persist a failed attempt (retry or terminal, per `decide_retry`), then log and emit."""
+    decision = decide_retry(attempt, number, error)
+    stored = serialize_error(decision.error)
+    kind = attempt.kind
+
+    def write(sql: SqlStorage) -> bool:
+        owned = settle_failure(
+            sql,
+            kind.table,
+            attempt.key,
+            attempt.generation,
+            number,
+            terminal=decision.terminal,
+            next_attempt_at=decision.next_attempt_at,
+            error=stored,
+        )
+        if owned and decision.terminal:
+            kind.executor.on_terminal(sql, attempt)
+        return owned
+
+    owned = await engine.transaction(write)
+    if not owned:
+        attempt_log.outcome_discarded(engine, attempt, number)
+        return
+    if decision.terminal:
+        reason = attempt_log.terminal_reason(attempt, number, error, decision.error)
+        attempt_log.record_failed(engine, attempt, number, decision.error, stored, reason)
+        engine.watchers.notify(kind.table.name, attempt.key)
+    else:
+        attempt_log.attempt_failed(
+            engine,
+            attempt,
+            number,
+            decision.error,
+            stored,
+            retry_in_ms=decision.next_attempt_at - decision.timestamp,
+            next_attempt_at=decision.next_attempt_at,
+        )
+    if LifecycleEventType.ATTEMPT_SETTLED not in kind.listened:
+        return
+    kind.emit(
+        AttemptSettledEvent(
+            **attempt.entity(),
+            timestamp=decision.timestamp,
+            attempt=number,
+            outcome="failed" if decision.terminal else "retry_scheduled",
+            duration_ms=max(0, decision.timestamp - started_at),
+            error=stored,
+            next_attempt_at=None if decision.terminal else decision.next_attempt_at,
+        )
+    )

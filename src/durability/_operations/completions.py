@@ -1,0 +1,123 @@
+"""The successes of a batch of operation attempts, stored with one fenced UPDATE per
+16 records.
+
+Each completion is fenced as a single one is (`control.complete_call`): it names the
+record's id, generation and attempt and `status = 'pending'`, so a cancel, retry or
+purge that got there first wins. Chunks of at least `COUNTED_ROWS` records are counted
+with ``changes()`` instead of returning each id.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+
+from .._context import SqlStorage
+from .._engine import Done, padded_bindings, value_rows
+from .._errors import DurableResultSerializationError
+from .._serialization import serialize
+from .control import NULL_TEXT
+from .registrations import COUNTED_ROWS
+
+_COMPLETE_CHUNK = 16
+"""Rows one completion names at most (4 bindings each, under the 100 a query may have)."""
+
+_COMPLETE = (
+    "WITH c(k, g, a, r) AS (VALUES {rows}) "
+    "UPDATE durability_calls SET status = 'completed', completed_at = ?, result = c.r FROM c "
+    "WHERE durability_calls.id = c.k AND durability_calls.generation_id = c.g "
+    "AND durability_calls.attempt = c.a AND +durability_calls.status = 'pending'{returning}"
+)
+
+_COMPLETE_ALIKE = (
+    "WITH c(k, g, a) AS (VALUES {rows}) "
+    "UPDATE durability_calls SET status = 'completed', completed_at = ?, result = ? FROM c "
+    "WHERE durability_calls.id = c.k AND durability_calls.generation_id = c.g "
+    "AND durability_calls.attempt = c.a AND +durability_calls.status = 'pending'{returning}"
+)
+"""`_COMPLETE` for rows that all store the same result (bound once)."""
+
+
+def complete_calls(
+    sql: SqlStorage, done: Sequence[Done], completed_at: int
+) -> list[int | Exception | None]:
+    """Store the results of many successful attempts, each fenced as `complete_call` is;
+    per row `completed_at`, `None` (a cancel, retry or purge got there first) or
+    `DurableResultSerializationError` (not JSON: nothing stored for it)."""
+    outcomes: list[int | Exception | None] = [None] * len(done)
+    writes: list[tuple[int, str, str, int, str]] = []
+    for index, (attempt, number, result) in enumerate(done):
+        try:
+            text = NULL_TEXT if result is None else serialize(result, "result")
+        except (TypeError, ValueError) as error:
+            failure = DurableResultSerializationError(attempt.kind.name)
+            failure.__cause__ = error
+            outcomes[index] = failure
+            continue
+        writes.append((index, attempt.key, attempt.generation, number, text))
+    for first in range(0, len(writes), _COMPLETE_CHUNK):
+        chunk = writes[first : first + _COMPLETE_CHUNK]
+        for index in _completed(sql, chunk, completed_at):
+            outcomes[index] = completed_at
+    return outcomes
+
+
+def _completed(
+    sql: SqlStorage, chunk: Sequence[tuple[int, str, str, int, str]], completed_at: int
+) -> Iterable[int]:
+    """Complete the `(index, key, generation, attempt, text)` rows of one statement; the
+    indexes of those whose completion won."""
+    counted = len(chunk) >= COUNTED_ROWS
+    text = chunk[0][4]
+    if all(write[4] == text for write in chunk):
+        size, bindings = padded_bindings([write[1:4] for write in chunk], 3)
+        query = _complete_query(True, size, not counted)
+        cursor = sql.exec(query, *bindings, completed_at, text)
+    else:
+        size, bindings = padded_bindings([write[1:] for write in chunk], 4)
+        cursor = sql.exec(_complete_query(False, size, not counted), *bindings, completed_at)
+    if not counted:
+        won = {row[0] for row in cursor.raw()}
+        return [write[0] for write in chunk if write[1] in won]
+    for (count,) in sql.exec("SELECT changes()").raw():
+        if count == len(chunk):
+            return [write[0] for write in chunk]
+        if count == 0:
+            return ()
+    return _won_completions(sql, chunk, completed_at)
+
+
+def _won_completions(
+    sql: SqlStorage, chunk: Sequence[tuple[int, str, str, int, str]], completed_at: int
+) -> list[int]:
+    """The indexes of `chunk` whose record is now completed at `completed_at` by that
+    generation and attempt. That tells this statement's wins apart because an attempt
+    is completed only by its own execution, which holds the record's key until it has
+    stored its outcome (so no record of `chunk` was completed so before)."""
+    stored = {
+        (key, generation, attempt)
+        for key, generation, attempt in sql.exec(
+            _completed_query(len(chunk)), completed_at, *(write[1] for write in chunk)
+        ).raw()
+    }
+    return [write[0] for write in chunk if (write[1], write[2], write[3]) in stored]
+
+
+@functools.cache
+def _complete_query(alike: bool, size: int, returning: bool) -> str:
+    """The completion of `size` rows (one result for all when `alike`), returning the
+    completed ids or not (a few distinct texts)."""
+    ending = " RETURNING durability_calls.id" if returning else ""
+    if alike:
+        return _COMPLETE_ALIKE.format(rows=value_rows(3, size), returning=ending)
+    return _COMPLETE.format(rows=value_rows(4, size), returning=ending)
+
+
+@functools.cache
+def _completed_query(size: int) -> str:
+    """The id, generation and attempt of those of `size` ids completed at a time."""
+    marks = ", ".join("?" * size)
+    return (
+        "SELECT id, generation_id, attempt FROM durability_calls "
+        f"WHERE status = 'completed' AND completed_at = ? AND id IN ({marks})"
+    )
