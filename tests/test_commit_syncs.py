@@ -13,10 +13,40 @@ from pathlib import Path
 
 import pytest
 
-from durability.runtime import DurableObject, Runtime, _commit_threads, _database
+from durability.runtime import DurableObject, Runtime, _commit_threads, _log_syncs
 from durability.runtime._commit_threads import CommitThreads
 from durability.runtime._database import Database
+from durability.runtime._object_hooks import Unwatched
 from durability.runtime._opening import open_database
+
+
+class Failures(Unwatched):
+    """Hooks that record the errors of failed commits."""
+
+    def __init__(self, failed: list[BaseException]) -> None:
+        self.failed = failed
+
+    def commit_failed(self, database: Database, error: BaseException) -> None:
+        self.failed.append(error)
+
+
+class AlarmCommits(Unwatched):
+    """Hooks that call `before` ahead of an alarm commit and `after` once it is durable."""
+
+    def __init__(
+        self,
+        before: Callable[[Database], tuple[None, object]],
+        after: Callable[[object], object],
+    ) -> None:
+        self.before = before
+        self.after = after
+
+    def prepare_commit(self, database: Database) -> tuple[None, object]:
+        return self.before(database)
+
+    def committed(self, database: Database, prepared: object) -> None:
+        self.after(prepared)
+
 
 Synced = list[tuple[int, str]]
 """Each sync: the inode of the log it synced and the thread it ran in (always of a log
@@ -27,7 +57,7 @@ still linked in its directory: a sync of a deleted log would make nothing durabl
 def synced(monkeypatch: pytest.MonkeyPatch) -> Synced:
     """Record every log sync the databases make (and still make it)."""
     made: Synced = []
-    sync = _database._sync_data
+    sync = _log_syncs._sync_data
 
     def recording(descriptor: int) -> None:
         status = os.fstat(descriptor)
@@ -35,7 +65,7 @@ def synced(monkeypatch: pytest.MonkeyPatch) -> Synced:
         made.append((status.st_ino, threading.current_thread().name))
         sync(descriptor)
 
-    monkeypatch.setattr(_database, "_sync_data", recording)
+    monkeypatch.setattr(_log_syncs, "_sync_data", recording)
     return made
 
 
@@ -146,11 +176,11 @@ async def test_a_read_of_writes_not_yet_synced_waits_for_their_sync(
     that sync, and is what a reader's result waits for (the output gate)."""
     database = await opened(tmp_path / "a.sqlite3", committer)
     written = write(database, 1)
-    database._commit_turn(written)  # the COMMIT, ahead of its turn's sync round
+    database.pipeline.commit_turn(written)  # the COMMIT, ahead of its turn's sync round
     assert not written.done()
     read = database.join()
     assert database.query("SELECT COUNT(*) FROM t") == [(2,)]
-    database._commit_turn(read)
+    database.pipeline.commit_turn(read)
     assert database.pending_commit is read and not read.done()
     ended: list[asyncio.Future[None]] = []
     written.add_done_callback(ended.append)
@@ -183,16 +213,16 @@ async def test_commits_made_while_a_sync_runs_end_in_order_with_the_next_one(
     the next sync with every other commit made meanwhile; futures end in commit order."""
     a, b = [await opened(tmp_path / f"{name}.sqlite3", committer) for name in "ab"]
     gate = threading.Event()
-    sync = _database._sync_log
+    sync = _log_syncs._sync_log
 
     def held(log: int, committer: CommitThreads | None) -> None:
         if threading.current_thread() is not threading.main_thread():
             gate.wait()
         sync(log, committer)
 
-    monkeypatch.setattr(_database, "_sync_log", held)
+    monkeypatch.setattr(_log_syncs, "_sync_log", held)
     first, other = write(a, 1), write(b, 1)
-    await until(lambda: a._syncing is not None and b._syncing is not None)  # in threads
+    await until(lambda: a.pipeline.syncs.syncing and b.pipeline.syncs.syncing)  # in threads
     before = len(synced)
     later = []
     for value in (2, 3):
@@ -219,14 +249,14 @@ async def test_a_failed_sync_fails_every_commit_not_yet_durable(
 ) -> None:
     database = await opened(tmp_path / "a.sqlite3", committer)
     failed: list[BaseException] = []
-    database.commit_failed = lambda db, error: failed.append(error)
+    database.hooks = Failures(failed)
 
     def broken(descriptor: int) -> None:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(_database, "_sync_data", broken)
+    monkeypatch.setattr(_log_syncs, "_sync_data", broken)
     written = write(database, 1)
-    database._commit_turn(written)
+    database.pipeline.commit_turn(written)
     still_open = write(database, 2)
     with pytest.raises(OSError, match="Input/output error"):
         await written
@@ -266,14 +296,14 @@ async def test_a_failed_sync_is_not_retried_and_later_commits_fail_with_it(
     disk is unknown): the object is told once, and every later commit fails at once."""
     database = await opened(tmp_path / "a.sqlite3", committer)
     failed: list[BaseException] = []
-    database.commit_failed = lambda db, error: failed.append(error)
+    database.hooks = Failures(failed)
     attempts = [0]
 
     def broken(descriptor: int) -> None:
         attempts[0] += 1
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(_database, "_sync_data", broken)
+    monkeypatch.setattr(_log_syncs, "_sync_data", broken)
     with pytest.raises(OSError):
         await write(database, 1)
     for _ in range(50):
@@ -297,9 +327,9 @@ async def test_a_whole_commit_whose_sync_fails_fails_like_any_failed_sync(
     def broken(descriptor: int) -> None:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(_database, "_sync_data", broken)
+    monkeypatch.setattr(_log_syncs, "_sync_data", broken)
     database = open_database(asyncio.get_running_loop(), tmp_path / "a.sqlite3", committer)
-    database.commit_failed = lambda db, error: failed.append(error)
+    database.hooks = Failures(failed)
     with pytest.raises(OSError, match="Input/output error"):
         await write(database, 1)
     assert len(failed) == 1 and isinstance(failed[0], OSError)
@@ -424,7 +454,7 @@ async def _until_sync(done: Callable[[], bool]) -> None:
 
 
 def hooks(database: Database, events: list[str]) -> None:
-    """Alarm hooks that record their calls: `before_commit` hands `after_commit` a number."""
+    """Alarm hooks that record their calls: `prepare_commit` hands `committed` a number."""
     numbers = iter(range(1, 100))
 
     def before(db: Database) -> tuple[None, object]:
@@ -432,8 +462,7 @@ def hooks(database: Database, events: list[str]) -> None:
         events.append(f"before {number}")
         return None, number
 
-    database.before_commit = before
-    database.after_commit = lambda db, number: events.append(f"after {number}")
+    database.hooks = AlarmCommits(before, lambda number: events.append(f"after {number}"))
 
 
 async def test_an_alarm_change_waits_for_the_earlier_one_to_be_durable_first(
@@ -446,16 +475,16 @@ async def test_an_alarm_change_waits_for_the_earlier_one_to_be_durable_first(
     events: list[str] = []
     hooks(database, events)
     gate = threading.Event()
-    sync = _database._sync_log
+    sync = _log_syncs._sync_log
 
     def held(log: int, threads: CommitThreads | None) -> None:
         gate.wait()
         sync(log, threads)
 
-    monkeypatch.setattr(_database, "_sync_log", held)
+    monkeypatch.setattr(_log_syncs, "_sync_log", held)
     first = write(database, 1)
     database.alarm_changed = True
-    await until(lambda: database._syncing is not None)
+    await until(lambda: database.pipeline.syncs.syncing)
     second = write(database, 2)
     database.alarm_changed = True
     threading.Timer(0.05, gate.set).start()
@@ -473,14 +502,14 @@ async def test_settle_waits_until_an_alarm_change_committed_on_the_loop_is_durab
     events: list[str] = []
     hooks(database, events)
     started, gate = threading.Event(), threading.Event()
-    sync = _database._sync_log
+    sync = _log_syncs._sync_log
 
     def held(log: int, threads: CommitThreads | None) -> None:
         started.set()
         gate.wait()
         sync(log, threads)
 
-    monkeypatch.setattr(_database, "_sync_log", held)
+    monkeypatch.setattr(_log_syncs, "_sync_log", held)
     change = write(database, 1)
     database.alarm_changed = True
     await asyncio.to_thread(started.wait)

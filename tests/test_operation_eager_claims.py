@@ -72,7 +72,7 @@ class Eager(DurableObject):
 def count_commits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Count the commits of every object database from now on (one object per test)."""
     counted = [0]
-    ended = _database.Database._ended_transaction
+    ended = _database.Database.transaction_ended
 
     def counting(
         database: _database.Database, transaction: asyncio.Future[None], wrote: bool = True
@@ -80,7 +80,7 @@ def count_commits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         counted[0] += 1
         ended(database, transaction, wrote)
 
-    monkeypatch.setattr(_database.Database, "_ended_transaction", counting)
+    monkeypatch.setattr(_database.Database, "transaction_ended", counting)
     return counted
 
 

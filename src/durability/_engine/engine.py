@@ -12,23 +12,21 @@ watchers) is an optimisation over durable rows: after eviction the alarm rebuild
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
-from .._clock import now_ms
 from .._context import Context, SqlStorage, Storage, Transaction, after_delete_all
-from .._errors import serialize_error
-from .lifecycle import logger, report_failure
+from .lifecycle import report_failure
 from .migrations import Migration, has_history, is_schema_current, migrate
-from .options import AlarmRetryInfo, SchedulerOptions
+from .options import SchedulerOptions
 from .participants import HostAlarmInfo, Participant
+from .passes import AlarmPasses
 from .permits import PermitPool
 from .reconcile import TimerTimes, reconcile
 from .registry import RunningExecutions, Watchers
 from .runner import AttemptRunner
 from .tables import TableSpec, purge_created_before
-from .tasks import BACKGROUND_FAILED, InstanceTasks
+from .tasks import InstanceTasks
 from .timer import EarlyTimer
 
 T = TypeVar("T")
@@ -58,9 +56,11 @@ class Engine:
         self.running = RunningExecutions()
         self.watchers = Watchers()
         self.runner = AttemptRunner(self)
-        self._timer = EarlyTimer(options, self._start_early_pass)
+        self.passes = AlarmPasses(self)
+        self._timer = EarlyTimer(options, self.passes.start_early)
         self._kinds: set[str] = set()
-        self._participants: list[Participant] = []
+        self.participants: list[Participant] = []
+        """The tables whose due work passes run (one helper each)."""
         self._migrated: dict[str, Sequence[Migration]] = {}
         self._emptied: list[Callable[[], object]] = []
         self._emptied_count = 0
@@ -82,11 +82,11 @@ class Engine:
 
     def register(self, participant: Participant) -> None:
         """Make alarm passes run `participant`'s due work (one participant per table)."""
-        if any(p.table.name == participant.table.name for p in self._participants):
+        if any(p.table.name == participant.table.name for p in self.participants):
             raise ValueError(
                 f"A {participant.table.name} helper is already attached to this scheduler"
             )
-        self._participants.append(participant)
+        self.participants.append(participant)
 
     def migrate_schema(self, capability: str, migrations: Sequence[Migration]) -> None:
         """Bring `capability`'s tables to the latest version, once per engine (and again
@@ -102,7 +102,7 @@ class Engine:
         for a helper's in-memory copy of what its rows held."""
         self._emptied.append(hook)
 
-    def _recreated_if_emptied(self) -> bool:
+    def recreated_if_emptied(self) -> bool:
         """After a wipe this engine was not told of (Cloudflare's own `deleteAll()`):
         whether the migration history was gone though this engine migrated (a user's
         downgrade keeps it); if so the tables are back, as `_storage_emptied` leaves
@@ -175,7 +175,7 @@ class Engine:
             times[0] = await reconcile(
                 txn,
                 self.sql,
-                self._participants,
+                self.participants,
                 self.running,
                 self.options,
                 serving,
@@ -240,93 +240,12 @@ class Engine:
         Only when even the fallback `set_alarm` fails does the error reach the host,
         whose retries are limited (it drops the alarm after them).
         """
-        await self._guarded_pass(info, self._participants)
+        await self.passes.run(info, self.participants)
 
-    def _start_early_pass(self, timestamp: int, wanted: Callable[[str], bool]) -> None:
-        participants = [p for p in self._participants if wanted(p.table.name)]
-        if not participants:
-            return
-        refusal = self.tasks.try_spawn(self._early_pass(timestamp, participants))
-        if refusal is not None:
-            # The host refused new work: the instance is gone and the alarm takes over.
-            logger.debug("early alarm at %s dropped: %s", timestamp, refusal)
-
-    async def _early_pass(self, timestamp: int, participants: list[Participant]) -> None:
-        try:
-            await self._guarded_pass(None, participants)
-        except Exception as error:
-            report_failure(BACKGROUND_FAILED, {"scheduled_time": timestamp}, error)
-
-    async def _guarded_pass(
-        self, info: HostAlarmInfo | None, participants: list[Participant]
-    ) -> None:
-        emptied = self._emptied_count
-        try:
-            await self._run_alarm(info, participants)
-        except Exception as error:
-            if self._emptied_count != emptied or self._recreated_if_emptied():
-                # The pass failed on rows `delete_all()` removed: nothing of it is owed.
-                await self.schedule_next_alarm()
-                return
-            retry_in_ms = self.options.alarm_min_delay_ms
-            try:
-                await self.storage.set_alarm(now_ms() + retry_in_ms)
-            except Exception as arm_error:
-                # Only now does the pass's own error reach the host (whose retries are
-                # limited); the failed fallback is why, so it is the cause.
-                raise error from arm_error
-            report_failure("durability.alarm.failed", {"retry_in_ms": retry_in_ms}, error)
-            self._notify_alarm_retry(error, info)
-
-    async def _run_alarm(self, info: HostAlarmInfo | None, participants: list[Participant]) -> None:
-        started_at = now_ms()
-        emptied = self._emptied_count
-        spawn = self.tasks.spawn
-        work = asyncio.gather(*(spawn(p.run_due(started_at, info)) for p in participants))
-        work.add_done_callback(_consume_exception)
-        remaining = self.options.alarm_handoff_ms - (now_ms() - started_at)
-        done, _ = await asyncio.wait({work}, timeout=max(remaining, 0) / 1000)
-        if work not in done:
-            if self._emptied_count != emptied:
-                # What still runs was on rows `delete_all()` removed: nothing to hand off.
-                await self.schedule_next_alarm()
-                return
-            # Hand off before the host's wall-time limit; the work keeps running here and
-            # the next pass attaches to it through the running executions.
-            await self._arm_for_handoff()
-            return
-        work.result()
-        await self.schedule_next_alarm()
-
-    async def _arm_for_handoff(self) -> None:
-        async def arm(txn: Transaction) -> None:
-            target = now_ms() + self.options.alarm_min_delay_ms
-            current = await txn.get_alarm()
-            if current is None or current > target:
-                await txn.set_alarm(target)
-
-        await self.storage.transaction(arm)
-
-    def _notify_alarm_retry(self, failure: BaseException, info: HostAlarmInfo | None) -> None:
-        hook = self.options.on_alarm_retry
-        if hook is None:
-            return
-        retry_in_ms = self.options.alarm_min_delay_ms
-        details = {"retry_in_ms": retry_in_ms}
-        retry = AlarmRetryInfo(
-            error=serialize_error(failure),
-            retry_in_ms=retry_in_ms,
-            retry_count=None if info is None else getattr(info, "retry_count", None),
-            is_retry=None if info is None else getattr(info, "is_retry", None),
-            object_id=self.object_id(),
-        )
-        try:
-            outcome = hook(retry)
-        except Exception as error:
-            report_failure("durability.alarm.retry_hook_failed", details, error)
-            return
-        if inspect.isawaitable(outcome):
-            self.tasks.run_in_background(outcome, "durability.alarm.retry_hook_failed", details)
+    @property
+    def emptied_count(self) -> int:
+        """How many times `delete_all()` emptied the object under this engine."""
+        return self._emptied_count
 
     # -- due rows and purge -------------------------------------------------------------
 
@@ -349,9 +268,3 @@ class Engine:
 
 def _no_write(sql: SqlStorage) -> None:
     """The write of a reconciliation-only transaction."""
-
-
-def _consume_exception(future: asyncio.Future[Any]) -> None:
-    """Mark a background future's exception as seen (the pass reports it if it waits)."""
-    if not future.cancelled():
-        future.exception()

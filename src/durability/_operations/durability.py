@@ -11,7 +11,7 @@ ids stay deduplicated; `purge_before` is the only way to drop them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from .._clock import now_ms
@@ -30,7 +30,6 @@ from .._engine import (
     LifecycleHook,
     MethodOptions,
     RegisteredEvent,
-    Reservation,
     RetriedEvent,
     RetryPolicy,
     check_handlers,
@@ -124,7 +123,13 @@ class Durability(DurableHelper["DurableOperation"]):
         )
         self._after: dict[tuple[str, str], asyncio.Event] = {}
         """Retried records (by key and generation) whose older attempt must end first."""
-        self._registrations = Registrations(self._engine, self._registered, self._reserve)
+        self._registrations = Registrations(
+            self._engine,
+            attempt_of=self._call_attempt,
+            registered=self._registered,
+            start=self._start_eagerly,
+            run_started=self._run_started,
+        )
         self._prefixes: dict[str, str] = {}
 
     def operation(self, name: str) -> DurableOperation:
@@ -151,30 +156,8 @@ class Durability(DurableHelper["DurableOperation"]):
         )
         return self._registrations.add((key, operation, text, due, random_uuid(), now))
 
-    def _reserve(self, rows: list[Registration]) -> Reservation | None:
-        """Before a batch's write: permits and keys for its records due now, as far as
-        permits are free, so the write claims them too."""
-        if not self._engine.permits.free:
-            return None
-        return self._engine.runner.reserve(self._firsts_due(rows, now_ms())) or None
-
-    def _firsts_due(self, rows: list[Registration], now: int) -> Iterator[tuple[int, Attempt]]:
-        """The position and attempt of each row due at `now` that is the first of its key
-        in `rows` (built only as far as the reservation takes them)."""
-        seen: set[str] = set()
-        for position, (key, operation, text, due_at, generation, created_at) in enumerate(rows):
-            if key in seen:
-                continue
-            seen.add(key)
-            if due_at <= now:
-                yield position, self._call_attempt(key, operation, text, generation, created_at, 0)
-
-    def _registered(self, inserted: list[Registration], claims: Reservation | None) -> None:
-        """After the commit of new records: emit, run those claimed with them, and start
-        other ones due now as far as permits are free (a record a timer pass started
-        meanwhile is left to it)."""
-        free = self._engine.permits.free
-        now = now_ms()
+    def _registered(self, inserted: list[Registration]) -> None:
+        """After the commit of new records: tell the hook."""
         if LifecycleEventType.REGISTERED in self._listened:
             for key, operation, _, _, generation, created_at in inserted:
                 self._emit(
@@ -182,26 +165,6 @@ class Durability(DurableHelper["DurableOperation"]):
                         operation=operation, id=key, generation=generation, timestamp=created_at
                     )
                 )
-        unclaimed = free and (claims is None or not claims.all_claimed)
-        due = self._unclaimed_due(inserted, claims, free, now) if unclaimed else None
-        started = None if claims is None else claims.start()
-        if started is not None:
-            self._run_started(started, inserted[0][0], inserted[0][1])
-        if due:
-            self._start_eagerly(due)
-
-    def _unclaimed_due(
-        self, inserted: list[Registration], claims: Reservation | None, free: int, now: int
-    ) -> list[Attempt]:
-        """The attempts of up to `free` new records due at `now` that `claims` does not
-        hold."""
-        due: list[Attempt] = []
-        for key, operation, text, due_at, generation, created_at in inserted:
-            if due_at <= now and (claims is None or key not in claims):
-                due.append(self._call_attempt(key, operation, text, generation, created_at, 0))
-                if len(due) == free:
-                    break
-        return due
 
     def _start_eagerly(self, attempts: list[Attempt]) -> None:
         """Run records that are due now at once, as far as permits are free (the

@@ -16,23 +16,21 @@ from __future__ import annotations
 import asyncio
 import functools
 import operator
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from itertools import chain
 
+from .._clock import now_ms
 from .._context import SqlStorage
-from .._engine import Engine, Reservation, TurnBatch, padded_bindings, value_rows
+from .._engine import Attempt, Engine, Reservation, TurnBatch, padded_bindings, value_rows
 from .._errors import DuplicateDurableCallError
 
 Registration = tuple[str, str, str, int, str, int]
 """A new record: id, operation, payload text, due time, generation, creation time."""
 
-Reserve = Callable[[list[Registration]], Reservation | None]
-"""Before the write: the claims of the batch's records due now that permits allow."""
-
-Written = Callable[[list[Registration], Reservation | None], None]
-"""Told, after the commit, the registrations that inserted a new record (and the claims
-to start or give back)."""
+AttemptOf = Callable[[str, str, str, str, int, int], Attempt]
+"""The attempt of a record: id, operation, payload text, generation, creation time and
+the attempt count it has."""
 
 _INSERT_CHUNK = 16
 """Rows one INSERT names at most (6 bindings each, under the 100 a query may have)."""
@@ -52,19 +50,31 @@ counted with ``changes()``: one small statement costs less than a returned row e
 
 
 class Registrations:
-    """The registrations of one loop turn, written in one transaction (a `TurnBatch`).
+    """The registrations of one loop turn, written in one transaction (a `TurnBatch`),
+    and the start of those due now.
 
-    Before the write, the records due now take the permits free now (`reserve`), so the
-    write inserts them claimed; once the commit is durable, `written` is told which
-    registrations inserted a new record, to start them and tell the hook.
+    Before the write, the records due now take the permits free now (a `Reservation`),
+    so the write inserts them claimed; once the commit is durable, the callers learn
+    their outcomes, `registered` is told which registrations inserted a new record, the
+    claimed ones run, and other new records due now start as far as permits are free.
     """
 
-    __slots__ = ("_batch", "_engine", "_reserve", "_written")
+    __slots__ = ("_attempt_of", "_batch", "_engine", "_registered", "_run_started", "_start")
 
-    def __init__(self, engine: Engine, written: Written, reserve: Reserve) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        attempt_of: AttemptOf,
+        registered: Callable[[list[Registration]], None],
+        start: Callable[[list[Attempt]], None],
+        run_started: Callable[[Awaitable[None], str, str], None],
+    ) -> None:
         self._engine = engine
-        self._written = written
-        self._reserve = reserve
+        self._attempt_of = attempt_of
+        self._registered = registered
+        self._start = start
+        self._run_started = run_started
         self._batch: TurnBatch[Registration, bool] = TurnBatch(
             self._flush, engine.tasks.spawn, "registration"
         )
@@ -93,6 +103,53 @@ class Registrations:
         if inserted or claims is not None:
             self._written(inserted, claims)
         return outcomes
+
+    def _reserve(self, rows: list[Registration]) -> Reservation | None:
+        """Before a batch's write: permits and keys for its records due now, as far as
+        permits are free, so the write claims them too."""
+        if not self._engine.permits.free:
+            return None
+        return self._engine.runner.reserve(self._firsts_due(rows, now_ms())) or None
+
+    def _firsts_due(self, rows: list[Registration], now: int) -> Iterator[tuple[int, Attempt]]:
+        """The position and attempt of each row due at `now` that is the first of its key
+        in `rows` (built only as far as the reservation takes them)."""
+        seen: set[str] = set()
+        for position, (key, operation, text, due_at, generation, created_at) in enumerate(rows):
+            if key in seen:
+                continue
+            seen.add(key)
+            if due_at <= now:
+                yield position, self._attempt_of(key, operation, text, generation, created_at, 0)
+
+    def _written(self, inserted: list[Registration], claims: Reservation | None) -> None:
+        """After the commit of new records: tell `registered`, run those claimed with
+        them, and start other ones due now as far as permits are free (a record a timer
+        pass started meanwhile is left to it)."""
+        free = self._engine.permits.free
+        now = now_ms()
+        if inserted:
+            self._registered(inserted)
+        unclaimed = free and (claims is None or not claims.all_claimed)
+        due = self._unclaimed_due(inserted, claims, free, now) if unclaimed else None
+        started = None if claims is None else claims.start()
+        if started is not None:
+            self._run_started(started, inserted[0][0], inserted[0][1])
+        if due:
+            self._start(due)
+
+    def _unclaimed_due(
+        self, inserted: list[Registration], claims: Reservation | None, free: int, now: int
+    ) -> list[Attempt]:
+        """The attempts of up to `free` new records due at `now` that `claims` does not
+        hold."""
+        due: list[Attempt] = []
+        for key, operation, text, due_at, generation, created_at in inserted:
+            if due_at <= now and (claims is None or key not in claims):
+                due.append(self._attempt_of(key, operation, text, generation, created_at, 0))
+                if len(due) == free:
+                    break
+        return due
 
     def write(
         self, rows: list[Registration], claims: Reservation | None = None

@@ -111,11 +111,6 @@ class AlarmDriver:
         """The name recorded for an object that has had an alarm, if any."""
         return self._names.get(key)
 
-    def watch(self, key: Key, name: str | None, database: Database) -> None:
-        """Follow the alarm changes `database` commits."""
-        database.before_commit = lambda db: self._before_commit(key, name, db)
-        database.after_commit = lambda db, wake_ms: self._after_commit(key, name, wake_ms)
-
     def close(self) -> list[asyncio.Task[None]]:
         """Stop every timer and delivery; the deliveries to await are returned."""
         self._closed = True
@@ -128,9 +123,12 @@ class AlarmDriver:
             task.cancel()
         return tasks
 
-    def _before_commit(
+    def prepare_commit(
         self, key: Key, name: str | None, database: Database
     ) -> tuple[FlushHook | None, int | None]:
+        """Before object `key` commits an alarm change: the catalog write that must be
+        durable first (lowering its entry to the new wake time), if any, and the wake
+        time `committed` gets."""
         row = read_alarm(database)
         wake_ms = row.wake_ms if row is not None else None
         if wake_ms is None or (database.created and self._catalog.scan_finds_new_files()):
@@ -139,7 +137,9 @@ class AlarmDriver:
             return None, wake_ms
         return self._catalog.lower(key, name, wake_ms), wake_ms
 
-    def _after_commit(self, key: Key, name: str | None, wake_ms: object) -> None:
+    def committed(self, key: Key, name: str | None, wake_ms: object) -> None:
+        """Object `key`'s alarm change (to `wake_ms`) is durable: settle its catalog entry
+        and queue its wake time."""
         assert wake_ms is None or isinstance(wake_ms, int)
         self._catalog.settle(key, name, wake_ms)
         if wake_ms is None:

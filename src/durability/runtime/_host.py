@@ -30,6 +30,7 @@ from ._ids import ObjectId
 from ._instance import Instance
 from ._limits import DEFAULT_MAX_LIVE_OBJECTS, default_max_open_databases
 from ._object import DurableObject
+from ._object_hooks import ObjectHooks
 from ._private_tables import recorded_name
 from ._registry import LiveInstances
 from ._stores import ObjectStores
@@ -259,7 +260,8 @@ class Runtime:
                 "(or `await rt.start()`), and make calls before it closes"
             )
         namespace = self._namespaces[object_id.namespace]
-        database = self._stores.database(key)
+        hooks = ObjectHooks(key, self._alarms, self._commit_failed)
+        database = self._stores.database(key, hooks)
         recorded = recorded_name(database)
         name = object_id.name if object_id.name is not None else self._alarms.name_of(key)
         if name is None:
@@ -268,12 +270,11 @@ class Runtime:
             database.record_name(name)
         if name != object_id.name:
             object_id = ObjectId(key[0], key[1], name)
-        self._alarms.watch(key, name, database)
-        database.commit_failed = lambda db, error: self._commit_failed(key, db, error)
+        hooks.name = name
         instance = Instance(
             object_id, namespace.object_class, self._env, database, self._live.schedule_idle
         )
-        database.busy = lambda: bool(instance.tasks)
+        hooks.instance = instance
         self._live.add(key, instance)
         return instance
 

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from .._files import sync_directory
 from ._commit_threads import CommitThreads
-from ._database import Database
+from ._database import Database, DatabaseHooks
+from ._object_hooks import UNWATCHED
 from ._private_tables import PRIVATE_TABLES, create_private_tables
 
 CACHE_PAGES = 64
@@ -130,15 +131,18 @@ def open_database(
     loop: asyncio.AbstractEventLoop,
     file: Path | None,
     committer: CommitThreads | None = None,
+    *,
+    hooks: DatabaseHooks = UNWATCHED,
 ) -> Database:
     """Open (creating if needed) an object's database; `None` keeps it in memory.
 
     A file that cannot be used raises its `sqlite3` error, with the file named, and
-    leaves no connection open. `committer`: where commits run (see `Database`).
+    leaves no connection open. `committer`: where commits run (see `CommitPipeline`);
+    `hooks`: what the database tells its owner.
     """
     if file is None:
         connection = sqlite3.connect(":memory:", isolation_level=None)
-        database = Database(connection, loop, None)
+        database = Database(connection, loop, None, hooks)
         create_private_tables(database)
         return database
     created = not file.exists()
@@ -147,7 +151,7 @@ def open_database(
         _create_file(file)
     connection = connect_file(file, threaded=committer is not None)
     try:
-        database = Database(connection, loop, file, committer, created=created)
+        database = Database(connection, loop, file, hooks, committer, created=created)
         if not created:
             create_private_tables(database)
     except sqlite3.Error as error:
@@ -161,10 +165,12 @@ def open_object_file(
     root: Path,
     key: tuple[str, str],
     committer: CommitThreads | None = None,
+    *,
+    hooks: DatabaseHooks = UNWATCHED,
 ) -> Database:
     """Open the file of object `key` under `root`; its errors name the object too."""
     try:
-        return open_database(loop, root / key[0] / f"{key[1]}.sqlite3", committer)
+        return open_database(loop, root / key[0] / f"{key[1]}.sqlite3", committer, hooks=hooks)
     except sqlite3.Error as error:
         message = f"object {key[0]}:{key[1]} cannot use its database: {error}"
         raise type(error)(message) from error

@@ -42,7 +42,7 @@ class OpenDatabases:
 
     def add(self, database: Database) -> None:
         """Count `database` as open and just used; close idle ones past the cap."""
-        database.pool = self
+        database.link.pool = self
         self._open[database] = None
         if len(self._open) > self.cap:
             self._trim(database)

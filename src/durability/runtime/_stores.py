@@ -10,7 +10,7 @@ from pathlib import Path
 from .._clock import WALL_CLOCK, Clock
 from ._catalog import Catalog, Key
 from ._commit_threads import CommitThreads
-from ._database import Database
+from ._database import Database, DatabaseHooks
 from ._opening import open_database, open_object_file
 from ._path_lock import PathLock
 from ._pool import OpenDatabases
@@ -54,15 +54,17 @@ class ObjectStores:
             raise
         self._loop = loop
 
-    def database(self, key: Key) -> Database:
-        """Open the database of object `key` (an in-memory one lives as long as the runtime)."""
+    def database(self, key: Key, hooks: DatabaseHooks) -> Database:
+        """Open the database of object `key`, telling `hooks` what it commits (an
+        in-memory one lives as long as the runtime, and takes the hooks given last)."""
         assert self._loop is not None
         if self.path is None:
             database = self._memory.get(key)
             if database is None:
-                database = self._memory[key] = open_database(self._loop, None)
+                database = self._memory[key] = open_database(self._loop, None, hooks=hooks)
+            database.hooks = hooks
             return database
-        database = open_object_file(self._loop, self.path, key, self._committer)
+        database = open_object_file(self._loop, self.path, key, self._committer, hooks=hooks)
         assert self.open_databases is not None
         self.open_databases.add(database)
         return database
