@@ -37,10 +37,17 @@ import pytest
 from _cf_builtin_sdk import RawAlarmInfo, RawContext
 from _cf_ffi import modules
 from _cf_workers_sdk import WorkersContext
-from durability.runtime import _alarm_driver
-from durability.runtime._instance import Instance
+from durability.runtime import ObjectContext, _host
 
-__all__ = ["BUILTIN", "WORKERS_SDK", "RawAlarmInfo", "RawContext", "WorkersContext", "install"]
+__all__ = [
+    "BUILTIN",
+    "WORKERS_SDK",
+    "CloudflarePlatform",
+    "RawAlarmInfo",
+    "RawContext",
+    "WorkersContext",
+    "install",
+]
 
 BUILTIN = "builtin-sdk"
 WORKERS_SDK = "workers-sdk"
@@ -52,25 +59,30 @@ def cloudflare_ctx(ctx: Any, flavour: str) -> Any:
     return raw if flavour == BUILTIN else WorkersContext(raw)
 
 
+class CloudflarePlatform:
+    """A runtime `Platform` that hosts objects as Cloudflare would: each `ctx` is the
+    double in `flavour` over the runtime's, and `alarm()` gets Cloudflare's info. Every
+    double made is added to `made` (to check their `complaints` afterwards)."""
+
+    def __init__(self, flavour: str) -> None:
+        self.flavour = flavour
+        self.made: list[RawContext] = []
+
+    def context(self, ctx: ObjectContext) -> Any:
+        double = cloudflare_ctx(ctx, self.flavour)
+        self.made.append(double if isinstance(double, RawContext) else double._ctx)
+        return double
+
+    def alarm_info(self, retry_count: int, is_retry: bool) -> RawAlarmInfo:
+        return RawAlarmInfo(retry_count, is_retry)
+
+
 def install(monkeypatch: pytest.MonkeyPatch, flavour: str) -> list[RawContext]:
-    """Host every object the runtime builds as on Cloudflare: its `ctx` is the double,
-    its alarm info Cloudflare's, and `js`/`pyodide` importable. Returns the list every
-    double made from now on is added to (to check their `complaints` afterwards)."""
+    """Host every object a runtime built without its own `platform` as on Cloudflare
+    (a `CloudflarePlatform`), with `js`/`pyodide` importable. Returns the list every
+    double made from now on is added to."""
     for name, module in modules().items():
         monkeypatch.setitem(sys.modules, name, module)
-    made: list[RawContext] = []
-
-    def user_object(self: Instance) -> Any:
-        if self._object is None:
-            ctx = cloudflare_ctx(self.ctx, flavour)
-            made.append(ctx if isinstance(ctx, RawContext) else ctx._ctx)
-            self._object = self._cls(ctx, self._env)
-        return self._object
-
-    monkeypatch.setattr(Instance, "user_object", user_object)
-    monkeypatch.setattr(
-        _alarm_driver,
-        "AlarmInvocationInfo",
-        lambda retry_count, is_retry: RawAlarmInfo(retry_count, is_retry),
-    )
-    return made
+    platform = CloudflarePlatform(flavour)
+    monkeypatch.setattr(_host, "EMBEDDED", platform)
+    return platform.made

@@ -283,10 +283,13 @@ KEYWORD_ONLY = [
 
 @pytest.mark.parametrize("target", KEYWORD_ONLY, ids=lambda t: t.__qualname__)
 def test_options_are_keyword_only(target: Callable[..., Any]) -> None:
-    """Every option of these constructors and methods is keyword-only."""
+    """Every option of these constructors and methods is keyword-only (the scheduler
+    options a helper takes with `context=` are typed keywords too)."""
     parameters = [p for p in inspect.signature(target).parameters.values() if p.name != "self"]
     assert parameters
-    assert {p.kind for p in parameters} == {inspect.Parameter.KEYWORD_ONLY}
+    kinds = {p.kind for p in parameters}
+    assert inspect.Parameter.KEYWORD_ONLY in kinds
+    assert kinds <= {inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.VAR_KEYWORD}
 
 
 async def test_a_runtime_ctx_and_its_cursor_pass_isinstance_of_the_protocols() -> None:

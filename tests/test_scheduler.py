@@ -167,7 +167,7 @@ def lab(probe: Probe) -> AbstractAsyncContextManager[Lab[Probe]]:
 
 def fake_context() -> Any:
     """A context of a new object that has storage but is never used (one per test)."""
-    return SimpleNamespace(storage=SimpleNamespace(sql=None))
+    return SimpleNamespace(storage=SimpleNamespace(sql=None, on_delete_all=lambda hook: None))
 
 
 @pytest.mark.parametrize(

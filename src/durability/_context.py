@@ -25,8 +25,10 @@ Storage contract (method by method):
 - `await sync()` returns once every write made so far is durable (Cloudflare's
   `storage.sync()`); use it before an effect that must not outrun its own record.
 - `await delete_all()` empties the object (every table, key and the alarm), then calls
-  the hooks registered with `after_delete_all`, in the same turn: the helpers of a
-  live instance recreate their tables there, as a new instance's would.
+  the hooks registered with `on_delete_all`, in the same turn: the helpers of a live
+  instance recreate their tables there, as a new instance's would.
+- `on_delete_all(hook)` registers `hook()` (a bound method, held weakly, so a helper
+  that is gone is never called) to run after each `delete_all()`.
 
 `ctx.wait_until(task)` is optional: it makes a task the instance's work (eviction
 cancels it). Once the instance is gone a host may refuse by raising (the embedded
@@ -115,6 +117,8 @@ class Storage(AlarmStorage, KeyValueStorage, Protocol):
 
     async def delete_all(self) -> None: ...
 
+    def on_delete_all(self, hook: Callable[[], object]) -> None: ...
+
     async def sync(self) -> None: ...
 
 
@@ -141,28 +145,24 @@ class Context(Protocol):
     async def block_concurrency_while(self, fn: Callable[[], Awaitable[T]]) -> T: ...
 
 
-EmptiedHooks = list["weakref.WeakMethod[Callable[[], object]]"]
-"""What a host's storage keeps as `_after_delete_all`: the hooks, held weakly."""
+class DeleteAllHooks:
+    """The hooks a host's storage calls after `delete_all()` (see `on_delete_all`)."""
 
+    __slots__ = ("_hooks",)
 
-def after_delete_all(storage: object, hook: Callable[[], object]) -> None:
-    """Have `hook()` (a bound method, held weakly) called each time `storage.delete_all()`
-    has emptied the object.
+    def __init__(self) -> None:
+        self._hooks: list[weakref.WeakMethod[Callable[[], object]]] = []
 
-    The library's hosts keep such hooks in `storage._after_delete_all`; on another
-    storage nothing is registered.
-    """
-    hooks = getattr(storage, "_after_delete_all", None)
-    if isinstance(hooks, list):
-        hooks[:] = [reference for reference in hooks if reference() is not None]
-        hooks.append(weakref.WeakMethod(hook))
+    def add(self, hook: Callable[[], object]) -> None:
+        """Keep `hook` (a bound method, held weakly)."""
+        self._hooks[:] = [reference for reference in self._hooks if reference() is not None]
+        self._hooks.append(weakref.WeakMethod(hook))
 
-
-def run_after_delete_all(hooks: EmptiedHooks) -> None:
-    """From a host's `delete_all`, once the object is empty: call the hooks still alive."""
-    for reference in list(hooks):
-        hook = reference()
-        if hook is None:
-            hooks.remove(reference)
-        else:
-            hook()
+    def run(self) -> None:
+        """Once the object is empty: call the hooks still alive, in order."""
+        for reference in list(self._hooks):
+            hook = reference()
+            if hook is None:
+                self._hooks.remove(reference)
+            else:
+                hook()

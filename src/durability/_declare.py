@@ -15,13 +15,12 @@ from typing import Any, ClassVar, Generic, TypeVar, overload
 
 from ._alarms import DurabilityAlarms, NamedAlarm
 from ._engine import (
-    OPTION_NAMES,
     AlarmMethodOptions,
     DurabilityScheduler,
     MethodOptions,
     RetryPolicy,
-    SchedulerOptions,
     object_scheduler,
+    options_of,
 )
 from ._operations import Durability, DurableOperation
 from ._validate import check_callable, check_positive_int
@@ -207,7 +206,7 @@ class Durable:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _check_scheduler_options(cls.scheduler_options)
+        options_of(cls.scheduler_options, " in scheduler_options")
         found: dict[str, object] = {}
         for klass in reversed(cls.__mro__):
             found.update(vars(klass))
@@ -257,13 +256,3 @@ class Durable:
         `info` is the host's alarm invocation info as it comes (typed `Any` so an
         override may annotate it as its host's type)."""
         await self.scheduler.alarm(info)
-
-
-def _check_scheduler_options(options: object) -> None:
-    """`scheduler_options` must be a mapping of valid `DurabilityScheduler` options."""
-    if not isinstance(options, Mapping):
-        raise TypeError(f"scheduler_options must be a mapping, got {type(options).__name__}")
-    for name in options:
-        if name not in OPTION_NAMES:
-            raise TypeError(f"unknown scheduler option {name} in scheduler_options")
-    SchedulerOptions(**options)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from .._clock import now_ms
 from .._context import Context, SqlStorage
@@ -26,7 +26,6 @@ from .._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
     SHARED_EVENT_TYPES,
     AlarmMethodOptions,
-    AlarmRetryInfo,
     Attempt,
     AttemptPolicy,
     CancelledEvent,
@@ -38,8 +37,8 @@ from .._engine import (
     LifecycleHook,
     RetryPolicy,
     ScheduledEvent,
+    SchedulerOptionArgs,
     check_handlers,
-    given_options,
 )
 from .._errors import DurableAlarmTimeoutError, DurableCancelledError
 from .._serialization import deserialize, serialize
@@ -127,11 +126,7 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
         methods: Mapping[str, AlarmMethodOptions] | None = None,
         on_lifecycle_event: LifecycleHook | None = None,
         lifecycle_events: Iterable[str] | None = None,
-        alarm_concurrency: int | None = None,
-        alarm_min_delay_ms: int | None = None,
-        alarm_handoff_ms: int | None = None,
-        live_timers: bool | None = None,
-        on_alarm_retry: Callable[[AlarmRetryInfo], Any] | None = None,
+        **scheduler_options: Unpack[SchedulerOptionArgs],
     ) -> None:
         super().__init__(
             check_handlers(handlers, DurabilityAlarms),
@@ -143,7 +138,7 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
             options_type=AlarmMethodOptions,
             on_lifecycle_event=on_lifecycle_event,
             lifecycle_events=lifecycle_events,
-            options=given_options(locals()),
+            options=scheduler_options,
         )
         self._slots = SlotMover(self._engine, self._moved)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from .._context import EmptiedHooks, Transaction, run_after_delete_all
+from .._context import DeleteAllHooks, Transaction
 from .._types import JsonValue, TimeInput
 from .._validate import check_callable, check_positive_int, to_epoch_ms
 from ._boxed import call_async, call_sync
@@ -72,13 +72,12 @@ class CloudflareKeys:
 class CloudflareStorage(CloudflareKeys):
     """The library's `Storage` over Cloudflare's `ctx.storage`."""
 
-    __slots__ = ("_after_delete_all", "sql")
+    __slots__ = ("_emptied", "sql")
 
     def __init__(self, storage: Any) -> None:
         super().__init__(storage)
         self.sql = CloudflareSql(storage.sql, self._raw)
-        self._after_delete_all: EmptiedHooks = []
-        """Called once `delete_all` has emptied the object (`after_delete_all`)."""
+        self._emptied = DeleteAllHooks()
 
     def transaction_sync(self, fn: Callable[[], T]) -> T:
         """`transactionSync(fn)`: atomic; `fn`'s own exception propagates."""
@@ -92,13 +91,17 @@ class CloudflareStorage(CloudflareKeys):
             self._target.transaction, lambda txn: fn(CloudflareTransaction(txn))
         )
 
+    def on_delete_all(self, hook: Callable[[], object]) -> None:
+        """Have `hook()` (a bound method, held weakly) called after each `delete_all()`."""
+        self._emptied.add(hook)
+
     async def delete_all(self) -> None:
         """Delete every table, key and the alarm (Cloudflare's `deleteAll` may leave the
         alarm armed, so it is deleted as well); then the helpers of this instance
         recreate their tables."""
         await self._target.deleteAll()
         await self._target.deleteAlarm()
-        run_after_delete_all(self._after_delete_all)
+        self._emptied.run()
 
     async def sync(self) -> None:
         """Return once every write made so far is durable."""

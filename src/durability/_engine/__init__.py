@@ -43,7 +43,7 @@ from .migrations import (
     migrate,
     migration_time_ms,
 )
-from .options import OPTION_NAMES, AlarmRetryInfo, SchedulerOptions, given_options
+from .options import AlarmRetryInfo, SchedulerOptionArgs, SchedulerOptions, options_of
 from .participants import HostAlarmInfo, Participant
 from .permits import Release
 from .policy import (
@@ -76,7 +76,6 @@ __all__ = [
     "DEFAULT_ATTEMPT_TIMEOUT_MS",
     "LATEST",
     "MAX_BATCH_ROWS",
-    "OPTION_NAMES",
     "SHARED_EVENT_TYPES",
     "ActiveExecution",
     "AlarmMethodOptions",
@@ -110,6 +109,7 @@ __all__ = [
     "RetriedEvent",
     "RetryPolicy",
     "ScheduledEvent",
+    "SchedulerOptionArgs",
     "SchedulerOptions",
     "TableSpec",
     "TerminalEvent",
@@ -120,12 +120,12 @@ __all__ = [
     "check_handlers",
     "exponential",
     "forget_stack",
-    "given_options",
     "jitter",
     "listened_types",
     "migrate",
     "migration_time_ms",
     "object_scheduler",
+    "options_of",
     "padded",
     "padded_bindings",
     "read_stack",

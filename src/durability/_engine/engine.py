@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
-from .._context import Context, SqlStorage, Storage, Transaction, after_delete_all
+from .._context import Context, SqlStorage, Storage, Transaction
 from .lifecycle import report_failure
 from .migrations import Migration, has_history, is_schema_current, migrate
 from .options import SchedulerOptions
@@ -70,7 +70,7 @@ class Engine:
         self.handle: object = None
         """The `DurabilityScheduler` of this engine: helpers hold the engine, and through
         it the object's registered scheduler stays alive as long as they do."""
-        after_delete_all(storage, self._storage_emptied)
+        storage.on_delete_all(self._storage_emptied)
 
     # -- attachment ---------------------------------------------------------------------
 

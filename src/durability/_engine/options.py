@@ -1,15 +1,17 @@
 """`SchedulerOptions`: how one scheduler paces its alarm passes, validated once.
 
-`DurabilityScheduler` takes the options as keywords, and so does a helper given
-`context=` (it then builds the object's scheduler, or checks them against it); both end
-up here, so the defaults and the rules live in one place.
+There is one way an object's scheduler gets its options: a `SchedulerOptions` value
+built from the options given by name, by `scheduler_options` (the mapping a helper
+given `context=` collects from its keywords, typed by `SchedulerOptionArgs`, or a
+`Durable` class's `scheduler_options`) or by `DurabilityScheduler`'s own keywords. The
+defaults and the rules live here only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, TypedDict
 
 from .._errors import SerializedError
 from .._validate import check_callable, check_int, check_positive_int
@@ -69,13 +71,32 @@ class SchedulerOptions:
             raise TypeError(f"live_timers must be a bool, got {type(self.live_timers).__name__}")
 
 
+class SchedulerOptionArgs(TypedDict, total=False):
+    """The scheduler options a helper given `context=` accepts as keywords (see
+    `SchedulerOptions` for each one's meaning and default)."""
+
+    alarm_concurrency: int
+    alarm_min_delay_ms: int
+    alarm_handoff_ms: int
+    live_timers: bool
+    on_alarm_retry: Callable[[AlarmRetryInfo], Any] | None
+
+
 OPTION_NAMES = tuple(option.name for option in fields(SchedulerOptions))
 
 
-def given_options(arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """The scheduler options among a helper constructor's `arguments` that were given.
+def options_of(given: object, where: str = "") -> SchedulerOptions:
+    """The `SchedulerOptions` of the options `given` by name (a mapping; a `None` value
+    counts as not given), validated: `TypeError` for an unknown name (naming `where` it
+    came from, if given) or a value of the wrong type, `ValueError` for a bad value."""
+    if not isinstance(given, Mapping):
+        raise TypeError(f"scheduler_options must be a mapping, got {type(given).__name__}")
+    for name in given:
+        if name not in OPTION_NAMES:
+            raise TypeError(f"unknown scheduler option {name}{where}")
+    return SchedulerOptions(**given_options(given))
 
-    A helper's signature lists every option with a `None` default, so "given" means "not
-    `None`"; pass the constructor's `locals()` so the options are named only once.
-    """
-    return {name: arguments[name] for name in OPTION_NAMES if arguments.get(name) is not None}
+
+def given_options(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The options of `given` whose value is not `None` (`None` means "not given")."""
+    return {name: value for name, value in given.items() if value is not None}

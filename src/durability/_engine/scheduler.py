@@ -27,9 +27,10 @@ from .options import (
     DEFAULT_ALARM_CONCURRENCY,
     DEFAULT_ALARM_HANDOFF_MS,
     DEFAULT_ALARM_MIN_DELAY_MS,
-    OPTION_NAMES,
     AlarmRetryInfo,
     SchedulerOptions,
+    given_options,
+    options_of,
 )
 from .participants import HostAlarmInfo
 
@@ -120,9 +121,7 @@ def attach(
     helper was given (by name) are only accepted with `context`, and must equal those of
     an existing scheduler. Claims `kind` on the engine (one helper per kind).
     """
-    unknown = sorted(set(options) - set(OPTION_NAMES))
-    if unknown:
-        raise TypeError(f"unknown scheduler option {unknown[0]}")
+    wanted = options_of(options)
     if scheduler is not None and context is not None:
         raise ValueError("pass either scheduler= or context=, not both")
     if scheduler is not None:
@@ -135,17 +134,21 @@ def attach(
             raise ValueError(f"{name} can only be given with context= (set it on the scheduler)")
         engine = scheduler._engine
     elif context is not None:
-        engine = object_scheduler(context, options)._engine
+        engine = object_scheduler(context, given_options(options), wanted)._engine
     else:
         raise TypeError("either scheduler= or context= is required")
     engine.claim_kind(kind)
     return engine
 
 
-def object_scheduler(context: Context, options: Mapping[str, Any]) -> DurabilityScheduler:
+def object_scheduler(
+    context: Context, options: Mapping[str, Any], wanted: SchedulerOptions | None = None
+) -> DurabilityScheduler:
     """The object's scheduler for `context`: the existing one, whose options must equal
-    the `options` given (`ValueError` otherwise), else a new one built with them."""
-    wanted = SchedulerOptions(**options)
+    the `options` given (`ValueError` otherwise), else a new one built with them
+    (`wanted`: those options, validated already)."""
+    if wanted is None:
+        wanted = options_of(options)
     scheduler = DurabilityScheduler._for(context, wanted)
     _check_same_options(scheduler._engine.options, wanted, options)
     return scheduler

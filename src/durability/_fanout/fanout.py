@@ -11,21 +11,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Generic
+from typing import Any, Generic, Unpack
 
 from .._clock import now_ms
 from .._context import Context
 from .._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
     LATEST,
-    AlarmRetryInfo,
     AttemptPolicy,
     DurabilityScheduler,
     LifecycleEventType,
     MigrationResult,
     RetryPolicy,
+    SchedulerOptionArgs,
     exponential,
-    given_options,
     jitter,
     listened_types,
     migrate,
@@ -75,11 +74,7 @@ class DurabilityFanout(Generic[Body]):
         routing: RoutingLoad | None = None,
         on_lifecycle_event: Callable[[Any], Any] | None = None,
         lifecycle_events: Iterable[str] | None = None,
-        alarm_concurrency: int | None = None,
-        alarm_min_delay_ms: int | None = None,
-        alarm_handoff_ms: int | None = None,
-        live_timers: bool | None = None,
-        on_alarm_retry: Callable[[AlarmRetryInfo], Any] | None = None,
+        **scheduler_options: Unpack[SchedulerOptionArgs],
     ) -> None:
         self._max_batch_size = check_positive_int("max_batch_size", max_batch_size)
         self._batch_delay_ms = _batch_delay(batch_delay_ms)
@@ -94,7 +89,7 @@ class DurabilityFanout(Generic[Body]):
         self._engine = FanoutEngine(
             scheduler=scheduler,
             context=context,
-            options=given_options(locals()),
+            options=scheduler_options,
         )
         self._routing = routing if routing is not None else RoutingLoad()
         self._emit = self._engine.emitter(on_lifecycle_event)

@@ -11,20 +11,19 @@ work; schedule `trim()` yourself (a named alarm is the usual way).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from typing import Any, Generic
+from collections.abc import Sequence
+from typing import Any, Generic, Unpack
 
 from .._clock import now_ms
 from .._context import Context
 from .._engine import (
     LATEST,
-    AlarmRetryInfo,
     DurabilityScheduler,
     MigrationResult,
     MigrationTarget,
+    SchedulerOptionArgs,
     as_context,
     attach_storage,
-    given_options,
     migrate,
 )
 from .._errors import LogAppendError, serialize_error
@@ -94,11 +93,7 @@ class DurabilityLog(Generic[Body]):
         cold: LogColdStorage | None = None,
         leases: LogLeaseOptions | None = None,
         routing: RoutingLoad | None = None,
-        alarm_concurrency: int | None = None,
-        alarm_min_delay_ms: int | None = None,
-        alarm_handoff_ms: int | None = None,
-        live_timers: bool | None = None,
-        on_alarm_retry: Callable[[AlarmRetryInfo], Any] | None = None,
+        **scheduler_options: Unpack[SchedulerOptionArgs],
     ) -> None:
         self._max_batch_size = check_positive_int("max_batch_size", max_batch_size)
         if retention is not None and not isinstance(retention, LogRetention):
@@ -120,7 +115,7 @@ class DurabilityLog(Generic[Body]):
             context=context,
             kind="log",
             schemas=schemas,
-            options=given_options(locals()),
+            options=scheduler_options,
         )
         storage = self._engine.storage
         self._storage = storage

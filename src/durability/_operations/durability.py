@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Unpack
 
 from .._clock import now_ms
 from .._context import Context, Row
 from .._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
     SHARED_EVENT_TYPES,
-    AlarmRetryInfo,
     Attempt,
     AttemptPolicy,
     CancelledEvent,
@@ -32,8 +31,8 @@ from .._engine import (
     RegisteredEvent,
     RetriedEvent,
     RetryPolicy,
+    SchedulerOptionArgs,
     check_handlers,
-    given_options,
 )
 from .._errors import (
     DurableAttemptTimeoutError,
@@ -102,11 +101,7 @@ class Durability(DurableHelper["DurableOperation"]):
         on_lifecycle_event: LifecycleHook | None = None,
         lifecycle_events: Iterable[str] | None = None,
         include_result_in_events: bool = False,
-        alarm_concurrency: int | None = None,
-        alarm_min_delay_ms: int | None = None,
-        alarm_handoff_ms: int | None = None,
-        live_timers: bool | None = None,
-        on_alarm_retry: Callable[[AlarmRetryInfo], Any] | None = None,
+        **scheduler_options: Unpack[SchedulerOptionArgs],
     ) -> None:
         super().__init__(
             check_handlers(handlers, Durability),
@@ -119,7 +114,7 @@ class Durability(DurableHelper["DurableOperation"]):
             on_lifecycle_event=on_lifecycle_event,
             lifecycle_events=lifecycle_events,
             include_result_in_events=include_result_in_events,
-            options=given_options(locals()),
+            options=scheduler_options,
         )
         self._after: dict[tuple[str, str], asyncio.Event] = {}
         """Retried records (by key and generation) whose older attempt must end first."""

@@ -12,6 +12,7 @@ from ._host import Runtime
 from ._http import Request, Response
 from ._ids import ObjectId
 from ._object import AlarmInvocationInfo, DurableObject, ObjectContext
+from ._platform import Platform
 from ._storage import ObjectStorage
 from ._stub import Env, ObjectNamespace, ObjectStub
 from ._workers import WorkerEntrypoint, install_workers_fallback
@@ -29,6 +30,7 @@ __all__ = [
     "ObjectStorage",
     "ObjectStub",
     "PathInUseError",
+    "Platform",
     "Request",
     "Response",
     "Runtime",

@@ -39,7 +39,8 @@ from ._catalog import Catalog, Key
 from ._database import Database, FlushHook
 from ._errors import ObjectEvictedError
 from ._instance import Instance
-from ._object import AlarmInvocationInfo, DurableObject
+from ._object import DurableObject
+from ._platform import Platform
 from ._recovery import StoredAlarm
 from ._storage import (
     MAX_ALARM_RETRIES,
@@ -54,6 +55,8 @@ logger = logging.getLogger("durability.runtime")
 
 class AlarmHost(Protocol):
     """What the driver needs from the runtime."""
+
+    platform: Platform
 
     def now_ms(self) -> int: ...
 
@@ -250,7 +253,7 @@ class AlarmDriver:
                 return
             attempt = row.retry_attempt
         retry_row = self._retry_row(attempt, now)
-        info = AlarmInvocationInfo(retry_count=attempt, is_retry=attempt > 0)
+        info = self._host.platform.alarm_info(attempt, attempt > 0)
         started = False
 
         def invoke(obj: DurableObject) -> object:
@@ -309,7 +312,7 @@ async def _durable(commit: asyncio.Future[None]) -> None:
     await asyncio.shield(commit)
 
 
-def _call_alarm(obj: DurableObject, info: AlarmInvocationInfo) -> object:
+def _call_alarm(obj: DurableObject, info: object) -> object:
     handler = getattr(obj, "alarm", None)
     if handler is None:
         return None

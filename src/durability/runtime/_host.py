@@ -31,6 +31,7 @@ from ._instance import Instance
 from ._limits import DEFAULT_MAX_LIVE_OBJECTS, default_max_open_databases
 from ._object import DurableObject
 from ._object_hooks import ObjectHooks
+from ._platform import EMBEDDED, Platform
 from ._private_tables import recorded_name
 from ._registry import LiveInstances
 from ._stores import ObjectStores
@@ -66,7 +67,9 @@ class Runtime:
     live instances: past it, the least recently used idle ones are evicted.
     `max_open_databases` caps the object files open at once: past it, the least
     recently used idle live objects' files are closed, and reopened on their next use
-    (`None` sizes it from the open-file limit, four descriptors per file).
+    (`None` sizes it from the open-file limit, four descriptors per file). `platform`
+    builds what objects see of their host (default: this runtime's own `ctx` and
+    `AlarmInvocationInfo`; see `Platform`).
     """
 
     def __init__(
@@ -78,6 +81,7 @@ class Runtime:
         idle_evict_ms: int | None = DEFAULT_IDLE_EVICT_MS,
         max_live_objects: int | None = None,
         max_open_databases: int | None = None,
+        platform: Platform | None = None,
     ) -> None:
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or path-like, got {type(path).__name__}")
@@ -92,6 +96,7 @@ class Runtime:
             max_open_databases = default_max_open_databases()
         max_open = check_positive_int("max_open_databases", max_open_databases)
         self._clock: Clock = clock if clock is not None else WALL_CLOCK
+        self.platform: Platform = platform if platform is not None else EMBEDDED
         root = Path(path) if path is not None else None
         self._stores = ObjectStores(root, self._clock, max_open)
         self._namespaces: dict[str, ObjectNamespace] = {}
@@ -272,7 +277,12 @@ class Runtime:
             object_id = ObjectId(key[0], key[1], name)
         hooks.name = name
         instance = Instance(
-            object_id, namespace.object_class, self._env, database, self._live.schedule_idle
+            object_id,
+            namespace.object_class,
+            self._env,
+            database,
+            self._live.schedule_idle,
+            self.platform,
         )
         hooks.instance = instance
         self._live.add(key, instance)

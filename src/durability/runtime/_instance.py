@@ -15,6 +15,7 @@ from ._errors import ObjectEvictedError
 from ._gate import OutputGate, commits_to_wait
 from ._ids import ObjectId
 from ._object import DurableObject, ObjectContext
+from ._platform import EMBEDDED, Platform
 from ._storage import CallRecord, ObjectStorage, begin_call
 
 T = TypeVar("T")
@@ -34,6 +35,7 @@ class Instance:
         env: Any,
         database: Database,
         on_idle: Callable[[Instance], None],
+        platform: Platform = EMBEDDED,
     ) -> None:
         self.id = object_id
         self.database = database
@@ -53,14 +55,16 @@ class Instance:
         self._unblocked = asyncio.Event()
         self._unblocked.set()
         self._on_idle = on_idle
+        self._platform = platform
         self.idle_timer: asyncio.TimerHandle | None = None
         self.idle_since: float | None = None
 
     def user_object(self) -> DurableObject:
-        """The user's instance, constructed on first use as `Class(ctx, env)`."""
+        """The user's instance, constructed on first use as `Class(ctx, env)` (the `ctx`
+        the platform builds over the runtime's)."""
         if self._object is None:
             try:
-                self._object = self._cls(self.ctx, self._env)
+                self._object = self._cls(self._platform.context(self.ctx), self._env)
             except BaseException:
                 # Nothing of a failed construction is reused: the next try gets a new ctx.
                 self.ctx = ObjectContext(self)

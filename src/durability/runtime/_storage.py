@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar, cast
 
-from .._context import EmptiedHooks, Transaction, run_after_delete_all
+from .._context import DeleteAllHooks, Transaction
 from .._serialization import check_json_value, check_size, to_json_text
 from .._types import JsonValue, SqlValue, TimeInput
 from .._validate import check_callable, check_positive_int, to_epoch_ms
@@ -229,8 +229,7 @@ class ObjectStorage:
         self._fenced = False
         self._sql = ObjectSql(self)
         self._transaction = _Transaction(self)
-        self._after_delete_all: EmptiedHooks = []
-        """Called once `delete_all` has emptied the object (`after_delete_all`)."""
+        self._emptied = DeleteAllHooks()
 
     @property
     def sql(self) -> ObjectSql:
@@ -360,6 +359,10 @@ class ObjectStorage:
         )
         return {key: json.loads(text) for key, text in rows}
 
+    def on_delete_all(self, hook: Callable[[], object]) -> None:
+        """Have `hook()` (a bound method, held weakly) called after each `delete_all()`."""
+        self._emptied.add(hook)
+
     async def delete_all(self) -> None:
         """Drop every table, key and the alarm: the object is as new (its name stays), and
         the helpers of this instance recreate their tables, all in one savepoint (if they
@@ -377,7 +380,7 @@ class ObjectStorage:
                 quoted = '"' + name.replace('"', '""') + '"'
                 database.execute(f"DROP {kind.upper()} IF EXISTS {quoted}")
             create_private_tables(database)
-            run_after_delete_all(self._after_delete_all)
+            self._emptied.run()
 
         self._atomically(empty)
         database.alarm_changed = True
