@@ -34,7 +34,8 @@ from durability import (
     FanoutMessage,
     FanoutTarget,
 )
-from durability._cloudflare import CloudflareContext, alarm_info, as_context
+from durability._cloudflare import CloudflareContext
+from durability._context import alarm_info, as_context
 from durability.cloudflare import adapt
 from durability.runtime import AlarmInvocationInfo, Runtime
 from durability.testing import VirtualClock

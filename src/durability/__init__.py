@@ -13,7 +13,8 @@ from ._alarms import (
     Recurrence,
 )
 from ._clock import now_ms
-from ._context import Context, SqlCursor
+from ._cloudflare import CLOUDFLARE as _CLOUDFLARE
+from ._context import Context, SqlCursor, register_host
 from ._declare import Durable, named_alarm, operation
 from ._engine import (
     LATEST,
@@ -180,3 +181,8 @@ for _name in __all__:
     if isinstance(_value, type) or _inspect.isfunction(_value):
         _value.__module__ = __name__
 del _name, _value, _own, _hints
+
+# The one wiring between hosts and the engine: a raw Cloudflare `ctx` (or alarm info)
+# given to a helper is adapted through this registration, so the engine never imports
+# a host.
+register_host(_CLOUDFLARE)

@@ -166,3 +166,67 @@ class DeleteAllHooks:
                 self._hooks.remove(reference)
             else:
                 hook()
+
+
+UNHANDLED: Any = object()
+"""What `HostAdapter.alarm_info` returns for info that is not its host's."""
+
+
+class HostAdapter(Protocol):
+    """Turns another host's own `ctx` and alarm info into the library's (Cloudflare's,
+    registered by the package: `register_host`). `adapt` and `host_ctx` return `None`,
+    and `alarm_info` returns `UNHANDLED`, for a value that is not that host's."""
+
+    def adapt(self, ctx: Any) -> Context | None:
+        """The library's `Context` over `ctx`, if `ctx` is this host's raw `ctx`."""
+        ...
+
+    def host_ctx(self, context: Any) -> Any:
+        """The host's own `ctx` behind `context`, if `context` adapts one."""
+        ...
+
+    def alarm_info(self, info: Any) -> Any:
+        """`info` with `retry_count`/`is_retry` (or `None` for the host's null), if it is
+        this host's alarm info."""
+        ...
+
+
+_HOSTS: list[HostAdapter] = []
+
+
+def register_host(adapter: HostAdapter) -> None:
+    """Make `as_context`, `host_ctx` and `alarm_info` consult `adapter` (once each)."""
+    if adapter not in _HOSTS:
+        _HOSTS.append(adapter)
+
+
+def as_context(context: Any) -> Any:
+    """`context` adapted when it is a registered host's raw `ctx`, else unchanged (the
+    engine checks the rest)."""
+    for host in _HOSTS:
+        adapted = host.adapt(context)
+        if adapted is not None:
+            return adapted
+    return context
+
+
+def host_ctx(context: Any) -> Any:
+    """The host's own `ctx` behind `context` (what identifies the object): the raw `ctx`
+    an adapted context wraps, else `context` itself."""
+    for host in _HOSTS:
+        found = host.host_ctx(context)
+        if found is not None:
+            return found
+    return context
+
+
+def alarm_info(info: Any) -> Any:
+    """`info` with `retry_count`/`is_retry` (a registered host's own info converted; a
+    host's null becomes `None`), anything else as it is."""
+    if info is None or hasattr(info, "retry_count"):
+        return info
+    for host in _HOSTS:
+        converted = host.alarm_info(info)
+        if converted is not UNHANDLED:
+            return converted
+    return info

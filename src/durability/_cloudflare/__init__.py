@@ -1,8 +1,9 @@
 """The Cloudflare adapter: a Cloudflare Python Durable Object's `ctx` as a `Context`.
 
-`adapt` is the public entry (`durability.cloudflare`); the engine calls `as_context`
-and `alarm_info` on what helpers are given, so `context=self.ctx` works unchanged on
-Cloudflare and on the embedded runtime.
+`adapt` is the public entry (`durability.cloudflare`); `CLOUDFLARE`, registered with
+the context layer by the package (`_context.register_host`), lets the engine adapt what
+helpers are given, so `context=self.ctx` works unchanged on Cloudflare and on the
+embedded runtime.
 """
 
 from __future__ import annotations
@@ -10,16 +11,11 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from .._context import Context
-from ._context import CloudflareContext, alarm_info
+from .._context import UNHANDLED, Context
+from ._context import CloudflareContext
+from ._context import alarm_info as _alarm_info
 
-__all__ = [
-    "CloudflareContext",
-    "adapt",
-    "alarm_info",
-    "as_context",
-    "host_ctx",
-]
+__all__ = ["CLOUDFLARE", "CloudflareContext", "CloudflareHost", "adapt"]
 
 
 def _is_cloudflare(ctx: object) -> bool:
@@ -47,20 +43,23 @@ def _adapted(ctx: Any) -> CloudflareContext:
     return adapted
 
 
-def as_context(context: Any) -> Any:
-    """`context` adapted when it is a raw Cloudflare `ctx`, else unchanged (the engine
-    checks the rest)."""
-    if type(context) is CloudflareContext or not _is_cloudflare(context):
-        return context
-    return _adapted(context)
+class CloudflareHost:
+    """The context layer's `HostAdapter` for Cloudflare's `ctx` and alarm info."""
+
+    def adapt(self, ctx: Any) -> Context | None:
+        if type(ctx) is CloudflareContext:
+            return ctx
+        return _adapted(ctx) if _is_cloudflare(ctx) else None
+
+    def host_ctx(self, context: Any) -> Any:
+        return context._ctx if type(context) is CloudflareContext else None
+
+    def alarm_info(self, info: Any) -> Any:
+        converted = _alarm_info(info)
+        return UNHANDLED if converted is info else converted
 
 
-def host_ctx(context: Any) -> Any:
-    """The host's own `ctx` behind `context`: the Cloudflare `ctx` an adapted context
-    wraps, else `context` itself (what identifies the object)."""
-    if type(context) is CloudflareContext:
-        return context._ctx
-    return context
+CLOUDFLARE = CloudflareHost()
 
 
 def adapt(ctx: Any) -> Context:

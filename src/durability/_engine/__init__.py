@@ -13,7 +13,7 @@ migrations (`migrations`) and the engine's own table (`schemas`); and the
 
 from __future__ import annotations
 
-from .._cloudflare import as_context
+from .._context import as_context
 from .attempt import Attempt, AttemptKind, Done, Executor
 from .engine import Engine
 from .helper import DurableHelper, HandlerEntry

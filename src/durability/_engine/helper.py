@@ -16,8 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 from .._clock import now_ms
-from .._cloudflare import alarm_info, as_context
-from .._context import Context
+from .._context import Context, alarm_info, as_context
 from .._errors import (
     DurableAlarmTimeoutError,
     DurableAttemptsExhaustedError,

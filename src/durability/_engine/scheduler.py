@@ -19,8 +19,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._cloudflare import alarm_info, as_context, host_ctx
-from .._context import Context
+from .._context import Context, alarm_info, as_context, host_ctx
 from .engine import Engine
 from .migrations import Migration
 from .options import (

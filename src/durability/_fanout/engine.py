@@ -13,8 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from .._clock import now_ms
-from .._cloudflare import alarm_info
-from .._context import Context, SqlStorage
+from .._context import Context, SqlStorage, alarm_info
 from .._engine import (
     MAX_BATCH_ROWS,
     DurabilityScheduler,
