@@ -1,8 +1,9 @@
 """The Durable Object state the engine and capabilities are allowed to use.
 
 This is the one seam between capabilities and hosts: the embedded runtime
-(`durability.runtime`) and, later, the Cloudflare adapter both satisfy these
-protocols, so a capability never touches sqlite3, files or the loop's clock.
+(`durability.runtime`) satisfies these protocols, and so does the Cloudflare adapter
+over a Cloudflare `ctx` (registered here as a `HostAdapter`, so a helper given the raw
+`ctx` adapts it), so a capability never touches sqlite3, files or the loop's clock.
 
 Storage contract (method by method):
 

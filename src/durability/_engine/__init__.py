@@ -3,7 +3,7 @@
 Capabilities (operations, named alarms, the log, fanout) import from this package only.
 Its modules, top-down: the scheduler handle and attachment (`scheduler`), the `Engine`
 (`engine`) and its parts (`options`, `participants`, `reconcile`, `timer`, `permits`,
-`registry`, `tasks`); what an attempt needs (`attempt`), the one way attempts start
+`running`, `tasks`); what an attempt needs (`attempt`), the one way attempts start
 (`runner`, with `batch` and `handler_task`), their outcomes (`settle`) and log records
 (`attempt_log`); requests grouped per loop turn (`turns`); the fenced table SQL
 (`tables`), retry policies (`policy`), lifecycle events (`lifecycle`), schema
@@ -56,8 +56,8 @@ from .policy import (
     exponential,
     jitter,
 )
-from .registry import ActiveExecution
 from .runner import AttemptRunner, Reservation
+from .running import ActiveExecution
 from .scheduler import DurabilityScheduler, attach, attach_storage, object_scheduler
 from .tables import (
     MAX_BATCH_ROWS,

@@ -23,7 +23,7 @@ from .attempt import Attempt, Done
 from .handler_task import continue_in_task
 from .lifecycle import AttemptStartedEvent, LifecycleEventType
 from .permits import Release
-from .registry import ActiveExecution
+from .running import ActiveExecution
 from .settle import fail_exhausted, record_success, settle_error
 from .tables import claim_attempt, claim_attempts, is_exhausted
 from .tasks import close_unstarted

@@ -23,8 +23,8 @@ from .participants import HostAlarmInfo, Participant
 from .passes import AlarmPasses
 from .permits import PermitPool
 from .reconcile import TimerTimes, reconcile
-from .registry import RunningExecutions, Watchers
 from .runner import AttemptRunner
+from .running import RunningExecutions, Watchers
 from .tables import TableSpec, purge_created_before
 from .tasks import InstanceTasks
 from .timer import EarlyTimer

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .._signal import AbortSignal, abort
 from .attempt import Attempt
 from .permits import Release
-from .registry import ActiveExecution
+from .running import ActiveExecution
 from .settle import record_success, settle_error
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ from .lifecycle import (
 from .migrations import LATEST, Migration, MigrationResult, MigrationTarget, migrate
 from .participants import HostAlarmInfo, Participant
 from .policy import AttemptPolicy, resolve_policies
-from .registry import ActiveExecution
+from .running import ActiveExecution
 from .scheduler import DurabilityScheduler, attach
 from .schemas import ERROR_STACK_MIGRATIONS, STACKS_CAPABILITY
 from .tables import TableSpec, due_rows

@@ -17,7 +17,7 @@ from .._clock import now_ms
 from .._context import SqlStorage, Transaction
 from .options import SchedulerOptions
 from .participants import Participant
-from .registry import RunningExecutions
+from .running import RunningExecutions
 from .tables import pending_head
 
 

@@ -29,7 +29,7 @@ from .._signal import AbortSignal
 from .attempt import Attempt
 from .batch import Hold, claim_and_run, release, run_claimed
 from .permits import Release
-from .registry import ActiveExecution
+from .running import ActiveExecution
 
 if TYPE_CHECKING:
     from .engine import Engine

@@ -1,4 +1,4 @@
-"""The runtime-wide alarm catalog and the lock that gives one Runtime its path.
+"""The runtime-wide alarm catalog: when each armed object's alarm is due, at the latest.
 
 The catalog maps (namespace, id) to a time no later than the object's armed alarm, so
 `start()` arms every object's timer without opening every object. It spans a second

@@ -3,7 +3,7 @@
 It builds instances (on first call or alarm) and drops them (`evict`, `crash`, a failed
 commit), routes stub calls to them through their input and output gates, and ties
 together the live instances (`LiveInstances`: the cap, idleness), the stores
-(`ObjectStores`: files, path lock, alarm catalog, commit threads) and alarm delivery on
+(`ObjectDatabases`: files, path lock, alarm catalog, commit threads) and alarm delivery on
 the runtime's clock.
 """
 
@@ -26,15 +26,15 @@ from ._alarm_driver import AlarmDriver
 from ._catalog import Key
 from ._copy import copy_value
 from ._database import Database
+from ._databases import ObjectDatabases
 from ._ids import ObjectId
 from ._instance import Instance
 from ._limits import DEFAULT_MAX_LIVE_OBJECTS, default_max_open_databases
+from ._live import LiveInstances
 from ._object import DurableObject
 from ._object_hooks import ObjectHooks
 from ._platform import EMBEDDED, Platform
 from ._private_tables import recorded_name
-from ._registry import LiveInstances
-from ._stores import ObjectStores
 from ._stub import Env, ObjectNamespace, ObjectStub
 from ._teardown import discard, wind_down
 
@@ -98,7 +98,7 @@ class Runtime:
         self._clock: Clock = clock if clock is not None else WALL_CLOCK
         self.platform: Platform = platform if platform is not None else EMBEDDED
         root = Path(path) if path is not None else None
-        self._stores = ObjectStores(root, self._clock, max_open)
+        self._stores = ObjectDatabases(root, self._clock, max_open)
         self._namespaces: dict[str, ObjectNamespace] = {}
         self._env = Env(self._bind(bindings if bindings is not None else {}))
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -1,5 +1,5 @@
-"""What a runtime keeps beyond its instances: the object databases' home, the path lock,
-the alarm catalog and the threads that commit."""
+"""Where a runtime's object databases live (one file each under the path, or memory),
+and what they share: the path lock, the alarm catalog and the threads that commit."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ COMMIT_THREADS = 8
 """Worker threads for file commits on the real clock: fsyncs of this many objects overlap."""
 
 
-class ObjectStores:
+class ObjectDatabases:
     """One SQLite file per object under `path` (or in-memory databases when `None`).
 
     On the real clock, file commits run in `COMMIT_THREADS` worker threads; under any
