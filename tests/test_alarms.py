@@ -374,20 +374,25 @@ async def test_policy_non_retryable_classes_fail_an_occurrence_at_once() -> None
         )
 
 
-async def test_interrupted_occurrence_exhausts_without_running_again() -> None:
-    """max_attempts=1 and an eviction mid-run: failed with the exhausted error."""
+async def test_interrupted_occurrence_runs_again_alone_then_exhausts() -> None:
+    """max_attempts=1: an occurrence cut off by eviction beside others runs again alone;
+    cut off alone too, it fails with the exhausted error, counting both interruptions."""
     probe = Probe(retries=RetryPolicy(max_attempts=1))
-    probe.behaviour["renew"] = parked(probe, "never")
+    probe.behaviour["renew"] = parked(probe, "never", attempts=(1, 2))
     async with lab(probe) as t:
         await t.obj.schedule("renew", START_MS)
         await t.clock.run_until_idle()
         await t.rt.evict(t.obj)
         await t.clock.advance(15_000)
-        assert len(probe.runs) == 1
+        assert [run.attempt for run in probe.runs] == [1, 2]
+        await t.rt.evict(t.obj)
+        await t.clock.advance(15_000)
+        assert len(probe.runs) == 2
         [row] = await t.obj.rows()
         assert (row["status"], row["last_error"]) == (
             "failed",
-            'Durable named alarm "renew" exhausted its 1 attempts',
+            'Durable named alarm "renew" exhausted its 1 attempts (2 interrupted: the '
+            "process stopped or the object was evicted while its handler ran)",
         )
 
 

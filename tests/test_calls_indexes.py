@@ -25,6 +25,8 @@ from durability.testing import VirtualClock
 
 CALLS_0009 = "durability_0009_calls_cancelled_and_listing"
 CALLS_0012 = "durability_0012_calls_lean_indexes"
+CALLS_0013 = "durability_0013_calls_status_comparisons"
+CALLS_0014 = "durability_0014_calls_interruptions"
 TABLE = "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'durability_calls'"
 STATUSES = ("pending", "completed", "failed", "cancelled")
 INDEXES = (
@@ -98,7 +100,7 @@ async def test_up_and_down_keep_rows_and_restore_the_indexes_exactly(lab: Object
     before = await lab.query(INDEXES)
     await lab.seed(12)
     rows = await lab.query("SELECT * FROM durability_calls ORDER BY id")
-    await lab.migrate()
+    await lab.migrate(CALLS_0013)
     assert await lab.query(INDEXES) == [
         {
             "name": "durability_calls_created_idx",
@@ -139,7 +141,7 @@ async def test_the_status_check_compares_and_keeps_every_row_both_ways(lab: Obje
     indexes = await lab.query(INDEXES)
     [before] = await lab.query(TABLE)
     assert "status IN ('pending', 'completed', 'failed', 'cancelled')" in before["sql"]
-    await lab.migrate()
+    await lab.migrate(CALLS_0013)
     [after] = await lab.query(TABLE)
     assert (
         "CHECK (status = 'pending' OR status = 'completed' OR status = 'failed' "
@@ -153,6 +155,25 @@ async def test_the_status_check_compares_and_keeps_every_row_both_ways(lab: Obje
         await lab.query("UPDATE durability_calls SET status = 'paused' WHERE id = 'k0000'")
     await lab.migrate(CALLS_0012)
     assert await lab.query(TABLE) == [before]
+    assert await lab.query("SELECT * FROM durability_calls ORDER BY id") == rows
+    assert await lab.query(INDEXES) == indexes
+
+
+async def test_interruption_columns_come_and_go_keeping_every_row(lab: ObjectStub) -> None:
+    """0014 adds `claim_alone` (NULL), `interruptions` and `spared` (0) to every row; its down
+    rebuilds the 0013 table: rows, indexes and the table's text as they were."""
+    await lab.migrate(CALLS_0013)
+    await lab.seed(12)
+    rows = await lab.query("SELECT * FROM durability_calls ORDER BY id")
+    indexes = await lab.query(INDEXES)
+    table = await lab.query(TABLE)
+    await lab.migrate(CALLS_0014)
+    assert await lab.query("SELECT * FROM durability_calls ORDER BY id") == [
+        {**row, "claim_alone": None, "interruptions": 0, "spared": 0} for row in rows
+    ]
+    assert await lab.query(INDEXES) == indexes
+    await lab.migrate(CALLS_0013)
+    assert await lab.query(TABLE) == table
     assert await lab.query("SELECT * FROM durability_calls ORDER BY id") == rows
     assert await lab.query(INDEXES) == indexes
 

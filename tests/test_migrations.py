@@ -31,6 +31,7 @@ CALLS_0004 = "durability_0004_calls_generation_and_created_at"
 ALARMS_0004 = "durability_0004_alarms_generation_and_created_at"
 ALARMS_0008 = "durability_0008_alarms_payload_and_occurrence"
 ALARMS_RECURRENCE = "durability_0010_alarms_recurrence"
+ALARMS_INTERRUPTIONS = "durability_0015_alarms_interruptions"
 RECURRENCE_COLUMNS = (
     "recurrence_kind",
     "recurrence_interval_ms",
@@ -425,9 +426,8 @@ async def test_recurrence_columns_up_keep_rows_and_down_keeps_them_as_one_shots(
         "next_attempt_at, attempt, created_at, payload, occurrence) "
         "VALUES ('renew', 'g1', 'pending', 5, 5, 0, 7, NULL, NULL)"
     )
-    up = await lab.migrate("namedAlarms")
+    up = await lab.migrate("namedAlarms", ALARMS_RECURRENCE)
     assert up == {"applied": [ALARMS_RECURRENCE], "rolled_back": []}
-    assert await lab.current("namedAlarms")
     columns = ", ".join(RECURRENCE_COLUMNS)
     assert await lab.query(f"SELECT {columns} FROM durability_alarms") == [
         dict.fromkeys(RECURRENCE_COLUMNS)
@@ -474,7 +474,37 @@ async def test_recurrence_columns_up_keep_rows_and_down_keeps_them_as_one_shots(
     schema = await lab.schema()
     assert "index:durability_alarms_pending_idx" in schema
     assert "index:durability_alarms_created_idx" in schema
-    assert await lab.migrate("namedAlarms") == {"applied": [ALARMS_RECURRENCE], "rolled_back": []}
+    assert await lab.migrate("namedAlarms") == {
+        "applied": [ALARMS_RECURRENCE, ALARMS_INTERRUPTIONS],
+        "rolled_back": [],
+    }
+    assert await lab.current("namedAlarms")
+
+
+async def test_interruption_columns_up_and_down_keep_every_alarm(lab: ObjectStub) -> None:
+    """0015 adds `claim_alone` (NULL), `interruptions` and `spared` (0); its down rebuilds the
+    table without them, every row with its slot, payload and recurrence kept."""
+    await lab.migrate("namedAlarms", ALARMS_RECURRENCE)
+    columns = ", ".join(RECURRENCE_COLUMNS)
+    await lab.query(
+        "INSERT INTO durability_alarms (name, generation_id, status, scheduled_at, "
+        f"next_attempt_at, attempt, created_at, payload, occurrence, {columns}) "
+        "VALUES ('tick', 'g2', 'pending', 8, 8, 2, 9, '\"p\"', 4, "
+        "'cron', NULL, '0 9 * * *', 'Europe/Paris', 'all')"
+    )
+    rows = await lab.query("SELECT * FROM durability_alarms")
+    schema = await lab.schema()
+    assert await lab.migrate("namedAlarms") == {
+        "applied": [ALARMS_INTERRUPTIONS],
+        "rolled_back": [],
+    }
+    assert await lab.query("SELECT * FROM durability_alarms") == [
+        {**rows[0], "claim_alone": None, "interruptions": 0, "spared": 0}
+    ]
+    down = await lab.migrate("namedAlarms", ALARMS_RECURRENCE)
+    assert down == {"applied": [], "rolled_back": [ALARMS_INTERRUPTIONS]}
+    assert await lab.query("SELECT * FROM durability_alarms") == rows
+    assert await lab.schema() == schema
 
 
 async def _make_v2_database(lab: ObjectStub) -> None:
@@ -508,7 +538,7 @@ async def test_v2_history_is_translated_without_running_schema(lab: ObjectStub) 
     schema = await lab.schema()
     assert await lab.migrate("operations", CALLS_0004) == {"applied": [], "rolled_back": []}
     assert await lab.migrate("namedAlarms") == {
-        "applied": [ALARMS_0008, ALARMS_RECURRENCE],
+        "applied": [ALARMS_0008, ALARMS_RECURRENCE, ALARMS_INTERRUPTIONS],
         "rolled_back": [],
     }
     assert await lab.schema() == schema
@@ -522,6 +552,7 @@ async def test_v2_history_is_translated_without_running_schema(lab: ObjectStub) 
         ALARMS_0004: "namedAlarms",
         ALARMS_0008: "namedAlarms",
         ALARMS_RECURRENCE: "namedAlarms",
+        ALARMS_INTERRUPTIONS: "namedAlarms",
     }
     newer = _names(OPERATION_MIGRATIONS)[_names(OPERATION_MIGRATIONS).index(CALLS_0004) + 1 :]
     assert await lab.migrate("operations") == {"applied": newer, "rolled_back": []}

@@ -627,8 +627,10 @@ async def test_attempt_is_counted_before_the_handler_runs() -> None:
         assert stored == [(1, 1), (2, 2)]
 
 
-async def test_interrupted_attempt_counts_and_exhausts_without_handler() -> None:
-    """max_attempts=1 and an eviction mid-run: the call fails exhausted, handler not rerun."""
+async def test_an_interrupted_attempt_runs_again_alone_and_counts_only_then() -> None:
+    """An attempt claimed beside others and cut off by eviction is spared (not counted):
+    the call runs again alone, as attempt 2; cut off alone too, it is out of attempts and
+    fails with the exhausted error, its handler not run a third time."""
     probe = Probe(retries=RetryPolicy(max_attempts=1))
     probe.behaviour["a"] = parked(probe, "never")
     async with lab(probe) as t:
@@ -636,15 +638,19 @@ async def test_interrupted_attempt_counts_and_exhausts_without_handler() -> None
         await t.clock.run_until_idle()
         await t.rt.evict(t.obj)
         await t.clock.advance(15_000)
-        assert len(probe.calls) == 1
+        assert [(key, attempt) for key, attempt, _ in probe.calls] == [("a", 1), ("a", 2)]
+        await t.rt.evict(t.obj)
+        await t.clock.advance(15_000)
+        assert len(probe.calls) == 2
         result = await t.obj.result("charge", "a")
-        assert (result["status"], result["attempt"]) == ("failed", 1)
+        assert (result["status"], result["attempt"]) == ("failed", 2)
         assert result["error"] == {
             "name": "DurableAttemptsExhaustedError",
-            "message": 'Durable operation "charge" exhausted its 1 attempts',
+            "message": 'Durable operation "charge" exhausted its 1 attempts (2 interrupted: '
+            "the process stopped or the object was evicted while its handler ran)",
         }
         [terminal] = [e for e in probe.events if isinstance(e, TerminalEvent)]
-        assert (terminal.attempt, terminal.reason, terminal.id) == (1, "attempts_exhausted", "a")
+        assert (terminal.attempt, terminal.reason, terminal.id) == (2, "attempts_exhausted", "a")
 
 
 async def test_evicted_attempt_reruns_with_next_attempt_from_the_alarm() -> None:

@@ -111,13 +111,25 @@ class DurableResultSerializationError(DurabilityError):
 
 
 class DurableAttemptsExhaustedError(DurabilityError):
-    """A pending row was already at its attempt limit when it was claimed."""
+    """A pending row was already at its attempt limit when it was claimed.
 
-    def __init__(self, entity: str, name: str, max_attempts: int) -> None:
-        super().__init__(f'Durable {entity} "{name}" exhausted its {max_attempts} attempts')
+    `interruptions` counts its attempts that never settled (the process stopped or the
+    object was evicted while they ran); when the last one ran alone and was interrupted
+    too, the record is a poison: it failed by taking its process down, not by raising.
+    """
+
+    def __init__(self, entity: str, name: str, max_attempts: int, interruptions: int = 0) -> None:
+        message = f'Durable {entity} "{name}" exhausted its {max_attempts} attempts'
+        if interruptions:
+            message += (
+                f" ({interruptions} interrupted: the process stopped or the object was "
+                "evicted while its handler ran)"
+            )
+        super().__init__(message)
         self.entity = entity
         self.entity_name = name
         self.max_attempts = max_attempts
+        self.interruptions = interruptions
 
 
 class DuplicateDurableCallError(DurabilityError):

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from durability.runtime import DurableObject, Runtime, _database
+from durability.runtime import DurableObject, Runtime, _log_syncs
 from durability.runtime import _commit_threads as commit_threads
 from durability.testing import VirtualClock
 
@@ -135,7 +135,7 @@ async def test_delivery_cancelled_during_its_bookkeeping_commit_leaves_the_commi
     loop.set_exception_handler(lambda _, context: errors.append(context))
     entered, release = threading.Event(), threading.Event()
     monkeypatch.setattr(commit_threads, "QUICK_SYNC_SECONDS", 0.0)  # syncs in threads
-    sync = _database._sync_data
+    sync = _log_syncs._sync_data
     syncs: list[int] = []
 
     def hold_bookkeeping(descriptor: int) -> None:
@@ -147,7 +147,7 @@ async def test_delivery_cancelled_during_its_bookkeeping_commit_leaves_the_commi
                 release.wait()
         sync(descriptor)
 
-    monkeypatch.setattr(_database, "_sync_data", hold_bookkeeping)
+    monkeypatch.setattr(_log_syncs, "_sync_data", hold_bookkeeping)
     try:
         async with Runtime(path=tmp_path, bindings={"C": Counter}) as rt:
             stub = rt.env.C.get_by_name("c")

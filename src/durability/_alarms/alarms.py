@@ -111,6 +111,7 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
     _due_columns = (
         "name, generation_id, scheduled_at, created_at, attempt, payload, occurrence, "
         + RECURRENCE_COLUMNS
+        + ", spared, claim_alone, interruptions"
     )
     _emitted = frozenset({LifecycleEventType.SCHEDULED, *SHARED_EVENT_TYPES})
     _one_per_key = True
@@ -265,7 +266,18 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
             info,
         )
         kind = self._kinds.get(name) or self._kind_of(name)
-        return Attempt(kind, name, generation, int(created_at), int(attempt), due)
+        return Attempt(
+            kind,
+            name,
+            generation,
+            int(created_at),
+            int(attempt),
+            due,
+            None,
+            row[13],
+            row[14],
+            row[12],
+        )
 
     def _is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
         """A timed-out occurrence may have had its effect: terminal unless `retry_timeouts`."""

@@ -66,7 +66,8 @@ def upsert(
         "ON CONFLICT(name) DO UPDATE SET generation_id = excluded.generation_id, "
         "status = 'pending', scheduled_at = excluded.scheduled_at, "
         "next_attempt_at = excluded.next_attempt_at, attempt = 0, last_error = NULL, "
-        "last_error_name = NULL, created_at = excluded.created_at, "
+        "last_error_name = NULL, created_at = excluded.created_at, claim_alone = NULL, "
+        "interruptions = 0, spared = 0, "
         "payload = excluded.payload, occurrence = excluded.occurrence, "
         "recurrence_kind = excluded.recurrence_kind, "
         "recurrence_interval_ms = excluded.recurrence_interval_ms, "
@@ -108,7 +109,7 @@ def move_to_slot(
     written = sql.exec(
         "UPDATE durability_alarms SET generation_id = ?, status = 'pending', "
         f"scheduled_at = ?, next_attempt_at = ?, attempt = 0, {error_columns}"
-        "occurrence = ?, created_at = ? "
+        "occurrence = ?, created_at = ?, claim_alone = NULL, interruptions = 0, spared = 0 "
         f"WHERE name = ? AND generation_id = ? AND status = ?{attempt_check}",
         new_generation,
         slot.at,

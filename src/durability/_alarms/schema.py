@@ -12,6 +12,10 @@ from .._engine import ALARMS_0004, Migration, migration_time_ms
 
 ALARMS_0008: Final = "durability_0008_alarms_payload_and_occurrence"
 ALARMS_RECURRENCE: Final = "durability_0010_alarms_recurrence"
+_RECURRENCE_COLUMNS: Final = (
+    "recurrence_kind, recurrence_interval_ms, recurrence_expression, recurrence_tz, "
+    "recurrence_catch_up"
+)
 
 _ALARM_COLUMNS: Final = (
     "name, generation_id, status, scheduled_at, next_attempt_at, attempt, "
@@ -98,6 +102,28 @@ NAMED_ALARM_MIGRATIONS: Final[tuple[Migration, ...]] = (
             "CREATE INDEX durability_alarms_created_idx ON durability_alarms (created_at)",
         ),
     ),
+    Migration(
+        name="durability_0015_alarms_interruptions",
+        up=(
+            "ALTER TABLE durability_alarms ADD COLUMN claim_alone INTEGER",
+            "ALTER TABLE durability_alarms ADD COLUMN interruptions INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE durability_alarms ADD COLUMN spared INTEGER NOT NULL DEFAULT 0",
+        ),
+        down=(
+            f"CREATE TABLE durability_alarms_previous ({_ALARM_TABLE_BODY}, "
+            "created_at INTEGER NOT NULL, payload TEXT, occurrence INTEGER, "
+            "recurrence_kind TEXT CHECK (recurrence_kind IN ('every', 'cron')), "
+            "recurrence_interval_ms INTEGER, recurrence_expression TEXT, recurrence_tz TEXT, "
+            "recurrence_catch_up TEXT)",
+            f"INSERT INTO durability_alarms_previous ({_ALARM_COLUMNS}, created_at, payload, "
+            f"occurrence, {_RECURRENCE_COLUMNS}) SELECT {_ALARM_COLUMNS}, created_at, payload, "
+            f"occurrence, {_RECURRENCE_COLUMNS} FROM durability_alarms",
+            "DROP TABLE durability_alarms",
+            "ALTER TABLE durability_alarms_previous RENAME TO durability_alarms",
+            _ALARMS_PENDING_INDEX,
+            "CREATE INDEX durability_alarms_created_idx ON durability_alarms (created_at)",
+        ),
+    ),
 )
 """Capability "namedAlarms": the `durability_alarms` table.
 
@@ -106,4 +132,6 @@ NULL for none) and `occurrence` (the slot number of a recurrence's occurrence, N
 a one-shot). Its down rebuilds the table rather than dropping columns, so it runs on
 any SQLite. 0010 adds the recurrence of `every` and `cron` alarms (all NULL for a
 one-shot): its kind, interval, cron expression and time zone, and catch-up policy; its
-down rebuilds the table too, keeping every row as a one-shot of its current slot."""
+down rebuilds the table too, keeping every row as a one-shot of its current slot. 0015
+adds `claim_alone`, `interruptions` and `spared`, as 0014 does to `durability_calls` (poison
+isolation); its down rebuilds the table without them, keeping every row."""

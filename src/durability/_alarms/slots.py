@@ -70,7 +70,18 @@ class SlotMover:
             row = rows[index]
             if moved:
                 self._moved(row[0], generation, slot, now)
-            replaced = (row[0], generation, slot.at, now, 0, row[5], slot.occurrence, *row[7:])
+            replaced = (
+                row[0],
+                generation,
+                slot.at,
+                now,
+                0,
+                row[5],
+                slot.occurrence,
+                *row[7:12],
+                None,
+                0,
+            )
             kept[index] = replaced if moved and runs else None
         return [row for row in kept if row is not None]
 

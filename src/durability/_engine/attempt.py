@@ -59,7 +59,8 @@ class AttemptKind:
 
     `label` names the handler in errors (``operation "charge"``); `listened` names the
     lifecycle event types the hook receives (events of other types are never built);
-    `include_result` puts a success's result in its settled event.
+    `include_result` puts a success's result in its settled event; `exhausted_error`
+    builds the error of a record out of attempts, given how many were interrupted.
     """
 
     executor: Executor
@@ -69,7 +70,7 @@ class AttemptKind:
     name: str
     policy: AttemptPolicy
     emit: Emit
-    exhausted_error: Callable[[], BaseException]
+    exhausted_error: Callable[[int], BaseException]
     timeout_error: Callable[[], BaseException]
     include_result: bool = False
     listened: frozenset[str] = EVERY_EVENT_TYPE
@@ -79,12 +80,29 @@ class Attempt:
     """One attempt to run of one record.
 
     `attempt` is the attempt count the row had when it was read (its claim expects it).
-    `after`, when given, is the settlement of an older execution of the key that this
-    one must not overlap: nothing of this attempt starts before it is set. `data` is
-    the executor's own (what its `invoke` and `complete` need of the record).
+    `suspect` is `None`, or, for a row whose last claimed attempt never settled (the
+    process stopped or the object was evicted while it ran), whether that attempt ran
+    alone (1) or beside others (0): a suspect runs alone (see `tables.claim_suspect`).
+    `interruptions` counts the attempts of the row that never settled, `spared` those of
+    them that ran beside others (and so do not count toward the limit; for a suspect,
+    its own interrupted attempt included). `after`, when
+    given, is the settlement of an older execution of the key that this one must not
+    overlap: nothing of this attempt starts before it is set. `data` is the executor's
+    own (what its `invoke` and `complete` need of the record).
     """
 
-    __slots__ = ("after", "attempt", "created_at", "data", "generation", "key", "kind")
+    __slots__ = (
+        "after",
+        "attempt",
+        "created_at",
+        "data",
+        "generation",
+        "interruptions",
+        "key",
+        "kind",
+        "spared",
+        "suspect",
+    )
 
     def __init__(
         self,
@@ -95,6 +113,9 @@ class Attempt:
         attempt: int,
         data: Any,
         after: asyncio.Event | None = None,
+        suspect: int | None = None,
+        interruptions: int = 0,
+        spared: int = 0,
     ) -> None:
         self.kind = kind
         self.key = key
@@ -103,6 +124,19 @@ class Attempt:
         self.attempt = attempt
         self.data = data
         self.after = after
+        self.suspect = suspect
+        self.interruptions = interruptions
+        self.spared = spared if suspect != 0 else spared + 1
+
+    @property
+    def number(self) -> int:
+        """The number this attempt gets once claimed (every run gets a new one)."""
+        return self.attempt + 1
+
+    @property
+    def counted(self) -> int:
+        """How many attempts count toward the limit once this one is claimed."""
+        return self.attempt + 1 - self.spared
 
     def entity(self) -> dict[str, Any]:
         """The entity fields every lifecycle event of this record carries."""

@@ -38,7 +38,7 @@ def terminal_reason(
         return "retry_policy"
     if is_non_retryable(raised):
         return "non_retryable"
-    if number >= attempt.kind.policy.max_attempts:
+    if number - attempt.spared >= attempt.kind.policy.max_attempts:
         return "attempts_exhausted"
     return "terminal_error"
 

@@ -25,7 +25,7 @@ from .lifecycle import AttemptStartedEvent, LifecycleEventType
 from .permits import Release
 from .running import ActiveExecution
 from .settle import fail_exhausted, record_success, settle_error
-from .tables import claim_attempt, claim_attempts, is_exhausted
+from .tables import claim_attempt, claim_attempts, claim_suspect, is_exhausted
 from .tasks import close_unstarted
 
 if TYPE_CHECKING:
@@ -35,14 +35,18 @@ T = TypeVar("T")
 
 
 class Hold:
-    """One attempt's key lock and permit, held until released."""
+    """One attempt's key lock and permit (every permit of the pool when it runs `alone`:
+    nothing else of the scheduler then runs beside it), held until released."""
 
-    __slots__ = ("attempt", "entry", "permit", "released")
+    __slots__ = ("alone", "attempt", "entry", "permit", "released")
 
-    def __init__(self, attempt: Attempt, entry: ActiveExecution, permit: Release) -> None:
+    def __init__(
+        self, attempt: Attempt, entry: ActiveExecution, permit: Release, alone: bool = False
+    ) -> None:
         self.attempt = attempt
         self.entry = entry
         self.permit = permit
+        self.alone = alone
         self.released = False
 
 
@@ -99,7 +103,7 @@ async def run_claimed(
         attempt, signal = hold.attempt, hold.entry.signal
         assert signal is not None
         kind = attempt.kind
-        number = attempt.attempt + 1
+        number = attempt.number
         if LifecycleEventType.ATTEMPT_STARTED in kind.listened:
             kind.emit(AttemptStartedEvent(**attempt.entity(), timestamp=started_at, attempt=number))
         if signal.reason is not None:
@@ -116,33 +120,55 @@ async def run_claimed(
         succeeded.append((hold, value))
     _store_successes(engine, succeeded, started_at, failed)
     for hold, failure in failed:
-        await settle_error(engine, hold.attempt, hold.attempt.attempt + 1, started_at, failure)
+        await settle_error(engine, hold.attempt, hold.attempt.number, started_at, failure)
         release(engine, hold)
 
 
 def _claim(engine: Engine, holds: list[Hold], now: int, errors: list[Exception]) -> set[str]:
     """The keys of `holds` whose claim won, in one statement; when that statement fails,
-    claimed one by one, so a row the storage refuses fails alone (into `errors`)."""
+    claimed one by one, so a row the storage refuses fails alone (into `errors`). A
+    suspect (held alone, by itself) is claimed as one (`claim_suspect`)."""
+    first = holds[0].attempt
+    if first.suspect is not None:
+        return _claim_suspect(engine, first, now, errors)
+    alone = holds[0].alone
     rows = [
         (hold.attempt.key, hold.attempt.generation, hold.attempt.attempt)
         for hold in holds
-        if hold.attempt.attempt < hold.attempt.kind.policy.max_attempts
+        if hold.attempt.counted <= hold.attempt.kind.policy.max_attempts
     ]
     if not rows:
         return set()
     table = holds[0].attempt.kind.table
     try:
-        return at_once(engine, len(rows), lambda sql: claim_attempts(sql, table, rows, now))
+        return at_once(engine, len(rows), lambda sql: claim_attempts(sql, table, rows, now, alone))
     except Exception:
         pass
     won: set[str] = set()
     for key, generation, seen in rows:
         try:
-            if claim_attempt(engine.sql, table, key, generation, seen, now) is not None:
+            if claim_attempt(engine.sql, table, key, generation, seen, now, alone) is not None:
                 won.add(key)
         except Exception as error:
             errors.append(error)
     return won
+
+
+def _claim_suspect(engine: Engine, attempt: Attempt, now: int, errors: list[Exception]) -> set[str]:
+    """The key of suspect `attempt` if its claim won (none when it is out of attempts)."""
+    if attempt.counted > attempt.kind.policy.max_attempts:
+        return set()
+    try:
+        claimed = claim_suspect(
+            engine.sql, attempt.kind.table, attempt.key, attempt.generation, attempt.attempt, now
+        )
+    except Exception as error:
+        errors.append(error)
+        return set()
+    if claimed is None:
+        return set()
+    attempt.interruptions += 1
+    return {attempt.key}
 
 
 _ONE_STATEMENT = 16
@@ -192,9 +218,7 @@ def _store_successes(
     success that cannot be stored joins `failed`."""
     if not succeeded:
         return
-    done: list[Done] = [
-        (hold.attempt, hold.attempt.attempt + 1, value) for hold, value in succeeded
-    ]
+    done: list[Done] = [(hold.attempt, hold.attempt.number, value) for hold, value in succeeded]
     executor = done[0][0].kind.executor
     stored: list[int | Exception | None] | None
     try:
@@ -210,7 +234,7 @@ def _store_successes(
             failed.append((hold, outcome))
             continue
         attempt = hold.attempt
-        record_success(engine, attempt, attempt.attempt + 1, started_at, outcome, value)
+        record_success(engine, attempt, attempt.number, started_at, outcome, value)
         release(engine, hold)
 
 

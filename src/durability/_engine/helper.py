@@ -83,8 +83,8 @@ class DurableHelper(ABC, Generic[Entry]):
     _purge_reason: ClassVar[str]
     _timeout_error: ClassVar[type[DurableAttemptTimeoutError] | type[DurableAlarmTimeoutError]]
     _due_columns: ClassVar[str]
-    """The columns `_due_attempt` reads from a due row, starting with the key and
-    generation."""
+    """The columns `_due_attempt` reads from a due row: the key and generation first,
+    `claim_alone` and `interruptions` last."""
     _emitted: ClassVar[frozenset[str]]
     """The lifecycle event types this helper emits."""
     _one_per_key: ClassVar[bool]
@@ -217,9 +217,17 @@ class DurableHelper(ABC, Generic[Entry]):
             return None if running(row) else self._due_attempt(row, info)
 
         table = self._table
+        runner = self._engine.runner
         rows = due_rows(self._engine.sql, table, self._due_columns, now, DUE_BATCH)
         due = await self._catch_up([row for row in rows if not running(row)], now)
-        failures = await self._engine.runner.run(due, attempt_of, table=table.name)
+        # A row whose last attempt never settled is a suspect: it runs alone, after the
+        # others, so a poison that takes the process down takes nothing else with it.
+        suspects = [row for row in due if row[-2] is not None]
+        if suspects:
+            due = [row for row in due if row[-2] is None]
+        failures = await runner.run(due, attempt_of, table=table.name)
+        if suspects:
+            failures += await runner.run_alone(suspects, attempt_of, table=table.name)
         for execution in attached:
             await execution.settled.wait()
         if not failures:
@@ -256,8 +264,8 @@ class DurableHelper(ABC, Generic[Entry]):
             name=name,
             policy=policy,
             emit=self._emit,
-            exhausted_error=lambda: DurableAttemptsExhaustedError(
-                self._noun, name, policy.max_attempts
+            exhausted_error=lambda interruptions: DurableAttemptsExhaustedError(
+                self._noun, name, policy.max_attempts, interruptions
             ),
             timeout_error=lambda: self._timeout_error(name, policy.attempt_timeout_ms),
             include_result=self._include_result,

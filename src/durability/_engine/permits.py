@@ -78,3 +78,22 @@ class PermitPool:
                 break
             taken.append(more)
         return taken
+
+    async def take_all(self) -> Release:
+        """Every permit of the pool, taken one by one in FIFO order as they come free (so
+        nothing else of the scheduler runs while they are held); one release gives them
+        all back."""
+        taken: list[Release] = []
+        try:
+            while len(taken) < self.size:
+                taken.append(self.try_acquire() or await self.acquire())
+        except BaseException:
+            for release in taken:
+                release()
+            raise
+
+        def release_all() -> None:
+            for release in taken:
+                release()
+
+        return release_all

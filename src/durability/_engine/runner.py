@@ -95,6 +95,37 @@ class AttemptRunner:
                 failures.append(("", error))
         return failures
 
+    async def run_alone(
+        self,
+        rows: Iterable[Row],
+        attempt_of: Callable[[Row], Attempt | None],
+        *,
+        table: str,
+    ) -> list[tuple[str, Exception]]:
+        """Run one attempt of each row (suspects: rows whose last attempt never settled),
+        one at a time, each alone: holding every permit of the pool, so nothing else of
+        the scheduler runs beside it. Returns, like `run`, the storage failures met."""
+        engine = self._engine
+        failures: list[tuple[str, Exception]] = []
+        for row in rows:
+            permit = await engine.permits.take_all()
+            attempt = attempt_of(row)
+            if attempt is None:
+                permit()
+                continue
+            waiting: list[asyncio.Task[None]] = []
+            holds = self._hold([attempt], [permit], waiting, alone=True)
+            try:
+                await self._run_held(holds, partial(claim_and_run, engine, holds, waiting))
+            except Exception as error:
+                failures.append((attempt.key, error))
+            for task in waiting:
+                try:
+                    await task
+                except Exception as error:
+                    failures.append((attempt.key, error))
+        return failures
+
     def start(self, attempts: Sequence[Attempt]) -> Awaitable[None] | None:
         """Start now the `attempts` that free permits allow (the rest, and keys already
         running here, are left to a pass): their keys are marked running before this
@@ -131,12 +162,15 @@ class AttemptRunner:
         attempts: Sequence[Attempt],
         permits: Sequence[Release],
         waiting: list[asyncio.Task[None]],
+        alone: bool = False,
     ) -> list[Hold]:
-        """Mark each attempt's key running with its permit. An attempt that must wait for
-        an older execution of its key gives its permit back and waits in a task added to
-        `waiting`, then runs alone (`_when_free`)."""
+        """Mark each attempt's key running with its permit (`alone`: the one attempt holds
+        every permit; so does any attempt of a pool of one). An attempt that must wait
+        for an older execution of its key gives its permit back and waits in a task
+        added to `waiting`, then runs by itself (`_when_free`)."""
         engine = self._engine
         running = engine.running
+        alone = alone or engine.permits.size == 1
         holds: list[Hold] = []
         for attempt, permit in zip(attempts, permits, strict=True):
             entry = running.start(
@@ -146,7 +180,7 @@ class AttemptRunner:
                 permit()
                 waiting.append(engine.tasks.spawn(self._when_free(attempt, entry)))
                 continue
-            holds.append(Hold(attempt, entry, permit))
+            holds.append(Hold(attempt, entry, permit, alone))
         return holds
 
     async def _when_free(self, attempt: Attempt, entry: ActiveExecution) -> None:
@@ -160,7 +194,7 @@ class AttemptRunner:
         except BaseException:
             engine.running.finish(attempt.kind.table.name, attempt.key, entry)
             raise
-        holds = [Hold(attempt, entry, permit)]
+        holds = [Hold(attempt, entry, permit, engine.permits.size == 1)]
         waiting: list[asyncio.Task[None]] = []
         try:
             await self._run_held(holds, lambda: claim_and_run(engine, holds, waiting))

@@ -37,14 +37,14 @@ class RetryDecision:
 
 def decide_retry(attempt: Attempt, number: int, error: BaseException) -> RetryDecision:
     """Apply the retry rules in order: non-retryable (by class, name or the policy's
-    `non_retryable`), attempt limit, the executor's own rule, then the delay a
-    `RetryAfter` asked for or else the policy's."""
+    `non_retryable`), attempt limit (the attempts that count: not `spared`), the
+    executor's own rule, then the delay a `RetryAfter` asked for or else the policy's."""
     kind = attempt.kind
     policy = kind.policy
     if (
         is_non_retryable(error)
         or isinstance(error, policy.non_retryable)
-        or number >= policy.max_attempts
+        or number - attempt.spared >= policy.max_attempts
         or kind.executor.is_terminal(error, policy)
     ):
         timestamp = now_ms()
@@ -138,7 +138,9 @@ import). Tests that patch `AttemptSettledEvent` here must patch this too."""
 async def fail_exhausted(engine: Engine, attempt: Attempt) -> None:
     """Fail a record whose claim lost because it is at its attempt limit (if it still is)."""
     kind = attempt.kind
-    exhausted = serialize_error(kind.exhausted_error())
+    # A suspect out of attempts was interrupted once more than its row counts so far.
+    interruptions = attempt.interruptions + (attempt.suspect is not None)
+    exhausted = serialize_error(kind.exhausted_error(interruptions))
 
     def write(sql: SqlStorage) -> int | None:
         stored = exhaust_attempts(

@@ -34,19 +34,53 @@ class TableSpec:
 
 
 def claim_attempt(
-    sql: SqlStorage, table: TableSpec, key: str, generation: str, seen: int, now: int
+    sql: SqlStorage,
+    table: TableSpec,
+    key: str,
+    generation: str,
+    seen: int,
+    now: int,
+    alone: bool = False,
 ) -> int | None:
-    """Durably count one more attempt of a row read with `seen` attempts and due at `now`.
+    """Durably count one more attempt of a row read with `seen` attempts and due at `now`,
+    recording whether it runs `alone` (poison isolation: see `claim_suspect`).
 
     Returns the new attempt, or `None` when the row changed since it was read (gone,
-    replaced, settled, rescheduled, or claimed again). The caller checks the attempt
-    limit first; `is_exhausted` tells whether a lost claim hit it.
+    replaced, settled, rescheduled, claimed again, or left by an interrupted attempt).
+    The caller checks the attempt limit first (attempts counted: `attempt - spared`);
+    `is_exhausted` tells whether a lost claim hit it.
     """
     written = sql.exec(
-        f"UPDATE {table.name} SET attempt = ? "
+        f"UPDATE {table.name} SET attempt = ?, claim_alone = ? "
         f"WHERE {table.key} = ? AND generation_id = ? AND status = 'pending' AND attempt = ? "
-        "AND next_attempt_at <= ?",
+        "AND next_attempt_at <= ? AND claim_alone IS NULL",
         seen + 1,
+        1 if alone else 0,
+        key,
+        generation,
+        seen,
+        now,
+    ).rows_written
+    return seen + 1 if written else None
+
+
+def claim_suspect(
+    sql: SqlStorage, table: TableSpec, key: str, generation: str, seen: int, now: int
+) -> int | None:
+    """Claim, to run alone, a row whose last attempt was claimed and never settled (the
+    process stopped or the object was evicted while it ran): a suspect.
+
+    That interruption is counted in `interruptions`; it uses up an attempt only if that
+    attempt ran alone (`claim_alone = 1`): one claimed beside others is `spared`, so a
+    neighbour of a poison is never charged for the poison's crash. Returns the new
+    attempt (`seen + 1`, as every claim), or `None` when the row changed since it was
+    read. The caller checks the attempt limit first.
+    """
+    written = sql.exec(
+        f"UPDATE {table.name} SET attempt = attempt + 1, spared = spared + 1 - claim_alone, "
+        "claim_alone = 1, interruptions = interruptions + 1 "
+        f"WHERE {table.key} = ? AND generation_id = ? AND status = 'pending' AND attempt = ? "
+        "AND next_attempt_at <= ? AND claim_alone IS NOT NULL",
         key,
         generation,
         seen,
@@ -58,10 +92,11 @@ def claim_attempt(
 def is_exhausted(
     sql: SqlStorage, table: TableSpec, key: str, generation: str, max_attempts: int
 ) -> bool:
-    """True when the row of this generation is still pending at its attempt limit."""
+    """True when the row of this generation is still pending at its attempt limit (the
+    attempts that count: those not `spared`)."""
     rows = sql.exec(
-        f"SELECT 1 FROM {table.name} "
-        f"WHERE {table.key} = ? AND generation_id = ? AND status = 'pending' AND attempt >= ?",
+        f"SELECT 1 FROM {table.name} WHERE {table.key} = ? AND generation_id = ? "
+        "AND status = 'pending' AND attempt - spared >= ?",
         key,
         generation,
         max_attempts,
@@ -77,11 +112,13 @@ def exhaust_attempts(
     max_attempts: int,
     error: SerializedError,
 ) -> int | None:
-    """Fail a pending row already at its limit; its stored attempt, or `None` if not owned."""
+    """Fail a pending row already at its limit; its stored attempt, or `None` if not owned.
+    A row left by an interrupted attempt counts that interruption too."""
     rows = sql.exec(
-        f"UPDATE {table.name} SET status = 'failed', last_error = ?, last_error_name = ? "
-        f"WHERE {table.key} = ? AND generation_id = ? AND status = 'pending' AND attempt >= ? "
-        "RETURNING attempt",
+        f"UPDATE {table.name} SET status = 'failed', last_error = ?, last_error_name = ?, "
+        "interruptions = interruptions + (claim_alone IS NOT NULL), claim_alone = NULL "
+        f"WHERE {table.key} = ? AND generation_id = ? AND status = 'pending' "
+        "AND attempt - spared >= ? RETURNING attempt",
         error.message,
         error.name,
         key,
@@ -108,7 +145,7 @@ def settle_failure(
     """Record a failed attempt (failed, or pending again at `next_attempt_at`); True if owned."""
     rows = sql.exec(
         f"UPDATE {table.name} SET status = ?, next_attempt_at = ?, last_error = ?, "
-        "last_error_name = ? "
+        "last_error_name = ?, claim_alone = NULL "
         f"WHERE {table.key} = ? AND generation_id = ? AND status = 'pending' AND attempt = ? "
         f"RETURNING {table.key}",
         "failed" if terminal else "pending",
@@ -241,7 +278,11 @@ def value_rows(width: int, count: int) -> str:
 
 
 def claim_attempts(
-    sql: SqlStorage, table: TableSpec, rows: Sequence[tuple[str, str, int]], now: int
+    sql: SqlStorage,
+    table: TableSpec,
+    rows: Sequence[tuple[str, str, int]],
+    now: int,
+    alone: bool = False,
 ) -> set[str]:
     """`claim_attempt` for many `(key, generation, seen)` rows with one statement per 32
     (3 bindings each, under the 100 a query may have); the keys whose claim won (each
@@ -249,18 +290,19 @@ def claim_attempts(
     won: set[str] = set()
     for first in range(0, len(rows), MAX_BATCH_ROWS):
         size, bindings = padded_bindings(rows[first : first + MAX_BATCH_ROWS], 3)
-        cursor = sql.exec(_claim_statement(table.name, table.key, size), *bindings, now)
+        query = _claim_statement(table.name, table.key, size, 1 if alone else 0)
+        cursor = sql.exec(query, *bindings, now)
         won.update([row[0] for row in cursor.raw()])
     return won
 
 
 @functools.cache
-def _claim_statement(name: str, key: str, size: int) -> str:
+def _claim_statement(name: str, key: str, size: int, alone: int) -> str:
     """The claim of `size` rows: a join on the primary key (each row looked up once)."""
     return (
         f"WITH c(k, g, a) AS (VALUES {value_rows(3, size)}) "
-        f"UPDATE {name} SET attempt = attempt + 1 FROM c "
+        f"UPDATE {name} SET attempt = attempt + 1, claim_alone = {alone} FROM c "
         f"WHERE {name}.{key} = c.k AND {name}.generation_id = c.g AND {name}.attempt = c.a "
         f"AND +{name}.status = 'pending' AND +{name}.next_attempt_at <= ? "
-        f"RETURNING {name}.{key}"
+        f"AND {name}.claim_alone IS NULL RETURNING {name}.{key}"
     )

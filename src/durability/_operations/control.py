@@ -71,7 +71,7 @@ def retry_call(sql: SqlStorage, operation: str, key: str, now: int, generation: 
     rows = sql.exec(
         "UPDATE durability_calls SET status = 'pending', result = NULL, attempt = 0, "
         "next_attempt_at = ?, last_error = NULL, last_error_name = NULL, completed_at = NULL, "
-        "generation_id = ? "
+        "generation_id = ?, claim_alone = NULL, interruptions = 0, spared = 0 "
         "WHERE id = ? AND operation = ? AND status IN ('failed', 'cancelled') "
         "RETURNING payload, created_at",
         now,

@@ -79,7 +79,10 @@ class Durability(DurableHelper["DurableOperation"]):
     _missing = 'No handler registered for operation "{}"'
     _purge_reason = "Durable operation was purged"
     _timeout_error = DurableAttemptTimeoutError
-    _due_columns = "id, generation_id, operation, payload, created_at, attempt"
+    _due_columns = (
+        "id, generation_id, operation, payload, created_at, attempt, spared, claim_alone, "
+        "interruptions"
+    )
     _emitted = frozenset(
         {
             LifecycleEventType.REGISTERED,
@@ -270,8 +273,12 @@ class Durability(DurableHelper["DurableOperation"]):
         return CallExecutor(self)
 
     def _due_attempt(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> Attempt:
-        key, generation, operation, payload, created_at, attempt = row
-        return self._call_attempt(key, operation, payload, generation, created_at, attempt)
+        key, generation, operation, payload, created_at, attempt = row[:6]
+        call = self._call_attempt(key, operation, payload, generation, created_at, attempt)
+        spared, suspect, call.interruptions = row[6:]
+        call.suspect = suspect
+        call.spared = spared if suspect != 0 else spared + 1
+        return call
 
     def _call_attempt(
         self,

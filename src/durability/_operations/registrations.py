@@ -37,12 +37,13 @@ _INSERT_CHUNK = 16
 
 _INSERT = (
     "INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at, "
-    "generation_id, created_at) SELECT column1, column2, column3, 'pending', {attempt}, "
-    "column4, column5, column6 FROM (VALUES {rows}) WHERE column1 IS NOT NULL "
-    "ON CONFLICT(id) DO NOTHING{returning}"
+    "generation_id, created_at, claim_alone) SELECT column1, column2, column3, 'pending', "
+    "{attempt}, column4, column5, column6, {claim} FROM (VALUES {rows}) "
+    "WHERE column1 IS NOT NULL ON CONFLICT(id) DO NOTHING{returning}"
 )
-"""The insert of new records, `attempt` 0, or 1 for records inserted with their first
-attempt claimed (what a claim of a new record would leave)."""
+"""The insert of new records: `attempt` 0 and no claim, or 1 and `claim_alone` for
+records inserted with their first attempt claimed (what a claim of a new record would
+leave)."""
 
 COUNTED_ROWS = 4
 """Chunks of at least this many rows are inserted or completed without ``RETURNING`` and
@@ -176,11 +177,12 @@ class Registrations:
     def _insert(
         self, sql: SqlStorage, rows: list[Registration], claimed: AbstractSet[int]
     ) -> list[bool | Exception]:
+        alone = self._engine.permits.size == 1
         try:
             if len(rows) <= _INSERT_CHUNK and len(claimed) in (0, len(rows)):
-                return insert_calls(sql, rows, claimed)
+                return insert_calls(sql, rows, claimed, alone)
             # Several statements: a later one failing must undo the earlier ones too.
-            return self._engine.transaction_sync(lambda _: insert_calls(sql, rows, claimed))
+            return self._engine.transaction_sync(lambda _: insert_calls(sql, rows, claimed, alone))
         except _ReadAfterInsertError as failed:
             raise failed.error from None  # the whole batch fails (its transaction is undone)
         except Exception:
@@ -188,7 +190,8 @@ class Registrations:
         outcomes: list[bool | Exception] = []
         for index, row in enumerate(rows):
             try:
-                outcomes.append(self._engine.transaction_sync(_inserting(row, index in claimed)))
+                write = _inserting(row, index in claimed, alone)
+                outcomes.append(self._engine.transaction_sync(write))
             except Exception as error:
                 outcomes.append(error)
         return outcomes
@@ -201,9 +204,12 @@ _FIRST_CLAIMED = frozenset({0})
 """The positions claimed in the write of one claimed row."""
 
 
-def _inserting(row: Registration, claimed: bool) -> Callable[[SqlStorage], bool | Exception]:
-    """The write of one registration alone (in a savepoint of its own)."""
-    return lambda sql: insert_calls(sql, [row], _FIRST_CLAIMED if claimed else _NONE_CLAIMED)[0]
+def _inserting(
+    row: Registration, claimed: bool, alone: bool
+) -> Callable[[SqlStorage], bool | Exception]:
+    """The write of one registration by itself (in a savepoint of its own)."""
+    positions = _FIRST_CLAIMED if claimed else _NONE_CLAIMED
+    return lambda sql: insert_calls(sql, [row], positions, alone)[0]
 
 
 def _earliest(rows: list[Registration], outcomes: list[bool | Exception]) -> int | None:
@@ -219,11 +225,14 @@ _DUE_AT: Callable[[Registration], int] = operator.itemgetter(3)
 
 
 def insert_calls(
-    sql: SqlStorage, rows: Sequence[Registration], claimed: AbstractSet[int]
+    sql: SqlStorage,
+    rows: Sequence[Registration],
+    claimed: AbstractSet[int],
+    alone: bool = False,
 ) -> list[bool | Exception]:
-    """Insert `rows` (those at the indexes `claimed` with their first attempt claimed);
-    per row True (inserted), False (the id is this operation's already) or
-    `DuplicateDurableCallError` (it is another operation's).
+    """Insert `rows` (those at the indexes `claimed` with their first attempt claimed,
+    `alone` or beside others); per row True (inserted), False (the id is this
+    operation's already) or `DuplicateDurableCallError` (it is another operation's).
 
     A claimed row is the first of its id in `rows`, so writing the claimed rows before
     the others gives every row the outcome writing them in order would. Each row's
@@ -238,9 +247,9 @@ def insert_calls(
         firsts = [row for index, row in enumerate(rows) if index in claimed]
         others = [row for index, row in enumerate(rows) if index not in claimed]
     inserted: set[str] = set()
-    for attempt, group in ((1, firsts), (0, others)):
+    for claim, group in ((1 if alone else 0, firsts), (None, others)):
         for first in range(0, len(group), _INSERT_CHUNK):
-            inserted.update(_insert_chunk(sql, attempt, group[first : first + _INSERT_CHUNK]))
+            inserted.update(_insert_chunk(sql, claim, group[first : first + _INSERT_CHUNK]))
     if len(inserted) == len(rows):
         return [True] * len(rows)  # every row inserted its own id
     outcomes: list[bool | Exception] = []
@@ -260,13 +269,16 @@ def insert_calls(
     return outcomes
 
 
-def _insert_chunk(sql: SqlStorage, attempt: int, chunk: Sequence[Registration]) -> Iterable[str]:
-    """Insert the rows of one statement with `attempt`; the ids they inserted."""
+def _insert_chunk(
+    sql: SqlStorage, claim: int | None, chunk: Sequence[Registration]
+) -> Iterable[str]:
+    """Insert the rows of one statement, claimed as `claim` says (`None`: not claimed; 0:
+    claimed beside others; 1: alone); the ids they inserted."""
     size, bindings = padded_bindings(chunk, 6)
     if len(chunk) < COUNTED_ROWS:
         # Each returned row is the 1-tuple of an inserted id.
-        return chain.from_iterable(sql.exec(_insert_query(attempt, size, True), *bindings).raw())
-    sql.exec(_insert_query(attempt, size, False), *bindings)
+        return chain.from_iterable(sql.exec(_insert_query(claim, size, True), *bindings).raw())
+    sql.exec(_insert_query(claim, size, False), *bindings)
     # Nothing else runs on the connection between these synchronous statements, and
     # changes() counts the INSERT's own rows (not a trigger's).
     try:
@@ -298,11 +310,16 @@ def _written_by(sql: SqlStorage, chunk: Sequence[Registration]) -> list[str]:
 
 
 @functools.cache
-def _insert_query(attempt: int, size: int, returning: bool) -> str:
-    """`_INSERT` for `size` rows inserted with `attempt`, returning their ids or not (a
-    few distinct texts)."""
+def _insert_query(claim: int | None, size: int, returning: bool) -> str:
+    """`_INSERT` for `size` rows claimed as `claim` says, returning their ids or not (a few
+    distinct texts)."""
     ending = " RETURNING id" if returning else ""
-    return _INSERT.format(attempt=attempt, rows=value_rows(6, size), returning=ending)
+    return _INSERT.format(
+        attempt=0 if claim is None else 1,
+        claim="NULL" if claim is None else claim,
+        rows=value_rows(6, size),
+        returning=ending,
+    )
 
 
 @functools.cache

@@ -163,9 +163,23 @@ OPERATION_MIGRATIONS: Final[tuple[Migration, ...]] = (
         up=_rebuild_calls(_CALL_TABLE_BODY_0013),
         down=_rebuild_calls(_CALL_TABLE_BODY_0009),
     ),
+    Migration(
+        name="durability_0014_calls_interruptions",
+        up=(
+            "ALTER TABLE durability_calls ADD COLUMN claim_alone INTEGER",
+            "ALTER TABLE durability_calls ADD COLUMN interruptions INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE durability_calls ADD COLUMN spared INTEGER NOT NULL DEFAULT 0",
+        ),
+        down=_rebuild_calls(_CALL_TABLE_BODY_0013),
+    ),
 )
 """Capability "operations": the `durability_calls` table.
 
 0012 keeps only pending rows in the scheduler's index and only rows not completed in
 the by-status listing index, so completing a call deletes two index entries instead of
-moving them."""
+moving them. 0014 adds what poison isolation keeps of an attempt in flight:
+`claim_alone` (NULL while no attempt is claimed; 0 for an attempt claimed beside
+others, 1 for one claimed alone), `interruptions` (attempts that never settled: the
+process stopped or the object was evicted while they ran) and `spared` (those of them
+that ran beside others, which do not count toward `max_attempts`); its down rebuilds
+the table without them, keeping every row."""

@@ -1,0 +1,140 @@
+"""Child process of the poison tests: one item among many kills its process when it runs.
+
+Usage: poison_child.py PATH EXECUTOR. Opens a file-backed Runtime on PATH (real clock).
+On its first run it schedules `ITEMS` items on one object, all due at once, item
+`POISON` among them: durable operations (`EXECUTOR` = ``operations``) or named alarms
+(``alarms``). Every handler records its run in the `LEDGER` object; the poison's
+handler SIGKILLs the process instead. The child prints "ready", then waits until every
+item is settled and prints, for each, its final state, then "done".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from typing import Any
+
+from durability import (
+    Durability,
+    DurabilityAlarms,
+    DurabilityScheduler,
+    DurableAlarmInfo,
+    DurableCall,
+    RetryPolicy,
+    now_ms,
+)
+from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
+
+ITEMS = 20
+POISON = 7
+MAX_ATTEMPTS = 3
+DEADLINE_S = 30.0
+
+
+def name_of(number: int) -> str:
+    return f"item{number:02}"
+
+
+class Ledger(DurableObject):
+    """Every run of an innocent item (name, attempt)."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        ctx.storage.sql.exec(
+            "CREATE TABLE IF NOT EXISTS runs (name TEXT NOT NULL, attempt INTEGER NOT NULL)"
+        )
+
+    async def ran(self, name: str, attempt: int) -> None:
+        self.ctx.storage.sql.exec("INSERT INTO runs VALUES (?, ?)", name, attempt)
+
+    async def runs(self) -> list[list[Any]]:
+        return [list(row) for row in self.ctx.storage.sql.exec("SELECT * FROM runs").raw()]
+
+
+class Items(DurableObject):
+    """The items: operations and named alarms on one scheduler."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        retries = RetryPolicy(max_attempts=MAX_ATTEMPTS, delay=lambda attempt: 50)
+        self.scheduler = DurabilityScheduler(context=ctx, alarm_min_delay_ms=1_000)
+        names = [name_of(number) for number in range(ITEMS)]
+        self.durability = Durability(
+            scheduler=self.scheduler, handlers={"work": self.work}, retries=retries
+        )
+        self.alarms = DurabilityAlarms(
+            scheduler=self.scheduler, handlers=dict.fromkeys(names, self.ring), retries=retries
+        )
+
+    async def _run(self, name: str, attempt: int) -> None:
+        if name == name_of(POISON):
+            os.kill(os.getpid(), signal.SIGKILL)
+        await self.env["LEDGER"].get_by_name("ledger").ran(name, attempt)
+
+    async def work(self, call: DurableCall) -> None:
+        await self._run(call.id, call.attempt)
+
+    async def ring(self, info: DurableAlarmInfo) -> None:
+        await self._run(info.name, info.attempt)
+
+    async def schedule(self, executor: str) -> None:
+        if self.ctx.storage.sql.exec(
+            "SELECT count(*) AS n FROM sqlite_master WHERE name = 'scheduled'"
+        ).one()["n"]:
+            return
+        self.ctx.storage.sql.exec("CREATE TABLE scheduled (done INTEGER)")
+        names = [name_of(number) for number in range(ITEMS)]
+        if executor == "operations":
+            await asyncio.gather(*(self.durability.work(name) for name in names))
+        else:
+            due = now_ms()
+            await asyncio.gather(*(self.alarms.named(name)(due) for name in names))
+
+    async def states(self, executor: str) -> dict[str, list[Any]]:
+        """`[status, attempt, error message]` of each item (a run-alarm that is gone:
+        completed)."""
+        found: dict[str, list[Any]] = {}
+        for number in range(ITEMS):
+            name = name_of(number)
+            if executor == "operations":
+                result = await self.durability.work.get_result(name)
+                error = None if result.error is None else result.error.message
+                found[name] = [result.status, result.attempt, error]
+            else:
+                state = await self.alarms.named(name).get()
+                if state is None:
+                    found[name] = ["completed", None, None]
+                else:
+                    error = None if state.last_error is None else state.last_error.message
+                    found[name] = [state.status, state.attempt, error]
+        return found
+
+    async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
+        await self.scheduler.alarm(info)
+
+
+async def main(path: str, executor: str) -> None:
+    async with Runtime(path=path, bindings={"ITEMS": Items, "LEDGER": Ledger}) as runtime:
+        items = runtime.env.ITEMS.get_by_name("items")
+        await items.schedule(executor)
+        print("ready", flush=True)
+        deadline = asyncio.get_running_loop().time() + DEADLINE_S
+        while True:
+            states = await items.states(executor)
+            if all(state[0] not in ("pending", "running") for state in states.values()):
+                break
+            if asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.05)
+        ledger = await runtime.env.LEDGER.get_by_name("ledger").runs()
+        for name, state in sorted(states.items()):
+            print("state", name, *state, sep="\t", flush=True)
+        for name, attempt in ledger:
+            print("ran", name, attempt, sep="\t", flush=True)
+        print("done", flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
