@@ -62,9 +62,11 @@ class ObjectStores:
             if database is None:
                 database = self._memory[key] = open_database(self._loop, None)
             return database
-        database = open_object_file(self._loop, self.path, key, self._committer)
-        assert self.open_databases is not None
-        self.open_databases.add(database)
+        pool = self.open_databases
+        assert pool is not None
+        loop, path = self._loop, self.path
+        database = pool.opening(lambda: open_object_file(loop, path, key, self._committer))
+        pool.add(database)
         return database
 
     def closing_steps(self) -> list[Callable[[], object]]:
