@@ -43,7 +43,7 @@ class Cell(DurableObject):
 
 
 async def main(path: Path, limit: int) -> dict[str, Any]:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
     clock = VirtualClock()
     fired: list[int] = []
