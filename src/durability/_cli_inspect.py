@@ -1,4 +1,9 @@
-"""`durability inspect`: the inspection reports as plain-text tables or one JSON document."""
+"""`durability inspect`: the inspection reports as plain-text tables or one JSON document.
+
+In text mode every line passes through `printable` (and every table cell before its
+width is measured), so no stored name, id or error text reaches the terminal with its
+control characters; `--json` prints the strings exactly (JSON escapes them itself).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ._inspect import InspectError, ObjectReport, format_size, inspect_path
+from ._terminal import printable
 
 _ERROR_WIDTH = 60
 """Last errors are cut to this many characters in tables (`--json` has them whole)."""
@@ -19,7 +25,7 @@ def run(path: str, namespace: str | None, name: str | None, as_json: bool) -> in
     try:
         reports = inspect_path(path, namespace, name)
     except InspectError as error:
-        print(f"durability inspect: {error}", file=sys.stderr)
+        print(f"durability inspect: {printable(error)}", file=sys.stderr)
         return 1
     if as_json:
         print(json.dumps({"objects": reports}, indent=2))
@@ -32,7 +38,9 @@ def render(reports: Sequence[ObjectReport]) -> str:
     """The reports as text: one block per object, a table per kind of work."""
     if not reports:
         return "no objects\n"
-    blocks = ["\n".join(_object_lines(report)) + "\n" for report in reports]
+    blocks = [
+        "".join(f"{printable(line)}\n" for line in _object_lines(report)) for report in reports
+    ]
     return "\n".join(blocks)
 
 
@@ -151,7 +159,10 @@ _SECTIONS: tuple[Callable[[ObjectReport], list[str]], ...] = (
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     """Left-aligned columns, indented under their section line."""
-    cells = [header, *[["" if value is None else str(value) for value in row] for row in rows]]
+    cells = [
+        header,
+        *[["" if value is None else printable(value) for value in row] for row in rows],
+    ]
     widths = [max(len(row[column]) for row in cells) for column in range(len(header))]
     return [
         (

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import logging
 import sys
 import time
@@ -78,6 +79,7 @@ def _parser() -> argparse.ArgumentParser:
             "(for demos and manual tests)"
         ),
     )
+    _serve_limits(serve)
     inspect = commands.add_parser(
         "inspect",
         help="show the objects under a runtime path: pending work, failures, alarms, logs",
@@ -94,6 +96,45 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _serve_limits(serve: argparse.ArgumentParser) -> None:
+    """The options bounding what `serve` accepts (docs/runtime.md, "Serving safely")."""
+    limits = serve.add_argument_group("limits")
+    limits.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=(
+            "also answer requests whose Host is NAME (repeatable); others than the bound "
+            "address get 403, against DNS rebinding"
+        ),
+    )
+    limits.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=100_000_000,
+        metavar="N",
+        help="request bodies over N bytes get 413 (default: 100000000, Cloudflare's 100 MB)",
+    )
+    limits.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        metavar="N",
+        help=(
+            "open connections at most; past it the longest idle one is closed "
+            "(default: an eighth of the open-file limit, 16 to 1000)"
+        ),
+    )
+    limits.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="close a connection whose request headers are not complete by then (default: 10)",
+    )
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -104,18 +145,19 @@ def _version() -> str:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    try:
-        import uvicorn
-    except ImportError:
+    if importlib.util.find_spec("uvicorn") is None:
         return _fail("needs uvicorn: pip install 'durability[serve]'")
     from ._serve_checks import import_failure, path_problem, port_problem
     from .runtime import Runtime
-    from .runtime._virtual_server import VirtualTimeServer
+    from .runtime._serving import ServeLimits, build_server
     from .runtime.server import WorkerApp, WorkerModuleError, load_worker
     from .testing import VirtualClock
 
     if not 0 <= args.port <= 65_535:
         return _fail("--port must be between 0 and 65535")
+    limit_problem = _limit_problem(args)
+    if limit_problem is not None:
+        return _fail(limit_problem)
     try:
         worker = load_worker(args.module)
     except WorkerModuleError as error:
@@ -142,15 +184,31 @@ def _serve(args: argparse.Namespace) -> int:
     app = WorkerApp(worker, runtime)
     if args.virtual_time:
         log.info("Virtual time: POST /_durability/advance?ms=N moves the clock forward")
-        # The virtual clock drives a stdlib selector loop: never uvloop.
-        config = uvicorn.Config(app, host=args.host, port=args.port, lifespan="on", loop="asyncio")
-        server: uvicorn.Server = VirtualTimeServer(config, app)
-    else:
-        server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, lifespan="on"))
+    limits = ServeLimits(
+        allowed_hosts=tuple(args.allowed_host),
+        max_body_bytes=args.max_body_bytes,
+        header_timeout_s=args.header_timeout,
+        **({} if args.max_connections is None else {"max_connections": args.max_connections}),
+    )
+    server = build_server(app, args.host, args.port, limits, virtual_time=args.virtual_time)
     # uvicorn re-raises the SIGINT it handled once its graceful shutdown is over.
     with contextlib.suppress(KeyboardInterrupt):
         server.run()
     return 0 if server.started and app.closed else 1
+
+
+def _limit_problem(args: argparse.Namespace) -> str | None:
+    """Why the limits given to `serve` cannot work, or `None`."""
+    if args.max_body_bytes < 0:
+        return "--max-body-bytes must be 0 or more"
+    if args.max_connections is not None and args.max_connections < 1:
+        return "--max-connections must be at least 1"
+    if not args.header_timeout > 0:
+        return "--header-timeout must be more than 0 seconds"
+    for name in args.allowed_host:
+        if not name.strip() or any(character in name for character in "/: \t"):
+            return f"--allowed-host takes a host name without port or scheme, got {name!r}"
+    return None
 
 
 def _url_host(host: str) -> str:

@@ -47,7 +47,7 @@ from .._types import JsonValue
 from .._uuid import random_uuid
 from .._validate import to_epoch_ms
 from .handle import NamedAlarm
-from .recurrence import Recurrence, Slot, catch_up, first_cron_slot
+from .recurrence import Recurrence, Slot, first_cron_slot, first_every_slot, next_slot
 from .recurrence import cron as cron_recurrence
 from .recurrence import every as every_recurrence
 from .recurrence import loaded as loaded_recurrence
@@ -188,18 +188,17 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
         payload: object,
     ) -> None:
         recurrence = every_recurrence(interval_ms, catch_up_policy)
-        now = now_ms()
-        start = now if start_at is None else to_epoch_ms("start_at", start_at)
-        slot = Slot(start, 0)
-        if start <= now:
-            slot, _ = catch_up(recurrence, slot, now)
+        start = None if start_at is None else to_epoch_ms("start_at", start_at)
+        slot = first_every_slot(recurrence, start, now_ms())
         await self._schedule(name, slot, payload, recurrence)
 
     async def _cron(
         self, name: str, expression: object, tz: object, catch_up_policy: object, payload: object
     ) -> None:
         recurrence = cron_recurrence(expression, tz, catch_up_policy)
-        await self._schedule(name, first_cron_slot(recurrence, now_ms()), payload, recurrence)
+        slot = first_cron_slot(recurrence, now_ms())
+        next_slot(recurrence, slot)  # ValueError naming the expression if it has none
+        await self._schedule(name, slot, payload, recurrence)
 
     async def _cancel(self, name: str) -> bool:
         removed = await self._engine.transaction(lambda sql: delete_pending(sql, name))

@@ -14,7 +14,6 @@ not missed, and always runs.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,6 +22,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .._types import MAX_SAFE_INTEGER
 from .._validate import check_positive_int
+from .cron_span import CronDays
 
 CatchUp: TypeAlias = Literal["latest", "skip", "all"]
 CATCH_UP_POLICIES: tuple[CatchUp, ...] = ("latest", "skip", "all")
@@ -97,6 +97,30 @@ def first_cron_slot(recurrence: Recurrence, now: int) -> Slot:
     return Slot(_cron_after(recurrence, _zone(_tz(recurrence)), max(now - 1, 0)), 0)
 
 
+def first_every_slot(recurrence: Recurrence, start_at: int | None, now: int) -> Slot:
+    """The slot an `every` recurrence scheduled at `now` stores first: `start_at` (else
+    `now`), or the one the catch-up policy picks when `start_at` is in the past.
+
+    `ValueError` naming `interval_ms` (or `start_at`, when the interval alone would
+    fit) when the slot after it would be past the largest storable time: the
+    recurrence could not move on once the first slot ran.
+    """
+    interval = _interval(recurrence)
+    start = now if start_at is None else start_at
+    slot = Slot(start, 0)
+    if start <= now:
+        slot, _ = catch_up(recurrence, slot, now)
+    if slot.at + interval > MAX_SAFE_INTEGER:
+        name = (
+            "interval_ms" if start_at is None or now + interval > MAX_SAFE_INTEGER else "start_at"
+        )
+        raise ValueError(
+            f"{name} leaves no room for a second slot: {slot.at} + {interval} ms is past "
+            f"{MAX_SAFE_INTEGER}, the latest time that can be stored (2**53 - 1 ms)"
+        )
+    return slot
+
+
 def next_slot(recurrence: Recurrence, slot: Slot) -> Slot:
     """The slot after `slot`."""
     if recurrence.kind == "every":
@@ -118,22 +142,23 @@ def catch_up(recurrence: Recurrence, slot: Slot, now: int) -> tuple[Slot, bool]:
         interval = _interval(recurrence)
         missed = (now - slot.at) // interval
         latest = Slot(slot.at + missed * interval, slot.occurrence + missed)
-        first_kept = max(slot.occurrence, latest.occurrence - MAX_CATCH_UP + 1)
-        oldest = Slot(slot.at + (first_kept - slot.occurrence) * interval, first_kept)
-        after = Slot(latest.at + interval, latest.occurrence + 1)
     else:
-        kept: deque[Slot] = deque([slot, following], maxlen=MAX_CATCH_UP)
-        matches = _cron_matches(recurrence, following.at)
-        after = Slot(next(matches), following.occurrence + 1)
-        while after.at <= now:
-            kept.append(after)
-            after = Slot(next(matches), after.occurrence + 1)
-        latest, oldest = kept[-1], kept[0]
+        days = _cron_days(recurrence)
+        span = days.span(slot.at, now)
+        assert span.last is not None
+        latest = Slot(span.last, slot.occurrence + span.count)
     if recurrence.catch_up == "latest":
         return latest, True
     if recurrence.catch_up == "skip":
-        return after, False
-    return oldest, True
+        return next_slot(recurrence, latest), False
+    first_kept = latest.occurrence - MAX_CATCH_UP + 1
+    if first_kept <= slot.occurrence:
+        return slot, True
+    if recurrence.kind == "every":
+        return Slot(
+            slot.at + (first_kept - slot.occurrence) * _interval(recurrence), first_kept
+        ), True
+    return Slot(days.nth(slot.at, now, first_kept - slot.occurrence), first_kept), True
 
 
 def stored(recurrence: Recurrence | None) -> tuple[Any, ...]:
@@ -179,6 +204,15 @@ def _zone(tz: str) -> ZoneInfo:
         return ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError) as error:
         raise ValueError(f'tz must be an IANA time zone name, got "{tz}"') from error
+
+
+def _cron_days(recurrence: Recurrence) -> CronDays:
+    """The recurrence's expression cut into days, for counting its matches."""
+    from cronsim import CronSim
+
+    zone = _zone(_tz(recurrence))
+    parsed = CronSim(recurrence.expression or "", datetime.fromtimestamp(0, UTC))
+    return CronDays(parsed, zone, lambda after_ms: _cron_matches(recurrence, after_ms, zone))
 
 
 def _cron_after(recurrence: Recurrence, zone: ZoneInfo, after_ms: int) -> int:

@@ -64,9 +64,13 @@ class ObjectDatabases:
                 database = self._memory[key] = open_database(self._loop, None, hooks=hooks)
             database.hooks = hooks
             return database
-        database = open_object_file(self._loop, self.path, key, self._committer, hooks=hooks)
-        assert self.open_databases is not None
-        self.open_databases.add(database)
+        pool = self.open_databases
+        assert pool is not None
+        loop, path = self._loop, self.path
+        database = pool.opening(
+            lambda: open_object_file(loop, path, key, self._committer, hooks=hooks)
+        )
+        pool.add(database)
         return database
 
     def closing_steps(self) -> list[Callable[[], object]]:

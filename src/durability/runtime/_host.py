@@ -98,7 +98,7 @@ class Runtime:
         self._clock: Clock = clock if clock is not None else WALL_CLOCK
         self.platform: Platform = platform if platform is not None else EMBEDDED
         root = Path(path) if path is not None else None
-        self._stores = ObjectDatabases(root, self._clock, max_open)
+        self._databases = ObjectDatabases(root, self._clock, max_open)
         self._namespaces: dict[str, ObjectNamespace] = {}
         self._env = Env(self._bind(bindings if bindings is not None else {}))
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -106,7 +106,7 @@ class Runtime:
         self._live = LiveInstances(
             max_live, idle_evict_ms, lambda instance: discard(instance, crash=False)
         )
-        self._alarms = AlarmDriver(self, self._stores.catalog)
+        self._alarms = AlarmDriver(self, self._databases.catalog)
 
     def _bind(self, bindings: Mapping[str, object]) -> dict[str, object]:
         if not isinstance(bindings, Mapping):
@@ -138,7 +138,7 @@ class Runtime:
     @property
     def path(self) -> Path | None:
         """The directory of the objects' files, or `None` for an in-memory runtime."""
-        return self._stores.path
+        return self._databases.path
 
     @property
     def clock(self) -> Clock:
@@ -153,7 +153,7 @@ class Runtime:
     @property
     def max_open_databases(self) -> int:
         """The most object files kept open before idle ones are closed, oldest use first."""
-        return self._stores.max_open
+        return self._databases.max_open
 
     def now_ms(self) -> int:
         """The runtime clock's current time."""
@@ -177,7 +177,7 @@ class Runtime:
             raise RuntimeError("a Runtime can be started once; create a new one")
         loop = asyncio.get_running_loop()
         _refuse_eager_tasks(loop)
-        self._stores.open(loop)
+        self._databases.open(loop)
         attach = getattr(self._clock, "attach", None)
         if callable(attach):
             attach(loop)
@@ -208,7 +208,7 @@ class Runtime:
 
     def _release(self, loop: asyncio.AbstractEventLoop) -> None:
         """Close every file and give up the path and the clock, whatever fails."""
-        steps = self._stores.closing_steps()
+        steps = self._databases.closing_steps()
         detach = getattr(self._clock, "detach", None)
         if callable(detach):
             steps.append(lambda: detach(loop))
@@ -266,7 +266,7 @@ class Runtime:
             )
         namespace = self._namespaces[object_id.namespace]
         hooks = ObjectHooks(key, self._alarms, self._commit_failed)
-        database = self._stores.database(key, hooks)
+        database = self._databases.database(key, hooks)
         recorded = recorded_name(database)
         name = object_id.name if object_id.name is not None else self._alarms.name_of(key)
         if name is None:
