@@ -24,6 +24,7 @@ from durability import (
     FanoutMessage,
     FanoutTarget,
     RetryPolicy,
+    SerializedError,
     StoredFailure,
     now_ms,
 )
@@ -51,8 +52,9 @@ async def test_claim_is_a_lease_and_an_evicted_attempt_counts() -> None:
         assert await t.obj.rows() == []
 
 
-async def test_interrupted_final_attempt_is_dead_lettered_without_redelivery() -> None:
-    """With max_attempts=1, an evicted attempt is exhausted: DLQ, no second delivery."""
+async def test_interrupted_final_attempt_is_dead_lettered_once_interrupted_alone() -> None:
+    """With max_attempts=1, an attempt cut off beside others is spared: the message is
+    delivered again alone; cut off alone too, it is dead-lettered as `interrupted`."""
     probe = Probe(
         consumers={"email": {"attempt_timeout_ms": 30_000, "retries": RetryPolicy(max_attempts=1)}},
         use_dlq=True,
@@ -63,10 +65,21 @@ async def test_interrupted_final_attempt_is_dead_lettered_without_redelivery() -
         await t.clock.run_until_idle()
         await t.rt.evict(t.obj)
         await t.clock.advance(30_000)
-        assert probe.delivered("email") == [("m1", 1)]
+        assert probe.delivered("email") == [("m1", 1), ("m1", 2)]
+        await t.rt.evict(t.obj)
+        await t.clock.advance(30_000)
+        assert probe.delivered("email") == [("m1", 1), ("m1", 2)]
         [dead] = probe.dead
-        assert dead.failure == StoredFailure(reason="exhausted", error=None)
-        assert dead.attempts == 1
+        assert dead.failure == StoredFailure(
+            reason="interrupted",
+            error=SerializedError(
+                "DurableAttemptsExhaustedError",
+                'Fanout message "m1" to target "email" exhausted its 1 attempts (2 '
+                "interrupted: the process stopped or the object was evicted while it was "
+                "delivered)",
+            ),
+        )
+        assert dead.attempts == 2
         assert await t.obj.rows() == []
 
 
@@ -247,6 +260,7 @@ async def test_migrate_creates_and_drops_the_fanout_tables() -> None:
             "applied": [
                 "durability_0005_create_fanout",
                 "durability_0011_fanout_delivery_indexes",
+                "durability_0016_fanout_interruptions",
             ],
             "rolled_back": [],
             "tables": [
@@ -260,6 +274,7 @@ async def test_migrate_creates_and_drops_the_fanout_tables() -> None:
         assert down == {
             "applied": [],
             "rolled_back": [
+                "durability_0016_fanout_interruptions",
                 "durability_0011_fanout_delivery_indexes",
                 "durability_0005_create_fanout",
             ],

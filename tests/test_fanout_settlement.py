@@ -335,6 +335,43 @@ async def test_hanging_dlq_write_times_out_after_a_minute() -> None:
         assert await t.obj.rows() == []
 
 
+async def test_a_dlq_write_cut_off_every_time_is_bounded_then_the_message_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A DLQ write that never finishes because the object is evicted each time (as a
+    write that takes its process down) is retried alone, and once as many writes run
+    alone were cut off as the target has attempts, the message is dropped, reported
+    once, instead of being retried forever."""
+    probe = Probe(
+        consumers={"email": {"retries": RetryPolicy(max_attempts=2)}},
+        use_dlq=True,
+    )
+    probe.dlq_hang = True
+
+    async def reject(messages: Sequence[FanoutMessage[Any]]) -> None:
+        await messages[0].dead_letter()
+
+    probe.behaviour["email"] = reject
+    async with hub(probe) as t:
+        await t.obj.enqueue(bodies("x"))
+        await t.clock.run_until_idle()
+        for _ in range(2):  # the first cut off beside others, then one alone
+            await t.rt.evict(t.obj)
+            await t.clock.advance(60_000)
+            assert len(await t.obj.rows()) == 1
+        await t.rt.evict(t.obj)
+        await t.clock.advance(60_000)
+        assert await t.obj.rows() == []
+        assert probe.dead == []
+        assert probe.delivered("email") == [("m1", 1)]
+    [dropped] = [
+        r
+        for r in caplog.records
+        if getattr(r, "event", "") == "durability.fanout.dead_letter_dropped"
+    ]
+    assert "interrupted 3 times" in dropped.getMessage()
+
+
 async def test_lifecycle_events_follow_one_delivery() -> None:
     """registered (attempt 0), attempt_started, attempt_settled completed, per target."""
     probe = Probe(consumers={"email": {}})

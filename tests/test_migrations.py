@@ -649,6 +649,7 @@ async def test_calls_0009_down_turns_cancelled_into_failed(lab: ObjectStub) -> N
 
 FANOUT_0005 = "durability_0005_create_fanout"
 FANOUT_0011 = "durability_0011_fanout_delivery_indexes"
+FANOUT_0016 = "durability_0016_fanout_interruptions"
 _DELIVERY_ROW = (
     "INSERT INTO durability_fanout_deliveries (id, message_key, target_id, seq, status, "
     "phase, attempt, next_attempt_at, created_at, generation_id) "
@@ -693,8 +694,48 @@ async def test_fanout_0011_replaces_the_delivery_indexes_keeping_rows(lab: Objec
         "durability_fanout_deliveries_due_idx",
         "durability_fanout_deliveries_next_idx",
     }
-    assert await lab.current("fanout")
     assert await lab.migrate("fanout", FANOUT_0005) == {"applied": [], "rolled_back": [FANOUT_0011]}
     assert await _deliveries(lab) == rows
     assert await _delivery_indexes(lab) == old_indexes
     assert len(await lab.query("SELECT key FROM durability_fanout_messages")) == 1
+
+
+async def test_fanout_0016_adds_interruptions_and_its_down_keeps_every_row(
+    lab: ObjectStub,
+) -> None:
+    """0016 rebuilds the deliveries table with `claim_alone`, `interruptions` and `spared`
+    and the reason `interrupted`; its down keeps every row (an `interrupted` reason read as
+    `exhausted`) and the 0011 indexes exactly."""
+    await lab.migrate("fanout", FANOUT_0011)
+    indexes = await _delivery_indexes(lab)
+    for key, target, attempt in (("d1", "a", 0), ("d2", "b", 3)):
+        await lab.query(_DELIVERY_ROW, key, target, 0, attempt)
+    rows = await _deliveries(lab)
+    assert await lab.migrate("fanout") == {"applied": [FANOUT_0016], "rolled_back": []}
+    assert await lab.current("fanout")
+    assert await _deliveries(lab) == rows
+    assert await _delivery_indexes(lab) == indexes
+    stored = await lab.query(
+        "SELECT claim_alone, interruptions, spared FROM durability_fanout_deliveries"
+    )
+    assert stored == [{"claim_alone": None, "interruptions": 0, "spared": 0}] * 2
+    await lab.query(
+        "UPDATE durability_fanout_deliveries SET phase = 'dead_letter', "
+        "dead_letter_reason = 'interrupted' WHERE id = 'd2'"
+    )
+    assert await lab.migrate("fanout", FANOUT_0011) == {
+        "applied": [],
+        "rolled_back": [FANOUT_0016],
+    }
+    assert await _delivery_indexes(lab) == indexes
+    reasons = await lab.query(
+        "SELECT id, dead_letter_reason FROM durability_fanout_deliveries ORDER BY id"
+    )
+    assert reasons == [
+        {"id": "d1", "dead_letter_reason": None},
+        {"id": "d2", "dead_letter_reason": "exhausted"},
+    ]
+    with pytest.raises(sqlite3.IntegrityError):
+        await lab.query(
+            "UPDATE durability_fanout_deliveries SET dead_letter_reason = 'interrupted'"
+        )

@@ -2,10 +2,11 @@
 
 Usage: poison_child.py PATH EXECUTOR. Opens a file-backed Runtime on PATH (real clock).
 On its first run it schedules `ITEMS` items on one object, all due at once, item
-`POISON` among them: durable operations (`EXECUTOR` = ``operations``) or named alarms
-(``alarms``). Every handler records its run in the `LEDGER` object; the poison's
-handler SIGKILLs the process instead. The child prints "ready", then waits until every
-item is settled and prints, for each, its final state, then "done".
+`POISON` among them: durable operations (`EXECUTOR` = ``operations``), named alarms
+(``alarms``) or fanout messages to one target (``fanout``, with a dead-letter queue).
+Every handler records its run in the `LEDGER` object; the poison's handler SIGKILLs the
+process instead. The child prints "ready", then waits until every item is settled and
+prints, for each, its final state, then "done".
 """
 
 from __future__ import annotations
@@ -19,10 +20,15 @@ from typing import Any
 from durability import (
     Durability,
     DurabilityAlarms,
+    DurabilityFanout,
     DurabilityScheduler,
     DurableAlarmInfo,
     DurableCall,
+    FanoutInput,
+    FanoutMessage,
+    FanoutTarget,
     RetryPolicy,
+    StoredMessage,
     now_ms,
 )
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
@@ -30,6 +36,8 @@ from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
 ITEMS = 20
 POISON = 7
 MAX_ATTEMPTS = 3
+FANOUT_LEASE_MS = 200
+"""The fanout's attempt timeout: a delivery cut off by a kill is due again after it."""
 DEADLINE_S = 30.0
 
 
@@ -43,14 +51,25 @@ class Ledger(DurableObject):
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
         ctx.storage.sql.exec(
-            "CREATE TABLE IF NOT EXISTS runs (name TEXT NOT NULL, attempt INTEGER NOT NULL)"
+            "CREATE TABLE IF NOT EXISTS runs (name TEXT NOT NULL, attempt INTEGER NOT NULL);"
+            "CREATE TABLE IF NOT EXISTS dead (name TEXT NOT NULL, reason TEXT NOT NULL, "
+            "error TEXT, attempts INTEGER NOT NULL)"
         )
 
     async def ran(self, name: str, attempt: int) -> None:
         self.ctx.storage.sql.exec("INSERT INTO runs VALUES (?, ?)", name, attempt)
 
+    async def dead_lettered(self, name: str, reason: str, error: str | None, attempts: int) -> None:
+        self.ctx.storage.sql.exec(
+            "INSERT INTO dead VALUES (?, ?, ?, ?)", name, reason, error, attempts
+        )
+
     async def runs(self) -> list[list[Any]]:
         return [list(row) for row in self.ctx.storage.sql.exec("SELECT * FROM runs").raw()]
+
+    async def dead(self) -> dict[str, list[Any]]:
+        rows = self.ctx.storage.sql.exec("SELECT * FROM dead").raw()
+        return {str(row[0]): list(row[1:]) for row in rows}
 
 
 class Items(DurableObject):
@@ -67,6 +86,13 @@ class Items(DurableObject):
         self.alarms = DurabilityAlarms(
             scheduler=self.scheduler, handlers=dict.fromkeys(names, self.ring), retries=retries
         )
+        self.fanout: DurabilityFanout[str] = DurabilityFanout(
+            scheduler=self.scheduler,
+            targets={"t": FanoutTarget(deliver=self.deliver, ack_on_return=True)},
+            retries=retries,
+            attempt_timeout_ms=FANOUT_LEASE_MS,
+            dlq=self.dead_letter,
+        )
 
     async def _run(self, name: str, attempt: int) -> None:
         if name == name_of(POISON):
@@ -79,6 +105,17 @@ class Items(DurableObject):
     async def ring(self, info: DurableAlarmInfo) -> None:
         await self._run(info.name, info.attempt)
 
+    async def deliver(self, messages: list[FanoutMessage[str]]) -> None:
+        for message in messages:
+            await self._run(message.id, message.attempt)
+
+    async def dead_letter(self, stored: StoredMessage[str]) -> None:
+        failure = stored.failure
+        assert failure is not None
+        error = None if failure.error is None else failure.error.message
+        ledger = self.env["LEDGER"].get_by_name("ledger")
+        await ledger.dead_lettered(stored.message_id, failure.reason, error, stored.attempts)
+
     async def schedule(self, executor: str) -> None:
         if self.ctx.storage.sql.exec(
             "SELECT count(*) AS n FROM sqlite_master WHERE name = 'scheduled'"
@@ -88,6 +125,8 @@ class Items(DurableObject):
         names = [name_of(number) for number in range(ITEMS)]
         if executor == "operations":
             await asyncio.gather(*(self.durability.work(name) for name in names))
+        elif executor == "fanout":
+            await self.fanout.enqueue([FanoutInput(body=name, id=name) for name in names])
         else:
             due = now_ms()
             await asyncio.gather(*(self.alarms.named(name)(due) for name in names))
@@ -96,6 +135,25 @@ class Items(DurableObject):
         """`[status, attempt, error message]` of each item (a run-alarm that is gone:
         completed)."""
         found: dict[str, list[Any]] = {}
+        if executor == "fanout":
+            pending = {
+                str(row[0])
+                for row in self.ctx.storage.sql.exec(
+                    "SELECT m.id FROM durability_fanout_deliveries AS d "
+                    "JOIN durability_fanout_messages AS m ON m.key = d.message_key"
+                ).raw()
+            }
+            dead = await self.env["LEDGER"].get_by_name("ledger").dead()
+            for number in range(ITEMS):
+                name = name_of(number)
+                if name in pending:
+                    found[name] = ["pending", None, None]
+                elif name in dead:
+                    reason, error, attempts = dead[name]
+                    found[name] = [f"failed:{reason}", attempts, error]
+                else:
+                    found[name] = ["completed", None, None]
+            return found
         for number in range(ITEMS):
             name = name_of(number)
             if executor == "operations":

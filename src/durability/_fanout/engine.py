@@ -39,6 +39,7 @@ __all__ = [
     "MAX_BATCH_ROWS",
     "FanoutEngine",
     "HostInfo",
+    "Release",
     "TurnBatch",
     "migrate_storage",
     "next_pending_at",
@@ -129,6 +130,20 @@ class FanoutEngine:
     def nested(self, write: Callable[[SqlStorage], T]) -> T:
         """Run `write` atomically inside the transaction running now (a savepoint)."""
         return self._engine.transaction_sync(write)
+
+    @property
+    def permits_size(self) -> int:
+        """How many permits the scheduler's pool has in all."""
+        return self._engine.permits.size
+
+    async def acquire_all_permits(self) -> Release:
+        """Every permit of the pool (nothing else of the scheduler runs while they are
+        held); `waiting` counts this waiter too."""
+        self.waiting += 1
+        try:
+            return await self._engine.permits.take_all()
+        finally:
+            self.waiting -= 1
 
     async def acquire_permit(self) -> Release:
         """A permit of the scheduler's shared FIFO pool; `waiting` counts the waiters."""

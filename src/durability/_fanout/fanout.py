@@ -9,7 +9,6 @@ evicted instance is due again after the attempt timeout.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, Unpack
 
@@ -28,19 +27,17 @@ from .._engine import (
     jitter,
     listened_types,
     migrate,
-    report_failure,
 )
 from .._errors import FanoutEnqueueError, serialize_error
 from .._load import EnqueueResult, LoadSnapshot, RoutingLoad
 from .._types import MAX_SAFE_INTEGER
 from .._validate import check_callable, check_int, check_positive_int, check_utf8
-from .delivery import Batch
 from .engine import CAPABILITY, FanoutEngine, HostInfo, migrate_storage
 from .enqueue import EnqueueRequest, first_attempt_at
 from .events import FANOUT_EVENT_TYPES, DeliveryRegisteredEvent
-from .rows import Delivery
+from .runs import TargetRuns
 from .schema import FANOUT_MIGRATIONS
-from .settlement import INFRASTRUCTURE_RETRY_MS, Settler
+from .settlement import Settler
 from .store import DeliveryStore
 from .types import Body, FanoutInput, FanoutTarget, MessageWrite
 
@@ -96,7 +93,17 @@ class DurabilityFanout(Generic[Body]):
         self._listened = listened
         self._store = DeliveryStore(self._engine)
         self._settler = Settler(self._store, dlq, self._emit, listened)
-        self._running: dict[str, asyncio.Future[None]] = {}
+        self._runs = TargetRuns(
+            engine=self._engine,
+            store=self._store,
+            settler=self._settler,
+            targets=self._targets,
+            policies=self._policies,
+            max_batch_size=self._max_batch_size,
+            routing=self._routing,
+            emit=self._emit,
+            listened=listened,
+        )
         self._eager_pending = False
         self._engine.start(self._run_due, self._holding)
 
@@ -176,17 +183,8 @@ class DurabilityFanout(Generic[Body]):
     # -- delivery passes ----------------------------------------------------------------
 
     def _holding(self) -> bool:
-        """True while a new pass would only wait: a target run waits for a permit, or
-        every configured target has a run in flight (one run per target at a time).
-
-        The end of the pass awaiting those runs reconciles the timer again; meanwhile
-        only the physical alarm counts the fanout's due rows, so permits held for long
-        cost no pass per transaction.
-        """
-        if self._engine.waiting:
-            return True
-        running = self._running
-        return all(target in running and not running[target].done() for target in self._targets)
+        """True while a new pass would only wait (see `TargetRuns.holding`)."""
+        return self._runs.holding()
 
     async def _eager_pass(self) -> None:
         self._eager_pending = False
@@ -194,75 +192,8 @@ class DurabilityFanout(Generic[Body]):
         await self._engine.schedule_next_alarm()
 
     async def _run_due(self, now: int, info: HostInfo | None) -> None:
-        """One pass: one bounded batch per target with delivery rows, targets in parallel."""
-        outcomes = await asyncio.gather(
-            *(self._target_pass(target) for target in self._store.target_ids()),
-            return_exceptions=True,
-        )
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
-
-    def _target_pass(self, target: str) -> asyncio.Future[None]:
-        """The running pass of `target`, or a new one (one per target at a time)."""
-        running = self._running.get(target)
-        if running is None or running.done():
-            running = self._engine.spawn(self._run_target(target))
-            self._running[target] = running
-            running.add_done_callback(lambda done: self._forget(target, done))
-        return asyncio.shield(running)
-
-    def _forget(self, target: str, done: asyncio.Future[None]) -> None:
-        if self._running.get(target) is done:
-            del self._running[target]
-
-    async def _run_target(self, target_id: str) -> None:
-        release = await self._engine.acquire_permit()
-        try:
-            now = now_ms()
-            due = self._store.due(target_id, now, self._max_batch_size)
-            target = self._targets.get(target_id)
-            policy = self._policies.get(target_id)
-            if target is None or policy is None:
-                if due:
-                    report_failure(
-                        "durability.fanout.target_missing",
-                        {"target": target_id},
-                        RuntimeError(
-                            f'Target "{target_id}" is no longer configured; retaining work'
-                        ),
-                    )
-                    await self._store.postpone(due, now + INFRASTRUCTURE_RETRY_MS)
-                return
-            claimable: list[Delivery] = []
-            for row in due:
-                if row.message_generation != row.generation:
-                    raise RuntimeError("Fanout delivery is missing its message manifest")
-                if row.phase == "dead_letter" or row.attempt >= policy.max_attempts:
-                    explicit = row.dead_letter_reason == "explicit"
-                    await self._settler.dead_letter(row, "explicit" if explicit else "exhausted")
-                else:
-                    claimable.append(row)
-            if not claimable:
-                return
-            claimed = await self._store.claim(
-                claimable, policy.max_attempts, now_ms() + policy.attempt_timeout_ms
-            )
-            if claimed:
-                # The counted attempt and its lease are durable before any consumer code
-                # runs: a process killed inside deliver() still used up the attempt.
-                await self._engine.sync()
-                batch = Batch(
-                    store=self._store,
-                    settler=self._settler,
-                    target=target,
-                    policy=policy,
-                    rows=claimed,
-                )
-                started_heard = LifecycleEventType.ATTEMPT_STARTED in self._listened
-                await batch.run(self._routing, self._emit if started_heard else None)
-        finally:
-            release()
+        """One delivery pass (the participant callback; see `TargetRuns.run_due`)."""
+        await self._runs.run_due(now, info)
 
 
 def _batch_delay(value: object) -> int:

@@ -54,14 +54,26 @@ class Delivery:
     payload: str | None
     enqueued_at: int | None
     message_generation: str | None
+    claim_alone: int | None
+    """`None` while no attempt is claimed; 0 for one claimed beside others, 1 alone."""
+    interruptions: int
+    """Attempts that never settled (the process stopped, the object was evicted)."""
+    spared: int
+    """Those of them claimed beside others: they do not count toward `max_attempts`."""
+
+    @property
+    def counted(self) -> int:
+        """The attempts that count toward `max_attempts`."""
+        return self.attempt - self.spared
 
     @property
     def delivery_id(self) -> str:
         """The identity a target and the DLQ see: `["<generation>","<target>"]`."""
         return json_pair(self.generation, self.target)
 
-    def claimed(self, attempt: int) -> Delivery:
-        """This row as claimed for `attempt` (built directly: `dataclasses.replace` is slow)."""
+    def claimed(self, attempt: int, alone: int, spared: int, interruptions: int) -> Delivery:
+        """This row as claimed for `attempt` (`alone` or not; `spared` and `interruptions`
+        as the claim left them), built directly: `dataclasses.replace` is slow."""
         return Delivery(
             self.id,
             self.message_key,
@@ -80,6 +92,9 @@ class Delivery:
             self.payload,
             self.enqueued_at,
             self.message_generation,
+            alone,
+            interruptions,
+            spared,
         )
 
 

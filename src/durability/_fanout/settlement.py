@@ -49,6 +49,15 @@ async def within(work: Awaitable[T], timeout_ms: int) -> T:
         raise
 
 
+def failure_reason(stored: str | None) -> FailureReason:
+    """A stored dead-letter reason as a `FailureReason` (none stored: `exhausted`)."""
+    if stored == "explicit":
+        return "explicit"
+    if stored == "interrupted":
+        return "interrupted"
+    return "exhausted"
+
+
 def entity(row: Delivery) -> dict[str, Any]:
     """The fields naming `row` in its lifecycle events."""
     return {"id": row.message_id, "target": row.target, "generation": row.generation}
@@ -129,7 +138,7 @@ class Settler:
         started_at: int,
     ) -> None:
         """Schedule another attempt, or dead-letter when attempts or the policy run out."""
-        if row.attempt >= policy.max_attempts:
+        if row.counted >= policy.max_attempts:
             await self.dead_letter(row, "exhausted", error)
             return
         try:
@@ -145,9 +154,21 @@ class Settler:
             )
 
     async def dead_letter(
-        self, row: Delivery, reason: FailureReason, failure: SerializedError | None = None
+        self,
+        row: Delivery,
+        reason: FailureReason,
+        failure: SerializedError | None = None,
+        *,
+        alone: bool | None = None,
+        resumed: bool = False,
     ) -> None:
-        """Write `row` to the DLQ and remove it; without a DLQ, drop it at once."""
+        """Write `row` to the DLQ and remove it; without a DLQ, drop it at once.
+
+        The DLQ write is claimed like an attempt (`alone`: holding every permit; by
+        default as the row's own delivery was), and the claim is durable before the
+        write, so a write that takes the process down is counted (`resumed`: the caller
+        claimed it already, after such an interruption).
+        """
         timestamp = row.dead_lettered_at if row.dead_lettered_at is not None else now_ms()
         error = failure
         if error is None and row.last_error is not None:
@@ -157,15 +178,18 @@ class Settler:
             # Nothing could ever accept it, and retrying would keep the object awake.
             await self.ack_terminal(row, reason, error)
             return
-        marked = await self._store.mark_dead_letter(
-            row,
-            reason=reason,
-            timestamp=timestamp,
-            retry_at=now_ms() + INFRASTRUCTURE_RETRY_MS,
-            error=error,
-        )
-        if not marked:
-            raise FanoutSettlementError(row.id)
+        if not resumed:
+            marked = await self._store.mark_dead_letter(
+                row,
+                reason=reason,
+                timestamp=timestamp,
+                retry_at=now_ms() + INFRASTRUCTURE_RETRY_MS,
+                error=error,
+                alone=bool(row.claim_alone) if alone is None else alone,
+            )
+            if not marked:
+                raise FanoutSettlementError(row.id)
+        await self._store.sync()
         stored: StoredMessage[Any] = StoredMessage(
             id=row.delivery_id,
             message_id=str(row.message_id),
@@ -180,11 +204,27 @@ class Settler:
             await within(_call(dlq, stored), INFRASTRUCTURE_RETRY_MS)
             await self.ack_terminal(row, reason, error)
         except Exception as write_error:
+            await self._store.unclaim(row)
             report_failure(
                 "durability.fanout.dead_letter_failed",
                 {"id": row.message_id, "target": row.target},
                 write_error,
             )
+
+    async def drop_dead_letter(self, row: Delivery, interruptions: int) -> None:
+        """Drop `row`, whose DLQ write took the process down every time it ran alone, up to
+        the attempt limit: its message reaches no queue (said as a failure report)."""
+        error = SerializedError(row.last_error_name or "Error", row.last_error or "")
+        await self.ack_terminal(row, failure_reason(row.dead_letter_reason), error)
+        report_failure(
+            "durability.fanout.dead_letter_dropped",
+            {"id": row.message_id, "target": row.target, "interruptions": interruptions},
+            RuntimeError(
+                f"the dead-letter write of this message was interrupted {interruptions} "
+                "times (the process stopped or the object was evicted while it ran): "
+                "the message is dropped"
+            ),
+        )
 
     async def ack_terminal(
         self, row: Delivery, reason: FailureReason, error: SerializedError | None

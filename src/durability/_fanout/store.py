@@ -17,7 +17,7 @@ from .._context import SqlStorage
 from .._errors import FanoutEnqueueError, SerializedError
 from .engine import FanoutEngine, TurnBatch
 from .rows import Delivery, NewMessage, Registered, from_sql
-from .writes import Registration, claim_rows, register_rows, remove_rows
+from .writes import Registration, claim_rows, claim_suspect_row, register_rows, remove_rows
 
 T = TypeVar("T")
 
@@ -25,7 +25,7 @@ _ROW_QUERY = (
     "SELECT d.id, d.message_key, d.target_id, d.seq, d.phase, d.attempt, d.next_attempt_at, "
     "d.last_error, d.last_error_name, d.created_at, d.generation_id, d.dead_lettered_at, "
     "d.dead_letter_reason, m.id AS message_id, m.payload, m.created_at AS enqueued_at, "
-    "m.generation_id AS message_generation "
+    "m.generation_id AS message_generation, d.claim_alone, d.interruptions, d.spared "
     "FROM durability_fanout_deliveries AS d "
     "LEFT JOIN durability_fanout_messages AS m ON m.key = d.message_key "
 )
@@ -192,10 +192,17 @@ class DeliveryStore:
         return created
 
     async def claim(
-        self, rows: Sequence[Delivery], max_attempts: int, lease_until: int
+        self, rows: Sequence[Delivery], max_attempts: int, lease_until: int, alone: bool
     ) -> list[Delivery]:
         """Count one more attempt of each row still as read, leased until `lease_until`."""
-        return await self._write(lambda sql: claim_rows(sql, rows, max_attempts, lease_until))
+        return await self._write(
+            lambda sql: claim_rows(sql, rows, max_attempts, lease_until, alone)
+        )
+
+    async def claim_suspect(self, row: Delivery, lease_until: int) -> Delivery | None:
+        """Claim suspect `row` to run alone, leased until `lease_until` (see
+        `claim_suspect_row`); `None` if it changed."""
+        return await self._write(lambda sql: claim_suspect_row(sql, row, lease_until))
 
     async def postpone(self, rows: Sequence[Delivery], until: int) -> None:
         """Make rows due at `until` without counting an attempt (a missing target)."""
@@ -231,8 +238,8 @@ class DeliveryStore:
         def write(sql: SqlStorage) -> bool:
             written = sql.exec(
                 "UPDATE durability_fanout_deliveries SET next_attempt_at = ?, last_error = ?, "
-                "last_error_name = ? WHERE id = ? AND generation_id = ? AND status = 'pending' "
-                "AND attempt = ?",
+                "last_error_name = ?, claim_alone = NULL WHERE id = ? AND generation_id = ? "
+                "AND status = 'pending' AND attempt = ?",
                 next_attempt_at,
                 error.message,
                 error.name,
@@ -252,20 +259,25 @@ class DeliveryStore:
         timestamp: int,
         retry_at: int,
         error: SerializedError | None,
+        alone: bool,
     ) -> bool:
-        """Persist the dead-letter intent before the DLQ write; False if the row changed."""
+        """Persist the dead-letter intent before the DLQ write, and claim that write (run
+        `alone` or not; the interruptions counted from now are the DLQ write's); False
+        if the row changed, or is a DLQ write left by an interruption."""
 
         def write(sql: SqlStorage) -> bool:
             written = sql.exec(
                 "UPDATE durability_fanout_deliveries SET phase = 'dead_letter', "
                 "dead_lettered_at = ?, dead_letter_reason = ?, next_attempt_at = ?, "
-                "last_error = ?, last_error_name = ? WHERE id = ? AND generation_id = ? "
-                "AND status = 'pending' AND attempt = ?",
+                "last_error = ?, last_error_name = ?, claim_alone = ?, interruptions = 0, "
+                "spared = 0 WHERE id = ? AND generation_id = ? AND status = 'pending' "
+                "AND attempt = ? AND (phase = 'delivery' OR claim_alone IS NULL)",
                 timestamp,
                 reason,
                 retry_at,
                 None if error is None else error.message,
                 None if error is None else error.name,
+                1 if alone else 0,
                 row.id,
                 row.generation,
                 row.attempt,
@@ -273,3 +285,40 @@ class DeliveryStore:
             return bool(written)
 
         return await self._write(write)
+
+    async def resume_dead_letter(self, row: Delivery, retry_at: int) -> bool:
+        """Claim, alone, the DLQ write of `row` that an interruption left (counting it,
+        spared if that write ran beside others); False if the row changed."""
+
+        def write(sql: SqlStorage) -> bool:
+            written = sql.exec(
+                "UPDATE durability_fanout_deliveries SET interruptions = interruptions + 1, "
+                "spared = spared + 1 - claim_alone, claim_alone = 1, next_attempt_at = ? "
+                "WHERE id = ? AND generation_id = ? AND attempt = ? AND phase = 'dead_letter' "
+                "AND claim_alone IS NOT NULL",
+                retry_at,
+                row.id,
+                row.generation,
+                row.attempt,
+            ).rows_written
+            return bool(written)
+
+        return await self._write(write)
+
+    async def unclaim(self, row: Delivery) -> None:
+        """The DLQ write of `row` failed (and will be tried again): it is no longer running."""
+
+        def write(sql: SqlStorage) -> None:
+            sql.exec(
+                "UPDATE durability_fanout_deliveries SET claim_alone = NULL "
+                "WHERE id = ? AND generation_id = ? AND attempt = ? AND phase = 'dead_letter'",
+                row.id,
+                row.generation,
+                row.attempt,
+            )
+
+        await self._write(write)
+
+    async def sync(self) -> None:
+        """Wait until every write so far is durable."""
+        await self._engine.sync()

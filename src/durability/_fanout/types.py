@@ -11,7 +11,7 @@ from .._errors import SerializedError
 
 Body = TypeVar("Body")
 
-FailureReason: TypeAlias = Literal["exhausted", "explicit"]
+FailureReason: TypeAlias = Literal["exhausted", "explicit", "interrupted"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,10 +29,12 @@ class FanoutInput(Generic[Body]):
 
 @dataclass(frozen=True, slots=True)
 class StoredFailure:
-    """Why a dead letter was written: `exhausted` attempts or an `explicit` dead_letter().
+    """Why a dead letter was written: `exhausted` attempts, an `explicit` dead_letter(),
+    or `interrupted`: its attempts ran out by taking the process down (the process
+    stopped or the object was evicted each time it was delivered alone).
 
-    `error` is the last failure recorded, or `None` (an explicit dead letter on a first
-    attempt has none).
+    `error` is the last failure recorded (for `interrupted`, the count of interrupted
+    deliveries), or `None` (an explicit dead letter on a first attempt has none).
     """
 
     reason: FailureReason

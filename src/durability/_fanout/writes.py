@@ -40,11 +40,11 @@ def _chunks(items: Sequence[Item], width: int) -> Iterator[Sequence[Item]]:
 
 
 _CLAIM_ONE = (
-    "UPDATE durability_fanout_deliveries SET attempt = attempt + 1, next_attempt_at = ? "
-    "WHERE id = ? AND +generation_id = ? AND +attempt = ? AND +phase = 'delivery' "
-    "AND +attempt < ? RETURNING id"
+    "UPDATE durability_fanout_deliveries SET attempt = attempt + 1, next_attempt_at = ?, "
+    "claim_alone = ? WHERE id = ? AND +generation_id = ? AND +attempt = ? "
+    "AND +phase = 'delivery' AND attempt - spared < ? AND claim_alone IS NULL RETURNING id"
 )
-"""The claim of one fenced row (bindings: lease end, id, generation, attempt, limit).
+"""The claim of one fenced row (bindings: lease end, alone, id, generation, attempt, limit).
 
 A single row gets statements of its own without a join: a join, or an `IN` subquery,
 builds a temporary table, and building one for every `ack()` of a message makes the
@@ -72,8 +72,9 @@ def _claim_statement(size: int) -> str:
     return (
         f"WITH c(k, g, a) AS (VALUES {value_rows(3, size)}) "
         "UPDATE durability_fanout_deliveries AS d SET attempt = d.attempt + 1, "
-        "next_attempt_at = ? FROM c WHERE d.id = c.k AND +d.generation_id = c.g "
-        "AND +d.attempt = c.a AND +d.phase = 'delivery' AND +d.attempt < ? RETURNING id"
+        "next_attempt_at = ?, claim_alone = ? FROM c WHERE d.id = c.k "
+        "AND +d.generation_id = c.g AND +d.attempt = c.a AND +d.phase = 'delivery' "
+        "AND d.attempt - d.spared < ? AND d.claim_alone IS NULL RETURNING id"
     )
 
 
@@ -210,23 +211,55 @@ def _check_duplicate(sql: SqlStorage, entry: NewMessage, targets_text: str) -> N
 
 
 def claim_rows(
-    sql: SqlStorage, rows: Sequence[Delivery], max_attempts: int, lease_until: int
+    sql: SqlStorage,
+    rows: Sequence[Delivery],
+    max_attempts: int,
+    lease_until: int,
+    alone: bool = False,
 ) -> list[Delivery]:
-    """Count one more attempt of each row still as read; the claimed rows, in order."""
+    """Count one more attempt of each row still as read (and within its limit), leased
+    until `lease_until`, run `alone` or beside others; the claimed rows, in order."""
     won: set[str] = set()
+    claim = 1 if alone else 0
     for first in range(0, len(rows), ROWS_PER_STATEMENT):
         chunk = rows[first : first + ROWS_PER_STATEMENT]
         bindings: list[SqlValue]
         if len(chunk) == 1:
             row = chunk[0]
             query = _CLAIM_ONE
-            bindings = [lease_until, row.id, row.generation, row.attempt, max_attempts]
+            bindings = [lease_until, claim, row.id, row.generation, row.attempt, max_attempts]
         else:
             size, bindings = padded_bindings([(r.id, r.generation, r.attempt) for r in chunk], 3)
             query = _claim_statement(size)
-            bindings += [lease_until, max_attempts]
+            bindings += [lease_until, claim, max_attempts]
         won.update(str(found[0]) for found in sql.exec(query, *bindings).raw())
-    return [row.claimed(row.attempt + 1) for row in rows if row.id in won]
+    return [
+        row.claimed(row.attempt + 1, claim, row.spared, row.interruptions)
+        for row in rows
+        if row.id in won
+    ]
+
+
+def claim_suspect_row(sql: SqlStorage, row: Delivery, lease_until: int) -> Delivery | None:
+    """Claim, to run alone, a row whose last claimed attempt never settled (the process
+    stopped or the object was evicted while it was delivered): that interruption is
+    counted, and spared when that attempt ran beside others. `None` if the row changed
+    since it was read. The caller checks the attempt limit first."""
+    written = sql.exec(
+        "UPDATE durability_fanout_deliveries SET attempt = attempt + 1, next_attempt_at = ?, "
+        "spared = spared + 1 - claim_alone, claim_alone = 1, "
+        "interruptions = interruptions + 1 WHERE id = ? AND generation_id = ? "
+        "AND attempt = ? AND phase = 'delivery' AND claim_alone IS NOT NULL",
+        lease_until,
+        row.id,
+        row.generation,
+        row.attempt,
+    ).rows_written
+    if not written:
+        return None
+    assert row.claim_alone is not None
+    spared = row.spared + 1 - row.claim_alone
+    return row.claimed(row.attempt + 1, 1, spared, row.interruptions + 1)
 
 
 def remove_rows(sql: SqlStorage, rows: Sequence[Delivery]) -> set[str]:
