@@ -12,7 +12,7 @@ import pytest
 from conftest import START_MS
 from durability import Durability, DurabilityAlarms, DurableAlarmInfo, DurableCall, now_ms
 from durability._engine.lifecycle import AttemptSettledEvent, slot_constructor
-from durability._engine.tables import TableSpec, claim_attempt, is_exhausted
+from durability._engine.tables import TableSpec, claim_attempt, claim_suspect, is_exhausted
 from durability._operations.calls import _new_call
 from durability._signal import AbortSignal
 from durability._uuid import random_uuid
@@ -39,13 +39,13 @@ class Lab(DurableObject):
             **self.options,
         )
         engine = self.durability._engine
-        run_due = engine._participants[0].run_due
+        run_due = engine.participants[0].run_due
 
         async def counted(now: int, info: Any) -> None:
             self.passes += 1
             await run_due(now, info)
 
-        engine._participants[0].run_due = counted
+        engine.participants[0].run_due = counted
 
     async def _work(self, call: DurableCall) -> Any:
         self.calls.append((call.id, call.attempt))
@@ -100,6 +100,14 @@ class Lab(DurableObject):
         row = sql.exec("SELECT generation_id FROM durability_calls WHERE id = ?", id).one()
         generation = str(row["generation_id"])
         claimed = claim_attempt(sql, CALLS, id, generation, seen, now_ms() + due_by_offset)
+        return [claimed, is_exhausted(sql, CALLS, id, generation, 1)]
+
+    async def suspect_claims(self, id: str, seen: int, due_by_offset: int) -> list[Any]:
+        """`claims`, for a row an interrupted attempt left (`claim_suspect`)."""
+        sql = self.ctx.storage.sql
+        row = sql.exec("SELECT generation_id FROM durability_calls WHERE id = ?", id).one()
+        generation = str(row["generation_id"])
+        claimed = claim_suspect(sql, CALLS, id, generation, seen, now_ms() + due_by_offset)
         return [claimed, is_exhausted(sql, CALLS, id, generation, 1)]
 
     async def many_transactions(self, count: int) -> list[str]:
@@ -173,7 +181,8 @@ async def test_timer_passes_wait_for_a_pass_still_taking_rows() -> None:
 
 
 async def test_claim_takes_only_a_due_row_with_the_attempts_it_was_read_with() -> None:
-    """A claim loses when the row is not due yet or its attempt changed since it was read."""
+    """A claim loses when the row is not due yet or its attempt changed since it was read;
+    a row claimed and never settled is claimed again only as a suspect (to run alone)."""
     clock = VirtualClock(start_ms=START_MS)
     rt, obj = await lab(clock)
     try:
@@ -181,7 +190,9 @@ async def test_claim_takes_only_a_due_row_with_the_attempts_it_was_read_with() -
         assert await obj.claims("later", 0, 0) == [None, False]
         assert await obj.claims("later", 0, 1_000) == [1, True]
         assert await obj.claims("later", 0, 1_000) == [None, True]
-        assert await obj.claims("later", 1, 1_000) == [2, True]
+        assert await obj.claims("later", 1, 1_000) == [None, True]
+        assert await obj.suspect_claims("later", 0, 1_000) == [None, True]
+        assert await obj.suspect_claims("later", 1, 1_000) == [2, True]
     finally:
         await rt.close()
 

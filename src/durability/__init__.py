@@ -14,7 +14,8 @@ from ._alarms import (
 )
 from ._clock import now_ms
 from ._cloudflare import CLOUDFLARE as _CLOUDFLARE
-from ._context import Context, SqlCursor, register_host
+from ._context import Context, SqlCursor
+from ._context import register_host as _register_host
 from ._declare import Durable, named_alarm, operation
 from ._engine import (
     LATEST,
@@ -185,4 +186,4 @@ del _name, _value, _own, _hints
 # The one wiring between hosts and the engine: a raw Cloudflare `ctx` (or alarm info)
 # given to a helper is adapted through this registration, so the engine never imports
 # a host.
-register_host(_CLOUDFLARE)
+_register_host(_CLOUDFLARE)
