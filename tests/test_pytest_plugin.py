@@ -1,4 +1,4 @@
-"""The pytest plugin (`durability[testing]`) in a user's project, run through pytester."""
+"""The pytest plugin (the `testing` extra) in a user's project, run through pytester."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The pytest plugin of `durability[testing]`: `virtual_clock` and `runtime` fixtures.
+"""The pytest plugin of the `testing` extra: `virtual_clock` and `runtime` fixtures.
 
 Installed as a `pytest11` entry point, so it loads in any project that has durability
 and pytest. `runtime` is a running in-memory `Runtime` on `virtual_clock`; it takes

@@ -17,6 +17,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ._distribution import DISTRIBUTION, install_hint
+
 __all__ = ["main"]
 
 EXIT_USAGE = 2
@@ -98,7 +100,7 @@ def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("durability")
+        return version(DISTRIBUTION)
     except PackageNotFoundError:
         return "(not installed)"
 
@@ -107,7 +109,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
     except ImportError:
-        return _fail("needs uvicorn: pip install 'durability[serve]'")
+        return _fail(f"needs uvicorn: {install_hint('serve')}")
     from ._serve_checks import import_failure, path_problem, port_problem
     from .runtime import Runtime
     from .runtime._virtual_server import VirtualTimeServer
