@@ -67,6 +67,7 @@ def check_counter(base_url: str) -> None:
     _expect(cancelled, {"name": apples, "value": 2, "reset_at_ms": None}, "cancel-reset")
     status, _ = request(base_url, "GET", f"/{apples}/nope")
     _expect(status, 404, "an unknown route")
+    _expect(request(base_url, "GET", f"/{apples}/increment")[0], 405, "GET on a POST route")
     request(base_url, "POST", f"/{apples}/reset-in/1")
     deadline = time.monotonic() + ALARM_WAIT_S
     while (state := request(base_url, "GET", f"/{apples}")[1])["value"] != 0:
