@@ -51,8 +51,8 @@ try:
     import pytest_asyncio
 except ImportError:  # the `testing` extra brings it
 
-    @pytest.fixture
-    def runtime() -> None:
+    @pytest.fixture(name="runtime")
+    def _runtime_without_pytest_asyncio() -> None:
         """Stands in for the `runtime` fixture where pytest-asyncio is missing: says so."""
         pytest.fail(
             "the `runtime` fixture needs pytest-asyncio, which is not installed: "
