@@ -274,8 +274,15 @@ class Runtime:
             object_id, namespace.object_class, self._env, database, self._live.schedule_idle
         )
         database.busy = lambda: bool(instance.tasks)
+        instance.crash_hook = self._crash_inside
         self._live.add(key, instance)
         return instance
+
+    def _crash_inside(self, instance: Instance) -> None:
+        """Crash `instance` from one of its own tasks, as `crash` would from outside: its
+        uncommitted writes are lost and its work, the caller's task included, cancelled."""
+        self._live.remove(instance)
+        discard(instance, crash=True)
 
     def _commit_failed(self, key: Key, database: Database, error: BaseException) -> None:
         # The instance's memory may disagree with storage now: rebuild it on next use.
