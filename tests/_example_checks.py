@@ -67,6 +67,7 @@ def check_counter(base_url: str) -> None:
     _expect(cancelled, {"name": apples, "value": 2, "reset_at_ms": None}, "cancel-reset")
     status, _ = request(base_url, "GET", f"/{apples}/nope")
     _expect(status, 404, "an unknown route")
+    _expect(request(base_url, "GET", f"/{apples}/increment")[0], 405, "GET on a POST route")
     request(base_url, "POST", f"/{apples}/reset-in/1")
     deadline = time.monotonic() + ALARM_WAIT_S
     while (state := request(base_url, "GET", f"/{apples}")[1])["value"] != 0:
@@ -96,8 +97,12 @@ def check_subscription_renewals(base_url: str) -> None:
     _expect(state, {"customer_id": None, "next_renewal_at": None}, "state after cancel")
     for method, path in (("POST", f"/{customer}/refund"), ("POST", "/"), ("GET", "/x/y")):
         _expect(request(base_url, method, path)[0], 404, f"{method} {path}")
-    status, _ = request(base_url, "POST", f"/{customer}/subscribe?period=0")
-    _expect(status, 400, "a period that is not a positive number of seconds")
+    for period in ("0", "abc", "99999999999999999999999"):
+        status, _ = request(base_url, "POST", f"/{customer}/subscribe?period={period}")
+        _expect(status, 400, f"period={period}: not 1 s to ten years")
+    _, state = request(base_url, "GET", f"/{customer}")
+    _expect(state, {"customer_id": None, "next_renewal_at": None}, "nothing half-written")
+    _expect(request(base_url, "GET", f"/{customer}/subscribe")[0], 405, "GET on a POST route")
 
     # A one-second trial: the renewals really fire, each charges the Payments object once.
     trial = f"trial-{_token()}"

@@ -274,11 +274,11 @@ async def test_bad_recurrences_raise_and_store_nothing(
 
 
 async def test_cron_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without cronsim installed, cron raises ImportError naming durability[cron]."""
+    """Without cronsim installed, cron raises ImportError naming durability-objects[cron]."""
     monkeypatch.setitem(sys.modules, "cronsim", None)
     probe = Probe()
     async with lab(probe) as t:
-        with pytest.raises(ImportError, match=r"durability\[cron\]"):
+        with pytest.raises(ImportError, match=r"pip install 'durability-objects\[cron\]'"):
             await t.obj.call("report", "cron", "0 9 * * *")
         await t.obj.call("report", "get")
         assert probe.result is None

@@ -169,7 +169,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
     assert exit_info.value.code == 0
-    assert capsys.readouterr().out == f"durability {version('durability')}\n"
+    assert capsys.readouterr().out == f"durability {version('durability-objects')}\n"
 
 
 def test_python_dash_m_runs_the_command() -> None:

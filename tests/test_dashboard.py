@@ -15,12 +15,13 @@ import pytest
 
 from _served import call, served
 from conftest import START_MS
+from durability._cli_inspect import render
 from durability._dashboard.app import MAX_ADVANCE_MS
 from durability._dashboard.html import relative_time
 from durability._dashboard.render import OBJECT_CARDS, Snapshot, render_panel
 from durability._dashboard.reports import ReportCache
 from durability._inspect import inspect_path
-from durability.runtime import Request, Response, Runtime
+from durability.runtime import DurableObject, Request, Response, Runtime
 from durability.runtime.server import WorkerApp, WorkerModule, load_worker
 from durability.testing import VirtualClock
 from test_inspect import Fanout
@@ -330,3 +331,56 @@ async def test_refreshes_read_again_only_the_files_that_changed(
         changed = cache.reports()
         assert cache.reads == 10 and changed == inspect_path(data)
         assert changed != first
+
+
+class Notebook(DurableObject):
+    """Keeps its data in its own SQL table and in KV, and nothing else."""
+
+    async def write(self) -> None:
+        self.ctx.storage.sql.exec("CREATE TABLE notes (text TEXT)")
+        self.ctx.storage.sql.exec("INSERT INTO notes VALUES ('a'), ('b'), ('c')")
+        await self.ctx.storage.put("owner", "ada")
+
+    async def touch(self) -> None:
+        """Writes and takes back one KV key: a file with its name, and no data of its own."""
+        await self.ctx.storage.put("owner", "ada")
+        await self.ctx.storage.delete("owner")
+
+
+async def test_objects_holding_their_own_tables_and_kv_are_not_shown_empty(
+    tmp_path: Path, clock: VirtualClock
+) -> None:
+    """An object with SQL rows and KV keys shows them counted, not "Nothing stored yet."."""
+    data = tmp_path / "data"
+    async with Runtime(path=data, bindings={"NOTES": Notebook}, clock=clock) as rt:
+        await rt.env.NOTES.get_by_name("full").write()
+        await rt.env.NOTES.get_by_name("empty").touch()
+    reports = {report["name"]: report for report in inspect_path(data)}
+    assert reports["full"]["storage"] == {"tables": {"notes": 3}, "kv_keys": 1}
+    assert reports["empty"]["storage"] == {"tables": {}, "kv_keys": 0}
+    panel = render_panel(Snapshot(clock.now_ms(), True, "data", list(reports.values())))
+    full, empty = (panel[panel.index(f">{name}<") :] for name in ("full", "empty"))
+    assert "Nothing stored yet." not in full[: full.index("</article>")]
+    assert "notes: 3 rows · KV: 1 key" in full[: full.index("</article>")]
+    assert "Nothing stored yet." in empty[: empty.index("</article>")]
+    assert "  storage: table notes 3 rows, KV 1 key" in render(inspect_path(data, "NOTES", "full"))
+
+
+async def test_work_due_before_the_alarm_shows_as_the_next_wake_up(
+    tmp_path: Path, clock: VirtualClock
+) -> None:
+    """A renewal due within the minimum alarm delay runs from a timer while the alarm waits
+    later: the object's line shows the renewal's time, not the later alarm's."""
+    worker = load_worker(str(RENEWALS))
+    data = tmp_path / "data"
+    async with Runtime(path=data, bindings=worker.bindings, clock=clock) as rt:
+        request = Request("http://x/carol/subscribe?period=6", method="POST")
+        assert (await worker.fetch(request, rt.env)).status == 201
+        await clock.advance(5_500)
+        (report,) = [r for r in inspect_path(data) if r["namespace"] == "SUBSCRIPTIONS"]
+        panel = render_panel(Snapshot(clock.now_ms(), True, "data", [report]))
+    (renewal,) = report["named_alarms"]
+    assert renewal["next_attempt_at"] == START_MS + 6_000
+    assert report["alarm_at"] == START_MS + 15_000  # the safety net, later
+    assert "next wake-up" in panel and "in 9 s" not in panel
+    assert panel.count('<span class="rel">now</span>') == 3  # wake-up, scheduled, next attempt

@@ -27,6 +27,7 @@ TIMEOUT_S = 120
 _FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 _FILE = re.compile(r"# (\w+\.py)\n")
 _PRIVATE = re.compile(r"API\.md|\bspec/|seeds|\.\./shared")
+_WARNING = re.compile(r"\w+Warning\b|warnings summary")
 _LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 
@@ -75,6 +76,11 @@ def test_python_block_runs_as_shown(block: Block, tmp_path: Path) -> None:
         command, cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT_S
     )
     assert result.returncode == 0, f"{block.id} failed:\n{result.stdout}\n{result.stderr}"
+    if file.startswith("test_"):
+        # The documented setup must run clean: a warning on every run teaches users to
+        # ignore warnings.
+        output = result.stdout + result.stderr
+        assert not _WARNING.search(output), f"{block.id} warns:\n{output}"
 
 
 def _config_block(page: Path) -> str | None:
@@ -95,6 +101,25 @@ def test_local_links_resolve(page: Path) -> None:
     """Every relative link of a page points at a file of the project."""
     targets = [t for t in _LINK.findall(page.read_text()) if "://" not in t]
     assert [t for t in targets if not (page.parent / t).exists()] == []
+
+
+def _anchors(page: Path) -> set[str]:
+    """The ids the docs site gives the headings of a page (lowercase words joined by -)."""
+    source = _FENCE.sub("", page.read_text())
+    headings = re.findall(r"^#+ (.+)$", source, re.MULTILINE)
+    return {re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", h).strip().lower()) for h in headings}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(page.relative_to(ROOT)) for page in PAGES])
+def test_local_link_anchors_resolve(page: Path) -> None:
+    """Every `page.md#section` link names a heading the target page has."""
+    links = re.findall(r"\]\(([^)#\s]*)#([^)\s]+)\)", _FENCE.sub("", page.read_text()))
+    broken = [
+        f"{target}#{anchor}"
+        for target, anchor in links
+        if "://" not in target and anchor not in _anchors(page.parent / target if target else page)
+    ]
+    assert broken == []
 
 
 async def test_getting_started_app_answers_by_path(

@@ -174,9 +174,52 @@ async def test_bad_requests(queue: Queue) -> None:
     """Emails without a customer answer 400; unknown routes answer 404 with the usage."""
     assert (await queue.request("POST", "/emails", [{"to": "a@b"}]))[0] == 400
     assert (await queue.request("POST", "/emails", {"not": "a list"}))[0] == 400
-    status, body = await queue.request("GET", "/emails")
+    status, body = await queue.request("GET", "/nope")
     assert status == 404
     assert "POST /emails" in body
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "message"),
+    [
+        ("/dlq/redrive?after=abc", None, "after must be a whole number of ms from 0 to"),
+        ("/dlq/redrive?after=-1", None, "after must be a whole number of ms from 0 to"),
+        ("/dlq/redrive?after=", None, "after must be a whole number of ms from 0 to"),
+        ("/dlq/redrive?after=99999999999999999999", None, "after must be a whole number"),
+        ("/emails?lane=", [email(1)], "lane must not be empty when given"),
+        ("/emails", [{**email(1), "fail": "abc"}], "email 0: fail must be a whole number"),
+        ("/emails", [email(1), {**email(2), "fail": -1}], "email 1: fail must be a whole"),
+        ("/emails", [{**email(1), "fail": True}], "email 0: fail must be a whole number"),
+        ("/emails", [{"customerId": "c", "to": 5}], "email 0: to must be a string"),
+        ("/emails", [{**email(1), "id": 7}], "email 0: id must be a string when given"),
+    ],
+)
+async def test_bad_parameters_answer_400_naming_them(
+    queue: Queue, path: str, body: Any, message: str
+) -> None:
+    """A bad query parameter or email field answers 400 naming it, and nothing is queued."""
+    status, text = await queue.request("POST", path, body)
+    assert status == 400
+    assert message in text
+    await queue.clock.advance(60_000)
+    assert queue.mailer.calls == []
+    assert await queue.rt.env.QUEUES.get_by_name("customer-alice").pending() == 0
+
+
+async def test_a_wrong_method_answers_405_with_the_allowed_one(queue: Queue) -> None:
+    """A known route asked with the wrong method answers 405 and names the right one."""
+    for method, path, allowed in [
+        ("GET", "/emails", "POST"),
+        ("GET", "/dlq/redrive", "POST"),
+        ("POST", "/queues/customer-alice", "GET"),
+        ("DELETE", "/archive", "GET"),
+        ("POST", "/dlq", "GET"),
+        ("PUT", "/mailer/ada@example.com", "GET"),
+    ]:
+        response = await queue.worker.fetch(
+            Request(f"http://queue{path}", method=method), queue.rt.env
+        )
+        assert (response.status, response.headers.get("allow")) == (405, allowed), path
 
 
 @pytest.mark.parametrize("kind", ["file", "object"])

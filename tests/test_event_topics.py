@@ -142,6 +142,20 @@ async def test_bad_requests(topics: Topics) -> None:
     assert "POST /TOPIC/events" in body
 
 
+async def test_a_wrong_method_answers_405_with_the_allowed_one(topics: Topics) -> None:
+    """A known route asked with the wrong method answers 405 and names the right one."""
+    for method, path, allowed in [
+        ("GET", "/orders/events", "POST"),
+        ("GET", "/orders/groups/billing/poll", "POST"),
+        ("POST", "/orders", "GET"),
+    ]:
+        response = await topics.worker.fetch(
+            Request(f"http://topics{path}", method=method), topics.rt.env
+        )
+        assert (response.status, response.headers.get("allow")) == (405, allowed), path
+        assert response.body.decode() == f"{method} is not allowed here: use {allowed}\n"
+
+
 def test_partition_for_is_the_fnv_1a_of_the_typescript_original() -> None:
     """Keys hash to the partitions the original's FNV-1a (UTF-16, signed 32-bit) gives."""
     expected = {"alice": 1, "bob": 4, "user-2": 3, "user-3": 6, "z": 3, "\U0001f600x": 0, "é": 4}

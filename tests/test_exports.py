@@ -232,6 +232,7 @@ MODULE_NAMES = [
     ("durability.runtime", "ObjectStub"),
     ("durability.runtime", "ObjectId"),
     ("durability.testing", "VirtualClock"),
+    ("durability.testing", "crash_point"),
     ("durability.cold", "FileColdStorage"),
     ("durability.routing", "EnqueueResult"),
     ("durability.routing", "RoutingLoad"),

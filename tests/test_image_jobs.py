@@ -186,6 +186,53 @@ async def test_bad_requests(serve: Serve) -> None:
     assert "POST /IMAGE/resize" in unknown[1]
 
 
+@pytest.mark.parametrize(
+    ("query", "answer"),
+    [
+        ("width=300&fail=abc", "fail must be a whole number from 0 to 100\n"),
+        ("width=300&fail=-1", "fail must be a whole number from 0 to 100\n"),
+        ("width=300&fail=101", "fail must be a whole number from 0 to 100\n"),
+        ("width=300&fail=", "fail must be a whole number from 0 to 100\n"),
+        ("width=", "width is required"),
+    ],
+)
+async def test_bad_parameters_answer_400_and_register_nothing(
+    serve: Serve, query: str, answer: str
+) -> None:
+    """A bad `fail` or an empty `width` answers 400 naming it; no job is registered."""
+    resizer = FakeResizer()
+    async with serve(resizer) as jobs:
+        assert await jobs.request("POST", f"/cat.jpg/resize?{query}") == (400, answer)
+        await jobs.clock.advance(MINUTE_MS)
+        assert (await jobs.result("cat.jpg", 300))["status"] == "not_found"
+    assert resizer.keys == []
+
+
+async def test_a_huge_width_fails_the_job_as_an_input_error(serve: Serve) -> None:
+    """A width beyond any integer JSON keeps is still the job's input error, never a 500."""
+    async with serve(FakeResizer()) as jobs:
+        status, body = await jobs.request("POST", "/cat.jpg/resize?width=99999999999999999999")
+        await jobs.clock.advance(MINUTE_MS)
+        result = await jobs.result("cat.jpg", 99999999999999999999)
+    assert (status, body) == (202, {"job": "resize:cat.jpg:99999999999999999999"})
+    assert result["status"] == "failed"
+
+
+async def test_a_wrong_method_answers_405_with_the_allowed_one(serve: Serve) -> None:
+    """A known route asked with the wrong method answers 405 and names the right one."""
+    async with serve(FakeResizer()) as jobs:
+        for method, path, allowed in [
+            ("GET", "/cat.jpg/resize?width=3", "POST"),
+            ("POST", "/cat.jpg/result?width=3", "GET"),
+            ("POST", "/cat.jpg/upstream", "GET"),
+            ("DELETE", "/", "GET"),
+        ]:
+            response = await jobs.worker.fetch(
+                Request(f"http://jobs{path}", method=method), jobs.rt.env
+            )
+            assert (response.status, response.headers.get("allow")) == (405, allowed), path
+
+
 def test_the_stand_in_resizer_applies_a_key_once() -> None:
     """The example's own Resizer answers a repeated key with the image made before."""
     module = sys.modules[load_worker(str(EXAMPLE)).name]

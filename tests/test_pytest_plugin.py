@@ -1,4 +1,4 @@
-"""The pytest plugin (`durability[testing]`) in a user's project, run through pytester."""
+"""The pytest plugin (the `testing` extra) in a user's project, run through pytester."""
 
 from __future__ import annotations
 
@@ -135,3 +135,28 @@ def test_fixtures_work_in_strict_mode_with_the_marker(pytester: pytest.Pytester)
         """
     )
     pytester.runpytest_subprocess().assert_outcomes(passed=1)
+
+
+def test_runtime_without_pytest_asyncio_says_what_to_install(project: pytest.Pytester) -> None:
+    """Without pytest-asyncio, using `runtime` fails with one line naming the extra to install."""
+    project.makepyfile(
+        pytest_asyncio="raise ImportError(\"No module named 'pytest_asyncio'\")",
+        test_counts="""
+        async def test_counts(runtime):
+            pass
+
+        def test_sync(runtime):
+            pass
+
+        def test_clock(virtual_clock):
+            assert virtual_clock.now_ms() == 1_700_000_000_000
+        """,
+    )
+    result = project.runpytest_subprocess("-p", "no:asyncio")
+    result.assert_outcomes(passed=1, errors=2)
+    message = (
+        "the `runtime` fixture needs pytest-asyncio, which is not installed: "
+        "pip install 'durability-objects[testing]'"
+    )
+    assert result.stdout.lines.count(message) == 2
+    result.stdout.no_fnmatch_line("*fixture 'runtime' not found*")

@@ -141,7 +141,40 @@ async def test_http_surface(shop: Shop) -> None:
     assert await shop.state("alice") == {"customer_id": None, "next_renewal_at": None}
     assert (await shop.post("/alice/refund"))[0] == 404
     assert (await shop.post("/"))[0] == 404
-    assert (await shop.get("/alice/subscribe"))[0] == 404
+    assert (await shop.get("/alice/subscribe"))[0] == 405
+
+
+@pytest.mark.parametrize("period", ["99999999999999999999999", "abc", "0", "-5", "1.5", ""])
+async def test_a_bad_period_answers_400_and_writes_nothing(shop: Shop, period: str) -> None:
+    """A period that is not 1 s to ten years answers 400 naming it; nothing is stored."""
+    status, body = await shop.post(f"/carol/subscribe?period={period}")
+    assert (status, body) == (400, "period must be a whole number of seconds from 1 to 316224000\n")
+    assert await shop.state("carol") == {"customer_id": None, "next_renewal_at": None}
+
+
+async def test_subscribe_checks_its_arguments_before_writing(shop: Shop) -> None:
+    """The object's `subscribe` refuses a bad period with ValueError and stores nothing."""
+    with pytest.raises(ValueError, match="period_ms must be a whole number from 1000"):
+        await shop.stub("carol").subscribe("carol", 10**26)
+    with pytest.raises(ValueError, match="customer_id must be a non-empty string"):
+        await shop.stub("carol").subscribe("", 60_000)
+    assert await shop.state("carol") == {"customer_id": None, "next_renewal_at": None}
+
+
+async def test_a_wrong_method_answers_405_with_the_allowed_one(shop: Shop) -> None:
+    """A known route asked with the wrong method answers 405 and names the right one."""
+    for method, path, allowed in [
+        ("GET", "/alice/subscribe", "POST"),
+        ("DELETE", "/alice/cancel", "POST"),
+        ("POST", "/alice", "GET"),
+        ("PUT", "/alice/charges", "GET"),
+    ]:
+        response = await shop.worker.fetch(
+            Request(f"http://shop{path}", method=method), shop.rt.env
+        )
+        assert (response.status, response.headers.get("allow")) == (405, allowed), path
+        assert response.body.decode() == f"{method} is not allowed here: use {allowed}\n"
+    assert await shop.state("alice") == {"customer_id": None, "next_renewal_at": None}
 
 
 async def test_repeated_subscribe_replaces_the_pending_renewal(shop: Shop) -> None:

@@ -149,11 +149,26 @@ def _fanout(report: ObjectReport) -> list[str]:
     return [summary, *_table(header, rows)]
 
 
+def _storage(report: ObjectReport) -> list[str]:
+    storage: dict[str, Any] | None = report.get("storage")
+    if not storage or (not storage["tables"] and not storage["kv_keys"]):
+        return []
+    parts = [f"table {name} {_count(count, 'row')}" for name, count in storage["tables"].items()]
+    if storage["kv_keys"]:
+        parts.append(f"KV {_count(storage['kv_keys'], 'key')}")
+    return [f"  storage: {', '.join(parts)}"]
+
+
+def _count(count: int, unit: str) -> str:
+    return f"{count:,} {unit}{'' if count == 1 else 's'}"
+
+
 _SECTIONS: tuple[Callable[[ObjectReport], list[str]], ...] = (
     _operations,
     _named_alarms,
     _log,
     _fanout,
+    _storage,
 )
 
 

@@ -1,10 +1,11 @@
-"""The pytest plugin of `durability[testing]`: `virtual_clock` and `runtime` fixtures.
+"""The pytest plugin of the `testing` extra: `virtual_clock` and `runtime` fixtures.
 
 Installed as a `pytest11` entry point, so it loads in any project that has durability
 and pytest. `runtime` is a running in-memory `Runtime` on `virtual_clock`; it takes
 its bindings from the `durability_bindings` fixture, and its path from
 `durability_path` (`None`: in memory), which a test module or `conftest.py` overrides.
-Without pytest-asyncio the async `runtime` fixture is not defined; `virtual_clock` is.
+Without pytest-asyncio, `runtime` fails the test with one line saying what to install
+(pytest alone would only say the fixture is not found); `virtual_clock` works either way.
 The runtime is imported only when a test asks for `runtime`.
 """
 
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from ._distribution import install_hint
 from .testing import VirtualClock
 
 if TYPE_CHECKING:
@@ -48,7 +50,16 @@ def durability_path() -> str | Path | None:
 try:
     import pytest_asyncio
 except ImportError:  # the `testing` extra brings it
-    pass
+
+    @pytest.fixture(name="runtime")
+    def _runtime_without_pytest_asyncio() -> None:
+        """Stands in for the `runtime` fixture where pytest-asyncio is missing: says so."""
+        pytest.fail(
+            "the `runtime` fixture needs pytest-asyncio, which is not installed: "
+            + install_hint("testing"),
+            pytrace=False,
+        )
+
 else:
 
     @pytest_asyncio.fixture

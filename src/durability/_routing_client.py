@@ -41,10 +41,19 @@ class RoutingAddress:
 
 
 RoutingTarget: TypeAlias = "str | RoutingAddress | Mapping[str, Any]"
+"""Where a `sharding` function sends a push: a shard name, a `RoutingAddress`, or a
+mapping with `shard` and optionally `location_hint`."""
+
 Sharding: TypeAlias = (
     "Callable[[Any, Any, Mapping[str, LoadSnapshot]], RoutingTarget | Awaitable[RoutingTarget]]"
 )
+"""`sharding(input, context, observations)`: picks the shard of one push from its input,
+the caller's transform context and the load each shard last reported (by shard name);
+it may be async. Without one, the client's built-in selector picks."""
+
 Invoke: TypeAlias = "Callable[[RoutingAddress, Any], Any]"
+"""`invoke(address, input)`: does the one call of a push to the shard `address` names,
+and returns its answer (an `EnqueueResult`-shaped mapping whose `load` is remembered)."""
 
 
 class RoutingClient:

@@ -18,6 +18,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ._distribution import DISTRIBUTION, install_hint
+
 __all__ = ["main"]
 
 EXIT_USAGE = 2
@@ -139,14 +141,14 @@ def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("durability")
+        return version(DISTRIBUTION)
     except PackageNotFoundError:
         return "(not installed)"
 
 
 def _serve(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("uvicorn") is None:
-        return _fail("needs uvicorn: pip install 'durability[serve]'")
+        return _fail(f"needs uvicorn: {install_hint('serve')}")
     from ._serve_checks import import_failure, path_problem, port_problem
     from .runtime import Runtime
     from .runtime._serving import ServeLimits, build_server

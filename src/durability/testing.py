@@ -1,4 +1,5 @@
-"""Helpers for deterministic tests: a virtual clock that drives the event loop.
+"""Helpers for deterministic tests: a virtual clock that drives the event loop, and a
+crash point that crashes an object in the middle of its own handler.
 
 A `VirtualClock` attached to a loop makes that loop's time virtual: `asyncio.sleep`,
 `asyncio.timeout`, `asyncio.wait_for`, `loop.call_later` and `loop.call_at` all follow
@@ -14,6 +15,10 @@ Without a runtime, attach it to the running loop yourself: ``async with clock:``
 While attached, the loop never sleeps for a virtual deadline: with nothing ready it
 only waits for I/O and threads, so a test that awaits a timer without advancing the
 clock waits forever (that is the point: time moves only when the test says so).
+
+`await crash_point()`, inside an object's call or handler (or in a fake binding the
+handler awaits), crashes that object right there, as `Runtime.crash` would between
+calls: what it had not committed is lost, and its interrupted work is retried.
 """
 
 from __future__ import annotations
@@ -22,11 +27,12 @@ import asyncio
 from types import TracebackType
 
 from ._clock import bind_clock, unbind_clock
+from ._crash_point import crash_point
 from ._types import TimeInput
 from ._validate import check_non_negative_int, to_epoch_ms
 from ._virtual_loop import LoopPatch
 
-__all__ = ["VirtualClock"]
+__all__ = ["VirtualClock", "crash_point"]
 
 
 class VirtualClock:

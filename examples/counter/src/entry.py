@@ -78,6 +78,22 @@ def json_response(value, status=200):
     return Response(json.dumps(value), status=status, headers={"content-type": "application/json"})
 
 
+def _allowed(route):
+    """The methods a route answers to; empty for a path that is no route."""
+    match route:
+        case []:
+            return ("GET",)
+        case ["increment"] | ["reset-in", _] | ["cancel-reset"]:
+            return ("POST",)
+    return ()
+
+
+def not_allowed(method, allowed):
+    """405 for a route asked with the wrong method, naming the methods it takes."""
+    text = f"{method} is not allowed here: use {' or '.join(allowed)}\n"
+    return Response(text, status=405, headers={"allow": ", ".join(allowed)})
+
+
 class Default(WorkerEntrypoint):
     """Routes `/NAME[/action[/arg]]` to the counter object called NAME."""
 
@@ -97,4 +113,5 @@ class Default(WorkerEntrypoint):
                 return json_response(await counter.reset_in(int(seconds)))
             case "POST", ["cancel-reset"]:
                 return json_response(await counter.cancel_reset())
-        return Response(USAGE, status=404)
+        allowed = _allowed(parts[1:])
+        return not_allowed(request.method, allowed) if allowed else Response(USAGE, status=404)

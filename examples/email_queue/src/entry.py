@@ -256,6 +256,13 @@ def json_response(value, status=200):
     return Response(json.dumps(value), status=status, headers={"content-type": "application/json"})
 
 
+MAX_FAIL = 100
+"""The most demo failures (`fail`) an email may ask for."""
+
+MAX_AFTER_MS = 2**53 - 1
+"""The largest `after` accepted: the largest integer JSON numbers keep exactly."""
+
+
 def _emails(text):
     """The emails of a POST body; ValueError says what is wrong."""
     # Demo input only: authenticate and validate untrusted payloads in a real service.
@@ -265,7 +272,39 @@ def _emails(text):
         for e in emails
     ):
         raise ValueError("expected a list of emails, each with a customerId")
+    for number, email in enumerate(emails):
+        if not isinstance(email.get("to"), str):
+            raise ValueError(f"email {number}: to must be a string")
+        if email.get("id") is not None and not isinstance(email["id"], str):
+            raise ValueError(f"email {number}: id must be a string when given")
+        fail = email.get("fail", 0)
+        if isinstance(fail, bool) or not isinstance(fail, int) or not 0 <= fail <= MAX_FAIL:
+            raise ValueError(f"email {number}: fail must be a whole number from 0 to {MAX_FAIL}")
     return emails
+
+
+def _after(query):
+    """The `after` parameter in ms (0 when absent); ValueError says what is wrong."""
+    text = query.get("after", "0")
+    if not (text.isascii() and text.isdigit()) or int(text) > MAX_AFTER_MS:
+        raise ValueError(f"after must be a whole number of ms from 0 to {MAX_AFTER_MS}")
+    return int(text)
+
+
+def _allowed(route):
+    """The methods a route answers to; empty for a path that is no route."""
+    match route:
+        case ["emails"] | ["dlq", "redrive"]:
+            return ("POST",)
+        case ["queues", _] | ["mailer", _] | ["archive"] | ["dlq"]:
+            return ("GET",)
+    return ()
+
+
+def not_allowed(method, allowed):
+    """405 for a route asked with the wrong method, naming the methods it takes."""
+    text = f"{method} is not allowed here: use {' or '.join(allowed)}\n"
+    return Response(text, status=405, headers={"allow": ", ".join(allowed)})
 
 
 class Default(WorkerEntrypoint):
@@ -275,9 +314,12 @@ class Default(WorkerEntrypoint):
         _Bindings.env = self.env
         url = urlsplit(request.url)
         parts = [part for part in url.path.split("/") if part]
-        query = {name: values[-1] for name, values in parse_qs(url.query).items()}
+        pairs = parse_qs(url.query, keep_blank_values=True).items()
+        query = {name: values[-1] for name, values in pairs}
         match request.method, parts:
             case "POST", ["emails"]:
+                if query.get("lane") == "":
+                    return Response("lane must not be empty when given\n", status=400)
                 return await _produce(await request.text(), query.get("lane"))
             case "GET", ["queues", shard]:
                 return json_response(await self.env.QUEUES.getByName(shard).pending())
@@ -290,10 +332,13 @@ class Default(WorkerEntrypoint):
                 return json_response([entry["value"] for entry in entries])
             case "POST", ["dlq", "redrive"]:
                 # An administrative action: protect it in a real service.
-                after = query.get("after", "0")
-                since = int(after) if after.isascii() and after.isdigit() else 0
+                try:
+                    since = _after(query)
+                except ValueError as error:
+                    return Response(f"{error}\n", status=400)
                 return json_response({"redriven": await redrive(self.env, since)})
-        return Response(USAGE, status=404)
+        allowed = _allowed(parts)
+        return not_allowed(request.method, allowed) if allowed else Response(USAGE, status=404)
 
 
 async def _produce(text, lane_name):

@@ -218,6 +218,22 @@ USAGE = """durability event topics demo
 """
 
 
+def _allowed(route):
+    """The methods a route answers to; empty for a path that is no route."""
+    match route:
+        case [_, "events"] | [_, "groups", _, "poll"]:
+            return ("POST",)
+        case [_]:
+            return ("GET",)
+    return ()
+
+
+def not_allowed(method, allowed):
+    """405 for a route asked with the wrong method, naming the methods it takes."""
+    text = f"{method} is not allowed here: use {' or '.join(allowed)}\n"
+    return Response(text, status=405, headers={"allow": ", ".join(allowed)})
+
+
 def json_response(value, status=200, headers=None):
     return Response(
         json.dumps(value),
@@ -242,7 +258,8 @@ class Default(WorkerEntrypoint):
             case "GET", [topic]:
                 stubs = [self.env.PARTITIONS.getByName(f"{topic}:{n}") for n in range(PARTITIONS)]
                 return json_response([await stub.status() for stub in stubs])
-        return Response(USAGE, status=404)
+        allowed = _allowed(parts)
+        return not_allowed(request.method, allowed) if allowed else Response(USAGE, status=404)
 
 
 def _parse(text):

@@ -156,10 +156,38 @@ def json_response(value, status=200):
 def _width(query):
     """The `width` parameter: an int when it is one, else the text as given (the job
     rejects it), None when missing."""
-    text = query.get("width", [None])[-1]
-    if text is None:
+    text = query.get("width", [""])[-1]
+    if not text:
         return None
     return int(text) if text.isascii() and text.isdigit() else text
+
+
+MAX_FAIL = 100
+"""The most demo failures (`fail`) a job may ask the resizer for."""
+
+
+def _fail(query):
+    """The `fail` parameter (0 when absent); ValueError says what is wrong."""
+    text = query.get("fail", ["0"])[-1]
+    if not (text.isascii() and text.isdigit()) or int(text) > MAX_FAIL:
+        raise ValueError(f"fail must be a whole number from 0 to {MAX_FAIL}")
+    return int(text)
+
+
+def _allowed(route):
+    """The methods a route answers to; empty for a path that is no route."""
+    match route:
+        case [] | [_, "upstream"] | [_, "result"]:
+            return ("GET",)
+        case [_, "resize"]:
+            return ("POST",)
+    return ()
+
+
+def not_allowed(method, allowed):
+    """405 for a route asked with the wrong method, naming the methods it takes."""
+    text = f"{method} is not allowed here: use {' or '.join(allowed)}\n"
+    return Response(text, status=405, headers={"allow": ", ".join(allowed)})
 
 
 class Default(WorkerEntrypoint):
@@ -168,7 +196,7 @@ class Default(WorkerEntrypoint):
     async def fetch(self, request):
         url = urlsplit(request.url)
         parts = [part for part in url.path.split("/") if part]
-        query = parse_qs(url.query)
+        query = parse_qs(url.query, keep_blank_values=True)
         match request.method, parts:
             case "GET", []:
                 return Response(USAGE)
@@ -182,8 +210,11 @@ class Default(WorkerEntrypoint):
                 image = self.env.IMAGES.getByName(image_id)
                 if request.method == "GET":
                     return json_response(await image.result(image_id, width))
-                fail = query.get("fail", ["0"])[-1]
-                fail_first = int(fail) if fail.isascii() and fail.isdigit() else 0
+                try:
+                    fail_first = _fail(query)
+                except ValueError as error:
+                    return Response(f"{error}\n", status=400)
                 job = await image.resize(image_id, width, fail_first)
                 return json_response({"job": job}, status=202)
-        return Response(USAGE, status=404)
+        allowed = _allowed(parts)
+        return not_allowed(request.method, allowed) if allowed else Response(USAGE, status=404)

@@ -131,9 +131,40 @@ def json_response(value, status=200):
     return Response(json.dumps(value), status=status, headers={"content-type": "application/json"})
 
 
-def _int_param(query, name, default):
-    values = query.get(name)
-    return int(values[0]) if values and values[0].isdigit() else default
+PARAMS = {
+    "fail": (0, 0, 100),
+    "delay_ms": (0, 0, 60_000),
+    "timeout_ms": (DEFAULT_TIMEOUT_MS, 1, 60_000),
+}
+"""Each query parameter of `increment`: its default and the least and most accepted."""
+
+
+def _int_params(query):
+    """`fail`, `delay_ms` and `timeout_ms` as ints (defaults when absent); ValueError
+    names the first that is not a whole number in its range."""
+    values = {}
+    for name, (default, least, most) in PARAMS.items():
+        text = query.get(name, [str(default)])[-1]
+        if not (text.isascii() and text.isdigit()) or not least <= int(text) <= most:
+            raise ValueError(f"{name} must be a whole number from {least} to {most}")
+        values[name] = int(text)
+    return values
+
+
+def _allowed(route):
+    """The methods a route answers to; empty for a path that is no route."""
+    match route:
+        case []:
+            return ("GET",)
+        case ["increment"]:
+            return ("POST",)
+    return ()
+
+
+def not_allowed(method, allowed):
+    """405 for a route asked with the wrong method, naming the methods it takes."""
+    text = f"{method} is not allowed here: use {' or '.join(allowed)}\n"
+    return Response(text, status=405, headers={"allow": ", ".join(allowed)})
 
 
 class Default(WorkerEntrypoint):
@@ -149,21 +180,24 @@ class Default(WorkerEntrypoint):
             case "GET", []:
                 return json_response(await stub.state())
             case "POST", ["increment"]:
-                return await self._increment(stub, parse_qs(url.query), request)
-        return Response(USAGE, status=404)
+                try:
+                    params = _int_params(parse_qs(url.query, keep_blank_values=True))
+                except ValueError as error:
+                    return Response(f"{error}\n", status=400)
+                return await self._increment(stub, params, request)
+        allowed = _allowed(parts[1:])
+        return not_allowed(request.method, allowed) if allowed else Response(USAGE, status=404)
 
-    async def _increment(self, stub, query, request):
+    async def _increment(self, stub, params, request):
         request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
         counter = (
             create_transform_stub(stub)
             .with_(observability, request_id)
-            .with_(timeout, _int_param(query, "timeout_ms", DEFAULT_TIMEOUT_MS))
+            .with_(timeout, params["timeout_ms"])
             .with_(retry, RETRIES)
         )
         try:
-            result = await counter.increment(
-                request_id, _int_param(query, "fail", 0), _int_param(query, "delay_ms", 0)
-            )
+            result = await counter.increment(request_id, params["fail"], params["delay_ms"])
         except CallerTimeoutError as error:
             # The call was not cancelled: the object may still apply it. The request id
             # makes a client's retry of this request safe.

@@ -35,6 +35,23 @@ HISTORY_RETENTION_MS = 90 * 24 * 60 * 60 * 1000
 PROVIDER = "provider"
 """The one `Payments` object every subscription charges through."""
 
+MAX_PERIOD_S = 10 * 366 * 24 * 60 * 60
+"""The longest renewal period accepted: ten years, in seconds."""
+
+
+def check_subscription(customer_id, period_ms):
+    """ValueError naming the argument unless `customer_id` is a non-empty string and
+    `period_ms` a whole number of milliseconds from 1 s to ten years."""
+    if not isinstance(customer_id, str) or not customer_id:
+        raise ValueError(f"customer_id must be a non-empty string, got {customer_id!r}")
+    if (
+        isinstance(period_ms, bool)
+        or not isinstance(period_ms, int)
+        or not 1000 <= period_ms <= MAX_PERIOD_S * 1000
+    ):
+        rule = f"a whole number from 1000 to {MAX_PERIOD_S * 1000}"
+        raise ValueError(f"period_ms must be {rule}, got {period_ms!r}")
+
 
 class Subscription(Durable, DurableObject):
     """One customer's subscription: a `renew` alarm per period and one charge per period."""
@@ -61,7 +78,9 @@ class Subscription(Durable, DurableObject):
         )
 
     async def subscribe(self, customer_id, period_ms=RENEWAL_PERIOD_MS):
-        """Start (or restart) the subscription; returns when the first renewal is due."""
+        """Start (or restart) the subscription; returns when the first renewal is due.
+        Bad arguments raise ValueError before anything is written."""
+        check_subscription(customer_id, period_ms)
         await self.ctx.storage.put("customer_id", customer_id)
         first = now_ms() + period_ms
         await self.renew.every(period_ms, start_at=first)
@@ -123,6 +142,30 @@ def json_response(value, status=200):
     return Response(json.dumps(value), status=status, headers={"content-type": "application/json"})
 
 
+def _period_ms(query):
+    """The `period` parameter in ms (30 days when absent); ValueError says what is wrong."""
+    values = parse_qs(query, keep_blank_values=True).get("period")
+    if values is None:
+        return RENEWAL_PERIOD_MS
+    text = values[-1]
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_PERIOD_S:
+        raise ValueError(f"period must be a whole number of seconds from 1 to {MAX_PERIOD_S}")
+    return int(text) * 1000
+
+
+def _allowed(route):
+    """The methods a route answers to; empty for a path that is no route."""
+    match route:
+        case [] | ["charges"]:
+            return ("GET",)
+        case ["subscribe"] | ["cancel"]:
+            return ("POST",)
+    return ()
+
+
+USAGE = "Expected POST /{customer}/(subscribe|cancel) or GET /{customer}[/charges]\n"
+
+
 class Default(WorkerEntrypoint):
     """`POST /{customer}/subscribe[?period=SECONDS]`, `POST /{customer}/cancel`,
     `GET /{customer}`, `GET /{customer}/charges`."""
@@ -131,10 +174,7 @@ class Default(WorkerEntrypoint):
         url = urlsplit(request.url)
         parts = [part for part in url.path.split("/") if part]
         if not parts:
-            return Response(
-                "Expected POST /{customer}/(subscribe|cancel) or GET /{customer}[/charges]",
-                status=404,
-            )
+            return Response(USAGE, status=404)
         customer = parts[0]
         subscription = self.env.SUBSCRIPTIONS.getByName(customer)
         match request.method, parts[1:]:
@@ -144,13 +184,20 @@ class Default(WorkerEntrypoint):
                 provider = self.env.PAYMENTS.getByName(PROVIDER)
                 return json_response(await provider.charges(customer))
             case "POST", ["subscribe"]:
-                period = parse_qs(url.query).get("period", [""])[-1]
-                if period and not (period.isascii() and period.isdigit() and int(period) > 0):
-                    return Response("period must be a positive number of seconds", status=400)
-                period_ms = int(period) * 1000 if period else RENEWAL_PERIOD_MS
+                try:
+                    period_ms = _period_ms(url.query)
+                except ValueError as error:
+                    return Response(f"{error}\n", status=400)
                 first = await subscription.subscribe(customer, period_ms)
                 return json_response({"subscribed": customer, "next_renewal_at": first}, 201)
             case "POST", ["cancel"]:
                 await subscription.cancel()
                 return Response("cancelled")
-        return Response("Not found", status=404)
+        allowed = _allowed(parts[1:])
+        if allowed:
+            return Response(
+                f"{request.method} is not allowed here: use {' or '.join(allowed)}\n",
+                status=405,
+                headers={"allow": ", ".join(allowed)},
+            )
+        return Response(USAGE, status=404)

@@ -48,7 +48,7 @@ class NamedAlarm(HandlerEntry["DurabilityAlarms"]):
         payload: JsonValue = None,
     ) -> None:
         """Recur at the matches of five-field cron `expression` in time zone `tz` (needs
-        the `durability[cron]` extra), replacing any occurrence or recurrence."""
+        the `cron` extra), replacing any occurrence or recurrence."""
         await self._owner._cron(self.name, expression, tz, catch_up, payload)
 
     async def cancel(self) -> bool:

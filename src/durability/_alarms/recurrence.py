@@ -3,7 +3,7 @@
 A recurrence is a sequence of slots (times). Each slot is computed from the previous
 slot, never from when a handler ran, so slots do not drift and none is early. `every`
 slots are `start + k * interval`; `cron` slots are the matches of a five-field cron
-expression in a time zone, as the `cronsim` library (the optional `durability[cron]`
+expression in a time zone, as the `cronsim` library (the optional `cron`
 extra) computes them, daylight-saving transitions included.
 
 When several slots are due at once (the object was down across them), the catch-up
@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TypeAlias
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from .._distribution import install_hint
 from .._types import MAX_SAFE_INTEGER
 from .._validate import check_positive_int
 from .cron_span import CronDays
@@ -29,7 +30,7 @@ CATCH_UP_POLICIES: tuple[CatchUp, ...] = ("latest", "skip", "all")
 MAX_CATCH_UP = 1_000
 """The most missed slots `catch_up="all"` runs after an outage (the most recent ones)."""
 
-CRON_EXTRA = 'cron expressions need the optional extra: pip install "durability[cron]"'
+CRON_EXTRA = f"cron expressions need the optional extra: {install_hint('cron')}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

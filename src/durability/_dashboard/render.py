@@ -14,6 +14,7 @@ from itertools import groupby
 from typing import Any
 
 from .._inspect import ObjectReport, format_size
+from .._inspect.sections import COUNT_CAP
 from .html import error_cell, moment, stable_id, table, tag, text, traceback, utc
 
 FAILURE_ROWS = 50
@@ -165,7 +166,7 @@ def _object(report: ObjectReport, now_ms: int) -> str:
             "p",
             tag("code", text(report["id"][:16]) + "…", title=report["id"])
             + f" · {text(format_size(report['size_bytes']))}"
-            + f" · alarm {moment(report['alarm_at'], now_ms)}",
+            + f" · next wake-up {moment(next_wake_up(report), now_ms)}",
             class_="meta",
         ),
     )
@@ -181,11 +182,48 @@ def _object(report: ObjectReport, now_ms: int) -> str:
         _named_alarms(report, now_ms),
         _log(report, now_ms),
         _fanout(report, now_ms),
+        _storage(report),
     ]
     content = "".join(part for part in body if part) or tag(
         "p", "Nothing stored yet.", class_="muted"
     )
     return tag("article", header + content, class_="object", id=_anchor(report))
+
+
+def next_wake_up(report: ObjectReport) -> int | None:
+    """When the object runs next: its earliest pending work, or its alarm if sooner.
+
+    The alarm alone can mislead: work due within the scheduler's minimum alarm delay
+    runs from an in-memory timer, while the alarm waits later as a safety net.
+    """
+    times = [report.get("alarm_at")]
+    times += [
+        row["next_attempt_at"]
+        for row in [*(report.get("operation_details") or []), *(report.get("named_alarms") or [])]
+        if row["status"] == "pending"
+    ]
+    fanout = report.get("fanout")
+    if fanout is not None:
+        times += [
+            row["next_attempt_at"] for row in fanout["deliveries"] if row["phase"] == "delivery"
+        ]
+    known = [time for time in times if time is not None]
+    return min(known) if known else None
+
+
+def _storage(report: ObjectReport) -> str:
+    storage: dict[str, Any] | None = report.get("storage")
+    if not storage or (not storage["tables"] and not storage["kv_keys"]):
+        return ""
+    parts = [f"{name}: {_rows(count)}" for name, count in storage["tables"].items()]
+    if storage["kv_keys"]:
+        parts.append(f"KV: {_rows(storage['kv_keys'], 'key')}")
+    return tag("h4", "Storage " + tag("span", text(" · ".join(parts)), class_="badges"))
+
+
+def _rows(count: int, unit: str = "row") -> str:
+    shown = f"{COUNT_CAP:,}+" if count >= COUNT_CAP else f"{count:,}"
+    return f"{shown} {unit}{'' if count == 1 else 's'}"
 
 
 def _status(status: str) -> str:

@@ -180,11 +180,35 @@ def fanout(tables: Tables) -> JsonValue:
     }
 
 
+COUNT_CAP = 10_000
+"""Rows of one of the object's own tables (or its KV keys) counted at most: a count at
+the cap means at least that many, and a huge table costs no full scan."""
+
+_NOT_THE_OBJECTS = ("durability_", "_durability_", "sqlite_", "_cf_")
+"""Prefixes of the tables the library, the runtime, SQLite and Cloudflare keep."""
+
+
+def storage(tables: Tables) -> JsonValue:
+    """The object's own data beside the capabilities': `tables`, each of its own SQL
+    tables with its row count, and `kv_keys`, the keys of its KV storage (both counted
+    up to `COUNT_CAP`)."""
+    own = sorted(name for name in tables.names if not name.startswith(_NOT_THE_OBJECTS))
+    kv_keys = _count(tables, "_durability_kv") if tables.has("_durability_kv") else 0
+    return {"tables": {name: _count(tables, name) for name in own}, "kv_keys": kv_keys}
+
+
+def _count(tables: Tables, name: str) -> int:
+    quoted = '"' + name.replace('"', '""') + '"'
+    query = f"SELECT COUNT(*) AS n FROM (SELECT 1 FROM {quoted} LIMIT {COUNT_CAP})"
+    return int(tables.rows(query)[0]["n"])
+
+
 SECTIONS: tuple[tuple[str, Callable[[Tables], JsonValue]], ...] = (
     ("operations", operation_counts),
     ("operation_details", operation_details),
     ("named_alarms", named_alarms),
     ("log", log),
     ("fanout", fanout),
+    ("storage", storage),
 )
 """Report keys and their readers, in report order."""

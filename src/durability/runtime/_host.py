@@ -283,10 +283,17 @@ class Runtime:
             database,
             self._live.schedule_idle,
             self.platform,
+            self._crash_inside,
         )
         hooks.instance = instance
         self._live.add(key, instance)
         return instance
+
+    def _crash_inside(self, instance: Instance) -> None:
+        """Crash `instance` from one of its own tasks, as `crash` would from outside: its
+        uncommitted writes are lost and its work, the caller's task included, cancelled."""
+        self._live.remove(instance)
+        discard(instance, crash=True)
 
     def _commit_failed(self, key: Key, database: Database, error: BaseException) -> None:
         # The instance's memory may disagree with storage now: rebuild it on next use.

@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from contextvars import copy_context
+from contextvars import ContextVar, copy_context
 from types import CodeType, CoroutineType
 from typing import Any, TypeVar, cast
 
@@ -24,6 +24,10 @@ Future = asyncio.Future[object]
 
 logger = logging.getLogger("durability.runtime")
 
+running_instance: ContextVar[Instance | None] = ContextVar("durability_instance", default=None)
+"""The instance whose call is running in this context (its tasks inherit it): where
+`durability.testing.crash_point` finds the object to crash."""
+
 
 class Instance:
     """A live object: built on first use, dropped by eviction (its tasks cancelled)."""
@@ -36,6 +40,7 @@ class Instance:
         database: Database,
         on_idle: Callable[[Instance], None],
         platform: Platform = EMBEDDED,
+        crash_hook: Callable[[Instance], None] | None = None,
     ) -> None:
         self.id = object_id
         self.database = database
@@ -57,6 +62,8 @@ class Instance:
         self._on_idle = on_idle
         self._platform = platform
         self.idle_timer: asyncio.TimerHandle | None = None
+        self.crash_hook = crash_hook
+        """Set by the host: crashes this instance from inside one of its own calls."""
         self.idle_since: float | None = None
 
     def user_object(self) -> DurableObject:
@@ -124,6 +131,7 @@ class Instance:
         """Run a call that cannot suspend; whether its outcome is still tracked (gated, or
         left to a task)."""
         record = begin_call()
+        running_instance.set(self)
         try:
             target = self._object
             result = invoke(self.user_object() if target is None else target)
@@ -159,6 +167,7 @@ class Instance:
             self._waiting -= 1
             delivered = True
             record = begin_call()
+            running_instance.set(self)
             try:
                 target = self._object
                 result = invoke(self.user_object() if target is None else target)
