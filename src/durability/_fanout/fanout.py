@@ -32,6 +32,7 @@ from .._errors import FanoutEnqueueError, serialize_error
 from .._load import EnqueueResult, LoadSnapshot, RoutingLoad
 from .._types import MAX_SAFE_INTEGER
 from .._validate import check_callable, check_int, check_positive_int, check_utf8
+from .dead_letters import DeadLetterWrites
 from .engine import CAPABILITY, FanoutEngine, HostInfo, migrate_storage
 from .enqueue import EnqueueRequest, first_attempt_at
 from .events import FANOUT_EVENT_TYPES, DeliveryRegisteredEvent
@@ -92,10 +93,12 @@ class DurabilityFanout(Generic[Body]):
         self._emit = self._engine.emitter(on_lifecycle_event)
         self._listened = listened
         self._store = DeliveryStore(self._engine)
-        self._settler = Settler(self._store, dlq, self._emit, listened)
+        dead = DeadLetterWrites(self._engine)
+        self._settler = Settler(self._store, dead, dlq, self._emit, listened)
         self._runs = TargetRuns(
             engine=self._engine,
             store=self._store,
+            dead=dead,
             settler=self._settler,
             targets=self._targets,
             policies=self._policies,

@@ -22,6 +22,7 @@ from .._clock import now_ms
 from .._engine import AttemptPolicy, LifecycleEventType, report_failure
 from .._errors import SerializedError
 from .._load import RoutingLoad
+from .dead_letters import DeadLetterWrites
 from .delivery import Batch
 from .engine import FanoutEngine, HostInfo, Release
 from .rows import Delivery
@@ -34,6 +35,7 @@ class TargetRuns:
     """Runs the delivery passes of one fanout (`run_due` is its participant callback)."""
 
     __slots__ = (
+        "_dead",
         "_emit",
         "_engine",
         "_listened",
@@ -51,6 +53,7 @@ class TargetRuns:
         *,
         engine: FanoutEngine,
         store: DeliveryStore,
+        dead: DeadLetterWrites,
         settler: Settler,
         targets: Mapping[str, FanoutTarget[Any]],
         policies: Mapping[str, AttemptPolicy],
@@ -61,6 +64,7 @@ class TargetRuns:
     ) -> None:
         self._engine = engine
         self._store = store
+        self._dead = dead
         self._settler = settler
         self._targets = targets
         self._policies = policies
@@ -182,7 +186,7 @@ class TargetRuns:
         interrupted = row.interruptions - row.spared + row.claim_alone
         if interrupted >= policy.max_attempts:
             await self._settler.drop_dead_letter(row, row.interruptions + 1)
-        elif await self._store.resume_dead_letter(row, now_ms() + INFRASTRUCTURE_RETRY_MS):
+        elif await self._dead.resume(row, now_ms() + INFRASTRUCTURE_RETRY_MS):
             await self._settler.dead_letter(row, _reason(row), alone=True, resumed=True)
 
     async def _deliver(

@@ -25,6 +25,7 @@ from .._errors import (
 )
 from .._serialization import deserialize
 from .._types import MAX_SAFE_INTEGER
+from .dead_letters import DeadLetterWrites
 from .events import DeliverySettledEvent, DeliveryTerminalEvent
 from .rows import Delivery
 from .store import DeliveryStore
@@ -82,17 +83,19 @@ def retry_delay(policy: AttemptPolicy, attempt: int, override: int | None) -> in
 class Settler:
     """Runs the settlement steps of one fanout and emits their lifecycle events."""
 
-    __slots__ = ("_dlq", "_emit", "_settled_heard", "_store", "_terminal_heard")
+    __slots__ = ("_dead", "_dlq", "_emit", "_settled_heard", "_store", "_terminal_heard")
 
     def __init__(
         self,
         store: DeliveryStore,
+        dead: DeadLetterWrites,
         dlq: MessageWrite | None,
         emit: Callable[[Any], None],
         listened: frozenset[str],
     ) -> None:
         """`listened`: the event types to build (the others are never built)."""
         self._store = store
+        self._dead = dead
         self._dlq = dlq
         self._emit = emit
         self._settled_heard = LifecycleEventType.ATTEMPT_SETTLED in listened
@@ -179,7 +182,7 @@ class Settler:
             await self.ack_terminal(row, reason, error)
             return
         if not resumed:
-            marked = await self._store.mark_dead_letter(
+            marked = await self._dead.mark(
                 row,
                 reason=reason,
                 timestamp=timestamp,
@@ -204,7 +207,7 @@ class Settler:
             await within(_call(dlq, stored), INFRASTRUCTURE_RETRY_MS)
             await self.ack_terminal(row, reason, error)
         except Exception as write_error:
-            await self._store.unclaim(row)
+            await self._dead.unclaim(row)
             report_failure(
                 "durability.fanout.dead_letter_failed",
                 {"id": row.message_id, "target": row.target},

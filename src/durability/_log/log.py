@@ -10,9 +10,8 @@ work; schedule `trim()` yourself (a named alarm is the usual way).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
-from typing import Any, Generic, Unpack
+from typing import Generic, Unpack
 
 from .._clock import now_ms
 from .._context import Context
@@ -32,12 +31,12 @@ from .._serialization import serialize
 from .._types import MAX_SAFE_INTEGER
 from .._uuid import random_uuid
 from .._validate import check_positive_int, check_utf8
-from .identity import log_id, object_id_of, writing_for
+from .identity import object_id_of
 from .leases import LogLeases
 from .reader import LogReader
-from .retention import retention_prefix
 from .schema import LOG_LEASE_MIGRATIONS, LOG_MIGRATIONS
-from .store import LogStore, NewRecord, SegmentRow, StoredRecord, to_records
+from .store import LogStore, NewRecord
+from .trimming import Trimmer
 from .types import (
     Body,
     LeaseRow,
@@ -48,7 +47,6 @@ from .types import (
     LogLeaseOptions,
     LogPage,
     LogRetention,
-    LogSegment,
 )
 
 
@@ -125,7 +123,9 @@ class DurabilityLog(Generic[Body]):
         self._routing = routing if routing is not None else RoutingLoad()
         self._store = LogStore(storage)
         self._reader = LogReader(self._store, cold)
-        self._trim_lock = asyncio.Lock()
+        self._trimmer = Trimmer(
+            self._store, storage, self._object_id, retention, cold, max_batch_size
+        )
         self._leases = (
             None
             if leases is None
@@ -250,54 +250,7 @@ class DurabilityLog(Generic[Body]):
         deleted, so a failed write keeps them hot. Cursors and leases are ignored:
         a consumer slower than retention gets `LogTruncatedError`.
         """
-        retention = self._retention
-        if retention is None:
-            return 0
-        async with self._trim_lock:
-            removed = 0
-            while True:
-                rows = self._store.read_hot(0, self._max_batch_size)
-                if not rows:
-                    return removed
-                hot_count, total_bytes = self._store.hot_stats()
-                count = retention_prefix(
-                    [(row.bytes, row.appended_at) for row in rows],
-                    retention=retention,
-                    hot_count=hot_count,
-                    total_bytes=total_bytes,
-                    now=now_ms(),
-                )
-                if count == 0:
-                    return removed
-                deleted = await self._remove(rows[:count])
-                removed += deleted
-                if deleted < count:
-                    # Fewer went than asked: stop, so this call never flushes the rest again.
-                    return removed
-
-    async def _remove(self, prefix: list[StoredRecord]) -> int:
-        """Delete `prefix` (the oldest hot records), flushing it to cold storage first
-        when there is one; how many records were deleted."""
-        first, last = prefix[0].offset, prefix[-1].offset
-        cold = self._cold
-        if cold is None:
-            return self._store.delete_oldest(len(prefix), last + 1)
-        segment: LogSegment[Any] = LogSegment(
-            first,
-            last,
-            to_records([(r.offset, r.key, r.payload, r.appended_at) for r in prefix]),
-        )
-        locator = await writing_for(
-            log_id(self._storage, self._object_id), lambda: cold.write(segment)
-        )
-        if not isinstance(locator, str) or not locator:
-            raise TypeError("Cold storage must return a non-empty locator")
-        return self._store.flush(
-            SegmentRow(first, last, locator),
-            sum(row.bytes for row in prefix),
-            len(prefix),
-            now_ms(),
-        )
+        return await self._trimmer.trim()
 
     async def forget_cold_before(self, offset: int) -> int:
         """Forget flushed segments that end below `offset`; reads there then truncate."""
