@@ -106,8 +106,9 @@ def _version() -> str:
 def _serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
-    except ImportError:
-        return _fail("needs uvicorn: pip install 'durability[serve]'")
+        import wsproto  # noqa: F401 (uvicorn's WebSocket protocol, checked here)
+    except ImportError as error:
+        return _fail(f"needs {error.name}: pip install 'durability[serve]'")
     from ._serve_checks import import_failure, path_problem, port_problem
     from .runtime import Runtime
     from .runtime._virtual_server import VirtualTimeServer
@@ -143,10 +144,13 @@ def _serve(args: argparse.Namespace) -> int:
     if args.virtual_time:
         log.info("Virtual time: POST /_durability/advance?ms=N moves the clock forward")
         # The virtual clock drives a stdlib selector loop: never uvloop.
-        config = uvicorn.Config(app, host=args.host, port=args.port, lifespan="on", loop="asyncio")
+        config = uvicorn.Config(
+            app, host=args.host, port=args.port, lifespan="on", loop="asyncio", ws="wsproto"
+        )
         server: uvicorn.Server = VirtualTimeServer(config, app)
     else:
-        server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, lifespan="on"))
+        config = uvicorn.Config(app, host=args.host, port=args.port, lifespan="on", ws="wsproto")
+        server = uvicorn.Server(config)
     # uvicorn re-raises the SIGINT it handled once its graceful shutdown is over.
     with contextlib.suppress(KeyboardInterrupt):
         server.run()

@@ -26,6 +26,7 @@ from ._alarm_driver import AlarmDriver
 from ._catalog import Key
 from ._copy import copy_value
 from ._database import Database
+from ._hibernation import SocketHub
 from ._ids import ObjectId
 from ._instance import Instance
 from ._limits import DEFAULT_MAX_LIVE_OBJECTS, default_max_open_databases
@@ -101,6 +102,7 @@ class Runtime:
             max_live, idle_evict_ms, lambda instance: discard(instance, crash=False)
         )
         self._alarms = AlarmDriver(self, self._stores.catalog)
+        self._sockets = SocketHub(self)
 
     def _bind(self, bindings: Mapping[str, object]) -> dict[str, object]:
         if not isinstance(bindings, Mapping):
@@ -193,6 +195,7 @@ class Runtime:
         self._state = _State.CLOSING
         loop = self._loop
         try:
+            self._sockets.close_all()
             pending: list[asyncio.Future[Any]] = list(self._alarms.close())
             for instance in self._live.stop():
                 pending.extend(discard(instance, crash=False))
@@ -274,6 +277,7 @@ class Runtime:
             object_id, namespace.object_class, self._env, database, self._live.schedule_idle
         )
         database.busy = lambda: bool(instance.tasks)
+        instance.socket_hub = self._sockets
         self._live.add(key, instance)
         return instance
 

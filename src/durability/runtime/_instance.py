@@ -8,7 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextvars import copy_context
 from types import CodeType, CoroutineType
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._database import Database
 from ._errors import ObjectEvictedError
@@ -16,6 +16,9 @@ from ._gate import OutputGate, commits_to_wait
 from ._ids import ObjectId
 from ._object import DurableObject, ObjectContext
 from ._storage import CallRecord, ObjectStorage, begin_call
+
+if TYPE_CHECKING:
+    from ._hibernation import SocketHub
 
 T = TypeVar("T")
 
@@ -55,6 +58,8 @@ class Instance:
         self._on_idle = on_idle
         self.idle_timer: asyncio.TimerHandle | None = None
         self.idle_since: float | None = None
+        self.socket_hub: SocketHub | None = None
+        """The runtime's hibernatable WebSockets (set by the runtime)."""
 
     def user_object(self) -> DurableObject:
         """The user's instance, constructed on first use as `Class(ctx, env)`."""

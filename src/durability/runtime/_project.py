@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ._js_standins import install_js_fallback
 from ._object import DurableObject
 from ._workers import ExecutionContext, install_workers_fallback
 
@@ -178,6 +179,7 @@ def _vars(config: dict[str, Any], where: Path) -> dict[str, Any]:
 def _import_entry(entry: Path, project: object) -> ModuleType:
     """Import the entry module with its folder on `sys.path`, as workerd lays modules out."""
     install_workers_fallback()
+    install_js_fallback()
     resolved = entry.resolve()
     folder = str(resolved.parent)
     if folder not in sys.path:

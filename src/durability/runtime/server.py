@@ -25,6 +25,7 @@ from .._dashboard import Dashboard
 from . import Runtime
 from ._http import Request, Response
 from ._project import ProjectError, find_config, load_project
+from ._ws_asgi import serve_websocket
 
 __all__ = ["WorkerApp", "WorkerModule", "WorkerModuleError", "load_worker"]
 
@@ -139,6 +140,8 @@ class WorkerApp:
             await self._lifespan(receive, send)
         elif scope["type"] == "http":
             await self._http(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await serve_websocket(scope, receive, send, _url(scope), self._respond)
         else:
             raise RuntimeError(f"unsupported ASGI scope type {scope['type']!r}")
 
