@@ -14,6 +14,7 @@ commit) resets the object: its sockets are closed with 1011.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -114,7 +115,7 @@ class ObjectSockets:
             if done is not None:
                 done()
             return
-        future = self._hub.call(self._key, self._id, handler, args)
+        future = self._hub.call(self._key, self._id, handler, args, done)
         if future is None:
             if done is not None:
                 done()
@@ -128,7 +129,7 @@ class ObjectSockets:
                 elif error is not None:
                     logger.error("%s raised", handler, exc_info=error)
             if done is not None:
-                done()
+                done()  # again if the handler never started (it is idempotent)
 
         future.add_done_callback(ended)
 
@@ -176,10 +177,19 @@ class SocketHub:
                 ws.close(1001, "")
 
     def call(
-        self, key: Key, object_id: ObjectId, handler: str, args: tuple[object, ...]
+        self,
+        key: Key,
+        object_id: ObjectId,
+        handler: str,
+        args: tuple[object, ...],
+        done: Callable[[], None] | None = None,
     ) -> asyncio.Future[object] | None:
         """Deliver `handler(*args)` to the object, or `None` when it cannot be delivered
-        (the runtime is not running, or the class lacks that handler)."""
+        (the runtime is not running, or the class lacks that handler).
+
+        `done()` runs as soon as the handler has run (before the call's outcome waits
+        for its writes to be durable), as workerd forgets a closed socket then.
+        """
         instance = self._runtime.instance_for_alarm(key, object_id.name)
         if instance is None:
             return None
@@ -194,7 +204,12 @@ class SocketHub:
                 )
             return None
 
-        def invoke(target: DurableObject) -> object:
-            return getattr(target, handler)(*args)
+        async def run(target: DurableObject) -> object:
+            try:
+                result = getattr(target, handler)(*args)
+                return await result if inspect.isawaitable(result) else result
+            finally:
+                if done is not None:
+                    done()
 
-        return instance.call(invoke)
+        return instance.call(run)

@@ -162,7 +162,7 @@ class _Connection:
                     self._client.send(data)
             elif kind == "websocket.disconnect":
                 self._gone = True
-                code = message.get("code", NO_STATUS)
+                code = int(message.get("code", NO_STATUS))
                 if "reason" not in message and code in (NO_STATUS, ABNORMAL_CLOSE):
                     event = CloseEvent(ABNORMAL_CLOSE, ABNORMAL_REASON, False)
                 else:
