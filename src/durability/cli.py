@@ -143,9 +143,18 @@ def _serve(args: argparse.Namespace) -> int:
     app = WorkerApp(worker, runtime)
     if args.virtual_time:
         log.info("Virtual time: POST /_durability/advance?ms=N moves the clock forward")
-        # The virtual clock drives a stdlib selector loop: never uvloop.
+        # The virtual clock drives a stdlib selector loop: never uvloop. WebSocket
+        # keepalive pings would run on virtual time too: advancing it would time out
+        # every client, so there are none.
         config = uvicorn.Config(
-            app, host=args.host, port=args.port, lifespan="on", loop="asyncio", ws="wsproto"
+            app,
+            host=args.host,
+            port=args.port,
+            lifespan="on",
+            loop="asyncio",
+            ws="wsproto",
+            ws_ping_interval=None,
+            ws_ping_timeout=None,
         )
         server: uvicorn.Server = VirtualTimeServer(config, app)
     else:
