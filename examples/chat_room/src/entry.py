@@ -125,6 +125,4 @@ class Default(WorkerEntrypoint):
             if len(parts) == 2:
                 summary = await room.summary()
                 return Response(summary, headers={"content-type": "application/json"})
-        return Response(
-            "GET /rooms/ROOM, or a WebSocket to /rooms/ROOM/ws?user=NAME\n", status=404
-        )
+        return Response("GET /rooms/ROOM, or a WebSocket to /rooms/ROOM/ws?user=NAME\n", status=404)
