@@ -106,7 +106,7 @@ def test_a_bad_cron_is_refused_at_load(tmp_path: Path) -> None:
     entry = COUNTER.format(name="Counter")
     for crons in (["0 9 * * 0"], ["* * *"]):
         config = {"main": "entry.py", "triggers": {"crons": crons}}
-        with pytest.raises(ProjectError, match="triggers.crons"):
+        with pytest.raises(ProjectError, match=r"triggers\.crons"):
             load_project(write(tmp_path / "p", config, {"entry.py": entry}))
 
 

@@ -124,8 +124,8 @@ def test_cron_triggers_follow_virtual_time_and_fire_by_hand(tmp_path: Path) -> N
         shown = _wait_for(base, lambda d: d["digests"])
         assert shown["digests"] == [{"at": morning, "notes": ["one"]}]
         assert shown["pending"] == []
-        fired = get(base + "/__scheduled?cron=0+9+*+*+2-6&time=1000")
-        assert fired[:1] + (fired[2],) == (200, b"Ran scheduled event")
+        status, _, body = get(base + "/__scheduled?cron=0+9+*+*+2-6&time=1000")
+        assert (status, body) == (200, b"Ran scheduled event")
         assert get(base + "/cdn-cgi/handler/scheduled?cron=*/15+*+*+*+*")[0] == 200
         assert digest(base)["digests"][0]["at"] == 1000
     finally:
