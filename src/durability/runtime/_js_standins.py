@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, TypeVar
 
+from .._cloudflare._ffi import STANDIN
 from ._websocket import WebSocketPair, WebSocketRequestResponsePair
 
 __all__ = ["create_proxy", "install_js_fallback", "to_js"]
@@ -66,7 +67,7 @@ class _Fallback(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         names = _MODULES[module.__name__]
-        module.__dict__.update(names, __all__=sorted(names))
+        module.__dict__.update(names, __all__=sorted(names), **{STANDIN: True})
         module.__doc__ = f"Stand-in for Cloudflare's `{module.__name__}`, from durability.runtime."
 
 

@@ -69,6 +69,8 @@ class Project:
     classes: dict[str, str] = field(default_factory=dict)
     """Durable Object binding name -> class name, as the config gives them."""
     test_scheduled: bool = False
+    workflows: list[Any] = field(default_factory=list)
+    """The config's `workflows` entries, as given (kept for binding them; not served)."""
     _driver: CronDriver | None = None
 
     @property
@@ -239,6 +241,7 @@ def load_project(folder: str | Path, *, test_scheduled: bool = False) -> Project
         migrations,
         classes,
         test_scheduled,
+        workflows if isinstance(workflows := config.get("workflows"), list) else [],
     )
 
 

@@ -72,6 +72,10 @@ async def serve_websocket(
     )
     response = await respond(request)
     client = response.web_socket
+    if client is not None and client._taken_by is not None:
+        logger.error("fetch answered 101 with a WebSocket end that was already accepted")
+        response = Response("Internal Server Error: the WebSocket was already taken\n", 500)
+        client = None
     if response.status != 101 or client is None:
         await _answer_http(scope, send, response)
         return

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from ._errors import ObjectEvictedError
-from ._hibernation import MAX_TAG_LENGTH, MAX_TAGS, ObjectSockets
+from ._hibernation import MAX_TAG_LENGTH, MAX_TAGS, ObjectSockets, SocketHub
 from ._websocket import WebSocket, WebSocketRequestResponsePair
 from ._ws_events import js_error
 
@@ -28,6 +28,15 @@ class WebSocketMethods:
     _instance: Instance
 
     def _sockets(self) -> ObjectSockets:
+        """The object's sockets, made on first use."""
+        return self._hub().of(self._instance.id)
+
+    def _found(self) -> ObjectSockets | None:
+        """The object's sockets, if it has any state in the hub (nothing is made)."""
+        instance = self._instance
+        return self._hub().peek((instance.id.namespace, str(instance.id)))
+
+    def _hub(self) -> SocketHub:
         instance = self._instance
         if instance.gone:
             raise ObjectEvictedError(
@@ -37,7 +46,7 @@ class WebSocketMethods:
         hub = instance.socket_hub
         if hub is None:
             raise RuntimeError("this object is not hosted by a Runtime")
-        return hub.of(instance.id)
+        return hub
 
     def acceptWebSocket(self, ws: WebSocket, tags: Iterable[str] | None = None) -> None:
         """Accept `ws` for the Hibernation API: its events go to the object's
@@ -57,11 +66,13 @@ class WebSocketMethods:
         """The object's hibernatable WebSockets not yet closed, or those tagged `tag`."""
         if tag is not None and not isinstance(tag, str):
             raise TypeError(f"tag must be a str, got {type(tag).__name__}")
-        return self._sockets().sockets(tag)
+        found = self._found()
+        return [] if found is None else found.sockets(tag)
 
     def getTags(self, ws: WebSocket) -> list[str]:
         """The tags `ws` was accepted with."""
-        if not isinstance(ws, WebSocket) or not self._sockets().holds(ws):
+        found = self._found()
+        if not isinstance(ws, WebSocket) or found is None or not found.holds(ws):
             raise js_error(
                 "Error",
                 "you must call 'acceptWebSocket()' before attempting to access the tags of "
@@ -78,13 +89,12 @@ class WebSocketMethods:
             )
         sockets = self._sockets()
         sockets.auto_response = pair
-        hub = self._instance.socket_hub
-        if hub is not None:
-            hub.release((self._instance.id.namespace, str(self._instance.id)), sockets)
+        self._hub().release((self._instance.id.namespace, str(self._instance.id)), sockets)
 
     def getWebSocketAutoResponse(self) -> WebSocketRequestResponsePair | None:
         """The pair set by `setWebSocketAutoResponse`, or `None`."""
-        return self._sockets().auto_response
+        found = self._found()
+        return None if found is None else found.auto_response
 
     def getWebSocketAutoResponseTimestamp(self, ws: WebSocket) -> datetime | None:
         """When the auto-response last answered on `ws` (aware UTC), or `None`."""
