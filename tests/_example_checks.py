@@ -2,7 +2,8 @@
 
 `tests/test_examples_http.py` runs them against `durability serve examples/<name>`,
 and `scripts/workerd-smoke` against the same project on a real workerd. Standard
-library only, so the smoke script runs them with any Python. Every check uses names
+library only, so the smoke script runs them with any Python (the chat room's check,
+which needs a WebSocket client, imports `websocket-client` when it runs). Every check uses names
 of its own (a fresh token per run), so storage left by an earlier run cannot matter.
 """
 
@@ -374,6 +375,26 @@ def check_email_queue(base_url: str) -> None:
     _expect(request(base_url, "GET", "/nope")[0], 404, "an unknown route")
 
 
+def check_cron_digest(base_url: str) -> None:
+    """Notes are added and shown pending with the title from `vars`; an empty note is
+    refused. (Its schedule and static files are checked against `durability serve`
+    alone, in test_wrangler_config.py: the workerd harness serves neither.)"""
+    note = f"note-{_token()}"
+    _expect(request(base_url, "POST", "/api/notes", {"text": note})[0], 201, "a note is added")
+    status, shown = request(base_url, "GET", "/api/digest")
+    _expect((status, shown["title"]), (200, "Notes digest"), "the title comes from vars")
+    _expect(note in shown["pending"], True, "the note is pending")
+    _expect(request(base_url, "POST", "/api/notes", {"text": " "})[0], 400, "an empty note")
+
+
+def check_chat_room(base_url: str) -> None:
+    """examples/chat_room over real WebSockets (see `_chat_checks`, which needs the
+    `websocket-client` package, imported only when this check runs)."""
+    from _chat_checks import check_chat_room as check
+
+    check(base_url)
+
+
 CHECKS: dict[str, Callable[[str], None]] = {
     "counter": check_counter,
     "subscription_renewals": check_subscription_renewals,
@@ -381,5 +402,7 @@ CHECKS: dict[str, Callable[[str], None]] = {
     "rpc_transforms": check_rpc_transforms,
     "image_jobs": check_image_jobs,
     "email_queue": check_email_queue,
+    "chat_room": check_chat_room,
+    "cron_digest": check_cron_digest,
 }
 """Example folder name -> its check, run against the served example's base URL."""

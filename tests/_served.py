@@ -26,14 +26,17 @@ def free_port() -> int:
         return port
 
 
-def start(target: str | Path, data: Path, port: int, *options: str) -> subprocess.Popen[bytes]:
-    """Start `durability serve target` on `port`; returns once it answers HTTP (30 s at most)."""
+def start(
+    target: str | Path, data: Path | None, port: int, *options: str
+) -> subprocess.Popen[bytes]:
+    """Start `durability serve target` on `port` (with `--path data` unless `data` is
+    `None`); returns once it answers HTTP (30 s at most)."""
+    path = [] if data is None else ["--path", str(data)]
     command = [
         str(Path(sys.executable).with_name("durability")),
         "serve",
         str(target),
-        "--path",
-        str(data),
+        *path,
         "--port",
         str(port),
         *options,

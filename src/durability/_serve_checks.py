@@ -60,6 +60,13 @@ def path_problem(path: Path) -> str | None:
     return None
 
 
+def ignore_state(path: Path) -> None:
+    """Keep a project's state folder out of git (a `.gitignore` of `*` in it)."""
+    marker = path / ".gitignore"
+    if not marker.exists():
+        marker.write_text("# durability serve's local state: objects, alarms, migrations\n*\n")
+
+
 def port_problem(host: str, port: int) -> str | None:
     """Why the server cannot listen on `host:port`, or `None` if it can."""
     try:

@@ -68,8 +68,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--path",
-        default=".durability",
-        help="directory of the objects' SQLite files (default: .durability)",
+        default=None,
+        help=(
+            "directory of the objects' SQLite files (default: .durability in the project "
+            "folder, or in the current directory for a worker module)"
+        ),
     )
     serve.add_argument("--port", type=int, default=8787, help="TCP port (default: 8787)")
     serve.add_argument("--host", default="127.0.0.1", help="interface (default: 127.0.0.1)")
@@ -82,6 +85,12 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     _serve_limits(serve)
+    serve.add_argument(
+        "--test-scheduled",
+        action="store_true",
+        help="fire the project's scheduled() handler on GET /__scheduled?cron=... "
+        "(as wrangler dev --test-scheduled)",
+    )
     inspect = commands.add_parser(
         "inspect",
         help="show the objects under a runtime path: pending work, failures, alarms, logs",
@@ -147,9 +156,10 @@ def _version() -> str:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    if importlib.util.find_spec("uvicorn") is None:
-        return _fail(f"needs uvicorn: {install_hint('serve')}")
-    from ._serve_checks import import_failure, path_problem, port_problem
+    for module in ("uvicorn", "wsproto"):
+        if importlib.util.find_spec(module) is None:
+            return _fail(f"needs {module}: {install_hint('serve')}")
+    from ._serve_checks import ignore_state, import_failure, path_problem, port_problem
     from .runtime import Runtime
     from .runtime._serving import ServeLimits, build_server
     from .runtime.server import WorkerApp, WorkerModuleError, load_worker
@@ -161,26 +171,41 @@ def _serve(args: argparse.Namespace) -> int:
     if limit_problem is not None:
         return _fail(limit_problem)
     try:
-        worker = load_worker(args.module)
+        worker = load_worker(args.module, test_scheduled=args.test_scheduled)
     except WorkerModuleError as error:
         return _fail(str(error))
     except Exception as error:
         return _fail(import_failure(args.module, error))
+    project = worker.project
+    path = Path(args.path) if args.path is not None else Path(".durability")
+    if args.path is None and project is not None:
+        path = project.state_path
     clock = VirtualClock(start_ms=int(time.time() * 1000)) if args.virtual_time else None
     try:
-        runtime = Runtime(path=args.path, bindings=worker.bindings, clock=clock)
+        runtime = Runtime(path=path, bindings=worker.bindings, clock=clock)
     except (TypeError, ValueError) as error:
         return _fail(f"{args.module}: {error}")
-    problem = path_problem(Path(args.path)) or port_problem(args.host, args.port)
+    problem = path_problem(path) or port_problem(args.host, args.port)
     if problem is not None:
         return _fail(problem)
     logging.basicConfig(level=logging.INFO, format="%(levelname)-9s %(message)s")
     log = logging.getLogger("durability.serve")
+    if project is not None:
+        if args.path is None:
+            ignore_state(path)
+        try:
+            applied = project.prepare(path)
+        except ValueError as error:
+            return _fail(f"{args.module}: {error}")
+        for line in project.warnings:
+            log.warning(line)
+        for line in applied:
+            log.info(line)
     log.info(
         "Serving %s (bindings: %s), data in %s",
         args.module,
         ", ".join(worker.bindings) or "none",
-        args.path,
+        path,
     )
     log.info("Dashboard: http://%s:%s/_durability", _url_host(args.host), args.port)
     app = WorkerApp(worker, runtime)

@@ -4,7 +4,8 @@ Nothing here imports `js` or `pyodide` at module level, so the package imports o
 CPython. They are looked up when a Cloudflare value is converted; where they do not
 exist (a CPython test double of the wrapping SDK, which hands out plain Python values),
 nothing is a JavaScript proxy, `None` is the only null, and callbacks are passed as
-they are.
+they are. The embedded runtime's stand-ins for those modules (marked `STANDIN`) count
+as absent: they exist only so that Worker code imports off Cloudflare.
 """
 
 from __future__ import annotations
@@ -26,17 +27,19 @@ _INT32 = 2**31
 _absent: set[str] = set()
 """Modules that failed to import once (a failed import is not cached by Python)."""
 
+STANDIN = "__durability_standin__"
+"""Set (true) on a module that stands in for a Pyodide one outside Pyodide."""
+
 
 def _module(name: str) -> ModuleType | None:
     """Module `name` if it is loaded or can be, else `None`."""
     module = sys.modules.get(name)
-    if module is not None or name in _absent:
-        return module
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        _absent.add(name)
-        return None
+    if module is None and name not in _absent:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            _absent.add(name)
+    return None if getattr(module, STANDIN, False) else module
 
 
 def ffi() -> Any:

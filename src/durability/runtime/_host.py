@@ -27,6 +27,7 @@ from ._catalog import Key
 from ._copy import copy_value
 from ._database import Database
 from ._databases import ObjectDatabases
+from ._hibernation import SocketHub
 from ._ids import ObjectId
 from ._instance import Instance
 from ._limits import DEFAULT_MAX_LIVE_OBJECTS, default_max_open_databases
@@ -107,6 +108,7 @@ class Runtime:
             max_live, idle_evict_ms, lambda instance: discard(instance, crash=False)
         )
         self._alarms = AlarmDriver(self, self._databases.catalog)
+        self._sockets = SocketHub(self)
 
     def _bind(self, bindings: Mapping[str, object]) -> dict[str, object]:
         if not isinstance(bindings, Mapping):
@@ -199,6 +201,7 @@ class Runtime:
         self._state = _State.CLOSING
         loop = self._loop
         try:
+            self._sockets.close_all()
             pending: list[asyncio.Future[Any]] = list(self._alarms.close())
             for instance in self._live.stop():
                 pending.extend(discard(instance, crash=False))
@@ -286,6 +289,7 @@ class Runtime:
             self._crash_inside,
         )
         hooks.instance = instance
+        instance.socket_hub = self._sockets
         self._live.add(key, instance)
         return instance
 

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from .._serialization import check_json_value, to_json_text
+from ._websocket import WebSocket
+from ._ws_events import js_error
 
 __all__ = ["Headers", "Request", "Response"]
 
@@ -88,6 +90,8 @@ class Response:
     """An HTTP response: `Response(body, status=200, headers=None)` or `Response.json(value)`.
 
     A `str` body is sent as UTF-8 `text/plain` unless a content-type header says otherwise.
+    `Response(None, status=101, web_socket=client)` accepts a WebSocket upgrade, handing
+    the client end of a `WebSocketPair` to the caller.
     """
 
     def __init__(
@@ -95,6 +99,7 @@ class Response:
         body: str | bytes | None = None,
         status: int = 200,
         headers: HeadersInit | None = None,
+        web_socket: WebSocket | None = None,
     ) -> None:
         if isinstance(status, bool) or not isinstance(status, int):
             raise TypeError("status must be an integer")
@@ -102,7 +107,9 @@ class Response:
             raise ValueError("status must be an HTTP status code (100-599)")
         if body is not None and not isinstance(body, str | bytes):
             raise TypeError("body must be str, bytes or None")
+        _check_upgrade(body, status, web_socket)
         self.status = status
+        self.web_socket = web_socket
         self.headers = Headers(headers)
         if isinstance(body, str):
             self.body = body.encode("utf-8")
@@ -132,3 +139,23 @@ class Response:
 
 
 _TEXT = "text/plain;charset=UTF-8"
+
+
+def _check_upgrade(body: object, status: int, web_socket: object) -> None:
+    """Status 101 goes with a WebSocket and no body, as workerd requires."""
+    if web_socket is not None:
+        if not isinstance(web_socket, WebSocket):
+            raise TypeError(f"web_socket must be a WebSocket, got {type(web_socket).__name__}")
+        if status != 101:
+            raise js_error("RangeError", "Responses with a WebSocket must have status code 101.")
+    elif status == 101:
+        raise js_error(
+            "RangeError",
+            "Responses may only be constructed with status codes in the range 200 to 599, "
+            "inclusive.",
+        )
+    if status == 101 and body is not None:
+        raise js_error(
+            "TypeError",
+            "Response with null body status (101, 204, 205, or 304) cannot have a body.",
+        )

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar, copy_context
 from types import CodeType, CoroutineType
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._database import Database
 from ._errors import ObjectEvictedError
@@ -17,6 +17,9 @@ from ._ids import ObjectId
 from ._object import DurableObject, ObjectContext
 from ._platform import EMBEDDED, Platform
 from ._storage import CallRecord, ObjectStorage, begin_call
+
+if TYPE_CHECKING:
+    from ._hibernation import SocketHub
 
 T = TypeVar("T")
 
@@ -65,6 +68,8 @@ class Instance:
         self.crash_hook = crash_hook
         """Set by the host: crashes this instance from inside one of its own calls."""
         self.idle_since: float | None = None
+        self.socket_hub: SocketHub | None = None
+        """The runtime's hibernatable WebSockets (set by the runtime)."""
 
     def user_object(self) -> DurableObject:
         """The user's instance, constructed on first use as `Class(ctx, env)` (the `ctx`

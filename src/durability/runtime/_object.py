@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._alarm_info import AlarmInvocationInfo as AlarmInvocationInfo
 from ._ids import ObjectId
 from ._storage import ObjectStorage
+from ._ws_context import WebSocketMethods
 
 if TYPE_CHECKING:
     from ._instance import Instance
@@ -15,8 +16,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class ObjectContext:
-    """`ctx`: the object's id, its storage, background work and the input gate."""
+class ObjectContext(WebSocketMethods):
+    """`ctx`: the object's id, its storage, background work, the input gate and its
+    hibernatable WebSockets (`WebSocketMethods`)."""
 
     __slots__ = ("_instance",)
 

@@ -52,5 +52,10 @@ def build_server(
         backlog=min(MAX_BACKLOG, limits.max_connections),
         # The virtual clock drives a stdlib selector loop: never uvloop.
         loop="asyncio" if virtual_time else "auto",
+        ws="wsproto",
+        # Keepalive pings would run on virtual time too: advancing it would time out
+        # every WebSocket client, so under it there are none.
+        ws_ping_interval=None if virtual_time else 20.0,
+        ws_ping_timeout=None if virtual_time else 20.0,
     )
     return VirtualTimeServer(config, app) if virtual_time else uvicorn.Server(config)

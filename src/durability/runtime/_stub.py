@@ -12,9 +12,11 @@ from .._types import JsonValue
 from ._copy import copy_arguments, copy_value
 from ._ids import ObjectId, id_from_name, id_from_string, new_unique_id
 from ._object import DurableObject
+from ._stub_fetch import fetch_object
 
 if TYPE_CHECKING:
     from ._host import Runtime
+    from ._http import Response
 
 
 class ObjectNamespace:
@@ -119,6 +121,11 @@ class ObjectStub:
     def id(self) -> ObjectId:
         """The id of the object this stub calls."""
         return self._id
+
+    def fetch(self, request: Any) -> Awaitable[Response]:
+        """Send `request` (a `Request` or a URL) to the object's `fetch(request)`; its
+        `Response` comes back as is, a WebSocket upgrade (101) included."""
+        return fetch_object(self._namespace._runtime, self._id, request)
 
     def __setattr__(self, name: str, value: object) -> None:
         # An attribute set on a stub would shadow the remote method of that name.

@@ -24,7 +24,8 @@ from typing import Any
 from .._dashboard import Dashboard
 from . import Runtime
 from ._http import Request, Response
-from ._project import ProjectError, find_config, load_project
+from ._project import Project, ProjectError, find_config, load_project
+from ._ws_asgi import serve_websocket
 
 __all__ = ["WorkerApp", "WorkerModule", "WorkerModuleError", "load_worker"]
 
@@ -49,11 +50,16 @@ class WorkerModule:
     bindings: dict[str, Any]
     settle: Callable[[], Awaitable[None]] | None = None
     """Run at server shutdown, before the runtime closes (a project's `waitUntil` work)."""
+    start: Callable[[Any], Awaitable[None]] | None = None
+    """Run with the runtime's `env` once it started (a project's cron triggers)."""
+    project: Project | None = None
+    """The project folder's config, when the worker is one (its state folder, warnings,
+    migrations)."""
 
 
-def load_worker(target: str) -> WorkerModule:
+def load_worker(target: str, *, test_scheduled: bool = False) -> WorkerModule:
     """Load a project folder (`examples/counter`), or import a worker module by file path
-    or dotted name.
+    or dotted name. `test_scheduled` lets a project answer `GET /__scheduled`.
 
     Raises `WorkerModuleError` naming what is missing: the folder's config, the module,
     its `async def fetch(request, env)` (or `Default` entry point), or its `bindings`.
@@ -61,14 +67,16 @@ def load_worker(target: str) -> WorkerModule:
     folder = Path(target)
     if folder.is_dir() and find_config(folder) is not None:
         try:
-            project = load_project(folder)
+            project = load_project(folder, test_scheduled=test_scheduled)
         except ProjectError as error:
             raise WorkerModuleError(str(error)) from None
         return WorkerModule(
-            name=project.module.__name__,
+            name=project.module.__name__ if project.module is not None else folder.name,
             fetch=project.fetch,
             bindings=project.bindings,
-            settle=project.context.settle,
+            settle=project.settle,
+            start=project.start,
+            project=project,
         )
     if folder.is_dir():
         raise WorkerModuleError(f"{target} is a folder without wrangler.jsonc or wrangler.toml")
@@ -139,6 +147,8 @@ class WorkerApp:
             await self._lifespan(receive, send)
         elif scope["type"] == "http":
             await self._http(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await serve_websocket(scope, receive, send, _url(scope), self._respond)
         else:
             raise RuntimeError(f"unsupported ASGI scope type {scope['type']!r}")
 
@@ -148,6 +158,8 @@ class WorkerApp:
             if message["type"] == "lifespan.startup":
                 try:
                     await self.runtime.start()
+                    if self.worker.start is not None:
+                        await self.worker.start(self.runtime.env)
                 except Exception as error:
                     logger.exception("runtime failed to start")
                     await send({"type": "lifespan.startup.failed", "message": str(error)})
