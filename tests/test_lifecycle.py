@@ -211,11 +211,11 @@ async def test_a_hook_gets_only_the_event_types_it_names(
     def never_built(**fields: Any) -> None:
         raise AssertionError(f"an event nobody listens to was built: {fields}")
 
-    from durability._engine import batch
+    from durability._engine import records
     from durability._operations import durability as _operations
 
     monkeypatch.setattr(_operations, "RegisteredEvent", never_built)
-    monkeypatch.setattr(batch, "AttemptStartedEvent", never_built)
+    monkeypatch.setattr(records, "AttemptStartedEvent", never_built)
     settled: list[Any] = []
     started: list[Any] = []
     scheduler = DurabilityScheduler(context=live.ctx)

@@ -35,6 +35,7 @@ from .._engine import (
     HostAlarmInfo,
     LifecycleEventType,
     LifecycleHook,
+    RecordExecutor,
     RetryPolicy,
     ScheduledEvent,
     SchedulerOptionArgs,
@@ -305,7 +306,7 @@ class _Due:
         self.info = info
 
 
-class _AlarmExecutor:
+class _AlarmExecutor(RecordExecutor):
     """Runs named-alarm occurrences: the handler gets a `DurableAlarmInfo`; a success
     deletes the occurrence, or moves a recurrence to its next slot (as a terminal
     failure does too)."""

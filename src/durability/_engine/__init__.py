@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from .._context import as_context
 from .attempt import Attempt, AttemptKind, Done, Executor
+from .batch import Hold, hand_over, release
 from .engine import Engine
 from .helper import DurableHelper, HandlerEntry
 from .lifecycle import (
@@ -56,6 +57,7 @@ from .policy import (
     exponential,
     jitter,
 )
+from .records import RecordExecutor
 from .runner import AttemptRunner, Reservation
 from .running import ActiveExecution
 from .scheduler import DurabilityScheduler, attach, attach_storage, object_scheduler
@@ -93,6 +95,7 @@ __all__ = [
     "Engine",
     "Executor",
     "HandlerEntry",
+    "Hold",
     "HostAlarmInfo",
     "LifecycleEvent",
     "LifecycleEventType",
@@ -103,6 +106,7 @@ __all__ = [
     "MigrationTarget",
     "Participant",
     "PurgedEvent",
+    "RecordExecutor",
     "RegisteredEvent",
     "Release",
     "Reservation",
@@ -120,6 +124,7 @@ __all__ = [
     "check_handlers",
     "exponential",
     "forget_stack",
+    "hand_over",
     "jitter",
     "listened_types",
     "migrate",
@@ -129,6 +134,7 @@ __all__ = [
     "padded",
     "padded_bindings",
     "read_stack",
+    "release",
     "report_failure",
     "value_rows",
 ]

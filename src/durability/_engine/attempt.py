@@ -1,55 +1,57 @@
-"""What one attempt of a record needs: the record (`Attempt`), what every attempt of its
-handler shares (`AttemptKind`), and the capability that runs it (`Executor`).
+"""What one attempt needs: its item (`Attempt`), what every attempt of its kind shares
+(`AttemptKind`), and what runs it (`Executor`).
 
-An `Attempt` is plain data: the record's key, generation, creation time, the attempt
+An `Attempt` is plain data: the item's key, generation, creation time, the attempt
 count it was read with, and the executor's own `data` (an operation's payload text, a
-named alarm's row). Behaviour lives in one place per capability, its `Executor`: how
-the handler is called, how successes are stored, what else a terminal failure writes,
-and which errors end a record at once. The runner (`runner.py`) and the settlement
-(`settle.py`) hold no capability knowledge beyond this.
+named alarm's row, a target's due deliveries). Behaviour lives in one place per
+capability, its `Executor`; the runner (`runner.py`, `batch.py`) holds no capability
+knowledge beyond it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from .._context import SqlStorage
-from .._signal import AbortSignal
 from .lifecycle import EVERY_EVENT_TYPE, Emit, EntityKind
 from .policy import AttemptPolicy
 from .tables import TableSpec
+
+if TYPE_CHECKING:
+    from .batch import Hold
+    from .engine import Engine
 
 Done = tuple["Attempt", int, Any]
 """A success to store: the attempt, its number (1-based) and the handler's result."""
 
 
 class Executor(Protocol):
-    """The capability whose records an attempt runs (`Durability`, `DurabilityAlarms`)."""
+    """What runs the attempts of one kind of work: how their claim is written, what an
+    attempt whose claim lost becomes, and how the claimed ones run (`RecordExecutor`
+    for record tables; the fanout's for deliveries)."""
 
-    def invoke(self, attempt: Attempt, number: int, signal: AbortSignal) -> Any:
-        """Call the handler for attempt `number` of the record (the result may be
-        awaitable)."""
+    async def claim(
+        self, engine: Engine, holds: list[Hold], now: int, errors: list[Exception]
+    ) -> set[str]:
+        """Claim the held attempts (one write for the lot, durable once committed): the
+        keys whose claim won. A write the storage refuses goes to `errors`."""
         ...
 
-    def complete(self, sql: SqlStorage, done: Sequence[Done]) -> list[int | Exception | None]:
-        """Store the successes `done` of this executor's records, each fenced on its
-        generation and attempt: per row its completion time, `None` when a newer
-        generation won, or the error that turns the success into a failure. Runs
-        outside any transaction and may write several rows per statement; a raise fails
-        every row (the runner then stores them one by one)."""
+    async def lost(self, engine: Engine, attempt: Attempt) -> None:
+        """`attempt`'s claim lost (its record moved on, or is out of attempts)."""
         ...
 
-    def on_terminal(self, sql: SqlStorage, attempt: Attempt) -> None:
-        """Write what else a terminal failure of `attempt` changes, in its transaction (a
-        recurrence moves on to its next slot)."""
-        ...
-
-    def is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
-        """Whether `error` ends the record at once, whatever attempts are left (a rule of
-        the capability's own, beside the engine's non-retryable rules)."""
+    async def run(
+        self,
+        engine: Engine,
+        claimed: list[Hold],
+        started_at: int,
+        waiting: list[asyncio.Task[None]],
+    ) -> None:
+        """Run the `claimed` attempts, whose claims are durable; one that goes on in a
+        task of its own (which then owns its hold) is added to `waiting`."""
         ...
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._signal import AbortSignal, abort
 from .attempt import Attempt
@@ -20,6 +20,7 @@ from .settle import record_success, settle_error
 
 if TYPE_CHECKING:
     from .engine import Engine
+    from .records import RecordExecutor
 
 
 class _Gate:
@@ -103,9 +104,8 @@ async def continue_in_task(
             await settle_error(engine, attempt, number, started_at, ended.error)
             return
         try:
-            completed_at = attempt.kind.executor.complete(
-                engine.sql, [(attempt, number, ended.value)]
-            )[0]
+            executor = cast("RecordExecutor", attempt.kind.executor)
+            completed_at = executor.complete(engine.sql, [(attempt, number, ended.value)])[0]
         except Exception as error:
             completed_at = error
         if isinstance(completed_at, Exception):

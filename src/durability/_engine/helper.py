@@ -25,7 +25,7 @@ from .._errors import (
 )
 from .._types import TimeInput
 from .._validate import check_callable, to_epoch_ms
-from .attempt import Attempt, AttemptKind, Executor
+from .attempt import Attempt, AttemptKind
 from .lifecycle import (
     EntityKind,
     LifecycleEventType,
@@ -37,6 +37,7 @@ from .lifecycle import (
 from .migrations import LATEST, Migration, MigrationResult, MigrationTarget, migrate
 from .participants import HostAlarmInfo, Participant
 from .policy import AttemptPolicy, resolve_policies
+from .records import RecordExecutor
 from .running import ActiveExecution
 from .scheduler import DurabilityScheduler, attach
 from .schemas import ERROR_STACK_MIGRATIONS, STACKS_CAPABILITY
@@ -186,7 +187,7 @@ class DurableHelper(ABC, Generic[Entry]):
         """A new object of handler `name` (called once per name)."""
 
     @abstractmethod
-    def _new_executor(self) -> Executor:
+    def _new_executor(self) -> RecordExecutor:
         """The executor of this helper's records (called once, at construction)."""
 
     @abstractmethod

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, TypeVar
 from .._clock import now_ms
 from .._signal import AbortSignal
 from .attempt import Attempt
-from .batch import Hold, claim_and_run, release, run_claimed
+from .batch import Hold, claim_and_run, release
 from .permits import Release
 from .running import ActiveExecution
 
@@ -314,8 +314,9 @@ class Reservation:
             return None
         started_at = self._started_at
         waiting: list[asyncio.Task[None]] = []
+        executor = holds[0].attempt.kind.executor
         return self._runner._started(
-            holds, waiting, lambda: run_claimed(engine, holds, started_at, waiting)
+            holds, waiting, lambda: executor.run(engine, holds, started_at, waiting)
         )
 
     def release(self) -> None:

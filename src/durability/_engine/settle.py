@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._clock import now_ms
 from .._context import SqlStorage
@@ -23,6 +23,7 @@ from .tables import exhaust_attempts, settle_failure
 
 if TYPE_CHECKING:
     from .engine import Engine
+    from .records import RecordExecutor
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +46,7 @@ def decide_retry(attempt: Attempt, number: int, error: BaseException) -> RetryDe
         is_non_retryable(error)
         or isinstance(error, policy.non_retryable)
         or number - attempt.spared >= policy.max_attempts
-        or kind.executor.is_terminal(error, policy)
+        or cast("RecordExecutor", kind.executor).is_terminal(error, policy)
     ):
         timestamp = now_ms()
         return RetryDecision(error, True, timestamp, timestamp)
@@ -152,7 +153,7 @@ async def fail_exhausted(engine: Engine, attempt: Attempt) -> None:
             exhausted,
         )
         if stored is not None:
-            kind.executor.on_terminal(sql, attempt)
+            cast("RecordExecutor", kind.executor).on_terminal(sql, attempt)
         return stored
 
     number = await engine.transaction(write)
@@ -186,7 +187,7 @@ async def settle_error(
             error=stored,
         )
         if owned and decision.terminal:
-            kind.executor.on_terminal(sql, attempt)
+            cast("RecordExecutor", kind.executor).on_terminal(sql, attempt)
         return owned
 
     owned = await engine.transaction(write)

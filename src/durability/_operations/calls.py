@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from .._clock import now_ms
 from .._context import SqlStorage
-from .._engine import Attempt, AttemptPolicy, Done
+from .._engine import Attempt, AttemptPolicy, Done, RecordExecutor
 from .._errors import DurableResultSerializationError
 from .._serialization import deserialize
 from .._signal import AbortSignal
@@ -69,7 +69,7 @@ def _new_call(
     return call
 
 
-class CallExecutor:
+class CallExecutor(RecordExecutor):
     """Runs operation records: the handler gets a `DurableCall` of the stored payload;
     successes are stored set-based (`complete_calls`)."""
 

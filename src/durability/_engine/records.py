@@ -1,0 +1,228 @@
+"""`RecordExecutor`: how an attempt of a record runs (operations, named alarms).
+
+A record is one row of a table with `status`, `attempt`, `next_attempt_at`,
+`generation_id`, `claim_alone`, `interruptions` and `spared` columns. Its claim counts
+one more attempt with a generation-fenced statement (set-based for a batch; a suspect
+claimed alone, see `tables.claim_suspect`); the handler is called once the claim is
+durable: one that returns at once needs no task and no timer, and the successes of a
+batch are stored together; one that returns an awaitable goes on in a task of its own,
+timed and cancellable (`handler_task`). A subclass says how the handler is called and
+how a success is stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from .._context import SqlStorage
+from .._signal import AbortSignal
+from .attempt import Attempt, Done
+from .batch import Hold, at_once, release
+from .handler_task import continue_in_task
+from .lifecycle import AttemptStartedEvent, LifecycleEventType
+from .policy import AttemptPolicy
+from .settle import fail_exhausted, record_success, settle_error
+from .tables import claim_attempt, claim_attempts, claim_suspect, is_exhausted
+from .tasks import close_unstarted
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+
+class RecordExecutor(ABC):
+    """Claims, runs and settles attempts of one helper's records."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def invoke(self, attempt: Attempt, number: int, signal: AbortSignal) -> Any:
+        """Call the handler for attempt `number` of the record (the result may be
+        awaitable)."""
+
+    @abstractmethod
+    def complete(self, sql: SqlStorage, done: Sequence[Done]) -> list[int | Exception | None]:
+        """Store the successes `done` of this executor's records, each fenced on its
+        generation and attempt: per row its completion time, `None` when a newer
+        generation won, or the error that turns the success into a failure. Runs
+        outside any transaction and may write several rows per statement; a raise fails
+        every row (they are then stored one by one)."""
+
+    @abstractmethod
+    def on_terminal(self, sql: SqlStorage, attempt: Attempt) -> None:
+        """Write what else a terminal failure of `attempt` changes, in its transaction (a
+        recurrence moves on to its next slot)."""
+
+    @abstractmethod
+    def is_terminal(self, error: BaseException, policy: AttemptPolicy) -> bool:
+        """Whether `error` ends the record at once, whatever attempts are left (a rule of
+        the capability's own, beside the engine's non-retryable rules)."""
+
+    async def claim(
+        self, engine: Engine, holds: list[Hold], now: int, errors: list[Exception]
+    ) -> set[str]:
+        """The keys of `holds` whose claim won (see `_claim`)."""
+        return _claim(engine, holds, now, errors)
+
+    async def lost(self, engine: Engine, attempt: Attempt) -> None:
+        """A claim that lost: fail the record if it is at its attempt limit."""
+        kind = attempt.kind
+        if is_exhausted(
+            engine.sql, kind.table, attempt.key, attempt.generation, kind.policy.max_attempts
+        ):
+            await fail_exhausted(engine, attempt)
+
+    async def run(
+        self,
+        engine: Engine,
+        claimed: list[Hold],
+        started_at: int,
+        waiting: list[asyncio.Task[None]],
+    ) -> None:
+        """Run the handlers of `claimed` attempts, whose claims (at `started_at`) are
+        durable already, and settle them; one whose handler suspended goes on in a task
+        added to `waiting`."""
+        await run_claimed(engine, claimed, started_at, waiting)
+
+
+async def run_claimed(
+    engine: Engine, claimed: list[Hold], started_at: int, waiting: list[asyncio.Task[None]]
+) -> None:
+    """Run the handlers of `claimed` attempts, whose claims (at `started_at`) are durable
+    already, and settle them; an attempt whose handler suspended goes on in `waiting`."""
+    succeeded: list[tuple[Hold, Any]] = []
+    failed: list[tuple[Hold, BaseException]] = []
+    for hold in claimed:
+        attempt, signal = hold.attempt, hold.entry.signal
+        assert signal is not None
+        kind = attempt.kind
+        number = attempt.number
+        if LifecycleEventType.ATTEMPT_STARTED in kind.listened:
+            kind.emit(AttemptStartedEvent(**attempt.entity(), timestamp=started_at, attempt=number))
+        if signal.reason is not None:
+            failed.append((hold, signal.reason))  # cancelled or purged since its claim
+            continue
+        try:
+            value = cast(RecordExecutor, kind.executor).invoke(attempt, number, signal)
+        except (Exception, asyncio.CancelledError) as error:
+            failed.append((hold, error))
+            continue
+        if value is not None and inspect.isawaitable(value):
+            _hand_over(engine, hold, number, started_at, value, waiting)
+            continue
+        succeeded.append((hold, value))
+    _store_successes(engine, succeeded, started_at, failed)
+    for hold, failure in failed:
+        await settle_error(engine, hold.attempt, hold.attempt.number, started_at, failure)
+        release(engine, hold)
+
+
+def _claim(engine: Engine, holds: list[Hold], now: int, errors: list[Exception]) -> set[str]:
+    """The keys of `holds` whose claim won, in one statement; when that statement fails,
+    claimed one by one, so a row the storage refuses fails alone (into `errors`). A
+    suspect (held alone, by itself) is claimed as one (`claim_suspect`)."""
+    first = holds[0].attempt
+    if first.suspect is not None:
+        return _claim_suspect(engine, first, now, errors)
+    alone = holds[0].alone
+    rows = [
+        (hold.attempt.key, hold.attempt.generation, hold.attempt.attempt)
+        for hold in holds
+        if hold.attempt.counted <= hold.attempt.kind.policy.max_attempts
+    ]
+    if not rows:
+        return set()
+    table = holds[0].attempt.kind.table
+    try:
+        return at_once(engine, len(rows), lambda sql: claim_attempts(sql, table, rows, now, alone))
+    except Exception:
+        pass
+    won: set[str] = set()
+    for key, generation, seen in rows:
+        try:
+            if claim_attempt(engine.sql, table, key, generation, seen, now, alone) is not None:
+                won.add(key)
+        except Exception as error:
+            errors.append(error)
+    return won
+
+
+def _claim_suspect(engine: Engine, attempt: Attempt, now: int, errors: list[Exception]) -> set[str]:
+    """The key of suspect `attempt` if its claim won (none when it is out of attempts)."""
+    if attempt.counted > attempt.kind.policy.max_attempts:
+        return set()
+    try:
+        claimed = claim_suspect(
+            engine.sql, attempt.kind.table, attempt.key, attempt.generation, attempt.attempt, now
+        )
+    except Exception as error:
+        errors.append(error)
+        return set()
+    if claimed is None:
+        return set()
+    attempt.interruptions += 1
+    return {attempt.key}
+
+
+def _hand_over(
+    engine: Engine,
+    hold: Hold,
+    number: int,
+    started_at: int,
+    called: Any,
+    waiting: list[asyncio.Task[None]],
+) -> None:
+    """Let the attempt's own task await what its handler returned (and release it)."""
+    try:
+        task = engine.tasks.spawn(
+            continue_in_task(
+                engine, hold.attempt, hold.entry, hold.permit, number, started_at, called
+            )
+        )
+    except BaseException:
+        if inspect.iscoroutine(called):
+            called.close()
+        raise
+    task.add_done_callback(lambda _: close_unstarted(called))
+    hold.released = True  # the attempt's task owns the permit and the key lock now
+    waiting.append(task)
+
+
+def _store_successes(
+    engine: Engine,
+    succeeded: list[tuple[Hold, Any]],
+    started_at: int,
+    failed: list[tuple[Hold, BaseException]],
+) -> None:
+    """Write every success (set-based, in one savepoint), then release each attempt; a
+    success that cannot be stored joins `failed`."""
+    if not succeeded:
+        return
+    done: list[Done] = [(hold.attempt, hold.attempt.number, value) for hold, value in succeeded]
+    executor = cast(RecordExecutor, done[0][0].kind.executor)
+    stored: list[int | Exception | None] | None
+    try:
+        # A savepoint: a completion may read after its write (a count), and a read
+        # failing there must undo the write before the one-by-one retry.
+        stored = engine.transaction_sync(lambda sql: executor.complete(sql, done))
+    except Exception:
+        stored = None  # one row spoilt the statement: store them one by one
+    if stored is None:
+        stored = [_complete_one(engine, one) for one in done]
+    for (hold, value), outcome in zip(succeeded, stored, strict=True):
+        if isinstance(outcome, Exception):
+            failed.append((hold, outcome))
+            continue
+        attempt = hold.attempt
+        record_success(engine, attempt, attempt.number, started_at, outcome, value)
+        release(engine, hold)
+
+
+def _complete_one(engine: Engine, done: Done) -> int | Exception | None:
+    try:
+        return cast(RecordExecutor, done[0].kind.executor).complete(engine.sql, [done])[0]
+    except Exception as error:
+        return error
