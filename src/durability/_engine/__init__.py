@@ -33,7 +33,7 @@ from .lifecycle import (
     listened_types,
     report_failure,
 )
-from .migrations import LATEST, MigrationResult, MigrationTarget, migrate
+from .migrations import LATEST, Migration, MigrationResult, MigrationTarget, migrate
 from .options import OPTION_NAMES, AlarmRetryInfo, SchedulerOptions, given_options
 from .participants import HostAlarmInfo, Participant
 from .permits import Release
@@ -92,6 +92,7 @@ __all__ = [
     "LifecycleEventType",
     "LifecycleHook",
     "MethodOptions",
+    "Migration",
     "MigrationResult",
     "MigrationTarget",
     "Participant",
