@@ -31,7 +31,16 @@ _CTX = "ctx"
 class StepFunction:
     """A function made a step by `@step.do`: await `fn()` to run it (once per run)."""
 
-    __slots__ = ("_config", "_depends", "_function", "_plain", "_result", "_step", "concurrent", "name")
+    __slots__ = (
+        "_config",
+        "_depends",
+        "_function",
+        "_plain",
+        "_result",
+        "_step",
+        "concurrent",
+        "name",
+    )
 
     def __init__(
         self,
@@ -77,7 +86,9 @@ class StepFunction:
         takes_ctx = [p.name == _CTX for p in parameters]
 
         def call(ctx: AttrDict) -> Any:
-            args = [ctx if is_ctx else value for is_ctx, value in zip(takes_ctx, values, strict=True)]
+            args = [
+                ctx if is_ctx else value for is_ctx, value in zip(takes_ctx, values, strict=True)
+            ]
             return function(*args)
 
         return await run_do(self._step._run, self.name, self._config, call, self._plain, self)
@@ -166,9 +177,7 @@ class WorkflowStep:
 
         def wake(now: int) -> int:
             if when < now:
-                raise ValueError(
-                    f'sleep_until "{name}": {when} is in the past (now is {now})'
-                )
+                raise ValueError(f'sleep_until "{name}": {when} is in the past (now is {now})')
             return when
 
         if self._run.journal.get(("sleep", name)) is None and when < now_ms():

@@ -42,12 +42,16 @@ class Control:
         created = await self._add(workflow, [(instance_id, params)], reuse=False)
         return created[0]
 
-    async def create_batch(self, workflow: str, batch: Sequence[tuple[str | None, Any]]) -> list[str]:
+    async def create_batch(
+        self, workflow: str, batch: Sequence[tuple[str | None, Any]]
+    ) -> list[str]:
         """Add up to 100 instances at once; ids that exist already are left as they are."""
         if not batch:
             raise WorkflowError("create_batch needs at least 1 instance")
         if len(batch) > MAX_BATCH:
-            raise WorkflowError(f"create_batch takes at most {MAX_BATCH} instances, got {len(batch)}")
+            raise WorkflowError(
+                f"create_batch takes at most {MAX_BATCH} instances, got {len(batch)}"
+            )
         return await self._add(workflow, batch, reuse=True)
 
     async def _add(

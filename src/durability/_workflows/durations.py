@@ -52,19 +52,18 @@ def duration_ms(name: str, value: object) -> int:
             f'{name} must be milliseconds or a duration string like "10 seconds", '
             f"got {type(value).__name__}"
         )
-    if isinstance(value, str):
-        amount = _parse(name, value)
-    else:
-        amount = float(value)
+    amount = _parse(name, value) if isinstance(value, str) else float(value)
     if not math.isfinite(amount) or amount < 0 or amount > MAX_SAFE_INTEGER:
         raise ValueError(f"{name} must be a non-negative duration, got {value!r}")
-    return int(math.floor(amount + 0.5))
+    return math.floor(amount + 0.5)
 
 
 def _parse(name: str, text: str) -> float:
     found = _TEXT.match(text)
     if found is None:
-        raise ValueError(f'{name} must be milliseconds or a duration like "10 seconds", got {text!r}')
+        raise ValueError(
+            f'{name} must be milliseconds or a duration like "10 seconds", got {text!r}'
+        )
     number, unit = found.groups()
     if unit is None:
         return float(number)
@@ -141,4 +140,4 @@ def retry_delay_ms(config: Mapping[str, Any], attempt: int) -> int:
         delay = base * attempt
     else:
         delay = base
-    return min(delay, MAX_SAFE_INTEGER)
+    return int(min(delay, MAX_SAFE_INTEGER))

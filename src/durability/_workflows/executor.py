@@ -178,4 +178,5 @@ def report(event: str, details: Mapping[str, Any], error: BaseException) -> None
 
 def migration_storage(context: Context) -> Storage:
     """The storage `DurabilityWorkflows.migrate` works on (a Cloudflare ctx is adapted)."""
-    return as_context(context).storage
+    storage: Storage = as_context(context).storage
+    return storage

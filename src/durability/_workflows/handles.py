@@ -28,12 +28,11 @@ def create_options(options: object, id: object, params: object) -> tuple[str | N
         if unknown:
             raise TypeError(f"unknown create option {unknown[0]!r} (options: id, params)")
         id, params = options.get("id"), options.get("params")
-    return (None if id is _UNSET else id), (None if params is _UNSET else params)
+    chosen: Any = None if id is _UNSET else id
+    return chosen, (None if params is _UNSET else params)
 
 
-def event_options(
-    options: object, type: object, payload: object
-) -> tuple[Any, Any]:
+def event_options(options: object, type: object, payload: object) -> tuple[Any, Any]:
     """`(type, payload)` of a `send_event` call given a dict, keywords or positions."""
     if isinstance(options, Mapping):
         if type is not _UNSET or payload is not _UNSET:

@@ -11,7 +11,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._context import Context
-from .._engine import LATEST, DurabilityScheduler, HostAlarmInfo, MigrationResult, MigrationTarget, migrate
+from .._engine import (
+    LATEST,
+    DurabilityScheduler,
+    HostAlarmInfo,
+    MigrationResult,
+    MigrationTarget,
+    migrate,
+)
 from .._validate import check_callable
 from .control import Control
 from .executor import WorkflowExecutor, migration_storage
@@ -52,7 +59,7 @@ class DurabilityWorkflows:
         executor.on_emptied(self._control.abort_all)
 
     def __getattr__(self, name: str) -> Workflow:
-        handles = self.__dict__.get("_handles", {})
+        handles: dict[str, Workflow] = self.__dict__.get("_handles", {})
         if name in handles:
             return handles[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")

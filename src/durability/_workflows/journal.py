@@ -73,9 +73,7 @@ def begin(
     )
 
 
-def complete(
-    sql: SqlStorage, key: str, kind: str, name: str, result: str | None, now: int
-) -> None:
+def complete(sql: SqlStorage, key: str, kind: str, name: str, result: str | None, now: int) -> None:
     """A step's final success: `result` (a stored envelope, or `None` for a sleep)."""
     sql.exec(
         "UPDATE durability_workflow_steps SET status = 'complete', result = ?, ended_at = ?, "
@@ -137,8 +135,7 @@ def has_event(sql: SqlStorage, key: str, types: set[str]) -> bool:
     """Whether an unclaimed event of one of `types` waits for instance `key`."""
     for event_type in types:
         found = sql.exec(
-            "SELECT 1 FROM durability_workflow_events WHERE instance_key = ? AND type = ? "
-            "LIMIT 1",
+            "SELECT 1 FROM durability_workflow_events WHERE instance_key = ? AND type = ? LIMIT 1",
             key,
             event_type,
         ).raw()

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from dataclasses import dataclass
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .._clock import now_ms
@@ -62,7 +62,9 @@ class Runner:
         executor = self.executor
         started: list[asyncio.Task[None]] = []
         attached: list[Slot] = []
-        for key, generation, _attempt, created_at in rows.due_instances(executor.sql, now, DUE_BATCH):
+        for key, generation, _attempt, created_at in rows.due_instances(
+            executor.sql, now, DUE_BATCH
+        ):
             held = executor.held(key)
             if held is not None:
                 if not executor.live_timers:
@@ -141,7 +143,9 @@ class Runner:
         elif ending == "done":
             error = None if task.cancelled() else task.exception()
             if task.cancelled() or error is not None:
-                await self._write(_errored(fence, serialize_error(error or asyncio.CancelledError())))
+                await self._write(
+                    _errored(fence, serialize_error(error or asyncio.CancelledError()))
+                )
                 return
             try:
                 output = serialize(task.result(), "the output of the workflow's run")

@@ -56,7 +56,6 @@ async def run_do(
     run: Run, name: str, config: object, call: StepCall, plain: bool, owner: object
 ) -> Any:
     """Run step `name` until it succeeds or fails for good; its value (a JSON copy)."""
-    key = run.fence.key
     await run.request("do", name, owner)
     while True:
         row = run.journal.get(("do", name))
@@ -87,12 +86,7 @@ async def run_do(
             continue
         attempt = attempts + 1
         detail = json.dumps(resolved)
-        await run.commit(
-            lambda sql, a=attempt, d=detail, t=now: journal.begin(
-                sql, key, "do", name, "running", a, d, None, t
-            )
-        )
-        _remember(run, "do", name, status="running", attempt=attempt, detail=detail, wake_at=None)
+        await _begin(run, "do", name, "running", attempt, detail, None)
         run.active += 1
         try:
             await run.durable()
@@ -138,8 +132,10 @@ async def _attempt(
                 if inspect.isawaitable(value):
                     _close(value)
                     raise StepRaised(
-                        TypeError(f'step "{name}" is a plain function that returned an '
-                                  "awaitable: declare it with async def")
+                        TypeError(
+                            f'step "{name}" is a plain function that returned an '
+                            "awaitable: declare it with async def"
+                        )
                     )
                 return store(sql, value)
 
@@ -199,15 +195,44 @@ async def _timed(awaitable: Any, limit_ms: int) -> Any:
             await asyncio.wait({task})
 
 
-async def _fail(
-    run: Run, name: str, status: str, error: SerializedError, wake_at: int | None
+async def _begin(
+    run: Run,
+    kind: str,
+    name: str,
+    status: str,
+    attempt: int,
+    detail: str | None,
+    wake_at: int | None,
 ) -> None:
-    key = run.fence.key
-    now = now_ms()
-    await run.commit(lambda sql: journal.fail(sql, key, "do", name, status, error, wake_at, now))
+    """Write that a step starts (or starts another attempt), and remember it."""
+    key, now = run.fence.key, now_ms()
+    await run.commit(
+        lambda sql: journal.begin(sql, key, kind, name, status, attempt, detail, wake_at, now)
+    )
+    _remember(run, kind, name, status=status, attempt=attempt, detail=detail, wake_at=wake_at)
+
+
+async def _complete(run: Run, kind: str, name: str, result: str | None) -> None:
+    """Write that a step is complete (with `result`, a stored envelope), and remember it."""
+    key, now = run.fence.key, now_ms()
+    await run.commit(lambda sql: journal.complete(sql, key, kind, name, result, now))
+    _remember(run, kind, name, status="complete", result=result, wake_at=None)
+
+
+async def _fail(
+    run: Run,
+    name: str,
+    status: str,
+    error: SerializedError,
+    wake_at: int | None,
+    kind: str = "do",
+) -> None:
+    """Write a step's failed attempt or final failure, and remember it."""
+    key, now = run.fence.key, now_ms()
+    await run.commit(lambda sql: journal.fail(sql, key, kind, name, status, error, wake_at, now))
     _remember(
         run,
-        "do",
+        kind,
         name,
         status=status,
         error_name=error.name,
@@ -218,7 +243,6 @@ async def _fail(
 
 async def run_sleep(run: Run, name: str, wake_first: Callable[[int], int]) -> None:
     """Sleep `name`: until the wake time its first run chose (`wake_first(now)`)."""
-    key = run.fence.key
     await run.request("sleep", name, object())
     while True:
         row = run.journal.get(("sleep", name))
@@ -228,27 +252,20 @@ async def run_sleep(run: Run, name: str, wake_first: Callable[[int], int]) -> No
                 await run.block("pause")
                 continue
             wake = wake_first(now)
-            await run.commit(
-                lambda sql: journal.begin(
-                    sql, key, "sleep", name, "sleeping", 0, str(wake - now), wake, now
-                )
-            )
-            _remember(run, "sleep", name, status="sleeping", wake_at=wake)
+            await _begin(run, "sleep", name, "sleeping", 0, str(wake - now), wake)
             continue
         if row.status == "complete":
             return
         if row.wake_at is not None and row.wake_at > now:
             await run.block("sleep", row.wake_at)
             continue
-        await run.commit(lambda sql: journal.complete(sql, key, "sleep", name, None, now))
-        _remember(run, "sleep", name, status="complete", wake_at=None)
+        await _complete(run, "sleep", name, None)
         return
 
 
 async def run_wait(run: Run, name: str, event_type: str, limit_ms: int) -> AttrDict:
     """Wait `name` for an event of `event_type` (kept if it came early); at its deadline
     it raises `WorkflowTimeoutError`."""
-    key = run.fence.key
     await run.request("wait", name, object())
     while True:
         row = run.journal.get(("wait", name))
@@ -257,42 +274,40 @@ async def run_wait(run: Run, name: str, event_type: str, limit_ms: int) -> AttrD
             if run.pausing:
                 await run.block("pause")
                 continue
-            deadline = now + limit_ms
-            await run.commit(
-                lambda sql: journal.begin(
-                    sql, key, "wait", name, "waiting", 0, event_type, deadline, now
-                )
-            )
-            _remember(run, "wait", name, status="waiting", detail=event_type, wake_at=deadline)
+            await _begin(run, "wait", name, "waiting", 0, event_type, now + limit_ms)
             continue
         if row.status == "complete":
             return received_event(decoded(row.result or ""))
         if row.status == "timed_out":
             raise WorkflowTimeoutError(limit_ms)
         wanted = row.detail or event_type
-
-        def take(sql: SqlStorage) -> str | None:
-            found = journal.take_event(sql, key, wanted)
-            if found is None:
-                return None
-            payload, sent_at = found
-            text = serialize(
-                {"type": wanted, "payload": deserialize(payload), "timestamp": sent_at},
-                "event",
-            )
-            journal.complete(sql, key, "wait", name, text, now)
-            return text
-
-        taken = await run.commit(take)
+        taken = await _take_event(run, name, wanted)
         if taken is not None:
-            _remember(run, "wait", name, status="complete", result=taken, wake_at=None)
             return received_event(decoded(taken))
         if row.wake_at is not None and row.wake_at <= now:
             error = WorkflowTimeoutError(limit_ms)
-            stored = serialize_error(error)
-            await run.commit(
-                lambda sql: journal.fail(sql, key, "wait", name, "timed_out", stored, None, now)
-            )
-            _remember(run, "wait", name, status="timed_out", wake_at=None)
+            await _fail(run, name, "timed_out", serialize_error(error), None, kind="wait")
             raise error
         await run.block("wait", row.wake_at, wanted)
+
+
+async def _take_event(run: Run, name: str, event_type: str) -> str | None:
+    """Take the oldest event of `event_type` kept for the instance as wait `name`'s
+    result: the stored result, or `None` when there is none yet."""
+    key, now = run.fence.key, now_ms()
+
+    def take(sql: SqlStorage) -> str | None:
+        found = journal.take_event(sql, key, event_type)
+        if found is None:
+            return None
+        payload, sent_at = found
+        text = serialize(
+            {"type": event_type, "payload": deserialize(payload), "timestamp": sent_at}, "event"
+        )
+        journal.complete(sql, key, "wait", name, text, now)
+        return text
+
+    taken: str | None = await run.commit(take)
+    if taken is not None:
+        _remember(run, "wait", name, status="complete", result=taken, wake_at=None)
+    return taken

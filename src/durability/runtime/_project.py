@@ -2,8 +2,10 @@
 
 Read as `wrangler dev` reads it: `main` is the entry module, whose `Default`
 (a `WorkerEntrypoint`) serves `fetch(self, request)`; `durable_objects.bindings` name
-the entry module's `DurableObject` classes; `vars` become plain `env` values. Other
-keys (compatibility date and flags, migrations, ...) only matter on Cloudflare.
+the entry module's `DurableObject` classes; `workflows` entries (`name`, `binding`,
+`class_name`) bind its `WorkflowEntrypoint` classes as Cloudflare Workflows; `vars`
+become plain `env` values. Other keys (compatibility date and flags, migrations, ...)
+only matter on Cloudflare.
 """
 
 from __future__ import annotations
@@ -133,6 +135,10 @@ def load_project(folder: str | Path) -> Project:
             f"{main} must define `class Default(WorkerEntrypoint)` with `fetch(self, request)`"
         )
     bindings = _object_bindings(config, module, config_path)
+    for name, value in _workflow_bindings(config, module, config_path).items():
+        if name in bindings:
+            raise ProjectError(f"{config_path}: {name!r} is bound twice")
+        bindings[name] = value
     for name, value in _vars(config, config_path).items():
         if name in bindings:
             raise ProjectError(f"{config_path}: {name!r} is both a var and a Durable Object")
@@ -165,6 +171,42 @@ def _object_bindings(config: dict[str, Any], module: ModuleType, where: Path) ->
                 f"class {entry['class_name']!r}"
             )
         bindings[entry["name"]] = cls
+    return bindings
+
+
+def _workflow_bindings(config: dict[str, Any], module: ModuleType, where: Path) -> dict[str, Any]:
+    """The `workflows` entries: each binds a class with `run(event, step)` of the entry
+    module (its instances are objects of a namespace named after the binding)."""
+    entries = config.get("workflows", [])
+    if not isinstance(entries, list):
+        raise ProjectError(f"{where}: `workflows` must be a list")
+    if not entries:
+        return {}
+    from .._workflows.binding import workflow_binding
+
+    bindings: dict[str, Any] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or not all(
+            isinstance(entry.get(key), str) for key in ("name", "binding", "class_name")
+        ):
+            raise ProjectError(
+                f"{where}: each workflow needs a `name`, a `binding` and a `class_name`"
+            )
+        if "script_name" in entry:
+            raise ProjectError(
+                f"{where}: workflow {entry['binding']!r} names another script (`script_name`), "
+                "which durability serve cannot run"
+            )
+        cls = getattr(module, entry["class_name"], None)
+        if not (inspect.isclass(cls) and callable(getattr(cls, "run", None))):
+            raise ProjectError(
+                f"{where}: workflow {entry['binding']!r}: the entry module has no "
+                f"WorkflowEntrypoint class {entry['class_name']!r}"
+            )
+        try:
+            bindings[entry["binding"]] = workflow_binding(cls, entry["name"])
+        except ValueError as error:
+            raise ProjectError(f"{where}: workflow {entry['binding']!r}: {error}") from None
     return bindings
 
 
