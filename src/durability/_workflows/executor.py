@@ -144,15 +144,17 @@ class WorkflowExecutor:
         entry = self.engine.running.start(INSTANCES.name, key, generation, created_at)
         return Slot(self, key, entry)
 
-    def release(self, slot: Slot) -> None:
-        """Give back the slot's permit and key lock; re-arm the timer for what it skipped."""
+    def release(self, slot: Slot, *, refresh: bool) -> None:
+        """Give back the slot's permit and key lock; with `refresh`, re-arm the timer for
+        what it skipped while held (a run cut short leaves that to the alarm)."""
         if slot.permit_release is not None:
             slot.permit_release()
             slot.permit_release = None
         self.engine.running.finish(INSTANCES.name, slot.key, slot.entry)
-        self.engine.refresh_in_background(
-            "durability.scheduler.refresh_failed", {"table": INSTANCES.name, "key": slot.key}
-        )
+        if refresh:
+            self.engine.refresh_in_background(
+                "durability.scheduler.refresh_failed", {"table": INSTANCES.name, "key": slot.key}
+            )
 
     def spawn(self, work: Awaitable[T]) -> asyncio.Task[T]:
         """Run `work` as a task of the instance (the host cancels it on eviction)."""

@@ -270,7 +270,7 @@ class Run:
         """The error of a run that stopped short of steps its journal holds."""
         missing = ", ".join(f'{kind} "{name}"' for kind, name in sorted(self.unrequested))
         return WorkflowDeterminismError(
-            f'workflow instance "{self.instance_id}" ran new steps while its journal holds '
+            f'workflow instance "{self.instance_id}" asked for new steps while its journal holds '
             f"steps this run never reached ({missing}): the workflow's code changed in a way "
             "a replay cannot follow"
         )

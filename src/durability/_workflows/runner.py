@@ -88,18 +88,18 @@ class Runner:
 
     async def execute(self, slot: Slot) -> None:
         """One run of the instance of `slot` (if it is still due); releases the slot."""
+        ended = False
         try:
             await slot.permit()
             row = rows.read_instance(self.executor.sql, slot.key)
             now = now_ms()
-            if row is None or row.status != "pending" or row.next_attempt_at > now:
-                return
-            fence = self.executor.write(lambda sql: rows.claim_run(sql, row, now))
-            if fence is None:
-                return
-            await self._run(row, fence)
+            if row is not None and row.status == "pending" and row.next_attempt_at <= now:
+                fence = self.executor.write(lambda sql: rows.claim_run(sql, row, now))
+                if fence is not None:
+                    await self._run(row, fence)
+            ended = True
         finally:
-            self.executor.release(slot)
+            self.executor.release(slot, refresh=ended)
 
     async def _run(self, row: InstanceRow, fence: Fence) -> None:
         code = self.code.get(row.workflow)
