@@ -13,7 +13,7 @@ from durability.runtime import Request, Runtime
 from durability.runtime._project import ProjectError, load_project
 from durability.testing import VirtualClock
 
-ENTRY = '''
+ENTRY = """
 from urllib.parse import urlparse
 
 from workers import Response, WorkerEntrypoint, WorkflowEntrypoint
@@ -52,7 +52,7 @@ class Default(WorkerEntrypoint):
         if parts[0] == "approve":
             await instance.send_event(type="approve", payload=await request.json())
         return Response.json(await instance.status())
-'''
+"""
 
 CONFIG = {
     "name": "pipeline",

@@ -180,11 +180,20 @@ def fanout(tables: Tables) -> JsonValue:
     }
 
 
+def _workflows(tables: Tables) -> JsonValue:
+    """Workflow instances, their steps and events (`workflows.py`, which imports this
+    module's `Tables`)."""
+    from .workflows import workflows
+
+    return workflows(tables)
+
+
 SECTIONS: tuple[tuple[str, Callable[[Tables], JsonValue]], ...] = (
     ("operations", operation_counts),
     ("operation_details", operation_details),
     ("named_alarms", named_alarms),
     ("log", log),
     ("fanout", fanout),
+    ("workflows", _workflows),
 )
 """Report keys and their readers, in report order."""
