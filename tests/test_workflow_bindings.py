@@ -141,3 +141,19 @@ def test_a_workflow_binding_needs_its_class(project: Path) -> None:
     (project / "wrangler.jsonc").write_text(json.dumps(config))
     with pytest.raises(ProjectError, match="no WorkflowEntrypoint class 'Missing'"):
         load_project(project)
+
+
+async def test_the_driver_reaches_instances_through_a_binding(project: Path) -> None:
+    """`WorkflowDriver` runs a bound instance to its sleep, sends the event it will wait
+    for, and runs it to its end."""
+    from durability.testing import WorkflowDriver
+
+    loaded = load_project(project)
+    clock = VirtualClock()
+    async with Runtime(bindings=loaded.bindings, clock=clock) as rt:
+        driver = WorkflowDriver(rt, clock)
+        await rt.env.PIPELINE.create(id="p1", params={"items": [1]})
+        assert (await driver.run_until(rt.env.PIPELINE, "p1", ["waiting"])).status == "waiting"
+        await driver.send_event(rt.env.PIPELINE, "p1", "approve", {"ok": True, "by": "cy"})
+        done = await driver.run_until(rt.env.PIPELINE, "p1")
+        assert done.output == {"total": 1, "by": "cy", "id": "p1"}

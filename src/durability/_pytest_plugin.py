@@ -1,10 +1,12 @@
-"""The pytest plugin of `durability[testing]`: `virtual_clock` and `runtime` fixtures.
+"""The pytest plugin of `durability[testing]`: `virtual_clock`, `runtime` and `workflows`.
 
 Installed as a `pytest11` entry point, so it loads in any project that has durability
 and pytest. `runtime` is a running in-memory `Runtime` on `virtual_clock`; it takes
 its bindings from the `durability_bindings` fixture, and its path from
 `durability_path` (`None`: in memory), which a test module or `conftest.py` overrides.
-Without pytest-asyncio the async `runtime` fixture is not defined; `virtual_clock` is.
+`workflows` is a `WorkflowDriver` on both: it sends workflow instances events and moves
+time to their next wake-ups. Without pytest-asyncio the async fixtures are not defined;
+`virtual_clock` is.
 The runtime is imported only when a test asks for `runtime`.
 """
 
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .testing import VirtualClock
+from .testing import VirtualClock, WorkflowDriver
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -64,3 +66,8 @@ else:
             path=durability_path, bindings=durability_bindings, clock=virtual_clock
         ) as started:
             yield started
+
+    @pytest_asyncio.fixture
+    async def workflows(runtime: Runtime, virtual_clock: VirtualClock) -> WorkflowDriver:
+        """A `WorkflowDriver` for the workflows of `runtime`'s objects and bindings."""
+        return WorkflowDriver(runtime, virtual_clock)

@@ -177,6 +177,10 @@ class WorkflowBinding:
 
     createBatch = create_batch
 
+    def object_of(self, id: str) -> ObjectStub:
+        """The stub of the object that holds (or would hold) instance `id`."""
+        return self._namespace.get_by_name(check_instance_id(id))
+
     async def get(self, id: str) -> BoundInstance:
         """The instance `id`; `WorkflowError` when there is none."""
         chosen = check_instance_id(id)
