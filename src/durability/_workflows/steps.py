@@ -168,31 +168,19 @@ def _close(value: object) -> None:
 
 
 async def _timed(awaitable: Any, limit_ms: int) -> Any:
-    """Await `awaitable` in a task of its own, cancelled after `limit_ms` (then
-    `WorkflowTimeoutError`, once the task has really ended)."""
+    """Await `awaitable` in this task, cancelled after `limit_ms` (then
+    `WorkflowTimeoutError`). Its value comes back in the turn it was returned in, so the
+    step's result is written in that same turn."""
     if not inspect.isawaitable(awaitable):
         return awaitable
-    task = asyncio.ensure_future(awaitable)
-    expired = False
-
-    def expire() -> None:
-        nonlocal expired
-        expired = True
-        task.cancel()
-
-    timer = asyncio.get_running_loop().call_later(limit_ms / 1000, expire)
+    deadline = asyncio.timeout(limit_ms / 1000)
     try:
-        return await task
-    except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if expired and (current is None or not current.cancelling()):
+        async with deadline:
+            return await awaitable
+    except TimeoutError:
+        if deadline.expired():
             raise WorkflowTimeoutError(limit_ms) from None
         raise
-    finally:
-        timer.cancel()
-        if not task.done():
-            task.cancel()
-            await asyncio.wait({task})
 
 
 async def _begin(
