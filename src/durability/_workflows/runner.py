@@ -72,12 +72,14 @@ class Runner:
                 continue
             slot = executor.hold(key, generation, created_at)
             started.append(executor.spawn(self.execute(slot)))
-        outcomes = await asyncio.gather(*started, return_exceptions=True)
+        if started:
+            await asyncio.wait(started)
         for slot in attached:
             await slot.settled.wait()
-        failures = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
-        if failures:
-            raise failures[0]
+        failures = [task.exception() for task in started if not task.cancelled()]
+        for failure in failures:
+            if failure is not None:
+                raise failure
 
     def start_now(self, key: str, generation: str, created_at: int) -> None:
         """Run instance `key` now in the background, unless it runs here already."""
