@@ -67,6 +67,7 @@ class Control:
 
         def write(sql: SqlStorage) -> int | None:
             now = now_ms()
+            added.clear()
             for chosen, key, text in prepared:
                 if any(key == other for _, other, _ in added):
                     continue

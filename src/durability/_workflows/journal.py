@@ -46,25 +46,25 @@ def load_journal(sql: SqlStorage, key: str) -> dict[tuple[str, str], StepRow]:
 def begin(
     sql: SqlStorage,
     key: str,
-    kind: str,
-    name: str,
+    step: tuple[str, str, int],
     status: str,
     attempt: int,
     detail: str | None,
     wake_at: int | None,
     now: int,
 ) -> None:
-    """Write a step's row as it starts (a new row takes the next `seq`) or moves on."""
+    """Write a step's row as it starts or moves on; `step` is its kind, name and the
+    `seq` a new row takes."""
+    kind, name, seq = step
     sql.exec(
         "INSERT INTO durability_workflow_steps (instance_key, kind, name, seq, status, "
-        "attempt, detail, started_at, wake_at) VALUES (?, ?, ?, (SELECT COALESCE(MAX(seq), 0) "
-        "+ 1 FROM durability_workflow_steps WHERE instance_key = ?), ?, ?, ?, ?, ?) "
+        "attempt, detail, started_at, wake_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT (instance_key, kind, name) DO UPDATE SET status = excluded.status, "
         "attempt = excluded.attempt, wake_at = excluded.wake_at",
         key,
         kind,
         name,
-        key,
+        seq,
         status,
         attempt,
         detail,

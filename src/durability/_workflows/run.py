@@ -67,6 +67,8 @@ class Run:
         self._write = write
         self.sync = sync
         self.unrequested = set(journal)
+        self.last_seq = max((row.seq for row in journal.values()), default=0)
+        """The highest `seq` of the instance's steps: a new step takes the next one."""
         self.requested: dict[tuple[str, str], object] = {}
         self.active = 0
         self.blockers: set[Blocker] = set()

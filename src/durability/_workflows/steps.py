@@ -194,10 +194,23 @@ async def _begin(
 ) -> None:
     """Write that a step starts (or starts another attempt), and remember it."""
     key, now = run.fence.key, now_ms()
+    found = run.journal.get((kind, name))
+    step = (kind, name, run.last_seq + 1 if found is None else found.seq)
     await run.commit(
-        lambda sql: journal.begin(sql, key, kind, name, status, attempt, detail, wake_at, now)
+        lambda sql: journal.begin(sql, key, step, status, attempt, detail, wake_at, now)
     )
-    _remember(run, kind, name, status=status, attempt=attempt, detail=detail, wake_at=wake_at)
+    if found is None:
+        run.last_seq += 1
+    _remember(
+        run,
+        kind,
+        name,
+        seq=step[2],
+        status=status,
+        attempt=attempt,
+        detail=detail,
+        wake_at=wake_at,
+    )
 
 
 async def _complete(run: Run, kind: str, name: str, result: str | None) -> None:

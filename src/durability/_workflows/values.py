@@ -56,10 +56,6 @@ class WorkflowEvent(AttrDict):
 
     __slots__ = ()
 
-    def __getattr__(self, name: str) -> Any:
-        alias = _EVENT_ALIASES.get(name, name)
-        return super().__getattr__(alias)
-
     @property
     def instance_id(self) -> str:
         """The id of the instance running."""
@@ -69,9 +65,6 @@ class WorkflowEvent(AttrDict):
     def workflow_name(self) -> str:
         """The name of the workflow the instance belongs to."""
         return str(self["workflowName"])
-
-
-_EVENT_ALIASES = {"instance_id": "instanceId", "workflow_name": "workflowName"}
 
 
 def workflow_event(
