@@ -10,8 +10,8 @@ import pytest
 
 from _workflow_host import Flows, World, lab
 from conftest import START_MS
-from durability import WorkflowError
-from durability.runtime import Runtime
+from durability import Durable, DurableCall, WorkflowError, operation, workflow
+from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
 
 HOUR_MS = 3_600_000
@@ -300,3 +300,47 @@ async def test_a_suspended_instance_holds_no_task_and_no_permit() -> None:
             "SELECT next_attempt_at, state FROM durability_workflow_instances"
         )
         assert due == [[START_MS + HOUR_MS, "waiting"]]
+
+
+class Mixed(Durable, DurableObject):
+    """An object with an operation and a workflow on its one scheduler."""
+
+    @operation
+    async def notify(self, call: DurableCall) -> str:
+        self.env["WORLD"].note(("notified", call.id))
+        return call.id
+
+    @workflow
+    async def onboard(self, event: Any, step: Any) -> str:
+        @step.do()
+        async def register() -> str:
+            await self.notify(f"welcome-{event.instance_id}", {})
+            return "registered"
+
+        return str(await register())
+
+    async def start(self, user: str) -> None:
+        await self.onboard.create(id=user)
+
+    async def status(self, user: str) -> dict[str, Any]:
+        return dict(await (await self.onboard.get(user)).status())
+
+
+async def test_workflows_share_the_object_scheduler_with_operations() -> None:
+    """A `Durable` class may declare operations and workflows: one scheduler runs both,
+    and a step may register an operation."""
+    world = World()
+    async with Runtime(bindings={"MIXED": Mixed, "WORLD": world}, clock=VirtualClock()) as rt:
+        stub = rt.env.MIXED.get_by_name("m")
+        await stub.start("ann")
+        await rt.clock.advance(1_000)
+        assert (await stub.status("ann"))["output"] == "registered"
+        assert world.labels() == [("notified", "welcome-ann")]
+
+
+def test_reserved_workflow_names_are_refused() -> None:
+    """A `@workflow` named like the helper's own names or `Durable`'s raises at class
+    definition."""
+    for name in ("workflows", "alarm", "names"):
+        with pytest.raises(ValueError, match="is reserved by"):
+            type(name.title(), (Durable, DurableObject), {name: workflow(one_step_then_sleep)})
