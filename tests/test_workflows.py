@@ -357,3 +357,39 @@ async def test_an_event_reaches_a_live_run_waiting_beside_a_running_step() -> No
         assert world.world.labels() == ["got go"]
         await world.clock.advance(50_000)
         assert (await world.status())["output"] == ["done", "now"]
+
+
+async def test_a_replay_of_parallel_branches_finds_its_steps_in_any_order() -> None:
+    """One branch slept while the other finished its steps: on the replay the first
+    branch's new step waits for the other's journal steps instead of failing the run."""
+
+    async def branches(obj: Any, event: Any, step: Any) -> Any:
+        world = obj.env["WORLD"]
+
+        def named(name: str) -> Any:
+            @step.do(name)
+            async def body() -> str:
+                world.note(name)
+                return name
+
+            return body
+
+        async def first() -> list[str]:
+            done = [await named("x1")()]
+            await step.sleep("x nap", "10 seconds")
+            return [*done, await named("x2")()]
+
+        async def second() -> list[str]:
+            return [await named("y1")(), await named("y2")()]
+
+        return await asyncio.gather(first(), second())
+
+    async with lab() as world:
+        await world.start(branches)
+        await world.clock.advance(10_000)
+        assert await world.status() == {
+            "status": "complete",
+            "error": None,
+            "output": [["x1", "x2"], ["y1", "y2"]],
+        }
+        assert sorted(world.world.labels()) == ["x1", "x2", "y1", "y2"]
