@@ -28,16 +28,32 @@ from typing import Any, TypeVar
 from .._cloudflare import alarm_info
 from .._context import Context, SqlStorage, Storage
 from .._engine import (
+    LATEST,
     ActiveExecution,
     DurabilityScheduler,
     HostAlarmInfo,
+    MigrationResult,
+    MigrationTarget,
     Participant,
     Release,
     as_context,
     attach,
+    migrate,
     report_failure,
 )
 from .schema import CAPABILITY, INSTANCES, WORKFLOW_MIGRATIONS
+
+__all__ = [
+    "LATEST",
+    "DurabilityScheduler",
+    "HostAlarmInfo",
+    "MigrationResult",
+    "MigrationTarget",
+    "Slot",
+    "WorkflowExecutor",
+    "migrate_schema",
+    "report",
+]
 
 T = TypeVar("T")
 
@@ -178,7 +194,8 @@ def report(event: str, details: Mapping[str, Any], error: BaseException) -> None
     report_failure(event, details, error)
 
 
-def migration_storage(context: Context) -> Storage:
-    """The storage `DurabilityWorkflows.migrate` works on (a Cloudflare ctx is adapted)."""
+def migrate_schema(context: Context, target: MigrationTarget) -> MigrationResult:
+    """Move the workflows' tables of the object of `context` to `target` (a Cloudflare
+    ctx is adapted): `DurabilityWorkflows.migrate`."""
     storage: Storage = as_context(context).storage
-    return storage
+    return migrate(storage, CAPABILITY, WORKFLOW_MIGRATIONS, target)

@@ -11,20 +11,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._context import Context
-from .._engine import (
+from .._validate import check_callable
+from .control import Control
+from .executor import (
     LATEST,
     DurabilityScheduler,
     HostAlarmInfo,
     MigrationResult,
     MigrationTarget,
-    migrate,
+    WorkflowExecutor,
+    migrate_schema,
 )
-from .._validate import check_callable
-from .control import Control
-from .executor import WorkflowExecutor, migration_storage
 from .handles import Workflow
 from .runner import Runner, WorkflowCode
-from .schema import CAPABILITY, WORKFLOW_MIGRATIONS
 from .validate import check_workflow_name
 
 
@@ -83,7 +82,7 @@ class DurabilityWorkflows:
     @classmethod
     def migrate(cls, context: Context, target: MigrationTarget = LATEST) -> MigrationResult:
         """Move the workflows' schema to `target` (`LATEST`, a migration name, or `None`)."""
-        return migrate(migration_storage(context), CAPABILITY, WORKFLOW_MIGRATIONS, target)
+        return migrate_schema(context, target)
 
 
 _RESERVED = frozenset(name for name in vars(DurabilityWorkflows) if not name.startswith("_"))

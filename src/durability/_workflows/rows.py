@@ -104,12 +104,12 @@ def insert_instance(
     return bool(written)
 
 
-def due_instances(sql: SqlStorage, now: int, limit: int) -> list[tuple[str, str, int, int]]:
-    """`(key, generation, attempt, created_at)` of at most `limit` instances due at `now`."""
+def due_instances(sql: SqlStorage, now: int, limit: int) -> list[tuple[str, str, int]]:
+    """`(key, generation, created_at)` of at most `limit` instances due at `now`."""
     return [
-        (str(row[0]), str(row[1]), int(row[2]), int(row[3]))
+        (str(row[0]), str(row[1]), int(row[2]))
         for row in sql.exec(
-            "SELECT instance_key, generation_id, attempt, created_at "
+            "SELECT instance_key, generation_id, created_at "
             "FROM durability_workflow_instances WHERE status = 'pending' AND next_attempt_at <= ? "
             "ORDER BY next_attempt_at LIMIT ?",
             now,

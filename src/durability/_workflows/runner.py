@@ -16,13 +16,12 @@ from typing import Any
 
 from .._clock import now_ms
 from .._context import SqlStorage
-from .._engine import HostAlarmInfo
 from .._errors import SerializedError, serialize_error
 from .._serialization import deserialize, serialize
 from . import journal, rows
 from .api import WorkflowStep
 from .errors import WorkflowError
-from .executor import Slot, WorkflowExecutor
+from .executor import HostAlarmInfo, Slot, WorkflowExecutor
 from .rows import Fence, InstanceRow
 from .run import Run
 from .values import WorkflowEvent, workflow_event
@@ -34,6 +33,7 @@ DUE_BATCH = 100
 """How many due instances one alarm pass reads and runs."""
 
 RUN_FAILED = "durability.workflows.run_failed"
+"""How the failure of a run started outside an alarm pass is reported."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +62,7 @@ class Runner:
         executor = self.executor
         started: list[asyncio.Task[None]] = []
         attached: list[Slot] = []
-        for key, generation, _attempt, created_at in rows.due_instances(
-            executor.sql, now, DUE_BATCH
-        ):
+        for key, generation, created_at in rows.due_instances(executor.sql, now, DUE_BATCH):
             held = executor.held(key)
             if held is not None:
                 if not executor.live_timers:
