@@ -395,6 +395,116 @@ def check_chat_room(base_url: str) -> None:
     check(base_url)
 
 
+def _poll(base_url: str, path: str, done: Callable[[Any], bool], what: str) -> Any:
+    """GET `path` every 0.2 s until `done(body)`; the body then (AssertionError after 30 s)."""
+    deadline = time.monotonic() + ALARM_WAIT_S
+    while True:
+        status, body = request(base_url, "GET", path)
+        if status == 200 and done(body):
+            return body
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within 30 s: last answer {status} {body!r}")
+        time.sleep(0.2)
+
+
+def check_order_fulfilment(base_url: str) -> None:
+    """An order is charged, reserved, shipped and followed up; one not shipped in time is
+    refunded and released; one out of stock errors after its refund."""
+    token = _token()
+    delivered, late, short = f"o-{token}", f"late-{token}", f"short-{token}"
+    order = {"items": [f"mug-{token}"], "amount": 12, "ship_within": 60, "follow_up_after": 1}
+    _expect(
+        request(base_url, "POST", f"/orders/{delivered}", order), (202, {"id": delivered}), "create"
+    )
+    _expect(
+        request(base_url, "POST", f"/orders/{delivered}", order)[0], 409, "an order id is used once"
+    )
+    _expect(request(base_url, "GET", f"/orders/nope-{token}")[0], 404, "an unknown order")
+    _poll(
+        base_url,
+        f"/orders/{delivered}/activity",
+        lambda body: len(body) == 2,
+        "charged and reserved",
+    )
+    _expect(
+        request(base_url, "POST", f"/orders/{delivered}/shipped", {"tracking": "T1"})[0],
+        202,
+        "shipped",
+    )
+    done = _poll(
+        base_url, f"/orders/{delivered}", lambda body: body["status"] == "complete", "delivered"
+    )
+    _expect(
+        done["output"], {"order": delivered, "outcome": "delivered", "tracking": "T1"}, "output"
+    )
+    activity = request(base_url, "GET", f"/orders/{delivered}/activity")[1]
+    kinds = [kind for kind, _ in activity]
+    _expect(kinds, ["charged", "reserved", "emailed"], "each effect once, in order")
+
+    request(base_url, "POST", f"/orders/{late}", dict(order, ship_within=1))
+    done = _poll(
+        base_url, f"/orders/{late}", lambda body: body["status"] == "complete", "late order"
+    )
+    _expect(done["output"]["outcome"], "cancelled: not shipped in time", "late order outcome")
+    kinds = [kind for kind, _ in request(base_url, "GET", f"/orders/{late}/activity")[1]]
+    _expect(kinds, ["charged", "reserved", "released", "refunded"], "late order effects")
+
+    request(base_url, "POST", f"/orders/{short}", dict(order, items=[f"rare-{token}"] * 4))
+    done = _poll(
+        base_url, f"/orders/{short}", lambda body: body["status"] == "errored", "short order"
+    )
+    _expect(done["error"], {"name": "NonRetryableError", "message": "out of stock"}, "short error")
+    kinds = [kind for kind, _ in request(base_url, "GET", f"/orders/{short}/activity")[1]]
+    _expect(kinds, ["charged", "refunded"], "short order effects")
+
+
+def check_onboarding_drip(base_url: str) -> None:
+    """A drip sends welcome and tips, hears the activation, congratulates, checks in; a
+    user who never activates gets a nudge instead."""
+    active, idle = f"ann-{_token()}", f"bob-{_token()}"
+    _expect(request(base_url, "POST", f"/{active}/signup?interval=1")[0], 202, "signup")
+    _expect(request(base_url, "POST", f"/{active}/signup?interval=1")[0], 409, "signup twice")
+    _expect(request(base_url, "POST", f"/{idle}/signup?interval=1")[0], 202, "second signup")
+    _expect(request(base_url, "POST", "/x/signup?interval=0")[0], 400, "a bad interval")
+    _expect(request(base_url, "GET", f"/nobody-{_token()}")[0], 404, "an unknown user")
+    _poll(base_url, f"/{active}", lambda body: len(body["emails"]) >= 2, "welcome and tips")
+    _expect(request(base_url, "POST", f"/{active}/activate")[0], 202, "activate")
+    done = _poll(base_url, f"/{active}", lambda body: body["status"] == "complete", "active drip")
+    _expect(done["output"], {"user": active, "activated": True}, "active drip output")
+    _expect(
+        done["emails"],
+        [
+            f"Welcome aboard, {active}!",
+            "Three tips to get started",
+            "Congratulations on activating!",
+            "How is it going?",
+        ],
+        "active drip emails",
+    )
+    done = _poll(base_url, f"/{idle}", lambda body: body["status"] == "complete", "idle drip")
+    _expect(done["output"], {"user": idle, "activated": False}, "idle drip output")
+    _expect(done["emails"][2], "Need a hand getting started?", "the nudge")
+
+
+def check_report_workflow(base_url: str) -> None:
+    """A report runs two steps in parallel, sleeps 2 s through the object's alarm, and
+    finishes with the times its steps recorded."""
+    report = f"report-{_token()}"
+    _expect(request(base_url, "POST", f"/{report}"), (202, {"id": report}), "start")
+    _expect(request(base_url, "POST", f"/{report}")[0], 409, "start twice")
+    _expect(request(base_url, "GET", f"/missing-{_token()}")[0], 404, "an unknown report")
+    done = _poll(base_url, f"/{report}", lambda body: body["status"] == "complete", "the report")
+    output = done["output"]
+    _expect(sorted(output), ["id", "preparedAt", "startedAt"], "report fields")
+    _expect(output["id"], report, "report id")
+    if not all(isinstance(output[key], int) for key in ("preparedAt", "startedAt")):
+        raise AssertionError(f"step times must be ms: {output!r}")
+
+
+SERVE_ONLY = frozenset({"order_fulfilment"})
+"""Examples that need what the workerd harness does not run (Cloudflare Workflows)."""
+
+
 CHECKS: dict[str, Callable[[str], None]] = {
     "counter": check_counter,
     "subscription_renewals": check_subscription_renewals,
@@ -404,5 +514,8 @@ CHECKS: dict[str, Callable[[str], None]] = {
     "email_queue": check_email_queue,
     "chat_room": check_chat_room,
     "cron_digest": check_cron_digest,
+    "order_fulfilment": check_order_fulfilment,
+    "onboarding_drip": check_onboarding_drip,
+    "report_workflow": check_report_workflow,
 }
 """Example folder name -> its check, run against the served example's base URL."""

@@ -95,6 +95,7 @@ EXPECTED = [
     "DurabilityFanout",
     "DurabilityLog",
     "DurabilityScheduler",
+    "DurabilityWorkflows",
     "Durable",
     "DurableAlarmInfo",
     "DurableAlarmTimeoutError",
@@ -154,11 +155,21 @@ EXPECTED = [
     "StoredFailure",
     "StoredMessage",
     "TerminalEvent",
+    "Workflow",
+    "WorkflowDeterminismError",
+    "WorkflowEntrypoint",
+    "WorkflowError",
+    "WorkflowEvent",
+    "WorkflowInstance",
+    "WorkflowStep",
+    "WorkflowStepError",
+    "WorkflowTimeoutError",
     "exponential",
     "jitter",
     "named_alarm",
     "now_ms",
     "operation",
+    "workflow",
 ]
 
 
@@ -196,7 +207,7 @@ def test_errors_exported_are_all_durability_errors() -> None:
         for value in (getattr(durability, name) for name in EXPECTED)
         if isinstance(value, type) and issubclass(value, BaseException)
     ]
-    assert len(errors) == 17
+    assert len(errors) == 21
     assert all(issubclass(error, durability.DurabilityError) for error in errors)
 
 

@@ -160,3 +160,52 @@ def test_runtime_without_pytest_asyncio_says_what_to_install(project: pytest.Pyt
     )
     assert result.stdout.lines.count(message) == 2
     result.stdout.no_fnmatch_line("*fixture 'runtime' not found*")
+
+
+SIGNUPS = """
+from durability import Durable, workflow
+from durability.runtime import DurableObject
+
+
+class Signups(Durable, DurableObject):
+    @workflow
+    async def welcome(self, event, step):
+        @step.do("send welcome")
+        async def send():
+            return "sent to " + event.payload["email"]
+
+        sent = await send()
+        await step.sleep("wait a week", "7 days")
+        reply = await step.wait_for_event("reply", "replied", timeout="1 day")
+        return [sent, reply.payload]
+
+    async def sign_up(self, email):
+        await self.welcome.create(id="u1", params={"email": email})
+"""
+
+
+def test_workflows_fixture_sends_events_and_moves_time(project: pytest.Pytester) -> None:
+    """`workflows` sends an instance events and runs it from wake-up to wake-up."""
+    project.makepyfile(signups=SIGNUPS)
+    project.makepyfile(
+        test_signups="""
+        import pytest
+        from signups import Signups
+
+        @pytest.fixture
+        def durability_bindings():
+            return {"SIGNUPS": Signups}
+
+        async def test_welcome(runtime, workflows):
+            stub = runtime.env.SIGNUPS.get_by_name("shop")
+            await stub.sign_up("ann@example.com")
+            waiting = await workflows.run_until(stub, "u1", ["waiting"])
+            assert waiting.status == "waiting"
+            await workflows.advance(7 * 86_400_000)
+            await workflows.send_event(stub, "u1", "replied", {"thanks": True})
+            done = await workflows.run_until(stub, "u1")
+            assert done.output == ["sent to ann@example.com", {"thanks": True}]
+            assert (await workflows.status(stub, "u1")).status == "complete"
+        """
+    )
+    project.runpytest_subprocess().assert_outcomes(passed=1)

@@ -86,6 +86,19 @@ from ._log import (
 from ._operations import Durability, DurableCall, DurableJob, DurableOperation, OperationResult
 from ._signal import AbortSignal
 from ._types import JsonValue
+from ._workflows import (
+    DurabilityWorkflows,
+    Workflow,
+    WorkflowDeterminismError,
+    WorkflowEntrypoint,
+    WorkflowError,
+    WorkflowEvent,
+    WorkflowInstance,
+    WorkflowStep,
+    WorkflowStepError,
+    WorkflowTimeoutError,
+    workflow,
+)
 
 __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports.py
     "AbortSignal",
@@ -102,6 +115,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "DurabilityFanout",
     "DurabilityLog",
     "DurabilityScheduler",
+    "DurabilityWorkflows",
     "Durable",
     "DurableAlarmInfo",
     "DurableAlarmTimeoutError",
@@ -161,11 +175,21 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, pinned by tests/test_exports
     "StoredFailure",
     "StoredMessage",
     "TerminalEvent",
+    "Workflow",
+    "WorkflowDeterminismError",
+    "WorkflowEntrypoint",
+    "WorkflowError",
+    "WorkflowEvent",
+    "WorkflowInstance",
+    "WorkflowStep",
+    "WorkflowStepError",
+    "WorkflowTimeoutError",
     "exponential",
     "jitter",
     "named_alarm",
     "now_ms",
     "operation",
+    "workflow",
 ]
 
 # Classes and functions defined in private modules present themselves as `durability.X`

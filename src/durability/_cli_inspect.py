@@ -163,12 +163,66 @@ def _count(count: int, unit: str) -> str:
     return f"{count:,} {unit}{'' if count == 1 else 's'}"
 
 
+def _workflows(report: ObjectReport) -> list[str]:
+    section: dict[str, Any] | None = report.get("workflows")
+    if section is None:
+        return []
+    summary = ", ".join(f"{state} {count}" for state, count in section["counts"].items())
+    lines = [f"  workflows: {summary}"]
+    for row in section["instances"]:
+        runs = f"{row['runs']} run{'s' if row['runs'] != 1 else ''}"
+        wake = f", next run {_time(row['next_run_at'])}" if row["next_run_at"] is not None else ""
+        error = _error(_as_error(row))
+        lines.append(
+            f"    {row['workflow']} / {row['instance_id']}: {row['state']}, {runs}{wake}"
+            + (f"  {error}" if error else "")
+        )
+        steps = [
+            [
+                row_step["kind"],
+                row_step["name"],
+                row_step["status"],
+                row_step["attempt"] if row_step["kind"] == "do" else "",
+                _time(row_step["started_at"]),
+                _time(row_step["ended_at"]) if row_step["ended_at"] is not None else "",
+                _time(row_step["wake_at"]) if row_step["wake_at"] is not None else "",
+                row_step["event_type"] or "",
+                _error(_as_error(row_step)),
+            ]
+            for row_step in row["steps"]
+        ]
+        if steps:
+            header = [
+                "KIND",
+                "STEP",
+                "STATUS",
+                "ATTEMPTS",
+                "STARTED",
+                "ENDED",
+                "WAKES",
+                "EVENT",
+                "LAST ERROR",
+            ]
+            lines.extend("  " + line for line in _table(header, steps))
+        if row["events"]:
+            kept = ", ".join(
+                f"{event['type']} ({_time(event['sent_at'])})" for event in row["events"]
+            )
+            lines.append(f"      events kept: {kept}")
+    return lines
+
+
+def _as_error(row: dict[str, Any]) -> dict[str, Any]:
+    return {"last_error": row["error_message"], "last_error_name": row["error_name"]}
+
+
 _SECTIONS: tuple[Callable[[ObjectReport], list[str]], ...] = (
     _operations,
     _named_alarms,
     _log,
     _fanout,
     _storage,
+    _workflows,
 )
 
 

@@ -24,11 +24,12 @@ from ._engine import (
 )
 from ._operations import Durability, DurableOperation
 from ._validate import check_callable, check_positive_int
+from ._workflows import DurabilityWorkflows, WorkflowMethod
 
 Options = TypeVar("Options", MethodOptions, AlarmMethodOptions)
 Handle = TypeVar("Handle", DurableOperation, NamedAlarm)
 
-_OWN_NAMES = frozenset({"alarm", "alarms", "ctx", "durability", "env", "scheduler"})
+_OWN_NAMES = frozenset({"alarm", "alarms", "ctx", "durability", "env", "scheduler", "workflows"})
 """Names `Durable` and the host's base class give the instance: never handler names."""
 
 
@@ -197,12 +198,15 @@ class Durable:
     scheduler_options: ClassVar[Mapping[str, Any]] = {}
     _operations: ClassVar[dict[str, OperationMethod]] = {}
     _named_alarms: ClassVar[dict[str, NamedAlarmMethod]] = {}
+    _workflows: ClassVar[dict[str, WorkflowMethod]] = {}
 
     scheduler: DurabilityScheduler
     durability: Durability
     """Set when the class has `@operation` methods."""
     alarms: DurabilityAlarms
     """Set when the class has `@named_alarm` methods."""
+    workflows: DurabilityWorkflows
+    """Set when the class has `@workflow` methods."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -212,6 +216,7 @@ class Durable:
             found.update(vars(klass))
         operations: dict[str, OperationMethod] = {}
         named_alarms: dict[str, NamedAlarmMethod] = {}
+        workflows: dict[str, WorkflowMethod] = {}
         for name, value in found.items():
             if isinstance(value, OperationMethod):
                 value.check_name()
@@ -219,8 +224,12 @@ class Durable:
             elif isinstance(value, NamedAlarmMethod):
                 value.check_name()
                 named_alarms[name] = value
+            elif isinstance(value, WorkflowMethod):
+                value.check_name(_OWN_NAMES)
+                workflows[name] = value
         cls._operations = operations
         cls._named_alarms = named_alarms
+        cls._workflows = workflows
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)  # type: ignore[call-arg]  # the host's DurableObject
@@ -240,12 +249,18 @@ class Durable:
                     handlers=self._bound(cls._named_alarms),
                     methods={name: found.options for name, found in cls._named_alarms.items()},
                 )
+            if cls._workflows:
+                self.workflows = DurabilityWorkflows(
+                    scheduler=self.scheduler, workflows=self._bound(cls._workflows)
+                )
         except BaseException:
             if not joined:  # a failed construction leaves no scheduler behind for this ctx
                 self.scheduler._release()
             raise
 
-    def _bound(self, declared: Mapping[str, _Declaration[Any, Any]]) -> dict[str, Any]:
+    def _bound(
+        self, declared: Mapping[str, _Declaration[Any, Any] | WorkflowMethod]
+    ) -> dict[str, Any]:
         """Each declared function bound to this instance: the engine calls it with
         `(self, argument)`."""
         return {name: types.MethodType(found.function, self) for name, found in declared.items()}

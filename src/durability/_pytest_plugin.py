@@ -1,11 +1,13 @@
-"""The pytest plugin of the `testing` extra: `virtual_clock` and `runtime` fixtures.
+"""The pytest plugin of the `testing` extra: `virtual_clock`, `runtime` and `workflows`.
 
 Installed as a `pytest11` entry point, so it loads in any project that has durability
 and pytest. `runtime` is a running in-memory `Runtime` on `virtual_clock`; it takes
 its bindings from the `durability_bindings` fixture, and its path from
 `durability_path` (`None`: in memory), which a test module or `conftest.py` overrides.
-Without pytest-asyncio, `runtime` fails the test with one line saying what to install
-(pytest alone would only say the fixture is not found); `virtual_clock` works either way.
+`workflows` is a `WorkflowDriver` on both: it sends workflow instances events and moves
+time to their next wake-ups. Without pytest-asyncio, `runtime` and `workflows` fail the
+test with one line saying what to install (pytest alone would only say the fixture is
+not found); `virtual_clock` works either way.
 The runtime is imported only when a test asks for `runtime`.
 """
 
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ._distribution import install_hint
-from .testing import VirtualClock
+from .testing import VirtualClock, WorkflowDriver
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -54,8 +56,16 @@ except ImportError:  # the `testing` extra brings it
     @pytest.fixture(name="runtime")
     def _runtime_without_pytest_asyncio() -> None:
         """Stands in for the `runtime` fixture where pytest-asyncio is missing: says so."""
+        _needs_pytest_asyncio("runtime")
+
+    @pytest.fixture(name="workflows")
+    def _workflows_without_pytest_asyncio() -> None:
+        """Stands in for the `workflows` fixture where pytest-asyncio is missing: says so."""
+        _needs_pytest_asyncio("workflows")
+
+    def _needs_pytest_asyncio(fixture: str) -> None:
         pytest.fail(
-            "the `runtime` fixture needs pytest-asyncio, which is not installed: "
+            f"the `{fixture}` fixture needs pytest-asyncio, which is not installed: "
             + install_hint("testing"),
             pytrace=False,
         )
@@ -75,3 +85,8 @@ else:
             path=durability_path, bindings=durability_bindings, clock=virtual_clock
         ) as started:
             yield started
+
+    @pytest_asyncio.fixture
+    async def workflows(runtime: Runtime, virtual_clock: VirtualClock) -> WorkflowDriver:
+        """A `WorkflowDriver` for the workflows of `runtime`'s objects and bindings."""
+        return WorkflowDriver(runtime, virtual_clock)

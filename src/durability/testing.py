@@ -12,6 +12,8 @@ schedules run in milliseconds and every test sees the same order of events::
         await clock.advance(60_000)        # fire everything due in the next minute
 
 Without a runtime, attach it to the running loop yourself: ``async with clock:``.
+`WorkflowDriver(runtime, clock)` reads workflow instances' statuses, sends them events
+and moves the clock from one wake-up of an instance to the next.
 While attached, the loop never sleeps for a virtual deadline: with nothing ready it
 only waits for I/O and threads, so a test that awaits a timer without advancing the
 clock waits forever (that is the point: time moves only when the test says so).
@@ -31,8 +33,9 @@ from ._crash_point import crash_point
 from ._types import TimeInput
 from ._validate import check_non_negative_int, to_epoch_ms
 from ._virtual_loop import LoopPatch
+from ._workflows.driver import WorkflowDriver
 
-__all__ = ["VirtualClock", "crash_point"]
+__all__ = ["VirtualClock", "WorkflowDriver", "crash_point"]
 
 
 class VirtualClock:

@@ -16,6 +16,7 @@ from typing import Any
 from .._inspect import ObjectReport, format_size
 from .._inspect.sections import COUNT_CAP
 from .html import error_cell, moment, stable_id, table, tag, text, traceback, utc
+from .workflows import workflow_failures, workflows_section
 
 FAILURE_ROWS = 50
 """At most this many entries in the recent failures section."""
@@ -69,6 +70,10 @@ def _summary(snapshot: Snapshot) -> str:
         for status, count in (report.get("operations") or {}).items():
             statuses[status] = statuses.get(status, 0) + count
     fanouts = [report["fanout"] for report in objects if report.get("fanout")]
+    flows: dict[str, int] = {}
+    for report in objects:
+        for state, count in ((report.get("workflows") or {}).get("counts") or {}).items():
+            flows[state] = flows.get(state, 0) + count
     totals = [
         ("objects", len(objects)),
         ("pending operations", statuses.get("pending", 0)),
@@ -76,6 +81,8 @@ def _summary(snapshot: Snapshot) -> str:
         ("named alarms", sum(len(report.get("named_alarms") or []) for report in objects)),
         ("fanout backlog", sum(fanout["backlog"] for fanout in fanouts)),
         ("dead letters", sum(fanout["dead_letters"] for fanout in fanouts)),
+        ("workflow instances", sum(flows.values())),
+        ("errored workflows", flows.get("errored", 0)),
     ]
     cells = "".join(
         tag(
@@ -98,7 +105,7 @@ def _summary(snapshot: Snapshot) -> str:
 
 
 def _total_class(label: str, value: int) -> str:
-    if value and label in ("failed operations", "dead letters"):
+    if value and label in ("failed operations", "dead letters", "errored workflows"):
         return "total bad"
     return "total"
 
@@ -115,6 +122,10 @@ def _failures(snapshot: Snapshot) -> str:
         for row in report.get("named_alarms") or []:
             if row["last_error_name"] is not None or row["last_error"] is not None:
                 entries.append((report, "named alarm", row["name"], row))
+        entries.extend(
+            (report, "workflow", f"{row['workflow']} {row['instance_id']}", row)
+            for row in workflow_failures(report)
+        )
     entries.sort(key=lambda entry: (entry[3]["status"] != "failed", -entry[3]["next_attempt_at"]))
     rows = [
         [
@@ -183,6 +194,7 @@ def _object(report: ObjectReport, now_ms: int) -> str:
         _log(report, now_ms),
         _fanout(report, now_ms),
         _storage(report),
+        workflows_section(report, now_ms),
     ]
     content = "".join(part for part in body if part) or tag(
         "p", "Nothing stored yet.", class_="muted"

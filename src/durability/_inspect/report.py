@@ -12,8 +12,8 @@ from .sections import SECTIONS, Tables
 
 ObjectReport = dict[str, Any]
 """`namespace`, `name`, `id`, `file`, `size_bytes`, `alarm_at`, then one key per section
-(`operations`, `operation_details`, `named_alarms`, `log`, `fanout`), or `error` when
-the file could not be read."""
+(`operations`, `operation_details`, `named_alarms`, `log`, `fanout`, `workflows`), or
+`error` when the file could not be read."""
 
 
 def inspect_path(

@@ -203,6 +203,14 @@ def _count(tables: Tables, name: str) -> int:
     return int(tables.rows(query)[0]["n"])
 
 
+def _workflows(tables: Tables) -> JsonValue:
+    """Workflow instances, their steps and events (`workflows.py`, which imports this
+    module's `Tables`)."""
+    from .workflows import workflows
+
+    return workflows(tables)
+
+
 SECTIONS: tuple[tuple[str, Callable[[Tables], JsonValue]], ...] = (
     ("operations", operation_counts),
     ("operation_details", operation_details),
@@ -210,5 +218,6 @@ SECTIONS: tuple[tuple[str, Callable[[Tables], JsonValue]], ...] = (
     ("log", log),
     ("fanout", fanout),
     ("storage", storage),
+    ("workflows", _workflows),
 )
 """Report keys and their readers, in report order."""

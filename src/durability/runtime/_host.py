@@ -23,6 +23,7 @@ from .._clock import WALL_CLOCK, Clock, bind_clock, unbind_clock
 from .._types import JsonValue
 from .._validate import check_positive_int
 from ._alarm_driver import AlarmDriver
+from ._bindings import HostedBinding
 from ._catalog import Key
 from ._copy import copy_value
 from ._database import Database
@@ -121,6 +122,10 @@ class Runtime:
                 namespace = ObjectNamespace(self, name, value)
                 self._namespaces[name] = namespace
                 values[name] = namespace
+            elif isinstance(value, HostedBinding):
+                namespace = ObjectNamespace(self, name, value.object_class)
+                self._namespaces[name] = namespace
+                values[name] = value.wrap(namespace)
             else:
                 values[name] = value
         return values

@@ -3,7 +3,8 @@
 Read as `wrangler dev` reads it: `main` is the entry module, whose `Default`
 (a `WorkerEntrypoint`) serves `fetch(self, request)` (and `scheduled` for
 `triggers.crons`, see `_scheduled`); `durable_objects.bindings` name the entry
-module's `DurableObject` classes, `migrations` apply to their stored objects (see
+module's `DurableObject` classes, `workflows` entries bind its `WorkflowEntrypoint`
+classes as Cloudflare Workflows, `migrations` apply to their stored objects (see
 `_class_migrations`); `vars` and `.dev.vars` become plain `env` values; `assets` are
 served before the worker (see `_assets`). Keys that only shape a deployment are
 accepted silently; those naming what a local run lacks are named once, at start
@@ -69,8 +70,6 @@ class Project:
     classes: dict[str, str] = field(default_factory=dict)
     """Durable Object binding name -> class name, as the config gives them."""
     test_scheduled: bool = False
-    workflows: list[Any] = field(default_factory=list)
-    """The config's `workflows` entries, as given (kept for binding them; not served)."""
     _driver: CronDriver | None = None
 
     @property
@@ -210,6 +209,11 @@ def load_project(folder: str | Path, *, test_scheduled: bool = False) -> Project
     module, entrypoint = _entry(config, root, config_path, assets_config is not None)
     bindings = _object_bindings(config, module, config_path)
     classes = {name: cls.__name__ for name, cls in bindings.items()}
+    if module is not None:
+        for name, value in _workflow_bindings(config, module, config_path).items():
+            if name in bindings:
+                raise ProjectError(f"{config_path}: {name!r} is bound twice")
+            bindings[name] = value
     try:
         migrations.check_bindings(_class_names(config), str(config_path))
     except MigrationError as error:
@@ -241,7 +245,6 @@ def load_project(folder: str | Path, *, test_scheduled: bool = False) -> Project
         migrations,
         classes,
         test_scheduled,
-        workflows if isinstance(workflows := config.get("workflows"), list) else [],
     )
 
 
@@ -325,6 +328,42 @@ def _object_bindings(
                 f"class {entry['class_name']!r}"
             )
         bindings[entry["name"]] = cls
+    return bindings
+
+
+def _workflow_bindings(config: dict[str, Any], module: ModuleType, where: Path) -> dict[str, Any]:
+    """The `workflows` entries: each binds a class with `run(event, step)` of the entry
+    module (its instances are objects of a namespace named after the binding)."""
+    entries = config.get("workflows", [])
+    if not isinstance(entries, list):
+        raise ProjectError(f"{where}: `workflows` must be a list")
+    if not entries:
+        return {}
+    from .._workflows.binding import workflow_binding
+
+    bindings: dict[str, Any] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or not all(
+            isinstance(entry.get(key), str) for key in ("name", "binding", "class_name")
+        ):
+            raise ProjectError(
+                f"{where}: each workflow needs a `name`, a `binding` and a `class_name`"
+            )
+        if "script_name" in entry:
+            raise ProjectError(
+                f"{where}: workflow {entry['binding']!r} names another script (`script_name`), "
+                "which durability serve cannot run"
+            )
+        cls = getattr(module, entry["class_name"], None)
+        if not (inspect.isclass(cls) and callable(getattr(cls, "run", None))):
+            raise ProjectError(
+                f"{where}: workflow {entry['binding']!r}: the entry module has no "
+                f"WorkflowEntrypoint class {entry['class_name']!r}"
+            )
+        try:
+            bindings[entry["binding"]] = workflow_binding(cls, entry["name"])
+        except ValueError as error:
+            raise ProjectError(f"{where}: workflow {entry['binding']!r}: {error}") from None
     return bindings
 
 

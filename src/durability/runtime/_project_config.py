@@ -91,7 +91,6 @@ NOT_SERVED = frozenset(
         "vpc_services",
         "wasm_modules",
         "worker_loaders",
-        "workflows",
     }
 )
 """Bindings and features of Cloudflare that a local run lacks: named at start."""

@@ -1,9 +1,10 @@
 """The `workers` stand-in: Cloudflare's Python SDK names, answered by the embedded runtime.
 
 A Cloudflare Python Worker starts with `from workers import DurableObject,
-WorkerEntrypoint, Response, Request`. Off Cloudflare that SDK is not installed (it
-needs Pyodide), so importing `durability.runtime` appends a finder to the very end of
-`sys.meta_path` that answers the name `workers` with these classes. Being last, it is
+WorkerEntrypoint, WorkflowEntrypoint, Response, Request` (and `from workers.workflows
+import NonRetryableError`). Off Cloudflare that SDK is not installed (it needs Pyodide),
+so importing `durability.runtime` appends a finder to the very end of `sys.meta_path`
+that answers the names `workers` and `workers.workflows` with these classes. Being last, it is
 asked only after every other finder failed: where a real `workers` module can be
 imported, that one wins.
 """
@@ -28,7 +29,8 @@ __all__ = ["ExecutionContext", "WorkerEntrypoint", "install_workers_fallback"]
 logger = logging.getLogger("durability.serve")
 
 MODULE_NAME = "workers"
-_EXPORTS = ("DurableObject", "WorkerEntrypoint", "Request", "Response")
+WORKFLOWS_MODULE = "workers.workflows"
+_EXPORTS = ("DurableObject", "WorkerEntrypoint", "WorkflowEntrypoint", "Request", "Response")
 
 
 class ExecutionContext:
@@ -82,17 +84,29 @@ class _Fallback(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         path: Sequence[str] | None,
         target: ModuleType | None = None,
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != MODULE_NAME:
+        if fullname not in (MODULE_NAME, WORKFLOWS_MODULE):
             return None
-        return importlib.util.spec_from_loader(fullname, self, origin="durability.runtime")
+        return importlib.util.spec_from_loader(
+            fullname, self, origin="durability.runtime", is_package=fullname == MODULE_NAME
+        )
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return None
 
     def exec_module(self, module: ModuleType) -> None:
+        from .._errors import NonRetryableError
+        from .._workflows.entrypoint import WorkflowEntrypoint
+
+        if module.__name__ == WORKFLOWS_MODULE:
+            module.__dict__.update(
+                NonRetryableError=NonRetryableError, __all__=["NonRetryableError"]
+            )
+            module.__doc__ = "Stand-in for `workers.workflows`, provided by durability.runtime."
+            return
         values: dict[str, object] = {
             "DurableObject": DurableObject,
             "WorkerEntrypoint": WorkerEntrypoint,
+            "WorkflowEntrypoint": WorkflowEntrypoint,
             "Request": Request,
             "Response": Response,
         }

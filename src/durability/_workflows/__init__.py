@@ -1,0 +1,42 @@
+"""Durable workflows: Cloudflare's Python Workflows API, journaled in an object's SQLite.
+
+Modules, top-down: the faces (`declare`: `@workflow` on `Durable` classes; `helper`:
+`DurabilityWorkflows`; `handles`: `Workflow` and `WorkflowInstance`; `binding`: the
+wrangler `workflows` bindings under `durability serve`), the instance calls
+(`control`), runs (`runner`, `run`) and the step kinds (`api`: the `step` object;
+`steps`: do, sleep, wait), then the storage (`rows`, `journal`, `schema`), the one
+seam to the engine (`executor`), and leaves (`durations`, `validate`, `values`,
+`errors`).
+"""
+
+from __future__ import annotations
+
+from .api import StepFunction, WorkflowStep
+from .declare import WorkflowMethod, workflow
+from .entrypoint import WorkflowEntrypoint
+from .errors import (
+    WorkflowDeterminismError,
+    WorkflowError,
+    WorkflowStepError,
+    WorkflowTimeoutError,
+)
+from .handles import Workflow, WorkflowInstance
+from .helper import DurabilityWorkflows
+from .values import AttrDict, WorkflowEvent
+
+__all__ = [
+    "AttrDict",
+    "DurabilityWorkflows",
+    "StepFunction",
+    "Workflow",
+    "WorkflowDeterminismError",
+    "WorkflowEntrypoint",
+    "WorkflowError",
+    "WorkflowEvent",
+    "WorkflowInstance",
+    "WorkflowMethod",
+    "WorkflowStep",
+    "WorkflowStepError",
+    "WorkflowTimeoutError",
+    "workflow",
+]
