@@ -256,14 +256,3 @@ async def test_not_found_handling_serves_the_nearest_404_page_or_the_app(
     ]
     app = static_site(tmp_path / "app", not_found_handling="single-page-application")
     assert await answers(app, ("/route/in/app", {"sec-fetch-mode": "navigate"})) == [(200, "home")]
-
-
-def test_workflows_are_kept_and_named_as_not_served(tmp_path: Path) -> None:
-    """`workflows` entries load without error, are kept as given, and are named in the
-    start-up warning (they are not bound yet)."""
-    flows = [{"name": "w", "binding": "FLOW", "class_name": "Flow"}]
-    config = {"main": "entry.py", "workflows": flows}
-    project = load_project(write(tmp_path / "p", config, {"entry.py": COUNTER.format(name="C")}))
-    assert project.workflows == flows
-    assert project.warnings == ["wrangler.json: not served here: workflows"]
-    assert "FLOW" not in project.bindings

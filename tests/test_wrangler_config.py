@@ -158,7 +158,6 @@ def test_keys_it_cannot_serve_are_named_once_at_start(tmp_path: Path) -> None:
         "main": "src/entry.py",
         "durable_objects": {"bindings": [{"name": "COUNTERS", "class_name": "Counter"}]},
         "kv_namespaces": [{"binding": "CACHE", "id": "x"}],
-        "workflows": [{"name": "w", "binding": "FLOW", "class_name": "Flow"}],
         "observability": {"enabled": True},
         "colour": "blue",
     }
@@ -168,7 +167,7 @@ def test_keys_it_cannot_serve_are_named_once_at_start(tmp_path: Path) -> None:
     output = stop(server)
     lines = [line for line in output.splitlines() if "not served here" in line]
     assert lines == [
-        "WARNING   wrangler.jsonc: not served here: kv_namespaces, workflows, colour (unknown key)"
+        "WARNING   wrangler.jsonc: not served here: kv_namespaces, colour (unknown key)"
     ]
 
 
