@@ -131,11 +131,6 @@ class Attempt:
         self.spared = spared if suspect != 0 else spared + 1
 
     @property
-    def number(self) -> int:
-        """The number this attempt gets once claimed (every run gets a new one)."""
-        return self.attempt + 1
-
-    @property
     def counted(self) -> int:
         """How many attempts count toward the limit once this one is claimed."""
         return self.attempt + 1 - self.spared

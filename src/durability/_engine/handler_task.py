@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from .._signal import AbortSignal, abort
 from .attempt import Attempt
@@ -104,7 +104,7 @@ async def continue_in_task(
             await settle_error(engine, attempt, number, started_at, ended.error)
             return
         try:
-            executor = cast("RecordExecutor", attempt.kind.executor)
+            executor: RecordExecutor = attempt.kind.executor  # type: ignore[assignment]
             completed_at = executor.complete(engine.sql, [(attempt, number, ended.value)])[0]
         except Exception as error:
             completed_at = error

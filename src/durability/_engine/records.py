@@ -16,7 +16,7 @@ import asyncio
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from .._context import SqlStorage
 from .._signal import AbortSignal
@@ -99,14 +99,15 @@ async def run_claimed(
         attempt, signal = hold.attempt, hold.entry.signal
         assert signal is not None
         kind = attempt.kind
-        number = attempt.number
+        number = attempt.attempt + 1
         if LifecycleEventType.ATTEMPT_STARTED in kind.listened:
             kind.emit(AttemptStartedEvent(**attempt.entity(), timestamp=started_at, attempt=number))
         if signal.reason is not None:
             failed.append((hold, signal.reason))  # cancelled or purged since its claim
             continue
         try:
-            value = cast(RecordExecutor, kind.executor).invoke(attempt, number, signal)
+            executor: RecordExecutor = kind.executor  # type: ignore[assignment]
+            value = executor.invoke(attempt, number, signal)
         except (Exception, asyncio.CancelledError) as error:
             failed.append((hold, error))
             continue
@@ -116,7 +117,7 @@ async def run_claimed(
         succeeded.append((hold, value))
     _store_successes(engine, succeeded, started_at, failed)
     for hold, failure in failed:
-        await settle_error(engine, hold.attempt, hold.attempt.number, started_at, failure)
+        await settle_error(engine, hold.attempt, hold.attempt.attempt + 1, started_at, failure)
         release(engine, hold)
 
 
@@ -131,7 +132,7 @@ def _claim(engine: Engine, holds: list[Hold], now: int, errors: list[Exception])
     rows = [
         (hold.attempt.key, hold.attempt.generation, hold.attempt.attempt)
         for hold in holds
-        if hold.attempt.counted <= hold.attempt.kind.policy.max_attempts
+        if hold.attempt.attempt - hold.attempt.spared < hold.attempt.kind.policy.max_attempts
     ]
     if not rows:
         return set()
@@ -201,8 +202,10 @@ def _store_successes(
     success that cannot be stored joins `failed`."""
     if not succeeded:
         return
-    done: list[Done] = [(hold.attempt, hold.attempt.number, value) for hold, value in succeeded]
-    executor = cast(RecordExecutor, done[0][0].kind.executor)
+    done: list[Done] = [
+        (hold.attempt, hold.attempt.attempt + 1, value) for hold, value in succeeded
+    ]
+    executor: RecordExecutor = done[0][0].kind.executor  # type: ignore[assignment]
     stored: list[int | Exception | None] | None
     try:
         # A savepoint: a completion may read after its write (a count), and a read
@@ -217,12 +220,13 @@ def _store_successes(
             failed.append((hold, outcome))
             continue
         attempt = hold.attempt
-        record_success(engine, attempt, attempt.number, started_at, outcome, value)
+        record_success(engine, attempt, attempt.attempt + 1, started_at, outcome, value)
         release(engine, hold)
 
 
 def _complete_one(engine: Engine, done: Done) -> int | Exception | None:
     try:
-        return cast(RecordExecutor, done[0].kind.executor).complete(engine.sql, [done])[0]
+        executor: RecordExecutor = done[0].kind.executor  # type: ignore[assignment]
+        return executor.complete(engine.sql, [done])[0]
     except Exception as error:
         return error

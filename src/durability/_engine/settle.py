@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from .._clock import now_ms
 from .._context import SqlStorage
@@ -46,7 +46,7 @@ def decide_retry(attempt: Attempt, number: int, error: BaseException) -> RetryDe
         is_non_retryable(error)
         or isinstance(error, policy.non_retryable)
         or number - attempt.spared >= policy.max_attempts
-        or cast("RecordExecutor", kind.executor).is_terminal(error, policy)
+        or _record_executor(attempt).is_terminal(error, policy)
     ):
         timestamp = now_ms()
         return RetryDecision(error, True, timestamp, timestamp)
@@ -153,7 +153,7 @@ async def fail_exhausted(engine: Engine, attempt: Attempt) -> None:
             exhausted,
         )
         if stored is not None:
-            cast("RecordExecutor", kind.executor).on_terminal(sql, attempt)
+            _record_executor(attempt).on_terminal(sql, attempt)
         return stored
 
     number = await engine.transaction(write)
@@ -187,7 +187,7 @@ async def settle_error(
             error=stored,
         )
         if owned and decision.terminal:
-            cast("RecordExecutor", kind.executor).on_terminal(sql, attempt)
+            _record_executor(attempt).on_terminal(sql, attempt)
         return owned
 
     owned = await engine.transaction(write)
@@ -221,3 +221,9 @@ async def settle_error(
             next_attempt_at=None if decision.terminal else decision.next_attempt_at,
         )
     )
+
+
+def _record_executor(attempt: Attempt) -> RecordExecutor:
+    """The executor of a record's attempt (settlement only ever sees records)."""
+    executor: RecordExecutor = attempt.kind.executor  # type: ignore[assignment]
+    return executor

@@ -60,7 +60,7 @@ class Registrations:
     claimed ones run, and other new records due now start as far as permits are free.
     """
 
-    __slots__ = ("_attempt_of", "_batch", "_engine", "_registered", "_run_started", "_start")
+    __slots__ = ("_attempt_of", "_batch", "_engine", "_registered", "_run_started", "_start", "add")
 
     def __init__(
         self,
@@ -79,12 +79,10 @@ class Registrations:
         self._batch: TurnBatch[Registration, bool] = TurnBatch(
             self._flush, engine.tasks.spawn, "registration"
         )
-
-    def add(self, registration: Registration) -> asyncio.Future[bool]:
-        """Queue `registration` for this turn's write; the future tells, once it is
+        self.add: Callable[[Registration], asyncio.Future[bool]] = self._batch.add
+        """Queue a registration for this turn's write; the future tells, once it is
         durable, whether it inserted a new record (or raises what it alone met). The
         write runs as instance work: a host that refuses it refuses this call."""
-        return self._batch.add(registration)
 
     async def _flush(self, rows: list[Registration]) -> list[bool | Exception]:
         claims: Reservation | None = None

@@ -90,7 +90,7 @@ class CommitPipeline:
         database, syncs = self._database, self.syncs
         if database.open_transaction is not transaction or self.inflight is not None:
             return
-        connection = database.link.current
+        connection = database.link.connection
         if self.committer is None or connection is None:
             self.commit_now()
             return

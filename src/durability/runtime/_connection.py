@@ -21,20 +21,16 @@ class ObjectConnection:
     """An object's connection: open, parked (closed by the pool, reopened on next use),
     or closed for good."""
 
-    __slots__ = ("_closed", "_connection", "_log", "file", "pool")
+    __slots__ = ("_closed", "_log", "connection", "file", "pool")
 
     def __init__(self, connection: sqlite3.Connection, file: Path | None) -> None:
         self.file = file
         self.pool: OpenDatabases | None = None
         """Where a file's connection is counted (closed when idle, reopened on use)."""
-        self._connection: sqlite3.Connection | None = connection
+        self.connection: sqlite3.Connection | None = connection
+        """The connection if it is open now (`None` while parked or once closed)."""
         self._closed = False
         self._log: int | None = None
-
-    @property
-    def current(self) -> sqlite3.Connection | None:
-        """The connection if it is open now (`None` while parked or once closed)."""
-        return self._connection
 
     @property
     def closed(self) -> bool:
@@ -49,12 +45,12 @@ class ObjectConnection:
     def get(self, database: Database) -> sqlite3.Connection:
         """The open connection, reopened through the pool if it was parked; the pool
         counts `database` as just used."""
-        connection = self._connection
+        connection = self.connection
         pool = self.pool
         if connection is None:
             if self._closed or pool is None or self.file is None:
                 raise DatabaseClosedError("the object's database is closed")
-            connection = self._connection = pool.reopen(database, self.file)
+            connection = self.connection = pool.reopen(database, self.file)
         elif pool is not None:
             pool.used(database)
         return connection
@@ -62,10 +58,10 @@ class ObjectConnection:
     def park(self) -> sqlite3.Connection | None:
         """Give up the connection unless SQLite holds a transaction open on it; the pool
         closes what this returns."""
-        connection = self._connection
+        connection = self.connection
         if connection is None or connection.in_transaction:
             return None
-        self._connection = None
+        self.connection = None
         self.close_log()
         return connection
 
@@ -75,7 +71,7 @@ class ObjectConnection:
         this descriptor drops none of its locks (closing one of `-shm` would)."""
         log = self._log
         if log is None:
-            if self._closed or self.file is None or self._connection is None:
+            if self._closed or self.file is None or self.connection is None:
                 raise DatabaseClosedError("the object's database is closed")
             log = self._log = os.open(f"{self.file}-wal", os.O_RDWR | os.O_CLOEXEC)
         return log
@@ -90,7 +86,7 @@ class ObjectConnection:
         self._closed = True
         if self.pool is not None:
             self.pool.forget(database)
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
         self.close_log()

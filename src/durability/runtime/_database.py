@@ -258,7 +258,7 @@ class Database:
         self.pipeline.prepared = UNCHANGED
         self.alarm_changed = False
         self.alarm_row = UNREAD
-        connection = self.link.current
+        connection = self.link.connection
         if connection is not None and connection.in_transaction:
             connection.execute("ROLLBACK")
         if transaction is not None:
@@ -273,7 +273,7 @@ class Database:
 
     def _check_still_open(self, error: sqlite3.Error) -> None:
         # Some errors (e.g. "INSERT OR ROLLBACK") end the whole transaction in SQLite.
-        connection = self.link.current
+        connection = self.link.connection
         if (
             self._transaction is not None
             and connection is not None
@@ -284,7 +284,11 @@ class Database:
     def _conn(self) -> sqlite3.Connection:
         if self.pipeline.inflight is not None:
             self.pipeline.settle_inflight()
-        return self.link.get(self)
+        link = self.link
+        connection = link.connection
+        if connection is not None and link.pool is None:
+            return connection  # in memory: nothing to count or reopen
+        return link.get(self)
 
 
 @functools.lru_cache(maxsize=512)
