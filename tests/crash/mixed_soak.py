@@ -150,7 +150,10 @@ def soak(workdir: Path, kills: int, seed: int, every: int = POISON_EVERY) -> dic
         own_kills += 1
     last_tick = max((at for ticks in acked.ticks.values() for at in ticks), default=0)
     time.sleep(max(0.0, last_tick / 1000 - time.time() + 0.05))
+    started = time.monotonic()
     figures = asyncio.run(_recover_and_check(data, acked, run, every, seed))
+    figures["recovery s"] = round(time.monotonic() - started)
+    figures["drain runs"] = run - kills
     figures["kills"] = run - 1
     figures["poison kills"] = own_kills
     figures["acknowledged"] = acked.count()
@@ -367,7 +370,8 @@ def main() -> None:
         f"{figures['repeats']} effects repeated, each after a kill; poisons: "
         f"{figures['poison operations']} operations and {figures['poison alarms']} alarms "
         f"failed, {figures['dead-lettered']} messages dead-lettered, {figures['dropped']} "
-        f"dropped ({time.monotonic() - started:.0f} s)"
+        f"dropped; {figures['drain runs']} drain runs, recovered in {figures['recovery s']} s "
+        f"({time.monotonic() - started:.0f} s)"
     )
 
 
