@@ -1,4 +1,5 @@
-"""A mixed workload survives SIGKILL: nothing acknowledged is lost, nothing is stranded."""
+"""A mixed workload survives SIGKILL, poisons included: nothing acknowledged is lost,
+nothing is stranded, and only the poisons fail."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ from .mixed_soak import soak
 QUICK_KILLS = 4
 
 
-def test_mixed_workload_survives_repeated_kills(tmp_path: Path) -> None:
-    """Operations, alarms, log appends, cursors and leases, killed 4 times, all check out."""
-    figures = soak(tmp_path, QUICK_KILLS, random.randrange(1_000_000))
+def test_mixed_workload_with_poisons_survives_repeated_kills(tmp_path: Path) -> None:
+    """Operations, alarms, log appends, cursors, leases and fanout, killed 4 times with
+    one poison of each executor brought in (and killed again until those fail): all
+    check out, and each poison alone failed or was dead-lettered."""
+    figures = soak(tmp_path, QUICK_KILLS, random.randrange(1_000_000), every=QUICK_KILLS)
     assert figures["acknowledged"] > QUICK_KILLS * 10
+    assert figures["poison operations"] == figures["poison alarms"] == 1
+    assert figures["dead-lettered"] + figures["dropped"] == 1
+    assert figures["poison kills"] >= 3

@@ -18,12 +18,14 @@ Release = Callable[[], None]
 class PermitPool:
     """`size` permits handed out in FIFO order."""
 
-    __slots__ = ("_available", "_waiters", "size")
+    __slots__ = ("_available", "_waiters", "_whole", "size")
 
     def __init__(self, size: int) -> None:
         self.size = size
         self._available = size
         self._waiters: deque[asyncio.Future[Release]] = deque()
+        self._whole = asyncio.Lock()
+        """Held by the one `take_all` gathering the pool."""
 
     @property
     def free(self) -> int:
@@ -82,15 +84,17 @@ class PermitPool:
     async def take_all(self) -> Release:
         """Every permit of the pool, taken one by one in FIFO order as they come free (so
         nothing else of the scheduler runs while they are held); one release gives them
-        all back."""
+        all back. One such take gathers at a time: two that each kept part of the pool
+        while waiting for the rest would wait for each other forever."""
         taken: list[Release] = []
-        try:
-            while len(taken) < self.size:
-                taken.append(self.try_acquire() or await self.acquire())
-        except BaseException:
-            for release in taken:
-                release()
-            raise
+        async with self._whole:
+            try:
+                while len(taken) < self.size:
+                    taken.append(self.try_acquire() or await self.acquire())
+            except BaseException:
+                for release in taken:
+                    release()
+                raise
 
         def release_all() -> None:
             for release in taken:

@@ -77,11 +77,12 @@ class AttemptRunner:
                         attempts.append(attempt)
                 if not pending:
                     taken_all()
+                # Rows found running here by now take no permit: give theirs back.
                 for spare in permits[len(attempts) :]:
                     spare()
                 if not attempts:
                     continue
-                holds = self._hold(attempts, permits, waiting)
+                holds = self._hold(attempts, permits[: len(attempts)], waiting)
                 try:
                     await self._run_held(holds, partial(claim_and_run, engine, holds, waiting))
                 except Exception as error:
