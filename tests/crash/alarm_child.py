@@ -41,6 +41,7 @@ class Poison(DurableObject):
             handlers={"poison": _ring},
             retries=RetryPolicy(max_attempts=MAX_ATTEMPTS, delay=lambda attempt: 0),
             attempt_timeout_ms=LEASE_MS,
+            alarm_min_delay_ms=1_000,
         )
 
     async def schedule(self) -> None:

@@ -56,6 +56,7 @@ class Poison(DurableObject):
             targets={"consumer": FanoutTarget(deliver=_deliver)},
             retries=RetryPolicy(max_attempts=MAX_ATTEMPTS, delay=lambda attempt: 0),
             attempt_timeout_ms=LEASE_MS,
+            alarm_min_delay_ms=1_000,
             dlq=self._dead_letter if self.use_dlq else None,
         )
 
