@@ -136,10 +136,10 @@ async def test_one_refuses_other_row_counts_in_cloudflare_words() -> None:
         await runtime.env.NS.getByName("a").cursor()
         probe = runtime.env.NS.getByName("a")
         assert await probe.one_of("SELECT k FROM t") == (
-            "Expected exactly one result from SQL query, but got multiple results."
+            "Error: Expected exactly one result from SQL query, but got multiple results."
         )
         assert await probe.one_of("SELECT k FROM t WHERE 0") == (
-            "Expected exactly one result from SQL query, but got no results."
+            "Error: Expected exactly one result from SQL query, but got no results."
         )
 
 

@@ -28,15 +28,18 @@ _absent: set[str] = set()
 
 
 def _module(name: str) -> ModuleType | None:
-    """Module `name` if it is loaded or can be, else `None`."""
+    """Module `name` if it is loaded or can be, else `None` (also for the embedded
+    runtime's stand-ins of `js` and `pyodide`, which convert nothing)."""
     module = sys.modules.get(name)
-    if module is not None or name in _absent:
-        return module
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        _absent.add(name)
+    if module is None and name not in _absent:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            _absent.add(name)
+            return None
+    if getattr(module, "__durability_stand_in__", False):
         return None
+    return module
 
 
 def ffi() -> Any:

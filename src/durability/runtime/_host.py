@@ -20,14 +20,13 @@ from types import CodeType, MappingProxyType, TracebackType
 from typing import Any
 
 from .._clock import WALL_CLOCK, Clock, bind_clock, unbind_clock
-from .._types import JsonValue
 from .._validate import check_positive_int
 from ._alarm_driver import AlarmDriver
 from ._catalog import Key
-from ._copy import copy_value
 from ._database import Database
 from ._ids import ObjectId
 from ._instance import Instance
+from ._js_values import to_remote
 from ._limits import DEFAULT_MAX_LIVE_OBJECTS, default_max_open_databases
 from ._object import DurableObject
 from ._private_tables import recorded_name
@@ -224,19 +223,26 @@ class Runtime:
         key: Key,
         object_id: ObjectId,
         method: str,
-        args: list[JsonValue],
-        kwargs: dict[str, JsonValue],
+        args: list[Any],
         direct: CodeType | None = None,
-    ) -> JsonValue:
-        """Deliver `method(*args, **kwargs)` to the object and copy out its result.
+    ) -> Any:
+        """Deliver `method(*args)` to the object; its result as the caller sees it on
+        Cloudflare (see `_js_values.to_remote`).
 
         `key`: the object's registry key, which the stub computes once. `direct`: the
         method's code when it cannot suspend (see `Instance.call`).
         """
         instance = self._live.get(key) or self._instance(object_id)
-        # methodcaller: `obj.method(*args, **kwargs)` without a Python-level frame.
-        result = await instance.call(methodcaller(method, *args, **kwargs), direct=direct)
-        return result if result is None else copy_value(result, "result")
+        # methodcaller: `obj.method(*args)` without a Python-level frame.
+        result = await instance.call(methodcaller(method, *args), direct=direct)
+        return result if result is None else to_remote(result)
+
+    async def _deliver(
+        self, key: Key, object_id: ObjectId, invoke: Callable[[DurableObject], object]
+    ) -> object:
+        """Deliver `invoke` to the object as one call; its result as it is."""
+        instance = self._live.get(key) or self._instance(object_id)
+        return await instance.call(invoke)
 
     async def run(self, instance: Instance, invoke: Callable[[DurableObject], object]) -> object:
         """Deliver `invoke` to `instance` as one call; eviction surfaces as an error."""
@@ -274,12 +280,14 @@ class Runtime:
             object_id, namespace.object_class, self._env, database, self._live.schedule_idle
         )
         database.busy = lambda: bool(instance.tasks)
+        instance.on_abort = lambda error: self._commit_failed(key, database, error)
         self._live.add(key, instance)
         return instance
 
     def _commit_failed(self, key: Key, database: Database, error: BaseException) -> None:
         # The instance's memory may disagree with storage now: rebuild it on next use.
         # Its calls in flight may have written in the lost commit: they get its error.
+        # (`ctx.abort` resets the object the same way, with Cloudflare's error.)
         instance = self._live.get(key)
         if instance is not None and instance.database is database:
             self._live.remove(instance)

@@ -8,12 +8,14 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextvars import copy_context
 from types import CodeType, CoroutineType
-from typing import Any, TypeVar, cast
+from typing import Any, NoReturn, TypeVar, cast
 
 from ._database import Database
-from ._errors import ObjectEvictedError
+from ._errors import DurableObjectAbort, ObjectEvictedError
 from ._gate import OutputGate, commits_to_wait
 from ._ids import ObjectId
+from ._js_errors import js_error
+from ._js_values import js_string
 from ._object import DurableObject, ObjectContext
 from ._storage import CallRecord, ObjectStorage, begin_call
 
@@ -52,6 +54,11 @@ class Instance:
         self._blocks = 0
         self._unblocked = asyncio.Event()
         self._unblocked.set()
+        self._starting: list[asyncio.Future[Any]] | None = None
+        """While the user object is being built: the blocks its constructor started."""
+        self.on_abort: Callable[[BaseException], None] | None = None
+        """Resets the object (set by the runtime): `ctx.abort` calls it with the error
+        every call in flight gets."""
         self._on_idle = on_idle
         self.idle_timer: asyncio.TimerHandle | None = None
         self.idle_since: float | None = None
@@ -66,6 +73,24 @@ class Instance:
                 self.ctx = ObjectContext(self)
                 raise
         return self._object
+
+    async def _built(self) -> DurableObject:
+        """The user's instance, once what its constructor started with
+        `block_concurrency_while` has ended (if that failed, the instance is dropped, to
+        be built again by the next call, and the failure raised)."""
+        self._starting = []
+        try:
+            target = self.user_object()
+        finally:
+            started, self._starting = self._starting, None
+        if started:
+            try:
+                await asyncio.gather(*started)
+            except BaseException:
+                self._object = None
+                self.ctx = ObjectContext(self)
+                raise
+        return target
 
     def call(
         self, invoke: Callable[[DurableObject], object], *, direct: CodeType | None = None
@@ -83,7 +108,13 @@ class Instance:
         loop = asyncio.get_running_loop()
         outcome: asyncio.Future[object] = loop.create_future()
         self.idle_since = None
-        if direct is not None and not self._waiting and not self._blocks and not self.gone:
+        if (
+            direct is not None
+            and not self._waiting
+            and not self._blocks
+            and not self.gone
+            and self._object is not None
+        ):
             self.tasks.add(outcome)
             self._trackers[outcome] = outcome
             kept = False
@@ -142,7 +173,7 @@ class Instance:
                 self._track(task, outcome)
                 return True
             raised = False
-        except Exception as error:
+        except (Exception, DurableObjectAbort) as error:
             result, raised = error, True
         return self._conclude(record, outcome, result, raised)
 
@@ -157,12 +188,14 @@ class Instance:
             record = begin_call()
             try:
                 target = self._object
-                result = invoke(self.user_object() if target is None else target)
+                if target is None:
+                    target = await self._built()
+                result = invoke(target)
                 # Coroutines (the common case) skip the slower generic awaitable check.
                 if type(result) is CoroutineType or inspect.isawaitable(result):
                     result = await result
                 raised = False
-            except Exception as error:
+            except (Exception, DurableObjectAbort) as error:
                 result, raised = error, True
             gated = self._conclude(record, outcome, result, raised)
         except asyncio.CancelledError:
@@ -183,7 +216,7 @@ class Instance:
             try:
                 result = await awaitable
                 raised = False
-            except Exception as error:
+            except (Exception, DurableObjectAbort) as error:
                 result, raised = error, True
             gated = self._conclude(record, outcome, result, raised)
         except asyncio.CancelledError:
@@ -253,21 +286,48 @@ class Instance:
         _log_failure(future)
         self._untrack(future)
 
-    async def block_while(self, fn: Callable[[], Awaitable[T] | T]) -> T:
-        """Hold back every other delivery while `fn()` (awaited when it is awaitable) runs."""
+    def block_while(self, fn: Callable[[], Awaitable[T] | T]) -> asyncio.Future[T]:
+        """Call `fn()` now and hold back every other delivery until its result (awaited
+        when it is awaitable) is ready; the returned future gets that result."""
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-        self._blocks += 1
-        self._unblocked.clear()
+        loop = asyncio.get_running_loop()
         try:
             result = fn()
-            if inspect.isawaitable(result):
-                return cast(T, await result)
-            return result
-        finally:
-            self._blocks -= 1
-            if not self._blocks:
-                self._unblocked.set()
+        except Exception as error:
+            failed: asyncio.Future[T] = loop.create_future()
+            failed.set_exception(error)
+            return failed
+        if not inspect.isawaitable(result):
+            done: asyncio.Future[T] = loop.create_future()
+            done.set_result(result)
+            return done
+        self._blocks += 1
+        self._unblocked.clear()
+        block: asyncio.Future[T] = asyncio.ensure_future(result)
+        self.idle_since = None
+        self.tasks.add(block)
+        block.add_done_callback(self._block_done)
+        if self._starting is not None:
+            self._starting.append(block)
+        return block
+
+    def _block_done(self, block: asyncio.Future[Any]) -> None:
+        self._blocks -= 1
+        if not self._blocks:
+            self._unblocked.set()
+        self._untrack(block)
+
+    def abort(self, reason: object) -> NoReturn:
+        """`ctx.abort`: reset the object (see `ObjectContext.abort`)."""
+        message = (
+            "Application called abort() to reset Durable Object."
+            if reason is None
+            else js_string(reason)
+        )
+        if self.on_abort is not None and not self.gone:
+            self.on_abort(js_error("Error", message))
+        raise DurableObjectAbort(message)
 
     def fence(self) -> None:
         """Mark the instance gone: its storage refuses every operation from now on."""

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from .._alarm_info import AlarmInvocationInfo as AlarmInvocationInfo
 from ._ids import ObjectId
+from ._js_errors import js_error
 from ._storage import ObjectStorage
 
 if TYPE_CHECKING:
@@ -16,7 +17,7 @@ T = TypeVar("T")
 
 
 class ObjectContext:
-    """`ctx`: the object's id, its storage, background work and the input gate."""
+    """`ctx`: the object's id, its storage, background work, the input gate, `abort`."""
 
     __slots__ = ("_instance",)
 
@@ -40,14 +41,39 @@ class ObjectContext:
         """
         self._instance.keep(awaitable)
 
-    async def block_concurrency_while(self, fn: Callable[[], Awaitable[T] | T]) -> T:
-        """Run `fn()` (awaiting its result when it is awaitable) while no other call or
-        alarm is delivered to this object."""
-        return await self._instance.block_while(fn)
+    def waitUntil(self, awaitable: object) -> None:
+        """`wait_until` under its Cloudflare name; as there, a value that is not awaitable
+        is accepted and ignored."""
+        if isinstance(awaitable, Awaitable):
+            self._instance.keep(awaitable)
 
-    # Cloudflare's spelling of the same methods, so a Worker's code runs here unchanged.
-    waitUntil = wait_until
-    blockConcurrencyWhile = block_concurrency_while
+    def block_concurrency_while(self, fn: Callable[[], Awaitable[T] | T]) -> Awaitable[T]:
+        """Call `fn()` now and deliver no other call or alarm to this object until its
+        result (awaited when it is awaitable) is ready; the returned awaitable gives it.
+
+        Awaiting is optional: called in `__init__` without `await` (the pattern
+        Cloudflare's docs show), it still runs before any call is delivered, and if it
+        fails, the object is built again for the next call.
+        """
+        return self._instance.block_while(fn)
+
+    def blockConcurrencyWhile(self, fn: Callable[[], Awaitable[T] | T]) -> Awaitable[T]:
+        """`block_concurrency_while` under its Cloudflare name (with Cloudflare's error
+        for an `fn` that is not callable)."""
+        if not callable(fn):
+            raise js_error(
+                "TypeError",
+                "Failed to execute 'blockConcurrencyWhile' on 'DurableObjectState': "
+                "parameter 1 is not of type 'function'.",
+                TypeError,
+            )
+        return self._instance.block_while(fn)
+
+    def abort(self, reason: object = None) -> NoReturn:
+        """Reset the object, as Cloudflare's `ctx.abort` does: its writes not yet
+        committed are dropped, every call in flight (this one too) fails with Cloudflare's
+        error, and the next call builds a new instance. Raises `DurableObjectAbort`."""
+        self._instance.abort(reason)
 
 
 class DurableObject:

@@ -19,7 +19,8 @@ from types import ModuleType
 from typing import Any
 
 from ._object import DurableObject
-from ._workers import ExecutionContext, install_workers_fallback
+from ._stand_ins import install_stand_ins
+from ._workers import ExecutionContext
 
 CONFIG_NAMES = ("wrangler.jsonc", "wrangler.json", "wrangler.toml")
 """The config files looked for, in this order (as wrangler does)."""
@@ -177,7 +178,7 @@ def _vars(config: dict[str, Any], where: Path) -> dict[str, Any]:
 
 def _import_entry(entry: Path, project: object) -> ModuleType:
     """Import the entry module with its folder on `sys.path`, as workerd lays modules out."""
-    install_workers_fallback()
+    install_stand_ins()
     resolved = entry.resolve()
     folder = str(resolved.parent)
     if folder not in sys.path:

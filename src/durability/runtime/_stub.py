@@ -5,12 +5,14 @@ from __future__ import annotations
 import dis
 import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping
+from operator import methodcaller
 from types import CodeType, FunctionType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from .._types import JsonValue
-from ._copy import copy_arguments, copy_value
+from ._http import FetchResponse, Request, crossed
 from ._ids import ObjectId, id_from_name, id_from_string, new_unique_id
+from ._js_errors import AbortError, js_error
+from ._js_values import to_remote_arguments
 from ._object import DurableObject
 
 if TYPE_CHECKING:
@@ -99,10 +101,14 @@ class ObjectNamespace:
 
 
 class ObjectStub:
-    """A handle on one object: `await stub.method(*args, **kwargs)` calls it.
+    """A handle on one object: `await stub.method(*args)` calls it, as on Cloudflare.
 
-    Arguments and results are copied as JSON values; only public methods of the class
-    can be called; calls are delivered in the order they are made.
+    Arguments and results cross as they cross JavaScript on Cloudflare (see
+    `_js_values`): keyword arguments arrive as one last `JsDict`, dicts come back as
+    `JsDict`. Only public methods of the class can be called (another name raises
+    Cloudflare's "Method ... does not exist", which is also an `AttributeError`);
+    `stub.fetch(request)` reaches the object's `fetch`; calls are delivered in the order
+    they are made.
     """
 
     # The instance dict holds each method's caller once built, where attribute lookup
@@ -120,6 +126,11 @@ class ObjectStub:
         """The id of the object this stub calls."""
         return self._id
 
+    @property
+    def name(self) -> str | None:
+        """The name the object was reached by, if any."""
+        return self._id.name
+
     def __setattr__(self, name: str, value: object) -> None:
         # An attribute set on a stub would shadow the remote method of that name.
         raise AttributeError(f"stub attributes cannot be set (tried {name!r})")
@@ -127,28 +138,42 @@ class ObjectStub:
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"stub attributes cannot be deleted (tried {name!r})")
 
-    def __getattr__(self, method: str) -> Callable[..., Awaitable[JsonValue]]:
+    def fetch(self, input: Request | str, **options: Any) -> Awaitable[FetchResponse]:
+        """Send an HTTP request to the object's `fetch(request)`; its `Response`, as the
+        caller gets it on Cloudflare (with the request's URL)."""
+        request = Request(input, **options)
+        namespace = self._namespace
+        runtime = namespace._runtime
+        object_id = self._id
+        key = (object_id.namespace, str(object_id))
+
+        async def deliver() -> FetchResponse:
+            if not namespace.has_method("fetch"):
+                raise AbortError("Method fetch does not exist")
+            result = await runtime._deliver(key, object_id, methodcaller("fetch", request))
+            if not isinstance(result, FetchResponse):
+                raise AbortError(
+                    "Incorrect type for Promise: the Promise did not resolve to 'Response'."
+                )
+            return crossed(result, request.url)
+
+        return deliver()
+
+    def __getattr__(self, method: str) -> Callable[..., Awaitable[Any]]:
         # Only reached for names that are not attributes: each method's caller is built
         # here once, then found in the instance dict.
-        cls = self._namespace.object_class
-        if method.startswith("_"):
-            raise AttributeError(f"{method!r} is private: stubs call only public methods")
-        if not self._namespace.has_method(method):
-            raise AttributeError(f"{cls.__name__} has no public method {method!r}")
+        if method.startswith("__") and method.endswith("__"):
+            raise AttributeError(method)
+        if method.startswith("_") or not self._namespace.has_method(method):
+            raise js_error("TypeError", f"Method {method} does not exist", AttributeError)
         runtime = self._namespace._runtime
         object_id = self._id
         key = (object_id.namespace, str(object_id))
         direct = self._namespace._direct_code(method)
 
-        def call(*args: Any, **kwargs: Any) -> Awaitable[JsonValue]:
-            # String types: `list[JsonValue]` would build a generic alias on every call.
-            copied_args = copy_arguments(args)
-            copied_kwargs = (
-                cast("dict[str, JsonValue]", copy_value(kwargs, "keyword arguments"))
-                if kwargs
-                else {}
-            )
-            return runtime._call(key, object_id, method, copied_args, copied_kwargs, direct)
+        def call(*args: Any, **kwargs: Any) -> Awaitable[Any]:
+            arguments = to_remote_arguments(args, kwargs)
+            return runtime._call(key, object_id, method, arguments, direct)
 
         call.__name__ = method
         self.__dict__[method] = call
