@@ -168,9 +168,11 @@ async def test_binding_rules(make_runtime: RuntimeFactory) -> None:
         for big in (2**53, -(2**53), 2**63):
             with pytest.raises(TypeError, match=r"^TypeError: Cannot convert a BigInt value"):
                 sql.exec("INSERT INTO v VALUES (?)", big)
-        for odd in ([1], {"a": 1}, bytearray(b"x"), object()):
+        for odd in ([1], {"a": 1}, object()):
             with pytest.raises(TypeError, match="binding 0"):
                 sql.exec("INSERT INTO v VALUES (?)", odd)
+        with pytest.raises(TypeError, match="cannot be sent over RPC"):
+            sql.exec("INSERT INTO v VALUES (?)", bytearray(b"x"))
         limits = {
             "too many SQL variables: SQLITE_ERROR": (
                 "SELECT " + ", ".join("?" * 101),

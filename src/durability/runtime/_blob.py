@@ -2,7 +2,7 @@
 
 They behave as `workers-runtime-sdk`'s classes do: a `Blob` is made of str (UTF-8),
 bytes-like and `Blob` parts; `FormData` maps names to str or `File` values (a `Blob`
-added to a form becomes a `File` named "blob"), keeps repeated names, and is sent as
+added to a form becomes a `File` named after its field), keeps repeated names, and is sent as
 `multipart/form-data`. `js_object` is what JavaScript would be handed (a `js.Blob`).
 """
 
@@ -133,12 +133,12 @@ class File(Blob):
 FormValue = str | File
 
 
-def _form_value(value: object, filename: str | None = None) -> FormValue:
+def _form_value(key: str, value: object, filename: str | None = None) -> FormValue:
     if isinstance(value, File) and filename is None:
         return value
     if isinstance(value, Blob | JsBlob):
         blob = value if isinstance(value, Blob) else Blob(value)
-        return File(blob, filename or "blob", blob.content_type)
+        return File(blob, filename or key, blob.content_type)
     return str(value)
 
 
@@ -167,14 +167,14 @@ class FormData(MutableMapping[str, Any]):
     def __setitem__(self, key: str, value: Any) -> None:
         if isinstance(value, list):
             raise TypeError("Expected single item in arguments to FormData.__setitem__")
-        converted = _form_value(value)
+        converted = _form_value(key, value)
         entries = [entry for entry in self._entries if entry[0] != key]
         at = next((i for i, entry in enumerate(self._entries) if entry[0] == key), None)
         entries.insert(len(entries) if at is None else at, (key, converted))
         self._entries = entries
 
     def append(self, key: str, value: Any, filename: str | None = None) -> None:
-        self._entries.append((key, _form_value(value, filename)))
+        self._entries.append((key, _form_value(key, value, filename)))
 
     def delete(self, key: str) -> None:
         self._entries = [entry for entry in self._entries if entry[0] != key]

@@ -26,6 +26,7 @@ from ._catalog import Key
 from ._database import Database
 from ._ids import ObjectId
 from ._instance import Instance
+from ._js_errors import JsException, python_error
 from ._js_values import to_remote
 from ._limits import DEFAULT_MAX_LIVE_OBJECTS, default_max_open_databases
 from ._object import DurableObject
@@ -235,7 +236,16 @@ class Runtime:
         instance = self._live.get(key) or self._instance(object_id)
         # methodcaller: `obj.method(*args)` without a Python-level frame.
         result = await instance.call(methodcaller(method, *args), direct=direct)
-        return result if result is None else to_remote(result)
+        if result is None:
+            return None
+        try:
+            return to_remote(result)
+        except JsException:
+            raise
+        except TypeError as error:
+            # Cloudflare converts the result inside the object: the caller gets the
+            # failure as the object's own Python error, wrapped in a JsException.
+            raise python_error(error) from None
 
     async def _deliver(
         self, key: Key, object_id: ObjectId, invoke: Callable[[DurableObject], object]

@@ -12,6 +12,7 @@ that class too, so code written against the embedded runtime keeps catching it.
 from __future__ import annotations
 
 import functools
+import traceback
 from typing import Any
 
 
@@ -79,3 +80,10 @@ def js_error(name: str, message: str, *also: type[BaseException]) -> JsException
     error.name = name
     error.message = message
     return error
+
+
+def python_error(error: BaseException) -> JsException:
+    """How a Python exception raised inside an object reaches its caller on Cloudflare:
+    `Error: PythonError: Traceback ...` (also an instance of `error`'s class)."""
+    text = "".join(traceback.format_exception(error))
+    return js_error("Error", f"PythonError: {text}", type(error))

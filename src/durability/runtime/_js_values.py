@@ -27,7 +27,7 @@ from typing import Any
 
 from ._js_errors import js_error
 
-__all__ = ["JsDict", "datetime_ms", "js_string", "to_remote", "utc_datetime"]
+__all__ = ["JsBigInt", "JsDict", "datetime_ms", "js_string", "to_remote", "utc_datetime"]
 
 MAX_SAFE_INTEGER = 2**53 - 1
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -39,6 +39,15 @@ _CANNOT_SEND = (
     "must emulate either a plain object or an RpcTarget, as indicated by the Proxy's "
     "prototype chain."
 )
+
+
+class JsBigInt(int):
+    """An int beyond +/-(2**53 - 1), as it comes back from JavaScript (a BigInt there)."""
+
+
+def from_js_int(value: int) -> int:
+    """`value` as JavaScript hands it back: a `JsBigInt` beyond the exact number range."""
+    return JsBigInt(value) if abs(value) > MAX_SAFE_INTEGER else value
 
 
 class JsDict(dict[str, Any]):
@@ -148,7 +157,9 @@ def to_remote(value: object, *, stored: bool = False) -> Any:
     """`value` as the other side of a stub call (or a later storage read, `stored`) sees
     it; raises what Cloudflare raises for a value it cannot send or store."""
     kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
+    if kind is str or kind is bool or value is None:
+        return value
+    if kind is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:  # type: ignore[operator]
         return value
     refuse_unsendable(value)
     return _convert(value, stored, set())
@@ -165,14 +176,16 @@ def to_remote_arguments(args: Iterable[object], kwargs: dict[str, object]) -> li
 
 def _convert(value: object, stored: bool, path: set[int]) -> Any:
     kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
+    if kind is int:
+        return from_js_int(value)  # type: ignore[arg-type]
+    if kind is str or kind is bool or value is None:
         return value
     if isinstance(value, float):
         if value.is_integer() and abs(value) <= MAX_SAFE_INTEGER:
             return int(value)
         return float(value)
     if isinstance(value, int):
-        return int(value)
+        return from_js_int(int(value))
     if isinstance(value, str):
         return str(value)
     if isinstance(value, dict | list | set | frozenset):

@@ -16,7 +16,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from ._js_values import JsDict, datetime_ms, utc_datetime
+from ._js_values import JsDict, datetime_ms, from_js_int, utc_datetime
 
 TAGGED = "~"
 _PLAIN = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -39,8 +39,12 @@ def encode(value: Any) -> str:
 def decode(text: str) -> Any:
     """The value stored as `text`."""
     if text.startswith(TAGGED):
-        return _untag(json.loads(text[1:]))
-    return json.loads(text, object_hook=JsDict)
+        return _untag(json.loads(text[1:], parse_int=_int))
+    return json.loads(text, object_hook=JsDict, parse_int=_int)
+
+
+def _int(text: str) -> int:
+    return from_js_int(int(text))
 
 
 def _check_plain(value: Any) -> None:

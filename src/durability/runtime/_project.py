@@ -20,7 +20,7 @@ from typing import Any
 
 from ._object import DurableObject
 from ._stand_ins import install_stand_ins
-from ._workers import ExecutionContext
+from ._workers import ExecutionContext, importing_with
 
 CONFIG_NAMES = ("wrangler.jsonc", "wrangler.json", "wrangler.toml")
 """The config files looked for, in this order (as wrangler does)."""
@@ -127,14 +127,16 @@ def load_project(folder: str | Path) -> Project:
     entry = root / main
     if not entry.is_file():
         raise ProjectError(f"{config_path}: the entry module {main} does not exist")
-    module = _import_entry(entry, config.get("name"))
+    variables = _vars(config, config_path)
+    with importing_with(variables):
+        module = _import_entry(entry, config.get("name"))
     entrypoint = getattr(module, "Default", None)
     if not inspect.isclass(entrypoint) or not callable(getattr(entrypoint, "fetch", None)):
         raise ProjectError(
             f"{main} must define `class Default(WorkerEntrypoint)` with `fetch(self, request)`"
         )
     bindings = _object_bindings(config, module, config_path)
-    for name, value in _vars(config, config_path).items():
+    for name, value in variables.items():
         if name in bindings:
             raise ProjectError(f"{config_path}: {name!r} is both a var and a Durable Object")
         bindings[name] = value

@@ -22,21 +22,10 @@ from ._js_errors import js_error
 from ._js_values import JsDict
 from ._sql_errors import BIG_INT, NO_STATEMENT, TRANSACTION_STATEMENTS, statement_error
 
-
-class Row(dict[str, Any]):
-    """One result row: a dict, whose columns also read as attributes (`row.name`).
-
-    Cloudflare's rows answer `row.name` under both Python SDKs, so code written for
-    Cloudflare reads rows the same way here.
-    """
-
-    __slots__ = ()
-
-    def __getattr__(self, column: str) -> Any:
-        try:
-            return self[column]
-        except KeyError:
-            raise AttributeError(f"the row has no column {column!r}") from None
+Row = JsDict
+"""One result row: a dict whose columns also read as attributes (`row.name`), the
+`JsDict` Cloudflare's `workers-runtime-sdk` gives (the built-in SDK's rows read as
+attributes too), so code written for Cloudflare reads rows the same way here."""
 
 
 MAX_BINDINGS = 100
@@ -157,6 +146,8 @@ def check_bindings(bindings: Sequence[object]) -> tuple[object, ...]:
             checked.append(value)
         elif value is None or isinstance(value, (float, str, bytes)):
             checked.append(value)
+        elif isinstance(value, tuple | bytearray):
+            raise TypeError(f"{type(value)} cannot be sent over RPC.")
         else:
             # Cloudflare would store the text JavaScript makes of it ('[object
             # Object]', '1,2'): refused here, so nothing is stored that way.

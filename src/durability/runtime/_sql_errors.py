@@ -29,6 +29,23 @@ WRONG_BINDING_COUNT = "Wrong number of parameter bindings for SQL query."
 BIG_INT = "Cannot convert a BigInt value to a number"
 
 _NEAR = re.compile(r'^near "(.*)": syntax error$', re.DOTALL)
+_TOKENS = re.compile(
+    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|`[^`]*`|\[[^\]]*\]|--[^\n]*|/\*.*?\*/"
+    r"|(?P<parameter>\?\d*|[:@$][A-Za-z_0-9]+)",
+    re.DOTALL,
+)
+MAX_PARAMETERS = 100
+
+
+def _parameter_offset(statement: str) -> int | None:
+    """Where the parameter past the limit starts in `statement` (in UTF-8 bytes)."""
+    count = 0
+    for token in _TOKENS.finditer(statement):
+        if token.group("parameter") is not None:
+            count += 1
+            if count > MAX_PARAMETERS:
+                return len(statement[: token.start()].encode("utf-8"))
+    return None
 
 
 def statement_error(message: str, *also: type[BaseException]) -> JsException:
@@ -46,8 +63,12 @@ def from_sqlite(error: sqlite3.Error, statement: str) -> JsException:
     near = _NEAR.match(message)
     if near is not None:
         text = statement.lstrip()
-        at = text.encode("utf-8").find(near.group(1).encode("utf-8"))
-        if at >= 0:
+        at: int | None = text.encode("utf-8").find(near.group(1).encode("utf-8"))
+        if at is not None and at >= 0:
+            message += f" at offset {at}"
+    elif message == "too many SQL variables":
+        at = _parameter_offset(statement.lstrip())
+        if at is not None:
             message += f" at offset {at}"
     extended = getattr(error, "sqlite_errorname", None)
     if isinstance(extended, str) and extended.startswith("SQLITE_"):

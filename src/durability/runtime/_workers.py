@@ -72,6 +72,9 @@ class WorkerEntrypoint:
 _served: list[tuple[Any, ExecutionContext]] = []
 """The worker being served: its env and ctx (the last one `serve_worker` was given)."""
 
+_importing: list[Mapping[str, Any]] = []
+"""The `vars` of the project being imported, if one is: its env before it is served."""
+
 _patches: ContextVar[tuple[Mapping[str, Any], ...]] = ContextVar(
     "durability_env_patches", default=()
 )
@@ -80,6 +83,17 @@ _patches: ContextVar[tuple[Mapping[str, Any], ...]] = ContextVar(
 def serve_worker(env: Any, context: ExecutionContext) -> None:
     """Make `env` and `context` the ones `workers.env` and `workers.wait_until` reach."""
     _served[:] = [(env, context)]
+
+
+@contextmanager
+def importing_with(values: Mapping[str, Any]) -> Iterator[None]:
+    """While a project's entry module is imported (before it can be served), let
+    `workers.env` give its `vars`, as Cloudflare gives the env at import time."""
+    _importing.append(values)
+    try:
+        yield
+    finally:
+        _importing.pop()
 
 
 def served_context() -> ExecutionContext:
@@ -98,6 +112,10 @@ class CurrentEnv:
         for patch in reversed(_patches.get()):
             if name in patch:
                 return patch[name]
+        if _importing:
+            if name in _importing[-1]:
+                return _importing[-1][name]
+            raise AttributeError(name)
         env = _served[0][0] if _served else None
         if env is None:
             raise AttributeError(name)

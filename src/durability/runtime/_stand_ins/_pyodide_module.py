@@ -16,6 +16,7 @@ from typing import Any
 
 from .._http import FetchResponse, Request
 from .._js_errors import AbortError, BodyUsedError, HttpStatusError, JsException, js_error
+from .._js_values import JsBigInt
 from .._outbound import fetch
 
 VERSION = "0.0.0+durability"
@@ -34,10 +35,6 @@ class JsNull(JsProxy):
 
     def __repr__(self) -> str:
         return "jsnull"
-
-
-class JsBigInt(int):
-    """A JavaScript BigInt (an `int`)."""
 
 
 class ConversionError(Exception):

@@ -1,0 +1,103 @@
+"""Replaying a Cloudflare-shaped test project's requests, and comparing the answers.
+
+Each project under `tests/cf_projects/` has `requests.json`: a list of steps, each a
+request (`{"path", "method", "headers", "body"}`, headers as an object or a list of
+pairs), `{"restart": true}` (stop the host and start it again on the same storage) or
+`{"sleep_ms": N}` (let time pass). `expected.json` holds the answers a real workerd gave
+to its requests, in order (recorded by `scripts/cf-diff --record`).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+PROJECTS = Path(__file__).resolve().parent / "cf_projects"
+
+IGNORED_HEADERS = frozenset(
+    {"connection", "content-length", "date", "keep-alive", "server", "transfer-encoding"}
+)
+"""Headers that say how a host sent the answer, not what the worker answered."""
+
+Answer = dict[str, Any]
+
+
+def project_names() -> list[str]:
+    """The test projects, by folder name."""
+    return sorted(path.parent.name for path in PROJECTS.glob("*/requests.json"))
+
+
+def steps(project: Path) -> list[dict[str, Any]]:
+    """The project's steps, from its `requests.json`."""
+    loaded: list[dict[str, Any]] = json.loads((project / "requests.json").read_text())
+    return loaded
+
+
+def expected(project: Path) -> list[Answer] | None:
+    """The recorded answers, or `None` before they were recorded."""
+    path = project / "expected.json"
+    if not path.is_file():
+        return None
+    answers: list[Answer] = json.loads(path.read_text())
+    return answers
+
+
+def ask(base_url: str, step: dict[str, Any]) -> Answer:
+    """Send one request step to `base_url` over HTTP; the answer, as compared."""
+    parts = urlsplit(base_url)
+    connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
+    headers = step.get("headers", {})
+    pairs = list(headers.items()) if isinstance(headers, dict) else [tuple(h) for h in headers]
+    body = step.get("body")
+    try:
+        connection.putrequest(step.get("method", "GET"), step["path"])
+        for name, value in pairs:
+            connection.putheader(name, value)
+        data = body.encode("utf-8") if body is not None else b""
+        if body is not None or step.get("method", "GET") not in ("GET", "HEAD"):
+            connection.putheader("Content-Length", str(len(data)))
+        connection.endheaders(data or None)
+        response = connection.getresponse()
+        return {
+            "name": step.get("name", f"{step.get('method', 'GET')} {step['path']}"),
+            "status": response.status,
+            "headers": sorted(
+                [name.lower(), value]
+                for name, value in response.getheaders()
+                if name.lower() not in IGNORED_HEADERS
+            ),
+            "body": response.read().decode("utf-8", "backslashreplace"),
+        }
+    finally:
+        connection.close()
+
+
+def differences(want: Answer, got: Answer) -> list[str]:
+    """How `got` differs from `want` (status, headers, body), one line each; bodies that
+    are JSON lists of the same length are compared item by item."""
+    found = []
+    for part in ("status", "headers", "body"):
+        if want[part] != got[part]:
+            items = _json_lists(want[part], got[part]) if part == "body" else None
+            if items is None:
+                found.append(f"{part}: expected {want[part]!r}, got {got[part]!r}")
+                continue
+            found.extend(
+                f"body[{index}]: expected {expected!r}, got {actual!r}"
+                for index, (expected, actual) in enumerate(zip(*items, strict=True))
+                if expected != actual
+            )
+    return found
+
+
+def _json_lists(want: str, got: str) -> tuple[list[Any], list[Any]] | None:
+    try:
+        parsed = json.loads(want), json.loads(got)
+    except ValueError:
+        return None
+    if not all(isinstance(body, list) for body in parsed) or len(parsed[0]) != len(parsed[1]):
+        return None
+    return parsed
