@@ -49,8 +49,7 @@ def ask(base_url: str, step: dict[str, Any]) -> Answer:
     """Send one request step to `base_url` over HTTP; the answer, as compared."""
     parts = urlsplit(base_url)
     connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
-    headers = step.get("headers", {})
-    pairs = list(headers.items()) if isinstance(headers, dict) else [tuple(h) for h in headers]
+    pairs = header_pairs(step)
     body = step.get("body")
     try:
         connection.putrequest(step.get("method", "GET"), step["path"])
@@ -61,18 +60,29 @@ def ask(base_url: str, step: dict[str, Any]) -> Answer:
             connection.putheader("Content-Length", str(len(data)))
         connection.endheaders(data or None)
         response = connection.getresponse()
-        return {
-            "name": step.get("name", f"{step.get('method', 'GET')} {step['path']}"),
-            "status": response.status,
-            "headers": sorted(
-                [name.lower(), value]
-                for name, value in response.getheaders()
-                if name.lower() not in IGNORED_HEADERS
-            ),
-            "body": response.read().decode("utf-8", "backslashreplace"),
-        }
+        return answer(step, response.status, response.getheaders(), response.read())
     finally:
         connection.close()
+
+
+def header_pairs(step: dict[str, Any]) -> list[tuple[str, str]]:
+    """The step's request headers as (name, value) pairs."""
+    headers = step.get("headers", {})
+    return list(headers.items()) if isinstance(headers, dict) else [tuple(h) for h in headers]
+
+
+def answer(
+    step: dict[str, Any], status: int, headers: list[tuple[str, str]], body: bytes
+) -> Answer:
+    """An answer as compared: status, the headers that matter (sorted), body text."""
+    return {
+        "name": step.get("name", f"{step.get('method', 'GET')} {step['path']}"),
+        "status": status,
+        "headers": sorted(
+            [name.lower(), value] for name, value in headers if name.lower() not in IGNORED_HEADERS
+        ),
+        "body": body.decode("utf-8", "backslashreplace"),
+    }
 
 
 def differences(want: Answer, got: Answer) -> list[str]:

@@ -191,7 +191,7 @@ def test_workers_resolves_to_the_runtime_classes() -> None:
     """With no real SDK installed, `from workers import ...` gives the runtime's classes."""
     assert importlib.util.find_spec("workers") is not None
     workers = importlib.import_module("workers")
-    assert workers.DurableObject is DurableObject
+    assert issubclass(workers.DurableObject, DurableObject)
     assert workers.WorkerEntrypoint is WorkerEntrypoint
     assert (workers.Request, workers.Response) == (Request, Response)
 

@@ -174,7 +174,7 @@ async def test_binding_rules(make_runtime: RuntimeFactory) -> None:
         with pytest.raises(TypeError, match="cannot be sent over RPC"):
             sql.exec("INSERT INTO v VALUES (?)", bytearray(b"x"))
         limits = {
-            "too many SQL variables: SQLITE_ERROR": (
+            "too many SQL variables at offset 307: SQLITE_ERROR": (
                 "SELECT " + ", ".join("?" * 101),
                 *range(101),
             ),

@@ -20,9 +20,11 @@ from types import CodeType, MappingProxyType, TracebackType
 from typing import Any
 
 from .._clock import WALL_CLOCK, Clock, bind_clock, unbind_clock
+from .._types import JsonValue
 from .._validate import check_positive_int
 from ._alarm_driver import AlarmDriver
 from ._catalog import Key
+from ._copy import copy_value
 from ._database import Database
 from ._ids import ObjectId
 from ._instance import Instance
@@ -225,19 +227,23 @@ class Runtime:
         object_id: ObjectId,
         method: str,
         args: list[Any],
+        kwargs: dict[str, JsonValue],
         direct: CodeType | None = None,
+        cloudflare: bool = False,
     ) -> Any:
-        """Deliver `method(*args)` to the object; its result as the caller sees it on
-        Cloudflare (see `_js_values.to_remote`).
+        """Deliver `method(*args, **kwargs)` to the object; its result as the caller gets
+        it: as on Cloudflare (`cloudflare`, see `_js_values.to_remote`), else a JSON copy.
 
         `key`: the object's registry key, which the stub computes once. `direct`: the
         method's code when it cannot suspend (see `Instance.call`).
         """
         instance = self._live.get(key) or self._instance(object_id)
-        # methodcaller: `obj.method(*args)` without a Python-level frame.
-        result = await instance.call(methodcaller(method, *args), direct=direct)
+        # methodcaller: `obj.method(*args, **kwargs)` without a Python-level frame.
+        result = await instance.call(methodcaller(method, *args, **kwargs), direct=direct)
         if result is None:
             return None
+        if not cloudflare:
+            return copy_value(result, "result")
         try:
             return to_remote(result)
         except JsException:

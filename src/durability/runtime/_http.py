@@ -266,12 +266,12 @@ class Response(FetchResponse):
     def __init__(
         self,
         body: Any = None,
-        status: HTTPStatus | int | str | None = None,
+        status: HTTPStatus | int | str | None = 200,
         status_text: str = "",
         headers: Any = None,
     ) -> None:
         if isinstance(body, FetchResponse):
-            if status is not None or status_text or headers is not None:
+            if status not in (None, 200) or status_text or headers is not None:
                 raise ValueError(
                     "Expected no options when constructing Response from a js.Response"
                 )

@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from .._serialization import MAX_JSON_DEPTH
 from ._js_errors import js_error
 
 __all__ = ["JsBigInt", "JsDict", "datetime_ms", "js_string", "to_remote", "utc_datetime"]
@@ -136,9 +137,11 @@ def utc_datetime(ms: int) -> datetime:
     return (EPOCH + timedelta(milliseconds=ms)).replace(tzinfo=None)
 
 
-def refuse_unsendable(value: object) -> None:
+def refuse_unsendable(value: object, depth: int = 0) -> None:
     """The SDK's check before any conversion: tuples, bytearrays and awaitables, at any
     depth of lists, sets and dict values, raise its `TypeError`."""
+    if depth > MAX_JSON_DEPTH:
+        raise RecursionError
     if callable(value) and not isinstance(value, type):
         return
     if isinstance(value, tuple | bytearray):
@@ -147,30 +150,46 @@ def refuse_unsendable(value: object) -> None:
         raise TypeError(f"Awaitable {type(value)} cannot be sent over RPC.")
     if isinstance(value, dict):
         for item in value.values():
-            refuse_unsendable(item)
+            refuse_unsendable(item, depth + 1)
     elif isinstance(value, list | set | frozenset):
         for item in value:
-            refuse_unsendable(item)
+            refuse_unsendable(item, depth + 1)
 
 
-def to_remote(value: object, *, stored: bool = False) -> Any:
+def check_sendable(value: object, what: str = "value") -> None:
+    """`refuse_unsendable`, with a value nested too deep refused as `TypeError`."""
+    try:
+        refuse_unsendable(value)
+    except RecursionError:
+        raise _too_deep(what) from None
+
+
+def _too_deep(what: str) -> TypeError:
+    return TypeError(f"{what} nests lists and dicts more than {MAX_JSON_DEPTH} levels deep")
+
+
+def to_remote(value: object, *, stored: bool = False, what: str = "value") -> Any:
     """`value` as the other side of a stub call (or a later storage read, `stored`) sees
-    it; raises what Cloudflare raises for a value it cannot send or store."""
+    it; raises what Cloudflare raises for a value it cannot send or store (and
+    `TypeError` for lists and dicts nested deeper than `MAX_JSON_DEPTH`, named `what`)."""
     kind = type(value)
     if kind is str or kind is bool or value is None:
         return value
     if kind is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:  # type: ignore[operator]
         return value
-    refuse_unsendable(value)
-    return _convert(value, stored, set())
+    try:
+        refuse_unsendable(value)
+        return _convert(value, stored, set())
+    except RecursionError:
+        raise _too_deep(what) from None
 
 
 def to_remote_arguments(args: Iterable[object], kwargs: dict[str, object]) -> list[Any]:
     """A stub call's arguments as the object gets them: keyword arguments arrive as one
     more positional argument, a `JsDict` of them (JavaScript has no keyword arguments)."""
-    converted = [to_remote(arg) for arg in args]
+    converted = [to_remote(arg, what="arguments") for arg in args]
     if kwargs:
-        converted.append(to_remote(kwargs))
+        converted.append(to_remote(kwargs, what="keyword arguments"))
     return converted
 
 
@@ -191,6 +210,8 @@ def _convert(value: object, stored: bool, path: set[int]) -> Any:
     if isinstance(value, dict | list | set | frozenset):
         if id(value) in path:
             raise TypeError("the value contains a reference cycle, which cannot be sent")
+        if len(path) >= MAX_JSON_DEPTH:
+            raise RecursionError
         path.add(id(value))
         try:
             if isinstance(value, dict):

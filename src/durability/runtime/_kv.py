@@ -18,7 +18,7 @@ from typing import Any
 from .._serialization import check_size
 from ._database import Database
 from ._js_errors import js_error
-from ._js_values import JsDict, js_string, refuse_unsendable, to_remote
+from ._js_values import JsDict, check_sendable, js_string, to_remote
 from ._kv_codec import decode, encode
 
 __all__ = ["KeyValue", "SyncKeyValue"]
@@ -40,7 +40,7 @@ def js_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ..
     if kwargs:
         args = (*args, dict(kwargs))
     for arg in args:
-        refuse_unsendable(arg)
+        check_sendable(arg)
     return args
 
 

@@ -49,7 +49,7 @@ def _int(text: str) -> int:
 
 def _check_plain(value: Any) -> None:
     kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
+    if kind is str or isinstance(value, int) or value is None:
         return
     if kind is float:
         if not math.isfinite(value):
@@ -68,7 +68,7 @@ def _check_plain(value: Any) -> None:
 
 def _tag(value: Any) -> Any:
     kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
+    if kind is str or isinstance(value, int) or value is None:
         return value
     if kind is float:
         if math.isfinite(value):

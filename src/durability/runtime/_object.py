@@ -86,3 +86,9 @@ class DurableObject:
     def __init__(self, ctx: ObjectContext, env: Any) -> None:
         self.ctx = ctx
         self.env = env
+
+
+def crosses_as_on_cloudflare(cls: type) -> bool:
+    """Whether stub calls to objects of `cls` cross as on Cloudflare: its base class is
+    the `workers` stand-in's `DurableObject`, which sets this marker."""
+    return bool(getattr(cls, "_durability_crosses_as_on_cloudflare", False))

@@ -7,13 +7,15 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from operator import methodcaller
 from types import CodeType, FunctionType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from .._types import JsonValue
+from ._copy import copy_arguments, copy_value
 from ._http import FetchResponse, Request, crossed
 from ._ids import ObjectId, id_from_name, id_from_string, new_unique_id
 from ._js_errors import AbortError, js_error
 from ._js_values import to_remote_arguments
-from ._object import DurableObject
+from ._object import DurableObject, crosses_as_on_cloudflare
 
 if TYPE_CHECKING:
     from ._host import Runtime
@@ -22,12 +24,13 @@ if TYPE_CHECKING:
 class ObjectNamespace:
     """The objects of one `DurableObject` class bound under one name."""
 
-    __slots__ = ("_cls", "_direct", "_methods", "_name", "_runtime")
+    __slots__ = ("_cloudflare", "_cls", "_direct", "_methods", "_name", "_runtime")
 
     def __init__(self, runtime: Runtime, name: str, cls: type[DurableObject]) -> None:
         self._runtime = runtime
         self._name = name
         self._cls = cls
+        self._cloudflare = crosses_as_on_cloudflare(cls)
         self._methods: dict[str, bool] = {}
         self._direct: dict[str, CodeType | None] = {}
 
@@ -101,14 +104,15 @@ class ObjectNamespace:
 
 
 class ObjectStub:
-    """A handle on one object: `await stub.method(*args)` calls it, as on Cloudflare.
+    """A handle on one object: `await stub.method(*args, **kwargs)` calls it.
 
-    Arguments and results cross as they cross JavaScript on Cloudflare (see
-    `_js_values`): keyword arguments arrive as one last `JsDict`, dicts come back as
-    `JsDict`. Only public methods of the class can be called (another name raises
-    Cloudflare's "Method ... does not exist", which is also an `AttributeError`);
-    `stub.fetch(request)` reaches the object's `fetch`; calls are delivered in the order
-    they are made.
+    Only public methods of the class can be called (another name raises Cloudflare's
+    "Method ... does not exist", which is also an `AttributeError`); `stub.fetch(request)`
+    reaches the object's `fetch`; calls are delivered in the order they are made.
+    Arguments and results cross as the object's class says: a class from Cloudflare's
+    `workers` gets Cloudflare's crossing (see `_js_values`: keyword arguments arrive as
+    one last `JsDict`, dicts come back as `JsDict`); any other class gets copies of JSON
+    values, keyword arguments passed as such.
     """
 
     # The instance dict holds each method's caller once built, where attribute lookup
@@ -170,10 +174,23 @@ class ObjectStub:
         object_id = self._id
         key = (object_id.namespace, str(object_id))
         direct = self._namespace._direct_code(method)
+        if self._namespace._cloudflare:
 
-        def call(*args: Any, **kwargs: Any) -> Awaitable[Any]:
-            arguments = to_remote_arguments(args, kwargs)
-            return runtime._call(key, object_id, method, arguments, direct)
+            def call(*args: Any, **kwargs: Any) -> Awaitable[Any]:
+                arguments = to_remote_arguments(args, kwargs)
+                return runtime._call(key, object_id, method, arguments, {}, direct, True)
+
+        else:
+
+            def call(*args: Any, **kwargs: Any) -> Awaitable[Any]:
+                # String types: `list[JsonValue]` would build a generic alias on every call.
+                copied_args = copy_arguments(args)
+                copied_kwargs = (
+                    cast("dict[str, JsonValue]", copy_value(kwargs, "keyword arguments"))
+                    if kwargs
+                    else {}
+                )
+                return runtime._call(key, object_id, method, copied_args, copied_kwargs, direct)
 
         call.__name__ = method
         self.__dict__[method] = call

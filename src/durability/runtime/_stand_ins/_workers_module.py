@@ -17,8 +17,8 @@ from typing import Any, Protocol, TypedDict
 
 from .._blob import Blob, BlobEnding, File, FormData
 from .._http import FetchResponse, Request, Response
-from .._js_values import refuse_unsendable
-from .._object import DurableObject
+from .._js_values import check_sendable
+from .._object import DurableObject as RuntimeDurableObject
 from .._outbound import fetch
 from .._workers import CurrentEnv, WorkerEntrypoint, patch_env, served_context
 
@@ -30,6 +30,13 @@ EXPORTS = (
     "wait_until",
 )  # fmt: skip
 """`workers.__all__`: the SDK's, less `WorkflowEntrypoint`."""
+
+
+class DurableObject(RuntimeDurableObject):
+    """Cloudflare's `DurableObject` base class: stub calls to its objects cross as they
+    cross JavaScript on Cloudflare (see `durability.runtime._js_values`)."""
+
+    _durability_crosses_as_on_cloudflare = True
 
 
 class Context(Protocol):
@@ -79,7 +86,7 @@ def handler(func: Callable[..., Any]) -> Callable[..., Any]:
 def python_to_rpc(value: Any) -> Any:
     """`value` as it would be sent over RPC: the SDK's refusals apply (tuples,
     bytearrays, awaitables), and the value itself is returned."""
-    refuse_unsendable(value)
+    check_sendable(value)
     return value
 
 

@@ -89,7 +89,7 @@ class Resettable(DurableObject):
     async def remember(self, entry):
         self.memory.append(entry)
         self.ctx.storage.sql.exec("INSERT INTO log VALUES (?)", entry)
-        return self.state()
+        return await self.state()
 
     async def abort_after_write(self, reason):
         self.ctx.storage.sql.exec("INSERT INTO log VALUES ('written then aborted')")
