@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -111,3 +113,27 @@ def _json_lists(want: str, got: str) -> tuple[list[Any], list[Any]] | None:
     if not all(isinstance(body, list) for body in parsed) or len(parsed[0]) != len(parsed[1]):
         return None
     return parsed
+
+
+def replay_recording(
+    project: Path, sdk: str, base_url: Callable[[], str], restart: Callable[[], None]
+) -> list[str]:
+    """Replay the project's steps against a running host (`base_url()` gives its URL,
+    `restart()` restarts it) and compare each answer with the recorded one; steps marked
+    `"only"` for another SDK are skipped. The differences, one line each."""
+    recorded = expected(project)
+    if recorded is None:
+        return [f"{project.name} has no expected.json: run scripts/cf-diff --record"]
+    answers = iter(recorded)
+    problems: list[str] = []
+    for step in steps(project):
+        if step.get("restart"):
+            restart()
+        elif "sleep_ms" in step:
+            time.sleep(step["sleep_ms"] / 1000)
+        else:
+            want = next(answers)
+            if step.get("only", sdk) == sdk:
+                got = ask(base_url(), step)
+                problems += [f"{want['name']}: {line}" for line in differences(want, got)]
+    return problems

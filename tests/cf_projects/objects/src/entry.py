@@ -190,10 +190,13 @@ class Default(WorkerEntrypoint):
         elif route == "remember":
             result = await env.RESETTABLE.getByName("r").remember(parts[1])
         elif route == "abort":
-            stub = env.RESETTABLE.getByName("r")
+            stub = env.RESETTABLE.getByName("aborted")
+            await stub.remember(f"before {parts[1]}")
             result = await attempt("abort", lambda: stub.abort_after_write(parts[1]))
         elif route == "state":
             result = await env.RESETTABLE.getByName("r").state()
+        elif route == "aborted-state":
+            result = await env.RESETTABLE.getByName("aborted").state()
         elif route == "identity":
             result = await env.RESETTABLE.getByName("identity").identity()
         elif route == "alarm-arguments":
