@@ -14,22 +14,17 @@ import enum
 import logging
 import os
 from collections.abc import Callable, Mapping
-from operator import methodcaller
 from pathlib import Path
-from types import CodeType, MappingProxyType, TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any
 
 from .._clock import WALL_CLOCK, Clock, bind_clock, unbind_clock
-from .._types import JsonValue
 from .._validate import check_positive_int
 from ._alarm_driver import AlarmDriver
 from ._catalog import Key
-from ._copy import copy_value
 from ._database import Database
 from ._ids import ObjectId
 from ._instance import Instance
-from ._js_errors import JsException, python_error
-from ._js_values import to_remote
 from ._limits import DEFAULT_MAX_LIVE_OBJECTS, default_max_open_databases
 from ._object import DurableObject
 from ._private_tables import recorded_name
@@ -221,44 +216,10 @@ class Runtime:
         """Like `evict`, and writes not yet committed are lost, as in a killed process."""
         await self._drop(_key_of(target), crash=True)
 
-    async def _call(
-        self,
-        key: Key,
-        object_id: ObjectId,
-        method: str,
-        args: list[Any],
-        kwargs: dict[str, JsonValue],
-        direct: CodeType | None = None,
-        cloudflare: bool = False,
-    ) -> Any:
-        """Deliver `method(*args, **kwargs)` to the object; its result as the caller gets
-        it: as on Cloudflare (`cloudflare`, see `_js_values.to_remote`), else a JSON copy.
-
-        `key`: the object's registry key, which the stub computes once. `direct`: the
-        method's code when it cannot suspend (see `Instance.call`).
-        """
-        instance = self._live.get(key) or self._instance(object_id)
-        # methodcaller: `obj.method(*args, **kwargs)` without a Python-level frame.
-        result = await instance.call(methodcaller(method, *args, **kwargs), direct=direct)
-        if result is None:
-            return None
-        if not cloudflare:
-            return copy_value(result, "result")
-        try:
-            return to_remote(result)
-        except JsException:
-            raise
-        except TypeError as error:
-            # Cloudflare converts the result inside the object: the caller gets the
-            # failure as the object's own Python error, wrapped in a JsException.
-            raise python_error(error) from None
-
-    async def _deliver(
-        self, key: Key, object_id: ObjectId, invoke: Callable[[DurableObject], object]
-    ) -> object:
-        """Deliver `invoke` to the object as one call; its result as it is."""
-        instance = self._live.get(key) or self._instance(object_id)
-        return await instance.call(invoke)
+    def _live_instance(self, key: Key, object_id: ObjectId) -> Instance:
+        """The object's live instance, built if needed, for a stub call (`key`: its
+        registry key, which the stub computes once)."""
+        return self._live.get(key) or self._instance(object_id)
 
     async def run(self, instance: Instance, invoke: Callable[[DurableObject], object]) -> object:
         """Deliver `invoke` to `instance` as one call; eviction surfaces as an error."""

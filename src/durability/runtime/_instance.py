@@ -8,14 +8,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextvars import copy_context
 from types import CodeType, CoroutineType
-from typing import Any, NoReturn, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from ._database import Database
 from ._errors import DurableObjectAbort, ObjectEvictedError
 from ._gate import OutputGate, commits_to_wait
 from ._ids import ObjectId
-from ._js_errors import js_error
-from ._js_values import js_string
+from ._input_gate import InputGate
 from ._object import DurableObject, ObjectContext
 from ._storage import CallRecord, ObjectStorage, begin_call
 
@@ -51,11 +50,7 @@ class Instance:
         self._cls = cls
         self._env = env
         self._object: DurableObject | None = None
-        self._blocks = 0
-        self._unblocked = asyncio.Event()
-        self._unblocked.set()
-        self._starting: list[asyncio.Future[Any]] | None = None
-        """While the user object is being built: the blocks its constructor started."""
+        self._input = InputGate()
         self.on_abort: Callable[[BaseException], None] | None = None
         """Resets the object (set by the runtime): `ctx.abort` calls it with the error
         every call in flight gets."""
@@ -74,23 +69,10 @@ class Instance:
                 raise
         return self._object
 
-    async def _built(self) -> DurableObject:
-        """The user's instance, once what its constructor started with
-        `block_concurrency_while` has ended (if that failed, the instance is dropped, to
-        be built again by the next call, and the failure raised)."""
-        self._starting = []
-        try:
-            target = self.user_object()
-        finally:
-            started, self._starting = self._starting, None
-        if started:
-            try:
-                await asyncio.gather(*started)
-            except BaseException:
-                self._object = None
-                self.ctx = ObjectContext(self)
-                raise
-        return target
+    def _forget_object(self) -> None:
+        """Drop the user's instance (a failed start-up): the next call builds it anew."""
+        self._object = None
+        self.ctx = ObjectContext(self)
 
     def call(
         self, invoke: Callable[[DurableObject], object], *, direct: CodeType | None = None
@@ -111,7 +93,7 @@ class Instance:
         if (
             direct is not None
             and not self._waiting
-            and not self._blocks
+            and not self._input.closed
             and not self.gone
             and self._object is not None
         ):
@@ -181,15 +163,15 @@ class Instance:
         gated = False
         delivered = False
         try:
-            while self._blocks:
-                await self._unblocked.wait()
+            if self._input.closed:
+                await self._input.wait()
             self._waiting -= 1
             delivered = True
             record = begin_call()
             try:
                 target = self._object
                 if target is None:
-                    target = await self._built()
+                    target = await self._input.built(self.user_object, self._forget_object)
                 result = invoke(target)
                 # Coroutines (the common case) skip the slower generic awaitable check.
                 if type(result) is CoroutineType or inspect.isawaitable(result):
@@ -287,47 +269,13 @@ class Instance:
         self._untrack(future)
 
     def block_while(self, fn: Callable[[], Awaitable[T] | T]) -> asyncio.Future[T]:
-        """Call `fn()` now and hold back every other delivery until its result (awaited
-        when it is awaitable) is ready; the returned future gets that result."""
-        if not callable(fn):
-            raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-        loop = asyncio.get_running_loop()
-        try:
-            result = fn()
-        except Exception as error:
-            failed: asyncio.Future[T] = loop.create_future()
-            failed.set_exception(error)
-            return failed
-        if not inspect.isawaitable(result):
-            done: asyncio.Future[T] = loop.create_future()
-            done.set_result(result)
-            return done
-        self._blocks += 1
-        self._unblocked.clear()
-        block: asyncio.Future[T] = asyncio.ensure_future(result)
+        """`ctx.block_concurrency_while`: see `InputGate.block_while`."""
+        return self._input.block_while(fn, self._track_block)
+
+    def _track_block(self, block: asyncio.Future[Any]) -> None:
         self.idle_since = None
         self.tasks.add(block)
-        block.add_done_callback(self._block_done)
-        if self._starting is not None:
-            self._starting.append(block)
-        return block
-
-    def _block_done(self, block: asyncio.Future[Any]) -> None:
-        self._blocks -= 1
-        if not self._blocks:
-            self._unblocked.set()
-        self._untrack(block)
-
-    def abort(self, reason: object) -> NoReturn:
-        """`ctx.abort`: reset the object (see `ObjectContext.abort`)."""
-        message = (
-            "Application called abort() to reset Durable Object."
-            if reason is None
-            else js_string(reason)
-        )
-        if self.on_abort is not None and not self.gone:
-            self.on_abort(js_error("Error", message))
-        raise DurableObjectAbort(message)
+        block.add_done_callback(self._untrack)
 
     def fence(self) -> None:
         """Mark the instance gone: its storage refuses every operation from now on."""

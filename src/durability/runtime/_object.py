@@ -6,8 +6,10 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from .._alarm_info import AlarmInvocationInfo as AlarmInvocationInfo
+from ._errors import DurableObjectAbort
 from ._ids import ObjectId
 from ._js_errors import js_error
+from ._js_values import js_string
 from ._storage import ObjectStorage
 
 if TYPE_CHECKING:
@@ -73,7 +75,15 @@ class ObjectContext:
         """Reset the object, as Cloudflare's `ctx.abort` does: its writes not yet
         committed are dropped, every call in flight (this one too) fails with Cloudflare's
         error, and the next call builds a new instance. Raises `DurableObjectAbort`."""
-        self._instance.abort(reason)
+        message = (
+            "Application called abort() to reset Durable Object."
+            if reason is None
+            else js_string(reason)
+        )
+        instance = self._instance
+        if instance.on_abort is not None and not instance.gone:
+            instance.on_abort(js_error("Error", message))
+        raise DurableObjectAbort(message)
 
 
 class DurableObject:

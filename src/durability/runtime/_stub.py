@@ -13,8 +13,8 @@ from .._types import JsonValue
 from ._copy import copy_arguments, copy_value
 from ._http import FetchResponse, Request, crossed
 from ._ids import ObjectId, id_from_name, id_from_string, new_unique_id
-from ._js_errors import AbortError, js_error
-from ._js_values import to_remote_arguments
+from ._js_errors import AbortError, JsException, js_error, python_error
+from ._js_values import to_remote, to_remote_arguments
 from ._object import DurableObject, crosses_as_on_cloudflare
 
 if TYPE_CHECKING:
@@ -154,7 +154,8 @@ class ObjectStub:
         async def deliver() -> FetchResponse:
             if not namespace.has_method("fetch"):
                 raise AbortError("Method fetch does not exist")
-            result = await runtime._deliver(key, object_id, methodcaller("fetch", request))
+            instance = runtime._live_instance(key, object_id)
+            result = await instance.call(methodcaller("fetch", request))
             if not isinstance(result, FetchResponse):
                 raise AbortError(
                     "Incorrect type for Promise: the Promise did not resolve to 'Response'."
@@ -177,8 +178,8 @@ class ObjectStub:
         if self._namespace._cloudflare:
 
             def call(*args: Any, **kwargs: Any) -> Awaitable[Any]:
-                arguments = to_remote_arguments(args, kwargs)
-                return runtime._call(key, object_id, method, arguments, {}, direct, True)
+                invoke = methodcaller(method, *to_remote_arguments(args, kwargs))
+                return _delivered(runtime, key, object_id, invoke, direct, _as_on_cloudflare)
 
         else:
 
@@ -190,7 +191,9 @@ class ObjectStub:
                     if kwargs
                     else {}
                 )
-                return runtime._call(key, object_id, method, copied_args, copied_kwargs, direct)
+                # methodcaller: `obj.method(*args, **kwargs)` without a Python-level frame.
+                invoke = methodcaller(method, *copied_args, **copied_kwargs)
+                return _delivered(runtime, key, object_id, invoke, direct, _json_copy)
 
         call.__name__ = method
         self.__dict__[method] = call
@@ -198,6 +201,35 @@ class ObjectStub:
 
     def __repr__(self) -> str:
         return f"ObjectStub({self._id!r})"
+
+
+async def _delivered(
+    runtime: Runtime,
+    key: tuple[str, str],
+    object_id: ObjectId,
+    invoke: Callable[[DurableObject], object],
+    direct: CodeType | None,
+    convert: Callable[[object], Any],
+) -> Any:
+    """Deliver `invoke` to the object; its result as the caller gets it (`convert`).
+    `direct`: the method's code when it cannot suspend (see `Instance.call`)."""
+    result = await runtime._live_instance(key, object_id).call(invoke, direct=direct)
+    return result if result is None else convert(result)
+
+
+def _json_copy(result: object) -> JsonValue:
+    return copy_value(result, "result")
+
+
+def _as_on_cloudflare(result: object) -> Any:
+    """The result as the caller gets it on Cloudflare, where it is converted inside the
+    object: a failure arrives as the object's own error, wrapped in a `JsException`."""
+    try:
+        return to_remote(result)
+    except JsException:
+        raise
+    except TypeError as error:
+        raise python_error(error) from None
 
 
 def _can_suspend(code: CodeType) -> bool:
