@@ -111,6 +111,11 @@ class Request(Body):
     def js_object(self) -> Request:
         return self
 
+    @property
+    def _js_request(self) -> Request:
+        """The SDK's own name for `js_object`, which Cloudflare's examples use."""
+        return self
+
     def clone(self) -> Request:
         """A copy with its own copy of the body (`OSError` once the body was read)."""
         return Request(self)
