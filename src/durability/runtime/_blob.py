@@ -62,7 +62,8 @@ def _single(parts: object) -> bool:
 
 class Blob:
     """Immutable bytes with a content type: `size`, `content_type`, `await text()`,
-    `await bytes()`, `slice(start, end, content_type)`."""
+    `await bytes()`, `slice(start, end, content_type)`. `endings` is accepted and line
+    endings are kept as given (what "transparent" means)."""
 
     def __init__(
         self,

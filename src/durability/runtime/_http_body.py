@@ -10,6 +10,7 @@ message's `body`); it is read once, by `text()`, `json()`, `bytes()`, `buffer()`
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -111,7 +112,7 @@ def body_content(body: object, what: str) -> tuple[Content, str | None]:
     raise TypeError(f"Unsupported type in {what}: {type(body).__name__}")
 
 
-class Body:
+class Body(ABC):
     """The body half of `Request` and `Response` (see the module docstring)."""
 
     _content: Content
@@ -124,8 +125,9 @@ class Body:
         if content_type is not None and not has_header(self._lines, "content-type"):
             self._lines.append(("content-type", content_type))
 
+    @abstractmethod
     def _used_error(self) -> Exception:
-        raise NotImplementedError
+        """The error reading a body a second time raises (it differs by class)."""
 
     @property
     def header_lines(self) -> HeaderLines:
