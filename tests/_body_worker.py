@@ -11,5 +11,5 @@ bindings: dict[str, Any] = {}
 
 
 async def fetch(request: Request, env: Any) -> Response:
-    body = await request.body()
+    body = await request.bytes()
     return Response.json({"bytes": len(body)})

@@ -259,7 +259,7 @@ class RawKeys(JsProxy):
         given = options.to_py() if isinstance(options, JsObject) else {}
 
         async def pairs() -> Any:
-            found = await self._target.list(prefix=given.get("prefix"), limit=given.get("limit"))
+            found = await self._target.list(given)
             return JsObject({key: _js_value(value) for key, value in found.items()})
 
         return JsTask(pairs())

@@ -36,6 +36,7 @@ from durability import (
     RetryPolicy,
 )
 from durability.runtime import DurableObject, Runtime
+from durability.runtime._js_errors import JsException
 from durability.testing import VirtualClock
 
 
@@ -188,8 +189,20 @@ IN_OBJECT = [
     Case("-1", "log commit offset", lambda o: o.log.commit("c", -1), LogAppendError, "offset"),
     Case("0", "log lease limit", lambda o: o.log.lease("c", 0), ValueError, "limit must"),
     Case("unknown batch", "log ack", lambda o: o.log.ack("c", "nope"), LogLeaseError, "not held"),
-    Case("an int", "KV key", lambda o: o.ctx.storage.put(1, 1), TypeError, "key must be a string"),
-    Case("a set", "KV value", lambda o: o.ctx.storage.put("k", {1}), TypeError, "JSON value"),
+    Case(
+        "bytes",
+        "KV key",
+        lambda o: o.ctx.storage.put(b"k", 1),
+        JsException,
+        "put() may only be called with a single key-value pair",
+    ),
+    Case(
+        "a tuple",
+        "KV value",
+        lambda o: o.ctx.storage.put("k", (1,)),
+        TypeError,
+        "<class 'tuple'> cannot be sent over RPC.",
+    ),
     Case(
         "a list 5,000 deep",
         "KV value",
@@ -209,8 +222,8 @@ IN_OBJECT = [
         "BEGIN",
         "sql.exec",
         lambda o: o.ctx.storage.sql.exec("BEGIN"),
-        ValueError,
-        "BEGIN is not allowed",
+        JsException,
+        "Error: To execute a transaction, please use the state.storage.transaction()",
     ),
     Case("a str", "purge_before", lambda o: o.ops.purge_before("x"), TypeError, "ms must"),
     Case(

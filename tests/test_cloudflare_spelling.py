@@ -136,10 +136,10 @@ async def test_one_refuses_other_row_counts_in_cloudflare_words() -> None:
         await runtime.env.NS.getByName("a").cursor()
         probe = runtime.env.NS.getByName("a")
         assert await probe.one_of("SELECT k FROM t") == (
-            "Expected exactly one result from SQL query, but got multiple results."
+            "Error: Expected exactly one result from SQL query, but got multiple results."
         )
         assert await probe.one_of("SELECT k FROM t WHERE 0") == (
-            "Expected exactly one result from SQL query, but got no results."
+            "Error: Expected exactly one result from SQL query, but got no results."
         )
 
 
@@ -191,7 +191,7 @@ def test_workers_resolves_to_the_runtime_classes() -> None:
     """With no real SDK installed, `from workers import ...` gives the runtime's classes."""
     assert importlib.util.find_spec("workers") is not None
     workers = importlib.import_module("workers")
-    assert workers.DurableObject is DurableObject
+    assert issubclass(workers.DurableObject, DurableObject)
     assert workers.WorkerEntrypoint is WorkerEntrypoint
     assert (workers.Request, workers.Response) == (Request, Response)
 

@@ -139,4 +139,4 @@ async def test_getting_started_app_answers_by_path(
     finally:
         for module in ("app", "greeter"):
             sys.modules.pop(module, None)
-    assert response.body == b"hello alice, visit number 1"
+    assert await response.bytes() == b"hello alice, visit number 1"

@@ -29,11 +29,11 @@ class Topics:
     module: Any
 
     async def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        text = "" if body is None else json.dumps(body)
+        text = None if body is None else json.dumps(body)
         response = await self.worker.fetch(
             Request(f"http://topics{path}", method=method, body=text), self.rt.env
         )
-        raw = response.body.decode()
+        raw = await response.text()
         is_json = response.headers.get("content-type") == "application/json"
         return response.status, json.loads(raw) if is_json else raw
 

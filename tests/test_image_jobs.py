@@ -64,7 +64,7 @@ class Jobs:
         response = await self.worker.fetch(
             Request(f"http://jobs{path}", method=method), self.rt.env
         )
-        raw = response.body.decode()
+        raw = await response.text()
         is_json = response.headers.get("content-type") == "application/json"
         return response.status, json.loads(raw) if is_json else raw
 

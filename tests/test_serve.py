@@ -36,7 +36,8 @@ async def counter_client(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClien
 
 
 async def test_request_exposes_method_url_headers_and_body() -> None:
-    """Request mirrors the Workers API: method, url, case-insensitive headers, text, json."""
+    """Request mirrors the Workers API: method, url, case-insensitive headers, a body read
+    once (by text() or json())."""
     request = Request(
         "http://x/a?b=1",
         method="post",
@@ -47,28 +48,30 @@ async def test_request_exposes_method_url_headers_and_body() -> None:
     assert request.url == "http://x/a?b=1"
     assert request.headers["content-type"] == "application/json"
     assert request.headers.get("CONTENT-TYPE") == "application/json"
-    assert await request.text() == '{"a": [1]}'
+    assert await request.clone().text() == '{"a": [1]}'
     assert await request.json() == {"a": [1]}
+    with pytest.raises(OSError, match="Body already used"):
+        await request.text()
 
 
 async def test_response_bodies_and_validation() -> None:
     """Response takes str/bytes bodies, Response.json sets JSON, bad input is rejected."""
     text = Response("hi", status=201)
-    assert (text.status, text.body, text.headers["content-type"]) == (
+    assert (text.status, await text.bytes(), text.headers["content-type"]) == (
         201,
         b"hi",
         "text/plain;charset=UTF-8",
     )
     data = Response.json({"a": [1, None]}, status=202)
-    assert (data.status, json.loads(data.body)) == (202, {"a": [1, None]})
+    assert (data.status, await data.text()) == (202, '{"a": [1, null]}')
     assert data.headers["Content-Type"] == "application/json"
     assert Response(b"\x00", headers={"content-type": "x/y"}).headers["content-type"] == "x/y"
     with pytest.raises(TypeError):
         Response.json({1, 2})
-    with pytest.raises(ValueError, match="status"):
+    with pytest.raises(ValueError, match="status codes in the range 200 to 599"):
         Response("x", status=42)
-    with pytest.raises(TypeError, match="body"):
-        Response(123)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Unsupported type in Response: int"):
+        Response(123)
 
 
 async def test_counter_demo_over_asgi(
@@ -161,7 +164,7 @@ async def test_fetch_exception_is_a_logged_500(
         with caplog.at_level(logging.ERROR, logger="durability.serve"):
             response = await _get(WorkerApp(_worker(fetch), runtime), "/boom")
     assert response.status_code == 500
-    assert response.text == "Internal Server Error: KeyError\n"
+    assert response.text == "Internal Server Error"  # as workerd answers it
     assert "secret detail" in caplog.text
     assert "/boom" in caplog.text
 
@@ -288,7 +291,7 @@ async def test_request_and_response_mirror_workers() -> None:
     """`Request` exposes method/url/headers/text()/json(); `Response` status and json()."""
     request = Request("http://host/path", method="POST", body='{"q": 1}')
     assert (request.method, request.url) == ("POST", "http://host/path")
-    assert await request.text() == '{"q": 1}'
+    assert await request.clone().text() == '{"q": 1}'
     assert await request.json() == {"q": 1}
     assert Response("hi").status == 200
     assert Response("gone", status=404).status == 404

@@ -53,11 +53,11 @@ class Simulation:
         self.resets = 0
 
     async def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        text = "" if body is None else json.dumps(body)
+        text = None if body is None else json.dumps(body)
         response = await self.worker.fetch(
             Request(f"http://sim{path}", method=method, body=text), self.rt.env
         )
-        return response.status, json.loads(response.body.decode() or "null")
+        return response.status, json.loads((await response.text()) or "null")
 
     async def produce(self, number: int) -> None:
         """Send 1-3 new events, retrying the same keys until they are acknowledged."""

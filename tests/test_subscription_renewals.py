@@ -98,11 +98,11 @@ class Shop:
         response = await self.worker.fetch(
             Request(f"http://shop{path}", method="POST"), self.rt.env
         )
-        return response.status, response.body.decode()
+        return response.status, await response.text()
 
     async def get(self, path: str) -> tuple[int, str]:
         response = await self.worker.fetch(Request(f"http://shop{path}"), self.rt.env)
-        return response.status, response.body.decode()
+        return response.status, await response.text()
 
     async def state(self, customer: str) -> Any:
         status, body = await self.get(f"/{customer}")

@@ -16,3 +16,7 @@ TimeInput: TypeAlias = "int | datetime"
 
 MAX_SAFE_INTEGER = 2**53 - 1
 """The largest integer both SQLite here and the Workers SQL API bind exactly."""
+
+STAND_IN_MARK = "__durability_stand_in__"
+"""Set (true) on a module the embedded runtime provides in place of a Pyodide one (`js`,
+`pyodide`, `workers`), so the Cloudflare adapter can tell it is not on Cloudflare."""

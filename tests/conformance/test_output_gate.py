@@ -145,9 +145,9 @@ async def test_stub_methods_are_built_once_and_names_still_checked() -> None:
         assert other.add is not stub.add
         assert await other.notes() == [1]
         for _ in range(2):
-            with pytest.raises(AttributeError, match="private"):
+            with pytest.raises(AttributeError, match="Method _private does not exist"):
                 _ = stub._private
-            with pytest.raises(AttributeError, match="no public method"):
+            with pytest.raises(AttributeError, match="Method missing does not exist"):
                 _ = stub.missing
 
 

@@ -93,7 +93,7 @@ class Simulation:
         Worker raised (a call it made failed): nothing was acknowledged."""
         assert self.runtime is not None and self._fetch is not None
         self.requests += 1
-        text = "" if body is None else json.dumps(body)
+        text = None if body is None else json.dumps(body)
         request = Request(f"http://sim{path}", method=method, body=text, headers=headers)
         served = asyncio.ensure_future(self._fetch(request, self.runtime.env))
         await self.clock.run_until_idle()
@@ -105,7 +105,7 @@ class Simulation:
         except Exception as error:
             self.note(f"{method} {path} -> {type(error).__name__}")
             return 0, error
-        raw = response.body.decode()
+        raw = await response.text()
         self.note(f"{method} {path} -> {response.status}")
         is_json = response.headers.get("content-type", "").startswith("application/json")
         return response.status, json.loads(raw) if is_json else raw

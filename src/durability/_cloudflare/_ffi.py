@@ -4,7 +4,7 @@ Nothing here imports `js` or `pyodide` at module level, so the package imports o
 CPython. They are looked up when a Cloudflare value is converted; where they do not
 exist (a CPython test double of the wrapping SDK, which hands out plain Python values),
 nothing is a JavaScript proxy, `None` is the only null, and callbacks are passed as
-they are. The embedded runtime's stand-ins for those modules (marked `STANDIN`) count
+they are. The embedded runtime's stand-ins for those modules (marked `STAND_IN_MARK`) count
 as absent: they exist only so that Worker code imports off Cloudflare.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from .._types import MAX_SAFE_INTEGER
+from .._types import MAX_SAFE_INTEGER, STAND_IN_MARK
 
 MAX_BINDINGS = 100
 """Bound parameters per query that Cloudflare's SQLite-backed Durable Objects accept."""
@@ -27,19 +27,20 @@ _INT32 = 2**31
 _absent: set[str] = set()
 """Modules that failed to import once (a failed import is not cached by Python)."""
 
-STANDIN = "__durability_standin__"
-"""Set (true) on a module that stands in for a Pyodide one outside Pyodide."""
-
 
 def _module(name: str) -> ModuleType | None:
-    """Module `name` if it is loaded or can be, else `None`."""
+    """Module `name` if it is loaded or can be, else `None` (also for the embedded
+    runtime's stand-ins of `js` and `pyodide`, which convert nothing)."""
     module = sys.modules.get(name)
     if module is None and name not in _absent:
         try:
             module = importlib.import_module(name)
         except ImportError:
             _absent.add(name)
-    return None if getattr(module, STANDIN, False) else module
+            return None
+    if getattr(module, STAND_IN_MARK, False):
+        return None
+    return module
 
 
 def ffi() -> Any:

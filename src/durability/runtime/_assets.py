@@ -159,8 +159,8 @@ class StaticAssets:
         if status == 200 and etag in request.headers.get("if-none-match", ""):
             return Response(None, status=304, headers=headers)
         if request.method == "HEAD":
-            return Response(None, status, {**headers, "content-length": str(len(body))})
-        return Response(body, status, headers)
+            return Response(None, status, headers={**headers, "content-length": str(len(body))})
+        return Response(body, status, headers=headers)
 
 
 def _redirect(location: str) -> Response:

@@ -16,3 +16,12 @@ class ObjectEvictedError(DurabilityError):
 
 class PathInUseError(DurabilityError):
     """Another `Runtime` (in this process or another) already holds the storage path."""
+
+
+class DurableObjectAbort(BaseException):
+    """Raised inside an object by `ctx.abort(reason)`, as Cloudflare's SDK raises it.
+
+    A `BaseException`, so `except Exception` in the object's code does not stop it: the
+    object is reset (its writes not yet committed are dropped, the next call builds a
+    new instance) and the caller gets Cloudflare's error.
+    """

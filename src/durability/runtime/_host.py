@@ -14,18 +14,15 @@ import enum
 import logging
 import os
 from collections.abc import Callable, Mapping
-from operator import methodcaller
 from pathlib import Path
-from types import CodeType, MappingProxyType, TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any
 
 from .._clock import WALL_CLOCK, Clock, bind_clock, unbind_clock
-from .._types import JsonValue
 from .._validate import check_positive_int
 from ._alarm_driver import AlarmDriver
 from ._bindings import HostedBinding
 from ._catalog import Key
-from ._copy import copy_value
 from ._database import Database
 from ._databases import ObjectDatabases
 from ._hibernation import SocketHub
@@ -233,24 +230,10 @@ class Runtime:
         """Like `evict`, and writes not yet committed are lost, as in a killed process."""
         await self._drop(_key_of(target), crash=True)
 
-    async def _call(
-        self,
-        key: Key,
-        object_id: ObjectId,
-        method: str,
-        args: list[JsonValue],
-        kwargs: dict[str, JsonValue],
-        direct: CodeType | None = None,
-    ) -> JsonValue:
-        """Deliver `method(*args, **kwargs)` to the object and copy out its result.
-
-        `key`: the object's registry key, which the stub computes once. `direct`: the
-        method's code when it cannot suspend (see `Instance.call`).
-        """
-        instance = self._live.get(key) or self._instance(object_id)
-        # methodcaller: `obj.method(*args, **kwargs)` without a Python-level frame.
-        result = await instance.call(methodcaller(method, *args, **kwargs), direct=direct)
-        return result if result is None else copy_value(result, "result")
+    def _live_instance(self, key: Key, object_id: ObjectId) -> Instance:
+        """The object's live instance, built if needed, for a stub call (`key`: its
+        registry key, which the stub computes once)."""
+        return self._live.get(key) or self._instance(object_id)
 
     async def run(self, instance: Instance, invoke: Callable[[DurableObject], object]) -> object:
         """Deliver `invoke` to `instance` as one call; eviction surfaces as an error."""
@@ -295,6 +278,7 @@ class Runtime:
         )
         hooks.instance = instance
         instance.socket_hub = self._sockets
+        instance.on_abort = lambda error: self._commit_failed(key, database, error)
         self._live.add(key, instance)
         return instance
 
@@ -307,6 +291,7 @@ class Runtime:
     def _commit_failed(self, key: Key, database: Database, error: BaseException) -> None:
         # The instance's memory may disagree with storage now: rebuild it on next use.
         # Its calls in flight may have written in the lost commit: they get its error.
+        # (`ctx.abort` resets the object the same way, with Cloudflare's error.)
         instance = self._live.get(key)
         if instance is not None and instance.database is database:
             self._live.remove(instance)

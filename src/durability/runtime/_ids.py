@@ -42,6 +42,10 @@ class ObjectId:
         """`str(id)` under its Cloudflare name: the 64-hex id."""
         return self._hex
 
+    def equals(self, other: object) -> bool:
+        """`id == other` under its Cloudflare name."""
+        return self == other
+
     def __repr__(self) -> str:
         return f"ObjectId({self._namespace}:{self._hex[:12]}..., name={self._name!r})"
 

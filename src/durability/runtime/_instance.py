@@ -11,9 +11,10 @@ from types import CodeType, CoroutineType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._database import Database
-from ._errors import ObjectEvictedError
+from ._errors import DurableObjectAbort, ObjectEvictedError
 from ._gate import OutputGate, commits_to_wait
 from ._ids import ObjectId
+from ._input_gate import InputGate
 from ._object import DurableObject, ObjectContext
 from ._platform import EMBEDDED, Platform
 from ._storage import CallRecord, ObjectStorage, begin_call
@@ -59,9 +60,10 @@ class Instance:
         self._cls = cls
         self._env = env
         self._object: DurableObject | None = None
-        self._blocks = 0
-        self._unblocked = asyncio.Event()
-        self._unblocked.set()
+        self._input = InputGate()
+        self.on_abort: Callable[[BaseException], None] | None = None
+        """Resets the object (set by the runtime): `ctx.abort` calls it with the error
+        every call in flight gets."""
         self._on_idle = on_idle
         self._platform = platform
         self.idle_timer: asyncio.TimerHandle | None = None
@@ -83,6 +85,11 @@ class Instance:
                 raise
         return self._object
 
+    def _forget_object(self) -> None:
+        """Drop the user's instance (a failed start-up): the next call builds it anew."""
+        self._object = None
+        self.ctx = ObjectContext(self)
+
     def call(
         self, invoke: Callable[[DurableObject], object], *, direct: CodeType | None = None
     ) -> asyncio.Future[object]:
@@ -99,7 +106,13 @@ class Instance:
         loop = asyncio.get_running_loop()
         outcome: asyncio.Future[object] = loop.create_future()
         self.idle_since = None
-        if direct is not None and not self._waiting and not self._blocks and not self.gone:
+        if (
+            direct is not None
+            and not self._waiting
+            and not self._input.closed
+            and not self.gone
+            and self._object is not None
+        ):
             self.tasks.add(outcome)
             self._trackers[outcome] = outcome
             kept = False
@@ -159,7 +172,7 @@ class Instance:
                 self._track(task, outcome)
                 return True
             raised = False
-        except Exception as error:
+        except (Exception, DurableObjectAbort) as error:
             result, raised = error, True
         return self._conclude(record, outcome, result, raised)
 
@@ -167,20 +180,22 @@ class Instance:
         gated = False
         delivered = False
         try:
-            while self._blocks:
-                await self._unblocked.wait()
+            if self._input.closed:
+                await self._input.wait()
             self._waiting -= 1
             delivered = True
             record = begin_call()
             running_instance.set(self)
             try:
                 target = self._object
-                result = invoke(self.user_object() if target is None else target)
+                if target is None:
+                    target = await self._input.built(self.user_object, self._forget_object)
+                result = invoke(target)
                 # Coroutines (the common case) skip the slower generic awaitable check.
                 if type(result) is CoroutineType or inspect.isawaitable(result):
                     result = await result
                 raised = False
-            except Exception as error:
+            except (Exception, DurableObjectAbort) as error:
                 result, raised = error, True
             gated = self._conclude(record, outcome, result, raised)
         except asyncio.CancelledError:
@@ -201,7 +216,7 @@ class Instance:
             try:
                 result = await awaitable
                 raised = False
-            except Exception as error:
+            except (Exception, DurableObjectAbort) as error:
                 result, raised = error, True
             gated = self._conclude(record, outcome, result, raised)
         except asyncio.CancelledError:
@@ -271,21 +286,14 @@ class Instance:
         _log_failure(future)
         self._untrack(future)
 
-    async def block_while(self, fn: Callable[[], Awaitable[T] | T]) -> T:
-        """Hold back every other delivery while `fn()` (awaited when it is awaitable) runs."""
-        if not callable(fn):
-            raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-        self._blocks += 1
-        self._unblocked.clear()
-        try:
-            result = fn()
-            if inspect.isawaitable(result):
-                return cast(T, await result)
-            return result
-        finally:
-            self._blocks -= 1
-            if not self._blocks:
-                self._unblocked.set()
+    def block_while(self, fn: Callable[[], Awaitable[T] | T]) -> asyncio.Future[T]:
+        """`ctx.block_concurrency_while`: see `InputGate.block_while`."""
+        return self._input.block_while(fn, self._track_block)
+
+    def _track_block(self, block: asyncio.Future[Any]) -> None:
+        self.idle_since = None
+        self.tasks.add(block)
+        block.add_done_callback(self._untrack)
 
     def fence(self) -> None:
         """Mark the instance gone: its storage refuses every operation from now on."""

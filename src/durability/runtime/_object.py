@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from .._alarm_info import AlarmInvocationInfo as AlarmInvocationInfo
+from ._errors import DurableObjectAbort
 from ._ids import ObjectId
+from ._js_errors import js_error
+from ._js_values import js_string
 from ._storage import ObjectStorage
 from ._ws_context import WebSocketMethods
 
@@ -17,8 +20,8 @@ T = TypeVar("T")
 
 
 class ObjectContext(WebSocketMethods):
-    """`ctx`: the object's id, its storage, background work, the input gate and its
-    hibernatable WebSockets (`WebSocketMethods`)."""
+    """`ctx`: the object's id, its storage, background work, the input gate, `abort` and
+    its hibernatable WebSockets (`WebSocketMethods`)."""
 
     __slots__ = ("_instance",)
 
@@ -42,14 +45,47 @@ class ObjectContext(WebSocketMethods):
         """
         self._instance.keep(awaitable)
 
-    async def block_concurrency_while(self, fn: Callable[[], Awaitable[T] | T]) -> T:
-        """Run `fn()` (awaiting its result when it is awaitable) while no other call or
-        alarm is delivered to this object."""
-        return await self._instance.block_while(fn)
+    def waitUntil(self, awaitable: object) -> None:
+        """`wait_until` under its Cloudflare name; as there, a value that is not awaitable
+        is accepted and ignored."""
+        if isinstance(awaitable, Awaitable):
+            self._instance.keep(awaitable)
 
-    # Cloudflare's spelling of the same methods, so a Worker's code runs here unchanged.
-    waitUntil = wait_until
-    blockConcurrencyWhile = block_concurrency_while
+    def block_concurrency_while(self, fn: Callable[[], Awaitable[T] | T]) -> Awaitable[T]:
+        """Call `fn()` now and deliver no other call or alarm to this object until its
+        result (awaited when it is awaitable) is ready; the returned awaitable gives it.
+
+        Awaiting is optional: called in `__init__` without `await` (the pattern
+        Cloudflare's docs show), it still runs before any call is delivered, and if it
+        fails, the object is built again for the next call.
+        """
+        return self._instance.block_while(fn)
+
+    def blockConcurrencyWhile(self, fn: Callable[[], Awaitable[T] | T]) -> Awaitable[T]:
+        """`block_concurrency_while` under its Cloudflare name (with Cloudflare's error
+        for an `fn` that is not callable)."""
+        if not callable(fn):
+            raise js_error(
+                "TypeError",
+                "Failed to execute 'blockConcurrencyWhile' on 'DurableObjectState': "
+                "parameter 1 is not of type 'function'.",
+                TypeError,
+            )
+        return self._instance.block_while(fn)
+
+    def abort(self, reason: object = None) -> NoReturn:
+        """Reset the object, as Cloudflare's `ctx.abort` does: its writes not yet
+        committed are dropped, every call in flight (this one too) fails with Cloudflare's
+        error, and the next call builds a new instance. Raises `DurableObjectAbort`."""
+        message = (
+            "Application called abort() to reset Durable Object."
+            if reason is None
+            else js_string(reason)
+        )
+        instance = self._instance
+        if instance.on_abort is not None and not instance.gone:
+            instance.on_abort(js_error("Error", message))
+        raise DurableObjectAbort(message)
 
 
 class DurableObject:
@@ -62,3 +98,9 @@ class DurableObject:
     def __init__(self, ctx: ObjectContext, env: Any) -> None:
         self.ctx = ctx
         self.env = env
+
+
+def crosses_as_on_cloudflare(cls: type) -> bool:
+    """Whether stub calls to objects of `cls` cross as on Cloudflare: its base class is
+    the `workers` stand-in's `DurableObject`, which sets this marker."""
+    return bool(getattr(cls, "_durability_crosses_as_on_cloudflare", False))

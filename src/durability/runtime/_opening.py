@@ -25,6 +25,7 @@ from ._commit_threads import CommitThreads
 from ._database import Database, DatabaseHooks
 from ._object_hooks import UNWATCHED
 from ._private_tables import PRIVATE_TABLES, create_private_tables
+from ._sql import apply_sql_limits
 
 CACHE_PAGES = 64
 """SQLite's page cache per object at most, in pages: 256 KiB of 4 KiB pages, not the
@@ -121,6 +122,7 @@ def connect_file(file: Path, *, threaded: bool) -> sqlite3.Connection:
         connection.execute("PRAGMA temp_store=MEMORY")
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute(f"PRAGMA synchronous={'NORMAL' if threaded else 'FULL'}")
+        apply_sql_limits(connection)
     except sqlite3.Error as error:
         connection.close()
         raise type(error)(f"{file}: {error}") from error
@@ -142,6 +144,7 @@ def open_database(
     """
     if file is None:
         connection = sqlite3.connect(":memory:", isolation_level=None)
+        apply_sql_limits(connection)
         database = Database(connection, loop, None, hooks)
         create_private_tables(database)
         return database

@@ -27,7 +27,6 @@ from urllib.parse import urlsplit
 from ._assets import AssetsBinding, StaticAssets
 from ._class_migrations import MigrationError, Migrations, parse_migrations
 from ._http import Response
-from ._js_standins import install_js_fallback
 from ._object import DurableObject
 from ._project_config import read_assets, read_vars, unserved_keys
 from ._scheduled import (
@@ -39,7 +38,8 @@ from ._scheduled import (
     fire_by_hand,
     run_scheduled,
 )
-from ._workers import ExecutionContext, install_workers_fallback
+from ._stand_ins import install_stand_ins
+from ._workers import ExecutionContext, importing_with
 
 CONFIG_NAMES = ("wrangler.jsonc", "wrangler.json", "wrangler.toml")
 """The config files looked for, in this order (as wrangler does)."""
@@ -206,7 +206,7 @@ def load_project(folder: str | Path, *, test_scheduled: bool = False) -> Project
         migrations = parse_migrations(config.get("migrations"), str(config_path))
     except ValueError as error:
         raise ProjectError(str(error)) from None
-    module, entrypoint = _entry(config, root, config_path, assets_config is not None)
+    module, entrypoint = _entry(config, root, config_path, assets_config is not None, variables)
     bindings = _object_bindings(config, module, config_path)
     classes = {name: cls.__name__ for name, cls in bindings.items()}
     if module is not None:
@@ -249,9 +249,14 @@ def load_project(folder: str | Path, *, test_scheduled: bool = False) -> Project
 
 
 def _entry(
-    config: dict[str, Any], root: Path, where: Path, has_assets: bool
+    config: dict[str, Any],
+    root: Path,
+    where: Path,
+    has_assets: bool,
+    variables: dict[str, Any],
 ) -> tuple[ModuleType | None, type | None]:
-    """The entry module and its `Default`; none for a project of static assets only."""
+    """The entry module (imported with `variables` as `workers.env`, as on Cloudflare)
+    and its `Default`; none for a project of static assets only."""
     main = config.get("main")
     if main is None and has_assets:
         return None, None
@@ -260,7 +265,8 @@ def _entry(
     entry = root / main
     if not entry.is_file():
         raise ProjectError(f"{where}: the entry module {main} does not exist")
-    module = _import_entry(entry, config.get("name"))
+    with importing_with(variables):
+        module = _import_entry(entry, config.get("name"))
     entrypoint = getattr(module, "Default", None)
     if not inspect.isclass(entrypoint) or not callable(getattr(entrypoint, "fetch", None)):
         raise ProjectError(
@@ -369,8 +375,7 @@ def _workflow_bindings(config: dict[str, Any], module: ModuleType, where: Path) 
 
 def _import_entry(entry: Path, project: object) -> ModuleType:
     """Import the entry module with its folder on `sys.path`, as workerd lays modules out."""
-    install_workers_fallback()
-    install_js_fallback()
+    install_stand_ins()
     resolved = entry.resolve()
     folder = str(resolved.parent)
     if folder not in sys.path:

@@ -1,8 +1,11 @@
 """SQL text and values as the Workers SQL API accepts them, and its cursor.
 
-`sql.exec` takes one or more statements; transaction control statements are refused
-(the host owns the transaction); bindings are checked as the Workers runtime checks
-them (integers must fit in +/-(2**53 - 1), booleans become 0/1).
+`sql.exec` takes one or more statements (only the last may have parameters);
+transaction control statements are refused (the host owns the transaction); bindings
+are checked as the Workers runtime checks them (integers must fit in +/-(2**53 - 1),
+booleans become 0/1), and each connection gets the Workers SQL limits (100 bound
+parameters and 100 columns, 100,000-byte statements, 50-byte LIKE patterns), so SQLite
+itself refuses what Cloudflare's refuses, with the same messages.
 """
 
 from __future__ import annotations
@@ -10,27 +13,19 @@ from __future__ import annotations
 import functools
 import re
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from .._sql_rows import ReadRows
 from .._types import MAX_SAFE_INTEGER
+from ._js_errors import js_error
+from ._js_values import JsDict
+from ._sql_errors import BIG_INT, NO_STATEMENT, TRANSACTION_STATEMENTS, statement_error
 
-
-class Row(dict[str, Any]):
-    """One result row: a dict, whose columns also read as attributes (`row.name`).
-
-    Cloudflare's rows answer `row.name` under both Python SDKs, so code written for
-    Cloudflare reads rows the same way here.
-    """
-
-    __slots__ = ()
-
-    def __getattr__(self, column: str) -> Any:
-        try:
-            return self[column]
-        except KeyError:
-            raise AttributeError(f"the row has no column {column!r}") from None
+Row = JsDict
+"""One result row: a dict whose columns also read as attributes (`row.name`), the
+`JsDict` Cloudflare's `workers-runtime-sdk` gives (the built-in SDK's rows read as
+attributes too), so code written for Cloudflare reads rows the same way here."""
 
 
 MAX_BINDINGS = 100
@@ -38,6 +33,21 @@ MAX_BINDINGS = 100
 
 MAX_STATEMENT_BYTES = 100_000
 """The longest SQL statement Cloudflare's SQLite-backed Durable Objects accept."""
+
+SQL_LIMITS = (
+    (sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, MAX_BINDINGS),
+    (sqlite3.SQLITE_LIMIT_COLUMN, 100),
+    (sqlite3.SQLITE_LIMIT_SQL_LENGTH, MAX_STATEMENT_BYTES),
+    (sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, 50),
+)
+"""The SQLite limits a Cloudflare SQLite-backed Durable Object runs with."""
+
+
+def apply_sql_limits(connection: sqlite3.Connection) -> None:
+    """Give an object's connection Cloudflare's SQL limits."""
+    for limit, value in SQL_LIMITS:
+        connection.setlimit(limit, value)
+
 
 _FIRST_KEYWORD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$))*([A-Za-z]+)", re.DOTALL)
 _TRANSACTION_KEYWORDS = frozenset({"BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"})
@@ -74,7 +84,7 @@ def parse_query(query: str) -> tuple[str, ...]:
     """The checked statements of `query` (cached: most queries are constant strings)."""
     statements = split_statements(query)
     if not statements:
-        raise ValueError("query must contain a SQL statement")
+        raise statement_error(NO_STATEMENT, ValueError)
     for statement in statements:
         check_statement(statement)
     return tuple(statements)
@@ -101,21 +111,10 @@ def refuse_alarm_trigger(statements: Sequence[str]) -> None:
 
 
 def check_statement(statement: str) -> None:
-    """Refuse transaction control (the host commits each turn) and oversized statements."""
-    if len(statement) > MAX_STATEMENT_BYTES // 4 and len(statement.encode()) > (
-        MAX_STATEMENT_BYTES
-    ):
-        raise ValueError(
-            f"a SQL statement may be at most {MAX_STATEMENT_BYTES} bytes (the Workers SQL "
-            "limit); bind large values instead of inlining them"
-        )
-    keyword = first_keyword(statement)
-    if keyword in _TRANSACTION_KEYWORDS:
-        raise ValueError(
-            f"{keyword} is not allowed in sql.exec: writes are committed by the runtime; "
-            "use ctx.storage.transaction_sync(fn) or await ctx.storage.transaction(fn) "
-            "for an atomic group of writes"
-        )
+    """Refuse transaction control: the host commits each turn (use `transactionSync`
+    or `transaction` for an atomic group of writes)."""
+    if first_keyword(statement) in _TRANSACTION_KEYWORDS:
+        raise statement_error(TRANSACTION_STATEMENTS, ValueError)
 
 
 _MIN_SAFE_INTEGER = -MAX_SAFE_INTEGER
@@ -123,11 +122,6 @@ _MIN_SAFE_INTEGER = -MAX_SAFE_INTEGER
 
 def check_bindings(bindings: Sequence[object]) -> tuple[object, ...]:
     """Bindings as SQLite gets them; `TypeError` for values the Workers API refuses."""
-    if len(bindings) > MAX_BINDINGS:
-        raise ValueError(
-            f"a query may have at most {MAX_BINDINGS} bindings (the Workers SQL limit), "
-            f"got {len(bindings)}"
-        )
     values: Sequence[Any] = bindings  # Any: no `cast` call per integer
     for value in values:
         # The common case, checked without building a new tuple: text, floats, NULLs and
@@ -148,14 +142,15 @@ def check_bindings(bindings: Sequence[object]) -> tuple[object, ...]:
             checked.append(int(value))
         elif isinstance(value, int):
             if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-                raise TypeError(
-                    f"binding {index} is an integer outside +/-(2**53 - 1), which the "
-                    "Workers SQL API cannot bind exactly; store it as TEXT"
-                )
+                raise js_error("TypeError", BIG_INT, TypeError)
             checked.append(value)
         elif value is None or isinstance(value, (float, str, bytes)):
             checked.append(value)
+        elif isinstance(value, tuple | bytearray):
+            raise TypeError(f"{type(value)} cannot be sent over RPC.")
         else:
+            # Cloudflare would store the text JavaScript makes of it ('[object
+            # Object]', '1,2'): refused here, so nothing is stored that way.
             raise TypeError(
                 f"binding {index} must be None, bool, int, float, str or bytes, "
                 f"got {type(value).__name__}"
@@ -179,6 +174,24 @@ class Cursor(ReadRows[Row]):
         """`to_list()` under its Cloudflare name."""
         return list(self)
 
+    def one(self) -> Row:
+        """The only remaining row; Cloudflare's error unless there is exactly one."""
+        try:
+            return super().one()
+        except ValueError as error:
+            raise js_error("Error", str(error), ValueError) from None
+
+    def next(self) -> JsDict:
+        """The next row as Cloudflare's iterator step: `{"done": False, "value": row}`,
+        then `{"done": True, "value": None}` once the rows are used up."""
+        for row in self:
+            return JsDict(done=False, value=row)
+        return JsDict(done=True, value=None)
+
+    def raw(self) -> RawRows:
+        """The remaining rows as tuples, in column order (`toArray()` gives lists)."""
+        return RawRows(self._rows)
+
     @property
     def columnNames(self) -> list[str]:
         """`column_names` under its Cloudflare name."""
@@ -193,3 +206,29 @@ class Cursor(ReadRows[Row]):
     def rowsWritten(self) -> int:
         """`rows_written` under its Cloudflare name."""
         return self._rows_written
+
+
+class RawRows:
+    """`cursor.raw()`: iterating gives each row as a tuple; Cloudflare's `toArray()` and
+    `next()` give lists, as Cloudflare's SDK does."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: Iterator[tuple[Any, ...]]) -> None:
+        self._rows = rows
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return self._rows
+
+    def __next__(self) -> tuple[Any, ...]:
+        return next(self._rows)
+
+    def toArray(self) -> list[list[Any]]:
+        """Every remaining row as a list."""
+        return [list(row) for row in self._rows]
+
+    def next(self) -> JsDict:
+        """`{"done": False, "value": [...]}` for the next row, then `{"done": True, ...}`."""
+        for row in self._rows:
+            return JsDict(done=False, value=list(row))
+        return JsDict(done=True, value=None)

@@ -10,28 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
-import sys
 from collections.abc import Awaitable, Callable, Generator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar, cast
 
-from .._context import DeleteAllHooks, Transaction
-from .._serialization import check_json_value, check_size, to_json_text
-from .._types import JsonValue, SqlValue, TimeInput
-from .._validate import check_callable, check_positive_int, to_epoch_ms
+from .._context import DeleteAllHooks
+from .._types import JsonValue, TimeInput
+from .._validate import check_callable, to_epoch_ms
+from ._alarm_time import cloudflare_alarm_ms
 from ._database import UNREAD, Database
 from ._errors import ObjectEvictedError
+from ._js_errors import js_error
+from ._kv import KeyValue, SyncKeyValue, js_arguments
+from ._object_sql import ObjectSql
 from ._private_tables import create_private_tables
-from ._sql import (
-    Cursor,
-    check_bindings,
-    names_alarm_table,
-    parse_query,
-    refuse_alarm_trigger,
-)
+from ._transaction import Transaction
 
 T = TypeVar("T")
 
@@ -141,23 +136,6 @@ def _pass_outcome(waiter: asyncio.Future[None], commit: asyncio.Future[None]) ->
         waiter.set_exception(error)
 
 
-def _prefix_end(prefix: str) -> str | None:
-    """The smallest string above every string starting with `prefix` (None: unbounded)."""
-    stem = prefix.rstrip(chr(sys.maxunicode))
-    if not stem:
-        return None
-    following = ord(stem[-1]) + 1
-    if 0xD800 <= following <= 0xDFFF:
-        following = 0xE000
-    return stem[:-1] + chr(following)
-
-
-def _check_key(key: object) -> str:
-    if not isinstance(key, str):
-        raise TypeError(f"key must be a string, got {type(key).__name__}")
-    return key
-
-
 def _refuse_awaitable(result: T) -> T:
     """`transaction_sync`'s result, unless `fn` returned an awaitable (closed, refused)."""
     if inspect.isawaitable(result):
@@ -191,50 +169,32 @@ def _drive(awaitable: object) -> Any:
     )
 
 
-class ObjectSql:
-    """`ctx.storage.sql`: synchronous SQL over the object's own database (a `SqlStorage`)."""
-
-    __slots__ = ("_storage",)
-
-    def __init__(self, storage: ObjectStorage) -> None:
-        self._storage = storage
-
-    def exec(self, query: str, *bindings: SqlValue | bool) -> Cursor:
-        """Run `query` (one or more statements) now; the cursor holds the last one's rows."""
-        if not isinstance(query, str):
-            raise TypeError(f"query must be a string, got {type(query).__name__}")
-        checked = check_bindings(bindings)
-        statements = parse_query(query)
-        if checked and len(statements) > 1:
-            raise ValueError("bindings are only allowed when the query is a single statement")
-        if not names_alarm_table(query):
-            return self._storage.enter().run(statements, checked)
-        refuse_alarm_trigger(statements)
-        database = self._storage.enter()
-        try:
-            return database.run(statements, checked)
-        finally:
-            # SQL on the alarm table itself: read the row again, and let the commit
-            # update the alarm's timer and catalog entry as `set_alarm` would.
-            database.alarm_row = UNREAD
-            database.alarm_changed = True
-
-
 class ObjectStorage:
-    """`ctx.storage`: the object's SQL database, transactions, its alarm and KV pairs."""
+    """`ctx.storage`: the object's SQL database, transactions, its alarm and KV pairs.
+
+    The key-value methods and Cloudflare's spellings (`setAlarm`, `transactionSync`,
+    ...) behave as on Cloudflare; the snake_case names are the library's (see
+    `durability._context.Storage`).
+    """
 
     def __init__(self, database: Database, owner: str) -> None:
         self._database = database
         self._owner = owner
         self._fenced = False
         self._sql = ObjectSql(self)
-        self._transaction = _Transaction(self)
+        self._kv = KeyValue(self.enter)
+        self._sync_kv = SyncKeyValue(self._kv)
         self._emptied = DeleteAllHooks()
 
     @property
     def sql(self) -> ObjectSql:
         """Synchronous SQL (`sql.exec`)."""
         return self._sql
+
+    @property
+    def kv(self) -> SyncKeyValue:
+        """The key-value pairs, read and written synchronously (`kv.get(key)`)."""
+        return self._sync_kv
 
     def fence(self) -> None:
         """Refuse every later operation: the instance that owns this storage is gone."""
@@ -260,14 +220,24 @@ class ObjectStorage:
         check_callable("fn", fn)
         return self._atomically(lambda: _refuse_awaitable(fn()))
 
+    def transactionSync(self, fn: Callable[[], T]) -> T:
+        """`transaction_sync` under its Cloudflare name (and with Cloudflare's error for an
+        `fn` that is not callable)."""
+        if not callable(fn):
+            raise js_error("TypeError", _not_a_function("transactionSync"), TypeError)
+        return self.transaction_sync(fn)
+
     async def transaction(self, fn: Callable[[Transaction], Awaitable[T]]) -> T:
-        """Run `await fn(txn)` atomically, without letting other work interleave."""
+        """Run `await fn(txn)` atomically, without letting other work interleave; its
+        writes are undone if it raises, or once it returns after `txn.rollback()`."""
         check_callable("fn", fn)
-        result: T = self._atomically(lambda: _drive(fn(self._transaction)))
+        txn = Transaction(self)
+        result: T = self._atomically(lambda: _drive(fn(txn)), lambda: not txn.rolled_back)
         return result
 
-    def _atomically(self, body: Callable[[], T]) -> T:
-        """Run `body()` inside a savepoint of the turn's transaction: all or nothing."""
+    def _atomically(self, body: Callable[[], T], keep: Callable[[], bool] | None = None) -> T:
+        """Run `body()` inside a savepoint of the turn's transaction: all or nothing
+        (nothing as well when `keep()` says so once it returned)."""
         database = self.enter()
         savepoint = database.savepoint()
         try:
@@ -275,7 +245,10 @@ class ObjectStorage:
         except BaseException:
             database.rollback_to(savepoint)
             raise
-        database.release(savepoint)
+        if keep is None or keep():
+            database.release(savepoint)
+        else:
+            database.rollback_to(savepoint)
         return result
 
     async def sync(self) -> None:
@@ -297,7 +270,14 @@ class ObjectStorage:
 
     async def set_alarm(self, scheduled_time: TimeInput) -> None:
         """Arm the object's one alarm (replacing any other, and any pending retry)."""
-        scheduled_ms = to_epoch_ms("scheduled_time", scheduled_time)
+        self._arm(to_epoch_ms("scheduled_time", scheduled_time))
+
+    async def setAlarm(self, scheduled_time: object, *options: Any, **keywords: Any) -> None:
+        """`set_alarm` as Cloudflare's takes it: ms as an int or float, or a `datetime`
+        (a naive one is UTC); other values raise Cloudflare's errors."""
+        self._arm(cloudflare_alarm_ms(scheduled_time))
+
+    def _arm(self, scheduled_ms: int) -> None:
         database = self.enter()
         row = read_alarm(database)
         if row is None:
@@ -312,52 +292,31 @@ class ObjectStorage:
         if row is not None and row.scheduled_ms is not None:
             write_alarm(database, AlarmRow(None, row.retry_ms, row.retry_attempt))
 
-    async def get(self, key: str) -> JsonValue:
-        """The value stored under `key`, or `None`."""
-        _check_key(key)
-        rows = self.enter().query("SELECT value FROM _durability_kv WHERE key = ?", key)
-        if not rows:
-            return None
-        value: JsonValue = json.loads(rows[0][0])
-        return value
+    async def getAlarm(self, *options: Any, **keywords: Any) -> int | None:
+        """`get_alarm` (Cloudflare's options are accepted and have no effect here)."""
+        return await self.get_alarm()
 
-    async def put(self, key: str, value: JsonValue) -> None:
-        """Store a JSON value under `key`."""
-        _check_key(key)
-        text = to_json_text(check_json_value(value, "value"))
-        check_size("value", text, key)
-        self.enter().execute(
-            "INSERT INTO _durability_kv (key, value) VALUES (?, ?)"
-            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            key,
-            text,
-        )
+    async def deleteAlarm(self, *options: Any, **keywords: Any) -> None:
+        """`delete_alarm` (Cloudflare's options are accepted and have no effect here)."""
+        await self.delete_alarm()
 
-    async def delete(self, key: str) -> bool:
-        """Remove `key`; True if it existed."""
-        _check_key(key)
-        return self.enter().execute("DELETE FROM _durability_kv WHERE key = ?", key) > 0
+    async def get(self, *args: Any, **kwargs: Any) -> Any:
+        """`get(key)`: the value stored under `key`, or `None`; `get([keys])`: a dict of
+        the keys found (see `_kv`)."""
+        return self._kv.get(js_arguments(args, kwargs))
 
-    async def list(
-        self, *, prefix: str | None = None, limit: int | None = None
-    ) -> dict[str, JsonValue]:
-        """Pairs in ascending key order, optionally only keys starting with `prefix`."""
-        if prefix is not None and not isinstance(prefix, str):
-            raise TypeError(f"prefix must be a string, got {type(prefix).__name__}")
-        count = -1 if limit is None else check_positive_int("limit", limit)
-        start = prefix or ""
-        end = _prefix_end(start)
-        rows = self.enter().query(
-            "SELECT key, value FROM _durability_kv WHERE key >= ? AND (? IS NULL OR key < ?)"
-            " AND substr(key, 1, ?) = ? ORDER BY key LIMIT ?",
-            start,
-            end,
-            end,
-            len(start),
-            start,
-            count,
-        )
-        return {key: json.loads(text) for key, text in rows}
+    async def put(self, *args: Any, **kwargs: Any) -> None:
+        """`put(key, value)`, or `put({key: value, ...})` for several pairs at once."""
+        self._kv.put(js_arguments(args, kwargs))
+
+    async def delete(self, *args: Any, **kwargs: Any) -> Any:
+        """`delete(key)`: True if it existed; `delete([keys])`: how many existed."""
+        return self._kv.delete(js_arguments(args, kwargs))
+
+    async def list(self, *args: Any, **kwargs: Any) -> dict[str, JsonValue]:
+        """The pairs in key order, with Cloudflare's options (`prefix`, `limit`, `start`,
+        `startAfter`, `end`, `reverse`) given as a dict or as keywords."""
+        return self._kv.list(js_arguments(args, kwargs))
 
     def on_delete_all(self, hook: Callable[[], object]) -> None:
         """Have `hook()` (a bound method, held weakly) called after each `delete_all()`."""
@@ -386,45 +345,13 @@ class ObjectStorage:
         database.alarm_changed = True
         database.alarm_row = None
 
-    # Cloudflare's spelling of the same methods, so a Worker's code runs here unchanged.
-    transactionSync = transaction_sync
-    getAlarm = get_alarm
-    setAlarm = set_alarm
-    deleteAlarm = delete_alarm
-    deleteAll = delete_all
+    async def deleteAll(self, *options: Any, **keywords: Any) -> None:
+        """`delete_all` under its Cloudflare name."""
+        await self.delete_all()
 
 
-class _Transaction:
-    """What `storage.transaction` hands its callback: the alarm and KV methods."""
-
-    __slots__ = ("_storage",)
-
-    def __init__(self, storage: ObjectStorage) -> None:
-        self._storage = storage
-
-    async def get_alarm(self) -> int | None:
-        return await self._storage.get_alarm()
-
-    async def set_alarm(self, scheduled_time: TimeInput) -> None:
-        await self._storage.set_alarm(scheduled_time)
-
-    async def delete_alarm(self) -> None:
-        await self._storage.delete_alarm()
-
-    async def get(self, key: str) -> JsonValue:
-        return await self._storage.get(key)
-
-    async def put(self, key: str, value: JsonValue) -> None:
-        await self._storage.put(key, value)
-
-    async def delete(self, key: str) -> bool:
-        return await self._storage.delete(key)
-
-    async def list(
-        self, *, prefix: str | None = None, limit: int | None = None
-    ) -> dict[str, JsonValue]:
-        return await self._storage.list(prefix=prefix, limit=limit)
-
-    getAlarm = get_alarm
-    setAlarm = set_alarm
-    deleteAlarm = delete_alarm
+def _not_a_function(method: str) -> str:
+    return (
+        f"Failed to execute '{method}' on 'DurableObjectStorage': parameter 1 is not of type "
+        "'function'."
+    )

@@ -5,13 +5,17 @@ from __future__ import annotations
 import dis
 import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping
+from operator import methodcaller
 from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any, cast
 
 from .._types import JsonValue
 from ._copy import copy_arguments, copy_value
+from ._http import Request
 from ._ids import ObjectId, id_from_name, id_from_string, new_unique_id
-from ._object import DurableObject
+from ._js_errors import JsException, js_error, python_error
+from ._js_values import to_remote, to_remote_arguments
+from ._object import DurableObject, crosses_as_on_cloudflare
 from ._stub_fetch import fetch_object
 
 if TYPE_CHECKING:
@@ -22,12 +26,13 @@ if TYPE_CHECKING:
 class ObjectNamespace:
     """The objects of one `DurableObject` class bound under one name."""
 
-    __slots__ = ("_cls", "_direct", "_methods", "_name", "_runtime")
+    __slots__ = ("_cloudflare", "_cls", "_direct", "_methods", "_name", "_runtime")
 
     def __init__(self, runtime: Runtime, name: str, cls: type[DurableObject]) -> None:
         self._runtime = runtime
         self._name = name
         self._cls = cls
+        self._cloudflare = crosses_as_on_cloudflare(cls)
         self._methods: dict[str, bool] = {}
         self._direct: dict[str, CodeType | None] = {}
 
@@ -103,8 +108,13 @@ class ObjectNamespace:
 class ObjectStub:
     """A handle on one object: `await stub.method(*args, **kwargs)` calls it.
 
-    Arguments and results are copied as JSON values; only public methods of the class
-    can be called; calls are delivered in the order they are made.
+    Only public methods of the class can be called (another name raises Cloudflare's
+    "Method ... does not exist", which is also an `AttributeError`); `stub.fetch(request)`
+    reaches the object's `fetch`; calls are delivered in the order they are made.
+    Arguments and results cross as the object's class says: a class from Cloudflare's
+    `workers` gets Cloudflare's crossing (see `_js_values`: keyword arguments arrive as
+    one last `JsDict`, dicts come back as `JsDict`); any other class gets copies of JSON
+    values, keyword arguments passed as such.
     """
 
     # The instance dict holds each method's caller once built, where attribute lookup
@@ -122,10 +132,10 @@ class ObjectStub:
         """The id of the object this stub calls."""
         return self._id
 
-    def fetch(self, request: Any) -> Awaitable[Response]:
-        """Send `request` (a `Request` or a URL) to the object's `fetch(request)`; its
-        `Response` comes back as is, a WebSocket upgrade (101) included."""
-        return fetch_object(self._namespace._runtime, self._id, request)
+    @property
+    def name(self) -> str | None:
+        """The name the object was reached by, if any."""
+        return self._id.name
 
     def __setattr__(self, name: str, value: object) -> None:
         # An attribute set on a stub would shadow the remote method of that name.
@@ -134,28 +144,42 @@ class ObjectStub:
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"stub attributes cannot be deleted (tried {name!r})")
 
-    def __getattr__(self, method: str) -> Callable[..., Awaitable[JsonValue]]:
+    def fetch(self, input: Request | str, **options: Any) -> Awaitable[Response]:
+        """Send an HTTP request to the object's `fetch(request)`; its `Response`, as the
+        caller gets it on Cloudflare (with the request's URL; a WebSocket upgrade, 101,
+        comes back as is)."""
+        return fetch_object(self._namespace, self._id, Request(input, **options))
+
+    def __getattr__(self, method: str) -> Callable[..., Awaitable[Any]]:
         # Only reached for names that are not attributes: each method's caller is built
         # here once, then found in the instance dict.
-        cls = self._namespace.object_class
-        if method.startswith("_"):
-            raise AttributeError(f"{method!r} is private: stubs call only public methods")
-        if not self._namespace.has_method(method):
-            raise AttributeError(f"{cls.__name__} has no public method {method!r}")
+        if method.startswith("__") and method.endswith("__"):
+            raise AttributeError(method)
+        if method.startswith("_") or not self._namespace.has_method(method):
+            raise js_error("TypeError", f"Method {method} does not exist", AttributeError)
         runtime = self._namespace._runtime
         object_id = self._id
         key = (object_id.namespace, str(object_id))
         direct = self._namespace._direct_code(method)
+        if self._namespace._cloudflare:
 
-        def call(*args: Any, **kwargs: Any) -> Awaitable[JsonValue]:
-            # String types: `list[JsonValue]` would build a generic alias on every call.
-            copied_args = copy_arguments(args)
-            copied_kwargs = (
-                cast("dict[str, JsonValue]", copy_value(kwargs, "keyword arguments"))
-                if kwargs
-                else {}
-            )
-            return runtime._call(key, object_id, method, copied_args, copied_kwargs, direct)
+            def call(*args: Any, **kwargs: Any) -> Awaitable[Any]:
+                invoke = methodcaller(method, *to_remote_arguments(args, kwargs))
+                return _delivered(runtime, key, object_id, invoke, direct, _as_on_cloudflare)
+
+        else:
+
+            def call(*args: Any, **kwargs: Any) -> Awaitable[Any]:
+                # String types: `list[JsonValue]` would build a generic alias on every call.
+                copied_args = copy_arguments(args)
+                copied_kwargs = (
+                    cast("dict[str, JsonValue]", copy_value(kwargs, "keyword arguments"))
+                    if kwargs
+                    else {}
+                )
+                # methodcaller: `obj.method(*args, **kwargs)` without a Python-level frame.
+                invoke = methodcaller(method, *copied_args, **copied_kwargs)
+                return _delivered(runtime, key, object_id, invoke, direct, _json_copy)
 
         call.__name__ = method
         self.__dict__[method] = call
@@ -163,6 +187,35 @@ class ObjectStub:
 
     def __repr__(self) -> str:
         return f"ObjectStub({self._id!r})"
+
+
+async def _delivered(
+    runtime: Runtime,
+    key: tuple[str, str],
+    object_id: ObjectId,
+    invoke: Callable[[DurableObject], object],
+    direct: CodeType | None,
+    convert: Callable[[object], Any],
+) -> Any:
+    """Deliver `invoke` to the object; its result as the caller gets it (`convert`).
+    `direct`: the method's code when it cannot suspend (see `Instance.call`)."""
+    result = await runtime._live_instance(key, object_id).call(invoke, direct=direct)
+    return result if result is None else convert(result)
+
+
+def _json_copy(result: object) -> JsonValue:
+    return copy_value(result, "result")
+
+
+def _as_on_cloudflare(result: object) -> Any:
+    """The result as the caller gets it on Cloudflare, where it is converted inside the
+    object: a failure arrives as the object's own error, wrapped in a `JsException`."""
+    try:
+        return to_remote(result)
+    except JsException:
+        raise
+    except TypeError as error:
+        raise python_error(error) from None
 
 
 def _can_suspend(code: CodeType) -> bool:

@@ -11,17 +11,18 @@ evicting it anyway closes the socket with 1001 (going away).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from operator import methodcaller
+from typing import TYPE_CHECKING
 
-from ._http import Request, Response
+from ._http import FetchResponse, Request, Response, crossed
 from ._ids import ObjectId
+from ._js_errors import AbortError
 from ._websocket import WebSocket
 from ._ws_events import SocketEvent
 
 if TYPE_CHECKING:
-    from ._host import Runtime
     from ._instance import Instance
-    from ._object import DurableObject
+    from ._stub import ObjectNamespace
 
 __all__ = ["fetch_object"]
 
@@ -29,30 +30,23 @@ EVICTED_CODE = 1001
 """The close code a standard WebSocket gets when its object is evicted anyway."""
 
 
-async def fetch_object(runtime: Runtime, object_id: ObjectId, request: Any) -> Response:
-    """Deliver `request` (a `Request` or a URL) to the object's `fetch`; its `Response`."""
-    if isinstance(request, str):
-        request = Request(request)
-    if not isinstance(request, Request):
-        raise TypeError(f"stub.fetch takes a Request or a URL, got {type(request).__name__}")
-    cls = runtime.namespace(object_id.namespace).object_class
-    if not callable(getattr(cls, "fetch", None)):
-        raise TypeError(f"{cls.__name__} has no fetch(request) method to send the request to")
+async def fetch_object(
+    namespace: ObjectNamespace, object_id: ObjectId, request: Request
+) -> Response:
+    """Deliver `request` to the object's `fetch`; its `Response` as the caller sees it."""
+    if not namespace.has_method("fetch"):
+        raise AbortError("Method fetch does not exist")
     key = (object_id.namespace, str(object_id))
-    instance = runtime._live.get(key) or runtime._instance(object_id)
-
-    def invoke(target: DurableObject) -> object:
-        return target.fetch(request)  # type: ignore[attr-defined]
-
-    response = await instance.call(invoke)
-    if not isinstance(response, Response):
-        raise TypeError(
-            f"{cls.__name__}.fetch must return a Response, got {type(response).__name__}"
-        )
-    socket = response.web_socket
-    if socket is not None and socket._peer is not None and socket._peer._taken_by == "accept":
+    instance = namespace._runtime._live_instance(key, object_id)
+    result = await instance.call(methodcaller("fetch", request))
+    if not isinstance(result, FetchResponse):
+        raise AbortError("Incorrect type for Promise: the Promise did not resolve to 'Response'.")
+    if not isinstance(result, Response) or result.web_socket is None:
+        return crossed(result, request.url)
+    socket = result.web_socket
+    if socket._peer is not None and socket._peer._taken_by == "accept":
         _hold_while_open(instance, socket._peer)
-    return response
+    return result
 
 
 def _hold_while_open(instance: Instance, end: WebSocket) -> None:

@@ -1,36 +1,24 @@
-"""The `workers` stand-in: Cloudflare's Python SDK names, answered by the embedded runtime.
+"""The worker side of a served project: its `ctx`, `WorkerEntrypoint`, and the env and
+`waitUntil` that `workers.env` / `workers.wait_until` reach from anywhere.
 
-A Cloudflare Python Worker starts with `from workers import DurableObject,
-WorkerEntrypoint, WorkflowEntrypoint, Response, Request` (and `from workers.workflows
-import NonRetryableError`). Off Cloudflare that SDK is not installed (it needs Pyodide),
-so importing `durability.runtime` appends a finder to the very end of `sys.meta_path`
-that answers the names `workers` and `workers.workflows` with these classes. Being last, it is
-asked only after every other finder failed: where a real `workers` module can be
-imported, that one wins.
+On Cloudflare, `from workers import env, wait_until` gives the running worker's bindings
+and background work wherever they are used (even at import time). Here the worker that
+`durability serve` serves (`serve_worker`) plays that part; `patch_env(...)` lays values
+over its env for the duration of a `with` block.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import logging
-import sys
-from collections.abc import Awaitable, Sequence
-from types import ModuleType
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
-
-from ._http import Request, Response
-from ._object import DurableObject
-
-__all__ = ["ExecutionContext", "WorkerEntrypoint", "install_workers_fallback"]
 
 logger = logging.getLogger("durability.serve")
 
-MODULE_NAME = "workers"
-WORKFLOWS_MODULE = "workers.workflows"
-_EXPORTS = ("DurableObject", "WorkerEntrypoint", "WorkflowEntrypoint", "Request", "Response")
+__all__ = ["CurrentEnv", "ExecutionContext", "WorkerEntrypoint", "patch_env", "serve_worker"]
 
 
 class ExecutionContext:
@@ -43,12 +31,18 @@ class ExecutionContext:
         self._tasks: set[asyncio.Future[Any]] = set()
 
     def wait_until(self, awaitable: Awaitable[Any]) -> None:
-        """Run `awaitable` (a coroutine or future) in the background; failures are logged."""
+        """Run `awaitable` (a coroutine or future) in the background; failures are logged.
+        A value that is not awaitable is ignored, as on Cloudflare."""
+        if not isinstance(awaitable, Awaitable):
+            return
         task = asyncio.ensure_future(awaitable)
         self._tasks.add(task)
         task.add_done_callback(self._done)
 
     waitUntil = wait_until
+
+    def passThroughOnException(self) -> None:
+        """Cloudflare's fail-open switch; there is no origin behind `serve`, so a no-op."""
 
     def _done(self, task: asyncio.Future[Any]) -> None:
         self._tasks.discard(task)
@@ -75,49 +69,77 @@ class WorkerEntrypoint:
         self.env = env
 
 
-class _Fallback(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds `workers` (only that name) as a module made of the runtime's classes."""
+_served: list[tuple[Any, ExecutionContext]] = []
+"""The worker being served: its env and ctx (the last one `serve_worker` was given)."""
 
-    def find_spec(
-        self,
-        fullname: str,
-        path: Sequence[str] | None,
-        target: ModuleType | None = None,
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in (MODULE_NAME, WORKFLOWS_MODULE):
-            return None
-        return importlib.util.spec_from_loader(
-            fullname, self, origin="durability.runtime", is_package=fullname == MODULE_NAME
-        )
+_importing: list[Mapping[str, Any]] = []
+"""The `vars` of the project being imported, if one is: its env before it is served."""
 
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return None
-
-    def exec_module(self, module: ModuleType) -> None:
-        from .._errors import NonRetryableError
-        from .._workflows.entrypoint import WorkflowEntrypoint
-
-        if module.__name__ == WORKFLOWS_MODULE:
-            module.__dict__.update(
-                NonRetryableError=NonRetryableError, __all__=["NonRetryableError"]
-            )
-            module.__doc__ = "Stand-in for `workers.workflows`, provided by durability.runtime."
-            return
-        values: dict[str, object] = {
-            "DurableObject": DurableObject,
-            "WorkerEntrypoint": WorkerEntrypoint,
-            "WorkflowEntrypoint": WorkflowEntrypoint,
-            "Request": Request,
-            "Response": Response,
-        }
-        module.__dict__.update(values, __all__=list(_EXPORTS))
-        module.__doc__ = "Stand-in for Cloudflare's `workers` SDK, provided by durability.runtime."
+_patches: ContextVar[tuple[Mapping[str, Any], ...]] = ContextVar(
+    "durability_env_patches", default=()
+)
 
 
-_FALLBACK = _Fallback()
+def serve_worker(env: Any, context: ExecutionContext) -> None:
+    """Make `env` and `context` the ones `workers.env` and `workers.wait_until` reach."""
+    _served[:] = [(env, context)]
 
 
-def install_workers_fallback() -> None:
-    """Make `import workers` find the stand-in when nothing else provides it (idempotent)."""
-    if _FALLBACK not in sys.meta_path:
-        sys.meta_path.append(_FALLBACK)
+@contextmanager
+def importing_with(values: Mapping[str, Any]) -> Iterator[None]:
+    """While a project's entry module is imported (before it can be served), let
+    `workers.env` give its `vars`, as Cloudflare gives the env at import time."""
+    _importing.append(values)
+    try:
+        yield
+    finally:
+        _importing.pop()
+
+
+def served_context() -> ExecutionContext:
+    """The served worker's `ctx` (a detached one before any worker is served)."""
+    if not _served:
+        _served.append((None, ExecutionContext()))
+    return _served[0][1]
+
+
+class CurrentEnv:
+    """`workers.env`: the served worker's bindings (with `patch_env` values on top)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        for patch in reversed(_patches.get()):
+            if name in patch:
+                return patch[name]
+        if _importing:
+            if name in _importing[-1]:
+                return _importing[-1][name]
+            raise AttributeError(name)
+        env = _served[0][0] if _served else None
+        if env is None:
+            raise AttributeError(name)
+        return getattr(env, name)
+
+    def __dir__(self) -> list[str]:
+        env = _served[0][0] if _served else None
+        names = set(dir(env)) if env is not None else set()
+        for patch in _patches.get():
+            names.update(patch)
+        return sorted(name for name in names if not name.startswith("_"))
+
+    def __repr__(self) -> str:
+        return "workers.env"
+
+
+@contextmanager
+def patch_env(
+    d: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None, **kwds: Any
+) -> Iterator[None]:
+    """Within the block, `workers.env.NAME` gives these values instead of the bindings."""
+    values = dict(d or {}) | kwds
+    token = _patches.set((*_patches.get(), values))
+    try:
+        yield
+    finally:
+        _patches.reset(token)

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from ._http import Request, Response
+from ._http import FetchResponse, Request, Response
 from ._websocket import WebSocket
 from ._ws_events import (
     ABNORMAL_CLOSE,
@@ -59,7 +59,7 @@ async def serve_websocket(
     receive: Receive,
     send: Send,
     url: str,
-    respond: Callable[[Request], Awaitable[Response]],
+    respond: Callable[[Request], Awaitable[FetchResponse]],
 ) -> None:
     """Serve one ASGI `websocket` scope: ask the worker (`respond`), then carry frames."""
     if (await receive())["type"] != "websocket.connect":
@@ -71,10 +71,10 @@ async def serve_websocket(
         headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
     )
     response = await respond(request)
-    client = response.web_socket
+    client = response.web_socket if isinstance(response, Response) else None
     if client is not None and client._taken_by is not None:
         logger.error("fetch answered 101 with a WebSocket end that was already accepted")
-        response = Response("Internal Server Error: the WebSocket was already taken\n", 500)
+        response = Response(b"Internal Server Error", status=500)
         client = None
     if response.status != 101 or client is None:
         await _answer_http(scope, send, response)
@@ -100,18 +100,22 @@ async def serve_websocket(
         await writer
 
 
-async def _answer_http(scope: MutableMapping[str, Any], send: Send, response: Response) -> None:
+async def _answer_http(
+    scope: MutableMapping[str, Any], send: Send, response: FetchResponse
+) -> None:
     """Refuse the upgrade with the worker's own HTTP answer, when the server can send it."""
     if "websocket.http.response" not in scope.get("extensions", {}):
         await send({"type": "websocket.close", "code": 1000})
         return
-    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()]
-    if "content-length" not in response.headers:
-        headers.append((b"content-length", str(len(response.body)).encode("latin-1")))
+    content = await response.content()
+    lines = response.header_lines
+    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in lines]
+    if not any(name.lower() == "content-length" for name, _ in lines):
+        headers.append((b"content-length", str(len(content)).encode("latin-1")))
     await send(
         {"type": "websocket.http.response.start", "status": response.status, "headers": headers}
     )
-    await send({"type": "websocket.http.response.body", "body": response.body})
+    await send({"type": "websocket.http.response.body", "body": content})
 
 
 class _Connection:

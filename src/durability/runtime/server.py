@@ -23,8 +23,9 @@ from typing import Any
 
 from .._dashboard import Dashboard
 from . import Runtime
-from ._http import Request, Response
+from ._http import FetchResponse, Request, Response
 from ._project import Project, ProjectError, find_config, load_project
+from ._workers import ExecutionContext, serve_worker
 from ._ws_asgi import serve_websocket
 
 __all__ = ["WorkerApp", "WorkerModule", "WorkerModuleError", "load_worker"]
@@ -55,6 +56,8 @@ class WorkerModule:
     project: Project | None = None
     """The project folder's config, when the worker is one (its state folder, warnings,
     migrations)."""
+    context: ExecutionContext | None = None
+    """The worker's `ctx` (a project's), which `workers.wait_until` reaches."""
 
 
 def load_worker(target: str, *, test_scheduled: bool = False) -> WorkerModule:
@@ -77,6 +80,7 @@ def load_worker(target: str, *, test_scheduled: bool = False) -> WorkerModule:
             settle=project.settle,
             start=project.start,
             project=project,
+            context=project.context,
         )
     if folder.is_dir():
         raise WorkerModuleError(f"{target} is a folder without wrangler.jsonc or wrangler.toml")
@@ -138,6 +142,7 @@ class WorkerApp:
         self.worker = worker
         self.runtime = runtime
         self.dashboard = Dashboard(runtime.path, runtime.clock)
+        serve_worker(runtime.env, worker.context or ExecutionContext())
         self.closed = False
         """True once `stop()` settled the worker and closed the runtime cleanly."""
         self._stopped = False
@@ -148,7 +153,7 @@ class WorkerApp:
         elif scope["type"] == "http":
             await self._http(scope, receive, send)
         elif scope["type"] == "websocket":
-            await serve_websocket(scope, receive, send, _url(scope), self._respond)
+            await serve_websocket(scope, receive, send, _url(scope), self._call_worker)
         else:
             raise RuntimeError(f"unsupported ASGI scope type {scope['type']!r}")
 
@@ -196,39 +201,60 @@ class WorkerApp:
         body = await _read_body(receive)
         if body is None:
             return
+        response: FetchResponse
         if Dashboard.handles(scope["path"]):
             response = await self.dashboard.respond(scope["method"], _url(scope))
         else:
+            response = await self._respond(scope, body)
+        try:
+            content = await response.content()
+        except Exception:
+            logger.exception("reading the response body failed")
+            response = _failure()
+            content = await response.content()
+        lines = response.header_lines
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in lines]
+        if not any(name.lower() == "content-length" for name, _ in lines):
+            headers.append((b"content-length", str(len(content)).encode("latin-1")))
+        await send({"type": "http.response.start", "status": response.status, "headers": headers})
+        await send({"type": "http.response.body", "body": content})
+
+    async def _respond(self, scope: Scope, body: bytes) -> FetchResponse:
+        try:
             request = Request(
                 _url(scope),
                 method=scope["method"],
                 headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
-                body=body,
+                body=body if body or scope["method"] not in ("GET", "HEAD") else None,
+                redirect="manual",
             )
-            response = await self._respond(request)
-        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()]
-        if "content-length" not in response.headers:
-            headers.append((b"content-length", str(len(response.body)).encode("latin-1")))
-        await send({"type": "http.response.start", "status": response.status, "headers": headers})
-        await send({"type": "http.response.body", "body": response.body})
+        except Exception:
+            logger.exception("the request cannot be handed to the worker")
+            return Response("Bad Request\n", status=400)
+        return await self._call_worker(request)
 
-    async def _respond(self, request: Request) -> Response:
+    async def _call_worker(self, request: Request) -> FetchResponse:
         try:
             result = self.worker.fetch(request, self.runtime.env)
             if inspect.isawaitable(result):
                 result = await result
-        except Exception as error:
+        except Exception:
             logger.exception("fetch raised on %s %s", request.method, request.url)
-            return Response(f"Internal Server Error: {type(error).__name__}\n", status=500)
-        if not isinstance(result, Response):
+            return _failure()
+        if not isinstance(result, FetchResponse):
             logger.error(
                 "fetch must return a durability.runtime.Response, got %s for %s %s",
                 type(result).__name__,
                 request.method,
                 request.url,
             )
-            return Response("Internal Server Error: fetch did not return a Response\n", 500)
+            return _failure()
         return result
+
+
+def _failure() -> Response:
+    """The answer when the worker failed, as workerd gives it (the log says why)."""
+    return Response(b"Internal Server Error", status=500)
 
 
 async def _read_body(receive: Receive) -> bytes | None:
