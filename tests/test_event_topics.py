@@ -153,7 +153,7 @@ async def test_a_wrong_method_answers_405_with_the_allowed_one(topics: Topics) -
             Request(f"http://topics{path}", method=method), topics.rt.env
         )
         assert (response.status, response.headers.get("allow")) == (405, allowed), path
-        assert response.body.decode() == f"{method} is not allowed here: use {allowed}\n"
+        assert await response.text() == f"{method} is not allowed here: use {allowed}\n"
 
 
 def test_partition_for_is_the_fnv_1a_of_the_typescript_original() -> None:

@@ -28,7 +28,7 @@ class Served:
     async def ask(self, method: str, path: str) -> tuple[int, str, str | None]:
         """`(status, body, allow header)` of one request."""
         response = await self.worker.fetch(Request(f"http://x{path}", method=method), self.rt.env)
-        return response.status, response.body.decode(), response.headers.get("allow")
+        return response.status, await response.text(), response.headers.get("allow")
 
 
 @pytest.fixture

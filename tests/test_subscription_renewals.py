@@ -173,7 +173,7 @@ async def test_a_wrong_method_answers_405_with_the_allowed_one(shop: Shop) -> No
             Request(f"http://shop{path}", method=method), shop.rt.env
         )
         assert (response.status, response.headers.get("allow")) == (405, allowed), path
-        assert response.body.decode() == f"{method} is not allowed here: use {allowed}\n"
+        assert await response.text() == f"{method} is not allowed here: use {allowed}\n"
     assert await shop.state("alice") == {"customer_id": None, "next_renewal_at": None}
 
 

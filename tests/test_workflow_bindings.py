@@ -72,9 +72,9 @@ def project(tmp_path: Path) -> Path:
 
 
 async def _fetch(loaded: Any, rt: Runtime, method: str, path: str, body: Any = None) -> Any:
-    data = b"" if body is None else json.dumps(body).encode()
+    data = None if body is None else json.dumps(body).encode()
     response = await loaded.fetch(Request(f"http://x{path}", method=method, body=data), rt.env)
-    return json.loads(response.body)
+    return await response.json()
 
 
 async def test_a_bound_workflow_runs_and_survives_a_restart(project: Path, tmp_path: Path) -> None:
