@@ -1,14 +1,15 @@
 """The dashboard in a real headless browser: Debian's chromium, driven by Selenium,
 against `durability serve` on a loopback port.
 
-The screenshot lands in `artifacts/dashboard.png` at the repository root (ignored by
-git) and its path is printed. Without chromium and its driver the test skips, saying
-so; CI installs both.
+The screenshot lands in `artifacts/dashboard-3.X.png` (one per Python version) at the
+repository root (ignored by git) and its path is printed. Without chromium and its
+driver the test skips, saying so; CI installs both.
 """
 
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from _served import call, served
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "_dashboard_worker.py"
-SCREENSHOT = ROOT / "artifacts" / "dashboard.png"
+SCREENSHOT = ROOT / "artifacts" / f"dashboard-{sys.version_info[0]}.{sys.version_info[1]}.png"
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
 WAIT_S = 30
