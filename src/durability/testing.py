@@ -1,5 +1,6 @@
-"""Helpers for deterministic tests: a virtual clock that drives the event loop, and a
-crash point that crashes an object in the middle of its own handler.
+"""Helpers for deterministic tests: a virtual clock that drives the event loop, a crash
+point that crashes an object in the middle of its own handler, fault injection into the
+embedded runtime, and a seeded simulation of a worker under faults.
 
 A `VirtualClock` attached to a loop makes that loop's time virtual: `asyncio.sleep`,
 `asyncio.timeout`, `asyncio.wait_for`, `loop.call_later` and `loop.call_at` all follow
@@ -19,6 +20,10 @@ clock waits forever (that is the point: time moves only when the test says so).
 `await crash_point()`, inside an object's call or handler (or in a fake binding the
 handler awaits), crashes that object right there, as `Runtime.crash` would between
 calls: what it had not committed is lost, and its interrupted work is retried.
+
+`Faults`, given as `Runtime(faults=...)`, is asked at each point where production can
+fail (a commit, `set_alarm`, an alarm's delivery time, a cold-store call) whether it
+fails now.
 """
 
 from __future__ import annotations
@@ -28,11 +33,12 @@ from types import TracebackType
 
 from ._clock import bind_clock, unbind_clock
 from ._crash_point import crash_point
+from ._faults import CommitFault, Faults
 from ._types import TimeInput
 from ._validate import check_non_negative_int, to_epoch_ms
 from ._virtual_loop import LoopPatch
 
-__all__ = ["VirtualClock", "crash_point"]
+__all__ = ["CommitFault", "Faults", "VirtualClock", "crash_point"]
 
 
 class VirtualClock:

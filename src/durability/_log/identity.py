@@ -15,6 +15,7 @@ from contextvars import ContextVar
 
 from .._context import Context, Storage
 from .._engine import DurabilityScheduler
+from .._faults import cold_store_fault
 
 EPOCH = "durability_log_epoch"
 
@@ -28,11 +29,15 @@ def current_log_id() -> str:
 
 async def writing_for(identity: str, write: Callable[[], object]) -> object:
     """Call the cold store's `write(...)`, awaiting its result when it is awaitable, with
-    `current_log_id()` answering `identity` (a plain function's store works too)."""
+    `current_log_id()` answering `identity` (a plain function's store works too); the
+    runtime's faults, if any, are asked before and after it (`Faults.cold_store`)."""
     token = _writing.set(identity)
     try:
+        cold_store_fault("write")
         value = write()
-        return await value if inspect.isawaitable(value) else value
+        written = await value if inspect.isawaitable(value) else value
+        cold_store_fault("written")
+        return written
     finally:
         _writing.reset(token)
 

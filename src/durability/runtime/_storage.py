@@ -230,6 +230,7 @@ class ObjectStorage:
         self._sql = ObjectSql(self)
         self._transaction = _Transaction(self)
         self._emptied = DeleteAllHooks()
+        self.alarm_fault: Callable[[int], None] | None = None  # the runtime's Faults.set_alarm
 
     @property
     def sql(self) -> ObjectSql:
@@ -299,6 +300,8 @@ class ObjectStorage:
         """Arm the object's one alarm (replacing any other, and any pending retry)."""
         scheduled_ms = to_epoch_ms("scheduled_time", scheduled_time)
         database = self.enter()
+        if self.alarm_fault is not None:
+            self.alarm_fault(scheduled_ms)
         row = read_alarm(database)
         if row is None:
             write_alarm(database, AlarmRow(scheduled_ms))
