@@ -1,4 +1,5 @@
-"""The pytest plugin of the `testing` extra: `virtual_clock` and `runtime` fixtures.
+"""The pytest plugin of the `testing` extra: `virtual_clock` and `runtime` fixtures, and
+the options of simulations.
 
 Installed as a `pytest11` entry point, so it loads in any project that has durability
 and pytest. `runtime` is a running in-memory `Runtime` on `virtual_clock`; it takes
@@ -6,7 +7,10 @@ its bindings from the `durability_bindings` fixture, and its path from
 `durability_path` (`None`: in memory), which a test module or `conftest.py` overrides.
 Without pytest-asyncio, `runtime` fails the test with one line saying what to install
 (pytest alone would only say the fixture is not found); `virtual_clock` works either way.
-The runtime is imported only when a test asks for `runtime`.
+
+`--durability-seed=TOKEN` makes every `Simulation.check` of the session run only the run
+`TOKEN` names (as a failure prints it); `--durability-seeds=N` makes each run seeds 0 to
+N-1 instead of its own.
 """
 
 from __future__ import annotations
@@ -18,10 +22,47 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ._distribution import install_hint
+from ._simulation.session import OPTIONS
 from .testing import VirtualClock
 
 if TYPE_CHECKING:
     from .runtime import Runtime
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The simulation options (see the module docstring)."""
+    group = parser.getgroup("durability", "durability simulations")
+    group.addoption(
+        "--durability-seed",
+        metavar="TOKEN",
+        default=None,
+        help="run only this simulation run (a seed, or the token a failure printed)",
+    )
+    group.addoption(
+        "--durability-seeds",
+        metavar="N",
+        type=int,
+        default=None,
+        help="run seeds 0 to N-1 in every simulation instead of its own",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Hand the simulation options to every `Simulation` of the session."""
+    seeds = config.getoption("--durability-seeds")
+    if seeds is not None and seeds < 1:
+        raise pytest.UsageError("--durability-seeds must be a positive number")
+    config.stash[_PREVIOUS] = (OPTIONS.replay, OPTIONS.seeds)
+    OPTIONS.replay = config.getoption("--durability-seed")
+    OPTIONS.seeds = seeds
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Give back the options of an enclosing session (pytester runs sessions in one)."""
+    OPTIONS.replay, OPTIONS.seeds = config.stash.get(_PREVIOUS, (None, None))
+
+
+_PREVIOUS = pytest.StashKey[tuple[str | None, int | None]]()
 
 
 @pytest.fixture

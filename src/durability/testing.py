@@ -38,7 +38,27 @@ from ._types import TimeInput
 from ._validate import check_non_negative_int, to_epoch_ms
 from ._virtual_loop import LoopPatch
 
-__all__ = ["CommitFault", "Faults", "VirtualClock", "crash_point"]
+__all__ = [
+    "CommitFault",
+    "Effect",
+    "FaultRates",
+    "Faults",
+    "Invariant",
+    "Ledger",
+    "Reply",
+    "Simulation",
+    "SimulationFailure",
+    "SimulationReport",
+    "SimulationRun",
+    "StoredObject",
+    "VirtualClock",
+    "appends_kept",
+    "charged_once",
+    "crash_point",
+    "effects_at_least_once",
+    "log_offsets_contiguous",
+    "nothing_stranded",
+]
 
 
 class VirtualClock:
@@ -163,3 +183,22 @@ class VirtualClock:
         if asyncio.get_running_loop() is not patch.loop:
             raise RuntimeError("advance the VirtualClock from the event loop it is attached to")
         return patch
+
+
+from ._simulation import (  # noqa: E402  (it uses VirtualClock, defined above)
+    Effect,
+    FaultRates,
+    Invariant,
+    Ledger,
+    Reply,
+    Simulation,
+    SimulationFailure,
+    SimulationReport,
+    SimulationRun,
+    StoredObject,
+    appends_kept,
+    charged_once,
+    effects_at_least_once,
+    log_offsets_contiguous,
+    nothing_stranded,
+)

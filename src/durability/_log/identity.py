@@ -9,13 +9,13 @@ table is first needed; dropping the object's tables drops it too.
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Callable
 from contextvars import ContextVar
 
 from .._context import Context, Storage
 from .._engine import DurabilityScheduler
 from .._faults import cold_store_fault
+from .._uuid import random_bytes
 
 EPOCH = "durability_log_epoch"
 
@@ -60,7 +60,7 @@ def log_id(storage: Storage, object_id: object) -> str:
         )
         sql.exec(
             f"INSERT INTO {EPOCH} (id, epoch) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
-            os.urandom(8).hex(),
+            random_bytes(8).hex(),
         )
         return str(sql.exec(f"SELECT epoch FROM {EPOCH} WHERE id = 1").one()["epoch"])
 

@@ -113,6 +113,10 @@ class AlarmDriver:
                 if stored.key not in self._running:
                     self._arm(stored.key)
 
+    def holds(self, key: Key) -> bool:
+        """Whether the object's alarm is queued or being delivered."""
+        return key in self._wake or key in self._running
+
     def name_of(self, key: Key) -> str | None:
         """The name recorded for an object that has had an alarm, if any."""
         return self._names.get(key)
