@@ -26,9 +26,7 @@ class OutsideCallError(ConnectionError):
 def is_service(value: object) -> bool:
     """Whether a binding is an outside service the simulation stands between: an instance
     of a class of the user's (not a plain value, an object class or the library's own)."""
-    if isinstance(value, _PLAIN) or isinstance(value, type) or inspect.ismodule(value):
-        return False
-    if isinstance(value, DurableObject):
+    if isinstance(value, (*_PLAIN, type, DurableObject)) or inspect.ismodule(value):
         return False
     module = getattr(type(value), "__module__", "") or ""
     return not (module == "builtins" or module.startswith("durability."))
