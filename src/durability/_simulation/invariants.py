@@ -64,6 +64,9 @@ class _Recorded:
 
     def observe(self, run: SimulationRun) -> None:
         seen: dict[tuple[str, str, str], tuple[Any, ...]] = run.memo.setdefault(self.__name__, {})
+        if run.memo.get(f"{self.__name__} commits") == run.commits:
+            return  # nothing was committed since the last look
+        run.memo[f"{self.__name__} commits"] = run.commits
         for key, record in self._completed(run).items():
             before = seen.setdefault(key, record)
             if before[0] == record[0] and before != record:

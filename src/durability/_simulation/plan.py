@@ -53,10 +53,10 @@ class FaultRates:
     late). Per `set_alarm`: `fail_set_alarm`. Per cold-store call: `fail_cold_store`.
     """
 
-    crash_before_commit: float = 0.01
+    crash_before_commit: float = 0.02
     crash_after_commit: float = 0.01
     fail_commit: float = 0.005
-    crash_at_await: float = 0.005
+    crash_at_await: float = 0.01
     slow_outside: float = 0.05
     fail_outside: float = 0.02
     crash_at_outside: float = 0.02

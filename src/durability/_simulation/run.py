@@ -104,6 +104,11 @@ class SimulationRun:
         return self.runtime.env
 
     @property
+    def commits(self) -> int:
+        """How many commits of turns that wrote the run has made so far."""
+        return self._injector.plan.counts["commit"]
+
+    @property
     def faults(self) -> list[Fault]:
         """The faults injected so far, in order."""
         return list(self._injector.plan.injected)
