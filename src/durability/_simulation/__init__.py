@@ -19,6 +19,7 @@ from .ledger import Effect, Ledger
 from .outcome import SimulationFailure, SimulationReport
 from .plan import FaultRates
 from .run import Reply, SimulationRun
+from .runner import Scenario
 from .simulation import Simulation
 from .state import StoredObject
 
@@ -28,6 +29,7 @@ __all__ = [
     "Invariant",
     "Ledger",
     "Reply",
+    "Scenario",
     "Simulation",
     "SimulationFailure",
     "SimulationReport",

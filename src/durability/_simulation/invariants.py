@@ -189,7 +189,8 @@ def _check_log(stored: StoredObject) -> None:
         "SELECT first_offset, last_offset FROM durability_log_segments ORDER BY first_offset"
     )
     expected_end = hot[0] if hot else next_offset
-    for before, after in zip(segments, [*segments[1:], None], strict=True):
+    for index, before in enumerate(segments):
+        after = segments[index + 1] if index + 1 < len(segments) else None
         end = expected_end if after is None else int(after["first_offset"])
         if int(before["last_offset"]) + 1 != end:
             raise AssertionError(

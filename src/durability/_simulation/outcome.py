@@ -13,13 +13,15 @@ TRACE_LINES = 60
 
 @dataclass
 class Outcome:
-    """One run: its token, the faults it injected, the points it passed, and its failure
+    """One run: its token, the faults it injected, the points it passed (all of them, and
+    those passed while faults were on), and its failure
     (`where` it failed: "scenario", an invariant's name, or "close")."""
 
     token: Token
     steps: int
     faults: list[Fault]
     points: Counter[str]
+    armed: Counter[str]
     trace: list[str]
     error: BaseException | None = None
     where: str = ""
@@ -72,7 +74,8 @@ class SimulationFailure(AssertionError):
 @dataclass
 class SimulationReport:
     """What passing runs did: how many, with which seeds, and the faults they injected
-    (by kind and action, e.g. `"commit crash"`) and the fault points they passed."""
+    (by kind and action, e.g. `"commit crash"`) and the fault points they passed while
+    faults were on (by kind, e.g. `"commit"`)."""
 
     runs: int = 0
     seeds: list[int] = field(default_factory=list)
@@ -84,7 +87,7 @@ class SimulationReport:
         if outcome.token.seed not in self.seeds:
             self.seeds.append(outcome.token.seed)
         self.faults.update(f"{fault.kind} {fault.action}" for fault in outcome.faults)
-        self.points.update(outcome.points)
+        self.points.update(outcome.armed)
 
 
 def _count(number: int, noun: str) -> str:

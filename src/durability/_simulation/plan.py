@@ -149,6 +149,8 @@ class Plan:
         self._rng = random.Random(f"durability-faults:{seed}")
         self._forced = None if forced is None else {(f.kind, f.number): f for f in forced}
         self.counts: Counter[str] = Counter()
+        self.armed_counts: Counter[str] = Counter()
+        """The points passed while armed (those an exhaustive sweep may fault)."""
         self.injected: list[Fault] = []
         self.armed = True
 
@@ -163,6 +165,7 @@ class Plan:
         number = self.counts[kind]
         if not self.armed:
             return None
+        self.armed_counts[kind] += 1
         if self._forced is not None:
             fault = self._forced.get((kind, number))
         else:

@@ -78,18 +78,26 @@ class SimulationRun:
         self.step = 0
         """The step the scenario is at (0 before its first)."""
         self._steps = steps
+        self.module: Any = None
+        """The worker's entry module as loaded for this run (`None` for bindings alone):
+        its functions and constants, or a function to replace for this run only."""
         self._runtime: Runtime | None = None
         self._fetch: Callable[[Request, Any], Any] | None = None
         self._injector = injector
         self._max_call_ms = max_call_ms
         self._on_step = on_step
         self._strikes: list[asyncio.Future[Any]] = []
+        self._waiting: set[asyncio.Future[Any]] = set()
+        self._driving = False
         self._opened: list[Callable[[], None]] = []
 
-    def attach(self, runtime: Runtime, fetch: Callable[[Request, Any], Any] | None) -> None:
+    def attach(
+        self, runtime: Runtime, fetch: Callable[[Request, Any], Any] | None, module: Any
+    ) -> None:
         """Host the run on `runtime` (started), serving requests with `fetch`."""
         self._runtime = runtime
         self._fetch = fetch
+        self.module = module
 
     @property
     def runtime(self) -> Runtime:
@@ -184,25 +192,45 @@ class SimulationRun:
         return stored_objects(self.runtime, self._opened)
 
     async def _finish(self, awaitable: Awaitable[Any], what: str) -> tuple[bool, Any]:
-        """Run `awaitable` to its end, moving time to each timer while it waits."""
+        """Run `awaitable` to its end, moving time to each timer while it waits.
+
+        Calls and requests may run concurrently (`asyncio.gather` of several): the first
+        one moves time while any of them waits, the others wait for their own end.
+        """
         task = asyncio.ensure_future(awaitable)
-        clock = self.clock
-        await clock.run_until_idle()
-        deadline = clock.now_ms() + self._max_call_ms
-        while not task.done():
-            patch = clock._patch
-            when = None if patch is None else patch.next_timer()
-            at = None if when is None else max(math.ceil(when * 1000), clock.now_ms())
-            if at is None or at > deadline:
-                task.cancel()
-                raise SimulationHang(
-                    f"{what} was still waiting after {self._max_call_ms} ms of virtual time"
-                )
-            await clock.advance_to(at)
+        self._waiting.add(task)
+        try:
+            if self._driving:
+                await asyncio.wait([task])
+            else:
+                self._driving = True
+                try:
+                    await self._drive(what)
+                finally:
+                    self._driving = False
+        finally:
+            self._waiting.discard(task)
         if task.cancelled():
             return False, asyncio.CancelledError()
         error = task.exception()
         return (False, error) if error is not None else (True, task.result())
+
+    async def _drive(self, what: str) -> None:
+        """Move time from timer to timer until every call in flight has ended."""
+        clock = self.clock
+        await clock.run_until_idle()
+        deadline = clock.now_ms() + self._max_call_ms
+        while any(not task.done() for task in self._waiting):
+            patch = clock._patch
+            when = None if patch is None else patch.next_timer()
+            at = None if when is None else max(math.ceil(when * 1000), clock.now_ms())
+            if at is None or at > deadline:
+                for task in self._waiting:
+                    task.cancel()
+                raise SimulationHang(
+                    f"{what} was still waiting after {self._max_call_ms} ms of virtual time"
+                )
+            await clock.advance_to(at)
 
     def _strike(self, fault: Fault) -> None:
         """An eviction or crash timed inside an advance: of a live object, if any."""

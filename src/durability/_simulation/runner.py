@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import random
+import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from .run import SimulationRun
 from .trace import Trace
 
 Scenario = Callable[[SimulationRun], Awaitable[None]]
+"""A scenario: an async function of the run that drives the worker (see `Simulation`)."""
 Bindings = Callable[[SimulationRun], Mapping[str, object]]
 
 
@@ -119,7 +121,7 @@ async def _run(setup: Setup, token: Token) -> Outcome:
         max_call_ms=setup.max_call_ms,
         on_step=observe,
     )
-    outcome = Outcome(token, steps, plan.injected, plan.counts, [])
+    outcome = Outcome(token, steps, plan.injected, plan.counts, plan.armed_counts, [])
     bindings, fetch, worker = _load(setup)
     if setup.bindings is not None:
         bindings.update(setup.bindings(run))
@@ -133,7 +135,7 @@ async def _run(setup: Setup, token: Token) -> Outcome:
             folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="durability-sim-"))
         runtime = Runtime(path=folder, bindings=bindings, clock=clock, faults=injector)
         await runtime.start()
-        run.attach(runtime, fetch)
+        run.attach(runtime, fetch, _module_of(worker))
         try:
             await _play(setup, run, worker, outcome)
         finally:
@@ -174,3 +176,13 @@ async def _play(setup: Setup, run: SimulationRun, worker: Any, outcome: Outcome)
 
 def _is_object_class(value: object) -> bool:
     return isinstance(value, type) and issubclass(value, DurableObject)
+
+
+def _module_of(worker: Any) -> Any:
+    """The entry module of a loaded worker (a project's `main`, or the module itself)."""
+    if worker is None:
+        return None
+    project = getattr(worker, "project", None)
+    if project is not None:
+        return project.module
+    return sys.modules.get(worker.name)

@@ -111,7 +111,8 @@ class Simulation:
 
     def exhaust(self, seed: int = 0, points: Collection[str] = ("commit",)) -> SimulationReport:
         """Crash (or fail) at every point of `points` in turn, one run each: first a run
-        of `seed` with no faults counts the points, then each point gets each action of
+        of `seed` with no faults counts the points (up to `run.disarm()` or the end of the
+        scenario, not the quiet period after it), then each point gets each action of
         its kind (`"commit"`: a crash before the commit and one after it; `"await"`: a
         crash; `"outside"`: a failure and a crash, before and after the effect;
         `"set_alarm"`, `"cold"`: a failure), the run otherwise without faults. The first
@@ -129,7 +130,7 @@ class Simulation:
         report = SimulationReport()
         report.add(pristine)
         for kind in sorted(points, key=list(KINDS).index):
-            for number in range(1, pristine.points[kind] + 1):
+            for number in range(1, pristine.armed[kind] + 1):
                 for action in EXHAUSTIVE_ACTIONS[kind]:
                     token = Token(seed, steps, (Fault(kind, number, action),))
                     outcome = self._run(token)
