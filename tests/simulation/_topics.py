@@ -4,8 +4,8 @@ Producers post small batches (most events keyed; a failed keyed batch is posted 
 as a producer retries, and now and then an acknowledged one is too), two consumer
 groups poll, the clock moves and the simulation crashes, evicts and fails the
 partitions, some of them between an append, lease or ack and its commit. Checks: a
-keyed event keeps the partition and offset it was first given; no group is handed an event that was never posted; once the
-faults stop and leases expire, each group's cursor has passed every record of every
+keyed event keeps the partition and offset it was first given; no group is handed an
+event that was never posted; once the faults stop and leases expire, each group's cursor has passed every record of every
 partition (each range acked, or parked after its attempts ran out); a fresh group
 then reads every accepted event, and every stored event exactly once.
 """

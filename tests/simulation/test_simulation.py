@@ -3,7 +3,8 @@
 Each example's scenario (its own module here) runs two fixed seeds in CI and replays the
 same trace from its seed; each example's cycle (every handler once) survives a crash
 before and after each of its commits in turn (exhaustive mode).
-`pytest tests/simulation --durability-seeds=N` runs N seeds of each; a failure prints the `--durability-seed=...` that replays it.
+`pytest tests/simulation --durability-seeds=N` runs N seeds of each; a failure prints
+the `--durability-seed=...` that replays it.
 """
 
 from __future__ import annotations
