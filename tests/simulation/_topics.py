@@ -5,9 +5,10 @@ as a producer retries, and now and then an acknowledged one is too), two consume
 groups poll, the clock moves and the simulation crashes, evicts and fails the
 partitions, some of them between an append, lease or ack and its commit. Checks: a
 keyed event keeps the partition and offset it was first given; no group is handed an
-event that was never posted; once the faults stop and leases expire, each group's cursor has passed every record of every
-partition (each range acked, or parked after its attempts ran out); a fresh group
-then reads every accepted event, and every stored event exactly once.
+event that was never posted; once the faults stop and leases expire, each group's cursor
+has passed every record of every partition (each range acked, or parked after its
+attempts ran out); a fresh group then reads every accepted event, and every stored
+event exactly once.
 """
 
 from __future__ import annotations
