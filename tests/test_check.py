@@ -21,6 +21,10 @@ from durability.testing import VirtualClock
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 DAY_MS = 86_400_000
+FUTURE_MIGRATION = (
+    "INSERT INTO durability_migrations (name, capability, down) VALUES (?, 'fanout', '[]')"
+)
+"""A history row as a newer library, with a fanout migration this one lacks, writes it."""
 
 BILLING = """
 from typing import TypedDict
@@ -218,12 +222,10 @@ def test_migrations_newer_than_the_code_are_found_and_missing_ones_listed(
 
     file = next((data / "BILLING").glob("*.sqlite3"))
     with sqlite3.connect(file) as connection:
-        connection.execute(
-            "INSERT INTO durability_migrations (name, capability, down) VALUES (?, 'fanout', '[]')",
-            ("durability_9001_from_the_future",),
-        )
+        connection.execute(FUTURE_MIGRATION, ("durability_9001_from_the_future",))
         last = connection.execute(
-            "SELECT name FROM durability_migrations WHERE capability = 'namedAlarms' ORDER BY id DESC"
+            "SELECT name FROM durability_migrations WHERE capability = 'namedAlarms' "
+            "ORDER BY id DESC"
         ).fetchone()[0]
         connection.execute("DELETE FROM durability_migrations WHERE name = ?", (last,))
     worker = _write(tmp_path / "same", BILLING)
@@ -237,10 +239,7 @@ def test_migrations_newer_than_the_code_are_found_and_missing_ones_listed(
     }
     with sqlite3.connect(file) as connection:
         for number in (9002, 9003):
-            connection.execute(
-                "INSERT INTO durability_migrations (name, capability, down) VALUES (?, 'fanout', '[]')",
-                (f"durability_{number}_from_the_future",),
-            )
+            connection.execute(FUTURE_MIGRATION, (f"durability_{number}_from_the_future",))
     code, document = _check(capsys, str(data), "--worker", str(worker))
     assert {f["kind"] for f in document["findings"]} == {"migration_refused"}
 
