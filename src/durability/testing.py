@@ -29,6 +29,8 @@ fails now.
 from __future__ import annotations
 
 import asyncio
+import inspect
+import typing
 from types import TracebackType
 
 from ._clock import bind_clock, unbind_clock
@@ -204,3 +206,19 @@ from ._simulation import (  # noqa: E402  (it uses VirtualClock, defined above)
     log_offsets_contiguous,
     nothing_stranded,
 )
+
+# Classes and functions defined in private modules present themselves as
+# `durability.testing.X`, where users import them from; a class's own annotations are
+# resolved first, in its defining module (as the package root does for its names).
+for _name in __all__:
+    _value = globals()[_name]
+    if not (isinstance(_value, type) or inspect.isfunction(_value)):
+        continue
+    if _value.__module__.startswith("durability._"):
+        if isinstance(_value, type) and inspect.get_annotations(_value):
+            _hints = typing.get_type_hints(_value, include_extras=True)
+            _value.__annotations__ = {
+                field: _hints[field] for field in inspect.get_annotations(_value)
+            }
+        _value.__module__ = __name__
+del _name, _value

@@ -94,8 +94,9 @@ class Injector(Faults):
             self.trace.add(f"fail the cold-store {action} of {object_label(object_id)}")
             raise OSError(f"cold store {action} failed (injected)")
 
-    def outside(self, label: str, inside: bool) -> Fault | None:
-        """At a call to an outside service (`inside`: made by an object): its fault."""
+    def outside(self, label: str, caller: ObjectId | None) -> Fault | None:
+        """At a call to an outside service (by the object `caller`, if any): its fault."""
+        inside = caller is not None
         rates = self.rates
 
         def choose(rng: random.Random, number: int) -> Fault | None:
@@ -117,7 +118,8 @@ class Injector(Faults):
         fault = self.plan.point("outside", choose)
         if fault is None or (fault.action.startswith("crash") and not inside):
             return None
-        self.trace.add(f"{_outside_words(fault)} {label} (outside call #{fault.number})")
+        words = _outside_words(fault).format(object_label(caller))
+        self.trace.add(f"{words} {label} (outside call #{fault.number})")
         return fault
 
     def at_await(self, instance: Instance) -> None:
@@ -149,9 +151,9 @@ def _outside_words(fault: Fault) -> str:
         case "fail_after":
             return "fail, after its effect,"
         case "crash_before":
-            return "crash the caller just before"
+            return "crash {} just before"
         case _:
-            return "crash the caller just after"
+            return "crash {} just after"
 
 
 def install_stepper(loop: asyncio.AbstractEventLoop, injector: Injector) -> None:

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, Protocol
 
-from .._operations.calls import call_idempotency_key
+from .._operations.calls import IDEMPOTENCY_PREFIX, call_idempotency_key
 from ..runtime import ObjectStub
 from .run import SimulationRun
 from .state import StoredObject
@@ -63,6 +63,7 @@ class _Recorded:
         return found
 
     def observe(self, run: SimulationRun) -> None:
+        __tracebackhide__ = True
         seen: dict[tuple[str, str, str], tuple[Any, ...]] = run.memo.setdefault(self.__name__, {})
         if run.memo.get(f"{self.__name__} commits") == run.commits:
             return  # nothing was committed since the last look
@@ -76,6 +77,7 @@ class _Recorded:
                 )
 
     def __call__(self, run: SimulationRun) -> None:
+        __tracebackhide__ = True
         self.observe(run)
         missing = [
             f"{operation} {id}"
@@ -104,6 +106,7 @@ def charged_once() -> Invariant:
     a new key (a random or time-based id) would have applied its effect twice."""
 
     def charged_once(run: SimulationRun) -> None:
+        __tracebackhide__ = True
         twice = {
             subject: keys
             for subject, keys in run.ledger.by_subject().items()
@@ -113,10 +116,17 @@ def charged_once() -> Invariant:
             subject, keys = next(iter(twice.items()))
             raise AssertionError(
                 f"{len(twice)} subject(s) charged under more than one idempotency key, "
-                f"e.g. {subject!r} under {keys}"
+                f"e.g. {subject!r} under {[_short(key) for key in keys]}"
             )
 
     return charged_once
+
+
+def _short(key: str) -> str:
+    """An operation's idempotency key without its prefix and object id: `operation:id`."""
+    if key.startswith(IDEMPOTENCY_PREFIX):
+        return key[len(IDEMPOTENCY_PREFIX) :].split(":", 1)[-1]
+    return key
 
 
 def nothing_stranded(grace_ms: int = 60_000) -> Invariant:
@@ -127,6 +137,7 @@ def nothing_stranded(grace_ms: int = 60_000) -> Invariant:
     attempts waiting to run alone) are pending like any other."""
 
     def nothing_stranded(run: SimulationRun) -> None:
+        __tracebackhide__ = True
         now = run.now_ms()
         stranded: list[str] = []
         for stored in run.objects():
@@ -168,6 +179,7 @@ def log_offsets_contiguous() -> Invariant:
     next offset, and the cold segments tile the offsets below them."""
 
     def log_offsets_contiguous(run: SimulationRun) -> None:
+        __tracebackhide__ = True
         for stored in run.objects():
             if stored.has("durability_log_seq", "durability_log_records"):
                 _check_log(stored)
@@ -208,6 +220,7 @@ def appends_kept(
     a cold segment, or trimmed it by retention (below every record it keeps)."""
 
     def appends_kept(run: SimulationRun) -> None:
+        __tracebackhide__ = True
         objects = {(stored.namespace, stored.id): stored for stored in run.objects()}
         lost: list[str] = []
         for stub, offset, body in acknowledged(run):

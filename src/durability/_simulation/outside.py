@@ -71,7 +71,7 @@ class Outside:
 
         @functools.wraps(method)
         def call_sync(*args: Any, **kwargs: Any) -> Any:
-            fault = self._injector.outside(label, inside=False)
+            fault = self._injector.outside(label, None)
             action = fault.action if fault is not None else None
             if action == "fail_before":
                 raise OutsideCallError(f"{label} failed before its effect (injected)")
@@ -85,8 +85,8 @@ class Outside:
     async def _call_async(
         self, label: str, method: Callable[..., Any], args: Any, kwargs: Any
     ) -> Any:
-        inside = running_instance.get() is not None
-        fault = self._injector.outside(label, inside=inside)
+        caller = running_instance.get()
+        fault = self._injector.outside(label, None if caller is None else caller.id)
         action = fault.action if fault is not None else None
         if fault is not None and action == "slow" and fault.params:
             await asyncio.sleep(fault.params[0] / 1000)

@@ -154,6 +154,7 @@ async def _run(setup: Setup, token: Token) -> Outcome:
 
 async def _play(setup: Setup, run: SimulationRun, worker: Any, outcome: Outcome) -> None:
     """The scenario, the quiet period, then the invariants; the first failure is kept."""
+    __tracebackhide__ = True  # a failure's traceback starts in the user's code
     try:
         if worker is not None and worker.start is not None:
             await worker.start(run.env)

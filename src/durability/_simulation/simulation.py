@@ -91,6 +91,7 @@ class Simulation:
         it) and `--durability-seeds=N` runs seeds 0 to N-1 instead (outside pytest: the
         `DURABILITY_SEED` and `DURABILITY_SEEDS` environment variables).
         """
+        __tracebackhide__ = True  # pytest shows the failure, not the simulator's frames
         report = SimulationReport()
         replay = replay_token()
         if replay is not None:
@@ -118,6 +119,7 @@ class Simulation:
         `"set_alarm"`, `"cold"`: a failure), the run otherwise without faults. The first
         failing run is raised as `SimulationFailure` (its steps shrunk).
         """
+        __tracebackhide__ = True
         unknown = sorted(set(points) - set(EXHAUSTIVE_ACTIONS))
         if unknown or isinstance(points, str):
             raise ValueError(
@@ -141,6 +143,7 @@ class Simulation:
 
     def replay(self, token: str | int) -> SimulationReport:
         """Run exactly the run `token` names (a seed, or a token a failure printed)."""
+        __tracebackhide__ = True
         outcome = self._run(Token.parse(str(token)))
         if outcome.error is not None:
             raise self._failure(outcome, None)
