@@ -295,3 +295,15 @@ def test_bad_rates_and_tokens_are_refused() -> None:
         simulation.replay("1:2")
     with pytest.raises(ValueError, match="not a fault"):
         simulation.replay("1:2:x=crash")
+
+
+def test_outside_names_the_services_the_simulation_stands_between() -> None:
+    """By default every service binding is reached through the simulation (its calls are
+    fault points); `outside=()` leaves them alone."""
+    rates = replace(QUIET, slow_outside=0.5)
+    wrapped = Simulation({"OUTBOX": Outbox}, welcomes, bindings=outbox, rates=rates, steps=5)
+    assert wrapped.check(seeds=1).points["outside"] > 0
+    alone = Simulation(
+        {"OUTBOX": Outbox}, welcomes, bindings=outbox, rates=rates, steps=5, outside=()
+    )
+    assert alone.check(seeds=1).points["outside"] == 0

@@ -8,11 +8,11 @@ has an `observe(run)` method is shown the run after every step, to keep what it 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, Protocol
 
 from .._operations.calls import IDEMPOTENCY_PREFIX, call_idempotency_key
+from .._serialization import deserialize
 from ..runtime import ObjectStub
 from .run import SimulationRun
 from .state import StoredObject
@@ -242,7 +242,7 @@ def _kept(stored: StoredObject, offset: int, body: Any) -> str | None:
         return f"the log ends before it (next offset {next_offset})"
     rows = stored.rows("SELECT payload FROM durability_log_records WHERE offset = ?", offset)
     if rows:
-        kept = json.loads(rows[0]["payload"])
+        kept = deserialize(rows[0]["payload"])
         return None if kept == body else f"it holds {kept!r} instead of {body!r}"
     lowest = stored.rows("SELECT MIN(offset) AS first FROM durability_log_records")[0]["first"]
     if lowest is not None and offset > int(lowest):
