@@ -26,7 +26,7 @@ TIMEOUT_S = 120
 
 _FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 _FILE = re.compile(r"# (\w+\.py)\n")
-_PRIVATE = re.compile(r"API\.md|\bspec/|seeds|\.\./shared")
+_PRIVATE = re.compile(r"API\.md|\bspec/|\bseeds/|\.\./shared")
 _WARNING = re.compile(r"\w+Warning\b|warnings summary")
 _LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 

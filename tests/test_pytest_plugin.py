@@ -209,3 +209,55 @@ def test_workflows_fixture_sends_events_and_moves_time(project: pytest.Pytester)
         """
     )
     project.runpytest_subprocess().assert_outcomes(passed=1)
+
+
+SIMULATED = """
+from durability.testing import FaultRates, Simulation
+from counter import Counter
+
+SEEDS_RUN = []
+
+
+async def scenario(run):
+    SEEDS_RUN.append(run.seed)
+    counter = run.env.COUNTERS.get_by_name("a")
+    for _ in run.steps():
+        await run.call(counter, "increment")
+    assert run.seed != 3, "seed 3 is refused"
+
+
+simulation = Simulation({"COUNTERS": Counter}, scenario, rates=FaultRates(evict=0), steps=5)
+
+
+def test_simulated():
+    simulation.check(seeds=2)
+    print("seeds run:", SEEDS_RUN)
+    assert SEEDS_RUN == [0, 1]
+"""
+
+
+def test_simulation_options_replay_one_run_or_run_more_seeds(project: pytest.Pytester) -> None:
+    """`--durability-seeds=N` runs seeds 0 to N-1 (a failing one names the command that
+    replays it), and `--durability-seed=TOKEN` runs exactly that run."""
+    project.makepyfile(test_simulated=SIMULATED)
+    project.runpytest_subprocess().assert_outcomes(passed=1)
+    more = project.runpytest_subprocess("--durability-seeds=5")
+    more.assert_outcomes(failed=1)
+    more.stdout.fnmatch_lines(
+        [
+            "*simulation failed with seed 3 in the scenario*",
+            "*shrunk from 5 steps and 0 faults to 1 step and 0 faults*",
+            "*replay: pytest test_simulated.py::test_simulated --durability-seed=3:1:",
+        ]
+    )
+    token = next(
+        line.split("--durability-seed=")[1].strip()
+        for line in more.outlines
+        if "--durability-seed=" in line
+    )
+    again = project.runpytest_subprocess(f"--durability-seed={token}")
+    again.assert_outcomes(failed=1)
+    again.stdout.fnmatch_lines(["*simulation failed with seed 3 in the scenario*"])
+    one = project.runpytest_subprocess("--durability-seed=1")
+    one.assert_outcomes(failed=1)
+    one.stdout.fnmatch_lines(["seeds run: [[]1[]]"])

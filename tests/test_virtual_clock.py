@@ -414,3 +414,24 @@ async def test_now_ms_reads_the_clock_of_each_loop_in_turn() -> None:
     assert abs(durability.now_ms() - time.time() * 1000) < 60_000
     async with VirtualClock(start_ms=9_000):
         assert durability.now_ms() == 9_000
+
+
+async def test_a_timer_due_a_hair_after_now_moves_time_to_it() -> None:
+    """A timer whose float time is within the clock's resolution of now, but later, still
+    fires, and the loop's time has reached it when it does: code that re-arms itself until
+    `loop.time()` passes its deadline (as idle eviction does) ends instead of spinning."""
+    async with VirtualClock() as clock:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 4e-7  # two float steps after now at epoch magnitudes
+        fired: list[float] = []
+
+        def check() -> None:
+            remaining = deadline - loop.time()
+            if remaining > 0:
+                loop.call_later(remaining, check)
+            else:
+                fired.append(loop.time())
+
+        loop.call_later(deadline - loop.time(), check)
+        await clock.advance(1_000)
+        assert fired and fired[0] >= deadline

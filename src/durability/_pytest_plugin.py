@@ -1,4 +1,5 @@
-"""The pytest plugin of the `testing` extra: `virtual_clock`, `runtime` and `workflows`.
+"""The pytest plugin of the `testing` extra: `virtual_clock`, `runtime` and `workflows`
+fixtures, and the options of simulations.
 
 Installed as a `pytest11` entry point, so it loads in any project that has durability
 and pytest. `runtime` is a running in-memory `Runtime` on `virtual_clock`; it takes
@@ -9,6 +10,10 @@ time to their next wake-ups. Without pytest-asyncio, `runtime` and `workflows` f
 test with one line saying what to install (pytest alone would only say the fixture is
 not found); `virtual_clock` works either way.
 The runtime is imported only when a test asks for `runtime`.
+
+`--durability-seed=TOKEN` makes every `Simulation.check` of the session run only the run
+`TOKEN` names (as a failure prints it); `--durability-seeds=N` makes each run seeds 0 to
+N-1 instead of its own.
 """
 
 from __future__ import annotations
@@ -20,10 +25,47 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ._distribution import install_hint
+from ._simulation.session import OPTIONS
 from .testing import VirtualClock, WorkflowDriver
 
 if TYPE_CHECKING:
     from .runtime import Runtime
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The simulation options (see the module docstring)."""
+    group = parser.getgroup("durability", "durability simulations")
+    group.addoption(
+        "--durability-seed",
+        metavar="TOKEN",
+        default=None,
+        help="run only this simulation run (a seed, or the token a failure printed)",
+    )
+    group.addoption(
+        "--durability-seeds",
+        metavar="N",
+        type=int,
+        default=None,
+        help="run seeds 0 to N-1 in every simulation instead of its own",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Hand the simulation options to every `Simulation` of the session."""
+    seeds = config.getoption("--durability-seeds")
+    if seeds is not None and seeds < 1:
+        raise pytest.UsageError("--durability-seeds must be a positive number")
+    config.stash[_PREVIOUS] = (OPTIONS.replay, OPTIONS.seeds)
+    OPTIONS.replay = config.getoption("--durability-seed")
+    OPTIONS.seeds = seeds
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Give back the options of an enclosing session (pytester runs sessions in one)."""
+    OPTIONS.replay, OPTIONS.seeds = config.stash.get(_PREVIOUS, (None, None))
+
+
+_PREVIOUS = pytest.StashKey[tuple[str | None, int | None]]()
 
 
 @pytest.fixture

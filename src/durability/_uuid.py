@@ -1,18 +1,38 @@
-"""Random ids: generations, lease batch ids and log deduplication keys."""
+"""Random ids: generations, lease batch ids and log deduplication keys.
+
+Every random id of the library draws its bytes from `random_bytes`: the operating
+system's randomness, unless a deterministic simulation replaces the source for the
+length of one run (`draw_from`), so that a seed replays the same ids.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 _VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 """A random hex digit turned into the RFC 4122 variant digit (its top two bits 10)."""
 
 
+_source: Callable[[int], bytes] = os.urandom
+
+
+def random_bytes(count: int) -> bytes:
+    """`count` random bytes from the current source (`os.urandom` unless replaced)."""
+    return _source(count)
+
+
+def draw_from(source: Callable[[int], bytes] | None) -> None:
+    """Draw random bytes from `source` from now on (`None`: `os.urandom` again)."""
+    global _source
+    _source = os.urandom if source is None else source
+
+
 def random_uuid() -> str:
     """A random version-4 UUID in its canonical 36-character form.
 
-    Formatted from the hex of `os.urandom` directly, the version and variant digits set
+    Formatted from the hex of the random bytes directly, the version and variant digits set
     in the text: `str(uuid.uuid4())` costs about twice as much.
     """
-    text = os.urandom(16).hex()
+    text = _source(16).hex()
     return f"{text[:8]}-{text[8:12]}-4{text[13:16]}-{_VARIANT[text[16]]}{text[17:20]}-{text[20:]}"

@@ -56,9 +56,11 @@ class LoopPatch:
             drive = self._drive
             if drive is not None and not getattr(loop, "_stopping") and self._step(drive):  # noqa: B009
                 timeout = 0
-            # A positive timeout can only come from a virtual timer: wait for I/O alone.
+            # A positive timeout can only come from a virtual timer: wait for I/O alone,
+            # unless that timer is due already (within the clock's resolution of now,
+            # though its float time is a hair later): then the loop must run it.
             if timeout is not None and timeout > 0:
-                timeout = None
+                timeout = 0 if self.is_due(self.next_timer()) else None
             return original_select(timeout)
 
         def run_in_executor(
@@ -150,6 +152,10 @@ class LoopPatch:
         if drive.done.done() or self.pending_executor:
             return False
         when = self.next_timer()
+        if when is not None and not self._ready and self.is_due(when):
+            # Due within the resolution, yet a hair later than now: time reaches it, so
+            # code that compares its deadline with the loop's time sees it has passed.
+            drive.move(when)
         if self._ready or self.is_due(when):
             drive.busy_rounds += 1
             if drive.busy_rounds > MAX_SETTLE_ROUNDS:

@@ -4,7 +4,8 @@
 `wrangler.jsonc` or `wrangler.toml`) and `durability serve MODULE` a worker module (its
 `bindings` and `async def fetch(request, env)`) over HTTP with a file-backed runtime;
 `durability inspect PATH` shows what the objects stored under a runtime path hold and
-owe. Run without a command, it prints help.
+owe; `durability check DATA --worker WORKER` reports, before a deploy, the stored
+pending work the new code cannot run. Run without a command, it prints help.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ._distribution import DISTRIBUTION, install_hint
 
@@ -39,6 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ._cli_inspect import run
 
         return run(args.path, args.namespace, args.name, args.json)
+    if args.command == "check":
+        from ._check import run as check
+
+        return check(args.data, args.worker, args.json)
     parser.error(f"unknown command {args.command!r}")
     return EXIT_USAGE
 
@@ -104,7 +110,31 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("namespace", metavar="NAMESPACE", nargs="?", help="one binding only")
     inspect.add_argument("name", metavar="NAME", nargs="?", help="one object: its name or id")
     inspect.add_argument("--json", action="store_true", help="print one JSON document")
+    _check_command(commands)
     return parser
+
+
+def _check_command(commands: Any) -> None:
+    """`check DATA --worker WORKER [--json]` (its work is in `_check`)."""
+    check = commands.add_parser(
+        "check",
+        help="before a deploy: stored pending work the new code cannot run",
+        description=(
+            "Read a runtime's data folder (read-only; safe while a runtime serves it) and "
+            "report the pending operations, named alarms, recurrences and fanout "
+            "deliveries whose handler the new code no longer has, or whose stored payload "
+            "no longer fits it, and the migrations the new code would apply or refuse. "
+            "Exit 0: nothing found; 1: findings; 2: bad arguments."
+        ),
+    )
+    check.add_argument("data", metavar="DATA", help="the runtime's data folder (its --path)")
+    check.add_argument(
+        "--worker",
+        required=True,
+        metavar="WORKER",
+        help="the new code, as serve takes it: a project folder, a .py file or a module",
+    )
+    check.add_argument("--json", action="store_true", help="print one JSON document")
 
 
 def _serve_limits(serve: argparse.ArgumentParser) -> None:

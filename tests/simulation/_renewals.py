@@ -1,56 +1,50 @@
-"""Simulated subscription renewals: every period charged once, nothing after cancel.
+"""The subscription renewals example against a model: every period charged exactly once,
+nothing after cancel.
 
-Customers subscribe (a one-day period), subscribe again and cancel at random times,
-while the clock moves and objects are evicted and crashed. The payments provider is a
-fake bound as PAYMENTS: it takes one charge per idempotency key and, now and then,
-crashes the calling subscription right after taking a charge, before the durable
-operation recorded it. Checks: each renewal slot of each subscription is charged
-exactly once (slot times from the subscribe call, up to the cancel), a key is charged
-again only after a crash or eviction of its subscriber, and GET shows the schedule.
-Customers are only acted on away from their renewals (`SAFE_MS`), where the model
-knows exactly what must have happened.
+Customers subscribe (a one-day period), subscribe again and cancel at random times while
+the clock moves and the simulation crashes, evicts and fails things. The payments
+provider is a fake bound as PAYMENTS that records each charge in the run's ledger (the
+simulation slows it, fails it, and crashes the subscription around its effect). Checks:
+each renewal slot of each subscription is charged (slot times from the subscribe call,
+up to the cancel), under one key (`charged_once`), and GET shows the schedule.
+Customers are only acted on away from their renewals (`SAFE_MS`), where the model knows
+exactly what must have happened.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from ._sim import Simulation
+from durability.testing import (
+    Scenario,
+    Simulation,
+    SimulationRun,
+    charged_once,
+    effects_at_least_once,
+    nothing_stranded,
+)
+
+from ._examples import project
 
 CUSTOMERS = ("s0", "s1", "s2", "s3")
 PERIOD_S = 24 * 60 * 60
 PERIOD_MS = PERIOD_S * 1000
 SAFE_MS = 2 * 60 * 60 * 1000
-"""Longer than any retry a crash causes: a renewal this far back is settled."""
-STEPS = 120
+"""Longer than any retry a fault causes: a renewal this far back is settled."""
 
 
 class Payments:
-    """A fake payments provider: one charge per key; may crash its caller after one."""
+    """A fake payments provider: one charge per key, each written in the ledger."""
 
-    def __init__(self, sim: Simulation) -> None:
-        self.sim = sim
-        self.charges: dict[str, tuple[str, int]] = {}
-        self.first_charged: dict[str, int] = {}
-        self.repeats = 0
-        self.unexplained: list[str] = []
+    def __init__(self, run: SimulationRun) -> None:
+        self.run = run
 
     def getByName(self, name: str) -> Payments:
         return self
 
     async def charge(self, key: str, customer_id: str, period_start: int) -> str:
-        if key in self.charges:
-            self.repeats += 1
-            if not self.sim.struck_since(customer_id, self.first_charged[key]):
-                self.unexplained.append(key)
-        else:
-            self.charges[key] = (customer_id, period_start)
-            self.first_charged[key] = self.sim.clock.now_ms()
-        runtime = self.sim.runtime
-        assert runtime is not None
-        await self.sim.maybe_crash(runtime.env.SUBSCRIPTIONS.get_by_name(customer_id), "charge")
+        self.run.ledger.record(key, subject=(customer_id, period_start))
         return key
 
 
@@ -84,66 +78,83 @@ class Customer:
         return found
 
 
-async def run(sim: Simulation, data: Path) -> None:
-    payments = Payments(sim)
-    runtime = await sim.serve("subscription_renewals", data, {"PAYMENTS": payments})
+async def scenario(run: SimulationRun) -> None:
     customers = {name: Customer() for name in CUSTOMERS}
-    for _ in range(STEPS):
-        name = sim.rng.choice(CUSTOMERS)
+    for _ in run.steps():
+        name = run.rng.choice(CUSTOMERS)
         customer = customers[name]
-        roll = sim.rng.random()
-        if roll < 0.35:
-            await sim.advance(sim.rng.randrange(60_000, PERIOD_MS // 2))
-        elif roll < 0.45:
-            await sim.strike(runtime.env.SUBSCRIPTIONS.get_by_name(name))
-        elif not customer.safe(sim.clock.now_ms()):
+        roll = run.rng.random()
+        if roll < 0.4:
+            await run.advance(run.rng.randrange(60_000, PERIOD_MS // 2))
+        elif not customer.safe(run.now_ms()):
             continue
         elif roll < 0.65:
-            await _subscribe(sim, name, customer)
+            await _subscribe(run, name, customer)
         elif roll < 0.75:
-            await _cancel(sim, name, customer)
+            await _cancel(run, name, customer)
         else:
-            await _check_state(sim, name, customer)
-    sim.disarm()
+            await _check_state(run, name, customer)
+    run.disarm()
     for name, customer in customers.items():
-        while not customer.safe(sim.clock.now_ms()):
-            await sim.advance(SAFE_MS)
-        await _cancel(sim, name, customer)
-    await sim.advance(2 * PERIOD_MS)
-
-    assert not payments.unexplained, f"charged again with no crash: {payments.unexplained}"
+        while not customer.safe(run.now_ms()):
+            await run.advance(SAFE_MS)
+        await _cancel(run, name, customer)
+    await run.advance(2 * PERIOD_MS)
     for name, customer in customers.items():
-        charged = sorted(start for who, start in payments.charges.values() if who == name)
+        charged = sorted(start for who, start in run.ledger.keys().values() if who == name)
         assert charged == sorted(customer.slots()), name
 
 
-async def _subscribe(sim: Simulation, name: str, customer: Customer) -> None:
+async def cycle(run: SimulationRun) -> None:
+    """Each handler once, for exhaustive mode: subscribe, a renewal and its charge, cancel."""
+    customer = Customer()
+    await _subscribe(run, "s0", customer)
+    await run.advance(PERIOD_MS + SAFE_MS)
+    await _cancel(run, "s0", customer)
+    run.disarm()
+    await run.advance(PERIOD_MS)
+    charged = sorted(start for _, start in run.ledger.keys().values())
+    assert charged == customer.slots() and len(charged) == 1, charged
+
+
+async def _subscribe(run: SimulationRun, name: str, customer: Customer) -> None:
     """Subscribe, asking again (at the same instant) until it is acknowledged."""
-    while True:
-        status, body = await sim.request("POST", f"/{name}/subscribe?period={PERIOD_S}")
-        if status == 201:
-            break
-        assert status == 0, (status, body)
-    now = sim.clock.now_ms()
-    assert body == {"subscribed": name, "next_renewal_at": now + PERIOD_MS}, body
+    while not (reply := await run.request("POST", f"/{name}/subscribe?period={PERIOD_S}")).ok:
+        pass
+    now = run.now_ms()
+    assert (reply.status, reply.value) == (
+        201,
+        {"subscribed": name, "next_renewal_at": now + PERIOD_MS},
+    ), reply
     if customer.active_start() is not None:
         customer.spans[-1][1] = now
     customer.spans.append([now, None])
 
 
-async def _cancel(sim: Simulation, name: str, customer: Customer) -> None:
-    while (reply := await sim.request("POST", f"/{name}/cancel"))[0] != 200:
-        assert reply[0] == 0, reply
+async def _cancel(run: SimulationRun, name: str, customer: Customer) -> None:
+    while not (reply := await run.request("POST", f"/{name}/cancel")).ok:
+        pass
+    assert reply.status == 200, reply
     if customer.active_start() is not None:
-        customer.spans[-1][1] = sim.clock.now_ms()
+        customer.spans[-1][1] = run.now_ms()
 
 
-async def _check_state(sim: Simulation, name: str, customer: Customer) -> None:
-    status, body = await sim.request("GET", f"/{name}")
-    if status == 0:
+async def _check_state(run: SimulationRun, name: str, customer: Customer) -> None:
+    reply = await run.request("GET", f"/{name}")
+    if not reply.ok:
         return  # A crash cut the read short.
     expected: dict[str, Any] = {
         "customer_id": name if customer.active_start() is not None else None,
-        "next_renewal_at": customer.next_renewal(sim.clock.now_ms()),
+        "next_renewal_at": customer.next_renewal(run.now_ms()),
     }
-    assert (status, body) == (200, expected), name
+    assert (reply.status, reply.value) == (200, expected), name
+
+
+def simulation(scenario: Scenario = scenario, **options: Any) -> Simulation:
+    return Simulation(
+        project("subscription_renewals"),
+        scenario,
+        bindings=lambda run: {"PAYMENTS": Payments(run)},
+        invariants=[charged_once(), effects_at_least_once("charge_invoice"), nothing_stranded()],
+        **options,
+    )

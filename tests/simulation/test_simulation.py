@@ -1,68 +1,66 @@
-"""Every example under seeded evictions and crashes on the virtual clock; seeds replay.
+"""Every example under seeded faults, through the public simulation API.
 
-Each scenario runs two fixed seeds in CI. `DURABILITY_SIM_SEEDS=S1,S2,...` runs
-exactly those seeds instead: to replay a failure (its message names its seed and the
-command), or to explore many more.
+Each example's scenario (its own module here) runs two fixed seeds in CI and replays the
+same trace from its seed; each example's cycle (every handler once) survives a crash
+before and after each of its commits in turn (exhaustive mode).
+`pytest tests/simulation --durability-seeds=N` runs N seeds of each; a failure prints
+the `--durability-seed=...` that replays it.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Awaitable, Callable
-from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from . import _counter, _renewals, _rpc, _topics
-from ._sim import Simulation
+from durability.testing import SimulationRun
 
-Scenario = Callable[[Simulation, Path], Awaitable[None]]
+from . import _counter, _renewals, _rpc, _topics, _topics_concurrent
 
-SCENARIOS: dict[str, tuple[Scenario, float]] = {
-    "counter": (_counter.run, 0.1),
-    "subscription_renewals": (_renewals.run, 0.1),
-    "event_topics": (_topics.run, 0.1),
-    "rpc_transforms": (_rpc.run, 0.1),
+SCENARIOS: dict[str, ModuleType] = {
+    "counter": _counter,
+    "subscription_renewals": _renewals,
+    "event_topics": _topics,
+    "event_topics_concurrent": _topics_concurrent,
+    "rpc_transforms": _rpc,
 }
-"""Example name -> its scenario and the chance of a crash just after each method."""
-
-FIXED_SEEDS = (1, 2)
-SEEDS_VARIABLE = "DURABILITY_SIM_SEEDS"
-
-
-def _seeds() -> list[int]:
-    chosen = os.environ.get(SEEDS_VARIABLE, "")
-    return [int(seed) for seed in chosen.split(",") if seed] or list(FIXED_SEEDS)
-
-
-async def simulate(name: str, seed: int, data: Path) -> Simulation:
-    """Run scenario `name` with `seed`; a failure names the seed and how to replay it."""
-    scenario, crash_after_effect = SCENARIOS[name]
-    sim = Simulation(seed, crash_after_effect=crash_after_effect)
-    try:
-        await scenario(sim, data)
-    except Exception as error:
-        replay = f"{SEEDS_VARIABLE}={seed} pytest tests/simulation -k {name}"
-        raise AssertionError(
-            f"simulation {name} failed with seed {seed} (replay: {replay}): {error!r}\n"
-            + "\n".join(sim.trace[-20:])
-        ) from error
-    finally:
-        await sim.close()
-    return sim
-
-
-@pytest.mark.parametrize("seed", _seeds())
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-async def test_example_survives_seeded_faults(name: str, seed: int, tmp_path: Path) -> None:
-    """The example keeps its promises under seeded evictions and crashes."""
-    sim = await simulate(name, seed, tmp_path)
-    assert sum(sim.faults.values()) > 0, sim.summary()
+STEPS = {"counter": 120, "subscription_renewals": 120, "event_topics": 150, "rpc_transforms": 120}
+"""Steps of a seeded run (the concurrent topics run its default, 100)."""
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-async def test_a_seed_replays_exactly(name: str, tmp_path: Path) -> None:
+def test_example_survives_seeded_faults(name: str) -> None:
+    """The example keeps its promises under two seeds' worth of faults."""
+    simulation = SCENARIOS[name].simulation(steps=STEPS.get(name, 100))
+    report = simulation.check(seeds=2)
+    assert sum(report.faults.values()) > 0, report
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_a_seed_replays_exactly(name: str) -> None:
     """Two runs of one seed make the same requests and faults at the same virtual times."""
-    first = await simulate(name, FIXED_SEEDS[0], tmp_path / "first")
-    second = await simulate(name, FIXED_SEEDS[0], tmp_path / "second")
-    assert first.trace == second.trace
+    traces: list[list[str]] = []
+    module = SCENARIOS[name]
+
+    async def traced(run: SimulationRun) -> None:
+        await module.scenario(run)
+        traces.append(run.trace.lines())
+
+    simulation = module.simulation(steps=40, scenario=traced)
+    simulation.replay(3)
+    simulation.replay(3)
+    assert traces[0] == traces[1]
+
+
+CYCLES = ("counter", "subscription_renewals", "event_topics", "rpc_transforms")
+
+
+@pytest.mark.parametrize("name", CYCLES)
+def test_every_commit_of_each_handler_can_crash(name: str) -> None:
+    """Exhaustive mode: the example's cycle (each of its handlers once) survives a crash
+    before, then one after, each of its commits in turn."""
+    module = SCENARIOS[name]
+    report = module.simulation(scenario=module.cycle).exhaust()
+    commits = report.faults["commit crash"]
+    assert commits > 0 and report.faults["commit crash_after"] == commits
+    assert report.runs == 1 + 2 * commits

@@ -20,6 +20,7 @@ virtual clock is honoured.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -275,6 +276,7 @@ def _run(sql: SqlStorage, statements: Sequence[str]) -> None:
         sql.exec(statement)
 
 
+@functools.lru_cache(maxsize=256)
 def _encode_down(step: Migration) -> str:
     return json.dumps(list(step.down), separators=(",", ":"))
 

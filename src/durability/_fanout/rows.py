@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from json.encoder import encode_basestring
+
+from .._uuid import random_bytes
 
 
 def json_pair(first: str, second: str) -> str:
@@ -104,7 +105,7 @@ def from_sql(row: tuple[object, ...]) -> Delivery:
 
 def random_id() -> str:
     """A random (version 4) UUID string, without `uuid.UUID`'s per-call checks."""
-    raw = bytearray(os.urandom(16))
+    raw = bytearray(random_bytes(16))
     raw[6] = (raw[6] & 0x0F) | 0x40
     raw[8] = (raw[8] & 0x3F) | 0x80
     text = raw.hex()

@@ -9,12 +9,13 @@ table is first needed; dropping the object's tables drops it too.
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Callable
 from contextvars import ContextVar
 
 from .._context import Context, Storage
 from .._engine import DurabilityScheduler
+from .._faults import cold_store_fault
+from .._uuid import random_bytes
 
 EPOCH = "durability_log_epoch"
 
@@ -28,11 +29,15 @@ def current_log_id() -> str:
 
 async def writing_for(identity: str, write: Callable[[], object]) -> object:
     """Call the cold store's `write(...)`, awaiting its result when it is awaitable, with
-    `current_log_id()` answering `identity` (a plain function's store works too)."""
+    `current_log_id()` answering `identity` (a plain function's store works too); the
+    runtime's faults, if any, are asked before and after it (`Faults.cold_store`)."""
     token = _writing.set(identity)
     try:
+        cold_store_fault("write")
         value = write()
-        return await value if inspect.isawaitable(value) else value
+        written = await value if inspect.isawaitable(value) else value
+        cold_store_fault("written")
+        return written
     finally:
         _writing.reset(token)
 
@@ -55,7 +60,7 @@ def log_id(storage: Storage, object_id: object) -> str:
         )
         sql.exec(
             f"INSERT INTO {EPOCH} (id, epoch) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
-            os.urandom(8).hex(),
+            random_bytes(8).hex(),
         )
         return str(sql.exec(f"SELECT epoch FROM {EPOCH} WHERE id = 1").one()["epoch"])
 

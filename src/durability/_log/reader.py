@@ -12,6 +12,7 @@ import inspect
 from typing import Any
 
 from .._errors import LogTruncatedError
+from .._faults import cold_store_fault
 from .store import LogStore, StoredBounds
 from .types import LogColdStorage, LogRecord
 
@@ -55,6 +56,7 @@ class LogReader:
         segment = self._store.segment_containing(from_offset)
         if segment is None or self._cold is None:
             raise lost
+        cold_store_fault("read")
         stored: object = self._cold.read(segment.locator)
         if inspect.isawaitable(stored):
             stored = await stored

@@ -34,10 +34,12 @@ from collections.abc import Callable, Coroutine
 from types import FunctionType
 from typing import Any, Protocol
 
+from .._faults import Faults
 from ._alarm_log import alarm_failed
 from ._catalog import Catalog, Key
 from ._database import Database, FlushHook
 from ._errors import ObjectEvictedError
+from ._ids import ObjectId
 from ._instance import Instance
 from ._object import DurableObject
 from ._platform import Platform
@@ -57,6 +59,7 @@ class AlarmHost(Protocol):
     """What the driver needs from the runtime."""
 
     platform: Platform
+    faults: Faults | None
 
     def now_ms(self) -> int: ...
 
@@ -110,6 +113,10 @@ class AlarmDriver:
                 if stored.key not in self._running:
                     self._arm(stored.key)
 
+    def holds(self, key: Key) -> bool:
+        """Whether the object's alarm is queued or being delivered."""
+        return key in self._wake or key in self._running
+
     def name_of(self, key: Key) -> str | None:
         """The name recorded for an object that has had an alarm, if any."""
         return self._names.get(key)
@@ -149,10 +156,21 @@ class AlarmDriver:
             self._wake.pop(key, None)
             self._names.pop(key, None)
         else:
-            self._wake[key] = wake_ms
             self._names[key] = name
+            self._wake[key] = self._late(key, wake_ms)
         if key not in self._running:
             self._arm(key)
+
+    def _late(self, key: Key, wake_ms: int) -> int:
+        """When to wake the object for an alarm due at `wake_ms`: then, or later by what
+        the runtime's `Faults.alarm_delay_ms` answers."""
+        faults = self._host.faults
+        if faults is None:
+            return wake_ms
+        delay = faults.alarm_delay_ms(ObjectId(key[0], key[1], self._names.get(key)), wake_ms)
+        if isinstance(delay, bool) or not isinstance(delay, int) or delay < 0:
+            raise ValueError(f"Faults.alarm_delay_ms must answer an int >= 0, got {delay!r}")
+        return wake_ms + delay
 
     def _arm(self, key: Key) -> None:
         """Queue the object's wake time (if it has one) and keep the timer on the earliest."""
@@ -243,13 +261,13 @@ class AlarmDriver:
             if row.scheduled_ms > now:
                 if row.retry_ms is not None:
                     await _durable(write_alarm(database, AlarmRow(row.scheduled_ms)))
-                self._wake[key] = row.scheduled_ms
+                self._wake[key] = self._late(key, row.scheduled_ms)
                 return
             attempt = 0
         else:
             assert row.retry_ms is not None
             if row.retry_ms > now:
-                self._wake[key] = row.retry_ms
+                self._wake[key] = self._late(key, row.retry_ms)
                 return
             attempt = row.retry_attempt
         retry_row = self._retry_row(attempt, now)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MigrationError", "Migrations", "parse_migrations"]
+__all__ = ["MigrationError", "MigrationPlan", "Migrations", "parse_migrations"]
 
 LEDGER = "_migrations.json"
 """The file in the state folder recording the applied tags and each folder's class."""
@@ -67,8 +67,18 @@ class Migrations:
         """Apply the tags not yet applied to the state folder; what was done, one line
         each. Raises `MigrationError` (and changes nothing) when a binding's folder
         holds objects of a class other than the one it now names."""
-        ledger_file = state / LEDGER
-        ledger = _read(ledger_file)
+        plan = self.plan(state, bindings)
+        for binding in plan.doomed:
+            _delete_objects(state, binding)
+        state.mkdir(parents=True, exist_ok=True)
+        ledger = {"tags": plan.tags, "classes": plan.classes}
+        (state / LEDGER).write_text(json.dumps(ledger, indent=2))
+        return plan.done
+
+    def plan(self, state: Path, bindings: dict[str, str]) -> MigrationPlan:
+        """What `apply` would do to the state folder, changing nothing (`MigrationError`
+        where `apply` would refuse)."""
+        ledger = _read(state / LEDGER)
         applied: list[str] = list(ledger.get("tags", []))
         held: dict[str, str] = dict(ledger.get("classes", {}))
         done: list[str] = []
@@ -96,11 +106,18 @@ class Migrations:
                     "a `renamed_classes` migration, or move that folder away"
                 )
             held[binding] = class_name
-        for binding in doomed:
-            _delete_objects(state, binding)
-        state.mkdir(parents=True, exist_ok=True)
-        ledger_file.write_text(json.dumps({"tags": applied, "classes": held}, indent=2))
-        return done
+        return MigrationPlan(applied, held, done, doomed)
+
+
+@dataclass(frozen=True)
+class MigrationPlan:
+    """What applying the migrations does: the tags applied after it, each binding's class,
+    one line per change, and the bindings whose objects it deletes."""
+
+    tags: list[str]
+    classes: dict[str, str]
+    done: list[str]
+    doomed: list[str]
 
 
 def parse_migrations(value: object, where: str) -> Migrations:

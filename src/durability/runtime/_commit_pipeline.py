@@ -90,6 +90,9 @@ class CommitPipeline:
         database, syncs = self._database, self.syncs
         if database.open_transaction is not transaction or self.inflight is not None:
             return
+        faults = database.faults
+        if faults is not None and database.dirty and faults.intercept(database, transaction):
+            return
         connection = database.link.connection
         if self.committer is None or connection is None:
             self.commit_now()

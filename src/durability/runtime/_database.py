@@ -22,6 +22,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, Final, Protocol
 
+from ._commit_faults import CommitFaults
 from ._commit_pipeline import CommitPipeline
 from ._commit_threads import CommitThreads
 from ._connection import DatabaseClosedError, ObjectConnection
@@ -107,6 +108,9 @@ class Database:
         """The open transaction may have written (something other than a `SELECT` ran)."""
         self._savepoints = 0
         self._unrecorded_name: str | None = None
+        self.faults: CommitFaults | None = None
+        """The runtime's `Faults.commit` for this object, asked before each commit of a
+        turn that wrote (`None`: no faults, nothing asked)."""
 
     @property
     def file(self) -> Path | None:

@@ -60,13 +60,14 @@ class OutputGate:
             commit.add_done_callback(self._open)
         waiting.append((outcome, result, raised))
 
-    def open_ended(self) -> None:
-        """Release now the calls whose commit has ended but whose callback has not run."""
+    def open_ended(self, lost: BaseException | None = None) -> None:
+        """Release now the calls whose commit has ended but whose callback has not run
+        (each with `lost` instead of its outcome, when given: its reply was lost)."""
         for commit in [commit for commit in self._gated if commit.done()]:
-            self._open(commit)
+            self._open(commit, lost)
 
-    def _open(self, commit: asyncio.Future[None]) -> None:
-        error = None if commit.cancelled() else commit.exception()
+    def _open(self, commit: asyncio.Future[None], lost: BaseException | None = None) -> None:
+        error = lost or (None if commit.cancelled() else commit.exception())
         for outcome, result, raised in self._gated.pop(commit, ()):
             if error is not None:
                 self._release(outcome, error, True)

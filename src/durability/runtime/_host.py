@@ -14,15 +14,18 @@ import enum
 import logging
 import os
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any
 
 from .._clock import WALL_CLOCK, Clock, bind_clock, unbind_clock
+from .._faults import Faults
 from .._validate import check_positive_int
 from ._alarm_driver import AlarmDriver
 from ._bindings import HostedBinding
 from ._catalog import Key
+from ._commit_faults import CommitFaults
 from ._database import Database
 from ._databases import ObjectDatabases
 from ._hibernation import SocketHub
@@ -35,7 +38,7 @@ from ._object_hooks import ObjectHooks
 from ._platform import EMBEDDED, Platform
 from ._private_tables import recorded_name
 from ._stub import Env, ObjectNamespace, ObjectStub
-from ._teardown import discard, wind_down
+from ._teardown import crash_at_commit, discard, wind_down
 
 logger = logging.getLogger("durability.runtime")
 
@@ -68,7 +71,9 @@ class Runtime:
     recently used idle live objects' files are closed, and reopened on their next use
     (`None` sizes it from the open-file limit, four descriptors per file). `platform`
     builds what objects see of their host (default: this runtime's own `ctx` and
-    `AlarmInvocationInfo`; see `Platform`).
+    `AlarmInvocationInfo`; see `Platform`). `faults` (a `durability.testing.Faults`) is
+    asked before each commit, at each `set_alarm`, when an alarm is queued and around
+    cold-store calls whether to inject a fault there (default: none, never asked).
     """
 
     def __init__(
@@ -81,6 +86,7 @@ class Runtime:
         max_live_objects: int | None = None,
         max_open_databases: int | None = None,
         platform: Platform | None = None,
+        faults: Faults | None = None,
     ) -> None:
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or path-like, got {type(path).__name__}")
@@ -94,6 +100,11 @@ class Runtime:
         if max_open_databases is None:
             max_open_databases = default_max_open_databases()
         max_open = check_positive_int("max_open_databases", max_open_databases)
+        if faults is not None and not isinstance(faults, Faults):
+            raise TypeError(
+                f"faults must be a durability.testing.Faults, got {type(faults).__name__}"
+            )
+        self.faults: Faults | None = faults
         self._clock: Clock = clock if clock is not None else WALL_CLOCK
         self.platform: Platform = platform if platform is not None else EMBEDDED
         root = Path(path) if path is not None else None
@@ -279,6 +290,10 @@ class Runtime:
         hooks.instance = instance
         instance.socket_hub = self._sockets
         instance.on_abort = lambda error: self._commit_failed(key, database, error)
+        if self.faults is not None:
+            instance.inject(self.faults)
+            crash = partial(crash_at_commit, self._live)
+            database.faults = CommitFaults(self.faults, object_id, crash)
         self._live.add(key, instance)
         return instance
 

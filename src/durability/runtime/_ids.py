@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-import secrets
 
+from .._uuid import random_bytes
 from .._validate import check_utf8
 
 _HEX_ID = re.compile(r"[0-9a-f]{64}")
@@ -69,7 +69,7 @@ def id_from_name(namespace: str, name: object) -> ObjectId:
 
 def new_unique_id(namespace: str) -> ObjectId:
     """A fresh random id that no name maps to (in practice)."""
-    return ObjectId(namespace, secrets.token_hex(32), None)
+    return ObjectId(namespace, random_bytes(32).hex(), None)
 
 
 def id_from_string(namespace: str, text: object) -> ObjectId:

@@ -7,9 +7,11 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar, copy_context
+from functools import partial
 from types import CodeType, CoroutineType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from .._faults import Faults, FaultSite, fault_site
 from ._database import Database
 from ._errors import DurableObjectAbort, ObjectEvictedError
 from ._gate import OutputGate, commits_to_wait
@@ -72,6 +74,14 @@ class Instance:
         self.idle_since: float | None = None
         self.socket_hub: SocketHub | None = None
         """The runtime's hibernatable WebSockets (set by the runtime)."""
+        self.fault_site: FaultSite | None = None
+        """The runtime's faults for this object, named in the context of its calls."""
+
+    def inject(self, faults: Faults) -> None:
+        """Let the runtime's `faults` reach this object's `set_alarm` and (through the
+        context of its calls) its logs' cold-store calls."""
+        self.fault_site = FaultSite(faults, self.id)
+        self.storage.alarm_fault = partial(faults.set_alarm, self.id)
 
     def user_object(self) -> DurableObject:
         """The user's instance, constructed on first use as `Class(ctx, env)` (the `ctx`
@@ -150,6 +160,8 @@ class Instance:
         left to a task)."""
         record = begin_call()
         running_instance.set(self)
+        if self.fault_site is not None:
+            fault_site.set(self.fault_site)
         try:
             target = self._object
             result = invoke(self.user_object() if target is None else target)
@@ -186,6 +198,8 @@ class Instance:
             delivered = True
             record = begin_call()
             running_instance.set(self)
+            if self.fault_site is not None:
+                fault_site.set(self.fault_site)
             try:
                 target = self._object
                 if target is None:
@@ -300,13 +314,16 @@ class Instance:
         self.gone = True
         self.storage.fence()
 
-    def cancel_work(self, error: BaseException | None = None) -> list[asyncio.Future[Any]]:
+    def cancel_work(
+        self, error: BaseException | None = None, *, replies_lost: bool = False
+    ) -> list[asyncio.Future[Any]]:
         """Cancel every call and background task; callers waiting get `ObjectEvictedError`.
 
-        Calls gated on a commit that already ended get its outcome; with `error` (a
-        failed commit), every other call in flight gets that error instead.
+        Calls gated on a commit that already ended get its outcome (`ObjectEvictedError`
+        with `replies_lost`: the object crashed after that commit, before answering); with
+        `error` (a failed commit), every other call in flight gets that error instead.
         """
-        self._gate.open_ended()
+        self._gate.open_ended(self._evicted_during_call() if replies_lost else None)
         # The trackers stay: each call's task, once it ends, still untracks itself.
         for outcome in self._trackers:
             if not outcome.done():

@@ -62,6 +62,10 @@ class LiveInstances:
                 self._discard(self._instances.pop(victim))
         self.schedule_idle(instance)
 
+    def instances(self) -> list[Instance]:
+        """The live instances, least recently used first (their order is left as is)."""
+        return list(self._instances.values())
+
     def pop(self, key: Key) -> Instance | None:
         """Unregister the instance of `key`, if one is live."""
         return self._instances.pop(key, None)

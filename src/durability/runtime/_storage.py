@@ -185,6 +185,7 @@ class ObjectStorage:
         self._kv = KeyValue(self.enter)
         self._sync_kv = SyncKeyValue(self._kv)
         self._emptied = DeleteAllHooks()
+        self.alarm_fault: Callable[[int], None] | None = None  # the runtime's Faults.set_alarm
 
     @property
     def sql(self) -> ObjectSql:
@@ -279,6 +280,8 @@ class ObjectStorage:
 
     def _arm(self, scheduled_ms: int) -> None:
         database = self.enter()
+        if self.alarm_fault is not None:
+            self.alarm_fault(scheduled_ms)
         row = read_alarm(database)
         if row is None:
             write_alarm(database, AlarmRow(scheduled_ms))

@@ -7,8 +7,11 @@ import asyncio
 import logging
 from typing import Any
 
+from ._database import Database
 from ._errors import ObjectEvictedError
+from ._ids import ObjectId
 from ._instance import Instance
+from ._live import LiveInstances
 
 logger = logging.getLogger("durability.runtime")
 
@@ -17,12 +20,17 @@ WIND_DOWN_TURNS = 100
 
 
 def discard(
-    instance: Instance, *, crash: bool, error: BaseException | None = None
+    instance: Instance,
+    *,
+    crash: bool,
+    error: BaseException | None = None,
+    replies_lost: bool = False,
 ) -> list[asyncio.Future[Any]]:
     """Fence the instance, settle or drop its pending writes, cancel its work.
 
     `error`: why the instance is discarded, handed to its calls in flight
-    (by default they learn that the object was evicted).
+    (by default they learn that the object was evicted). `replies_lost`: calls whose
+    commit has ended learn that too, instead of getting their results.
     """
     instance.fence()
     if instance.idle_timer is not None:
@@ -40,7 +48,7 @@ def discard(
         database.commit()
     if crash and instance.socket_hub is not None:
         instance.socket_hub.reset((instance.id.namespace, str(instance.id)))
-    pending = instance.cancel_work(error)
+    pending = instance.cancel_work(error, replies_lost=replies_lost)
     if database.file is not None:
         database.close()
     return pending
@@ -60,3 +68,18 @@ async def wind_down(tasks: list[asyncio.Future[Any]]) -> None:
             return
         await asyncio.sleep(0)
     logger.warning("%d task(s) ignored cancellation at eviction", len(waiting))
+
+
+def crash_at_commit(
+    live: LiveInstances, database: Database, object_id: ObjectId, replies_lost: bool
+) -> None:
+    """Crash the object at a commit of its `database` (`Faults.commit`): before it (its
+    writes lost) or, with `replies_lost`, once it is durable (its callers' replies lost)."""
+    instance = live.get((object_id.namespace, str(object_id)))
+    if instance is not None and instance.database is database:
+        live.remove(instance)
+        discard(instance, crash=True, replies_lost=replies_lost)
+    elif not replies_lost:
+        database.rollback(
+            ObjectEvictedError(f"object {object_id.namespace}:{object_id} crashed before commit")
+        )
