@@ -30,7 +30,7 @@ BILLING = """
 from typing import TypedDict
 
 from durability import Durable, DurabilityFanout, DurableCall, FanoutInput, FanoutTarget
-from durability import named_alarm, now_ms, operation
+from durability import named_alarm, now_ms, operation, workflow
 from durability.runtime import DurableObject, Response
 
 
@@ -60,11 +60,16 @@ class Billing(Durable, DurableObject):
     async def renew(self, info):
         pass
 
+    @workflow
+    async def onboard(self, event, step):
+        await step.sleep("a day", "1 day")
+
     async def fill(self) -> None:
         await self.charge("inv-1", {"customer": "ann", "cents": 900}, delay_ms=DAY)
         await self.remind(now_ms() + DAY)
         await self.renew.every(DAY, start_at=now_ms() + DAY)
         await self.fanout.enqueue(FanoutInput({"customer": "ann"}, id="m-1"))
+        await self.onboard.create(id="w-1", params={"customer": "ann"})
 
 
 DAY = 86_400_000
@@ -80,7 +85,8 @@ async def fetch(request, env):
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
     """A data folder written by a runtime serving `billing.py`: one object with a pending
-    operation, a named alarm, a recurrence and a fanout delivery."""
+    operation, a named alarm, a recurrence, a fanout delivery and a sleeping workflow
+    instance."""
     worker = _write(tmp_path / "v1", BILLING)
     folder = tmp_path / "data"
     _run(_fill(worker, folder))
@@ -125,7 +131,7 @@ def test_the_same_code_finds_nothing(
     worker = _write(tmp_path / "same", BILLING)
     code, document = _check(capsys, str(data), "--worker", str(worker))
     assert (code, document["findings"]) == (0, [])
-    assert document["objects"] == 1 and document["pending"] == 4
+    assert document["objects"] == 1 and document["pending"] == 5
 
 
 @pytest.mark.parametrize(
@@ -157,6 +163,14 @@ def test_the_same_code_finds_nothing(
         (
             ('{"audit": FanoutTarget', '{"ledger": FanoutTarget'),
             ("missing_handler", "fanout delivery", "audit", "m-1"),
+        ),
+        (
+            ("async def onboard(self", "async def welcome(self"),
+            ("missing_handler", "workflow instance", "onboard", "w-1"),
+        ),
+        (
+            ("async def onboard(self, event, step)", "async def onboard(self, event)"),
+            ("signature_mismatch", "workflow instance", "onboard", "w-1"),
         ),
     ],
 )
@@ -196,6 +210,7 @@ def test_an_unbound_namespace_strands_everything(
         "named alarm",
         "recurrence",
         "fanout delivery",
+        "workflow instance",
         "alarm",
     }
 
@@ -209,7 +224,7 @@ def test_text_output_names_each_finding(
     )
     assert main(["check", str(data), "--worker", str(worker)]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].endswith("1 objects, 4 pending items, 1 findings")
+    assert lines[0].endswith("1 objects, 5 pending items, 1 findings")
     assert lines[1].startswith("  missing_handler: BILLING / acme  named alarm remind remind:")
 
 

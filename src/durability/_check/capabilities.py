@@ -2,9 +2,9 @@
 
 A `Capability` reads its stored pending items from an object's tables, finds the
 handlers the new code declares for it on a freshly built object, and says why an item
-no longer fits its handler. `CAPABILITIES` lists them: a new capability (workflow
-steps, say) is one more class and one more entry, and the check does the rest (a
-missing handler, a handler that no longer fits, a namespace no longer bound).
+no longer fits its handler. `CAPABILITIES` lists them: a new capability is one more
+class and one more entry, and the check does the rest (a missing handler, a handler
+that no longer fits, a namespace no longer bound).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from .._fanout.fanout import DurabilityFanout
 from .._inspect.sections import Tables
 from .._operations.durability import Durability
 from .._serialization import deserialize
+from .._workflows.helper import DurabilityWorkflows
 from .findings import UNKNOWN, Pending
 from .payloads import declared_payload, mismatch, signature_problem
 
@@ -155,5 +156,38 @@ class Fanout:
         return None if problem is None else ("signature_mismatch", problem)
 
 
-CAPABILITIES: tuple[Capability, ...] = (Operations(), NamedAlarms(), Fanout())
+class Workflows:
+    """Workflow instances not yet done (running, sleeping, waiting for an event, paused):
+    each needs its workflow's code, which the engine calls as `run(event, step)`."""
+
+    def declared(self, obj: object) -> Mapping[str, Any] | None:
+        found = helpers_of(obj, DurabilityWorkflows)
+        if not found:
+            return None
+        return {
+            name: code for helper in found for name, code in helper._control.runner.code.items()
+        }
+
+    def pending(self, tables: Tables) -> Iterable[Pending]:
+        if not tables.has("durability_workflow_instances"):
+            return []
+        return [
+            Pending(
+                "workflow instance",
+                str(row["workflow"]),
+                str(row["instance_id"]),
+                _payload(row["params"]),
+            )
+            for row in tables.rows(
+                "SELECT workflow, instance_id, params FROM durability_workflow_instances "
+                "WHERE status <> 'done' ORDER BY workflow, instance_id"
+            )
+        ]
+
+    def problem(self, handler: Any, item: Pending) -> Problem | None:
+        problem = signature_problem(handler, arguments=2)
+        return None if problem is None else ("signature_mismatch", problem)
+
+
+CAPABILITIES: tuple[Capability, ...] = (Operations(), NamedAlarms(), Fanout(), Workflows())
 """Every capability the check asks, in report order."""

@@ -22,16 +22,18 @@ _SCALARS: dict[type, tuple[type, ...]] = {
 }
 
 
-def signature_problem(handler: Callable[..., Any]) -> str | None:
-    """Why the engine can no longer call `handler(argument)`, or `None`."""
+def signature_problem(handler: Callable[..., Any], arguments: int = 1) -> str | None:
+    """Why the engine can no longer call `handler` with its `arguments` positional
+    arguments (one: the call or alarm info; two for a workflow: event and step)."""
     try:
         signature = inspect.signature(handler)
     except (TypeError, ValueError):
         return None
     try:
-        signature.bind(object())
+        signature.bind(*(object() for _ in range(arguments)))
     except TypeError as error:
-        return f"its handler can no longer be called with one argument ({error})"
+        count = "one argument" if arguments == 1 else f"{arguments} arguments"
+        return f"its handler can no longer be called with {count} ({error})"
     return None
 
 
