@@ -33,7 +33,7 @@ from ._crash_point import crash_point
 from ._types import TimeInput
 from ._validate import check_non_negative_int, to_epoch_ms
 from ._virtual_loop import LoopPatch
-from ._workflows.driver import WorkflowDriver
+from ._workflow_driver import WorkflowDriver
 
 __all__ = ["VirtualClock", "WorkflowDriver", "crash_point"]
 

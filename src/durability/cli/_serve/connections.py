@@ -20,8 +20,8 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ._accept_log import Throttle
-from ._limits import FDS_PER_OBJECT
+from ...runtime._limits import FDS_PER_OBJECT
+from .accept_log import Throttle
 
 logger = logging.getLogger("durability.serve")
 

@@ -22,10 +22,10 @@ from pathlib import Path
 from string import Template
 from urllib.parse import parse_qs, urlsplit
 
-from .._clock import Clock
+from ..._clock import Clock
+from ...runtime._http import Response
+from ...testing import VirtualClock
 from .._inspect import InspectError
-from ..runtime._http import Response
-from ..testing import VirtualClock
 from .html import text
 from .render import Snapshot, render_panel
 from .reports import ReportCache

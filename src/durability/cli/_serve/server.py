@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...runtime import Runtime
+from ...runtime._http import FetchResponse, Request, Response
+from ...runtime._workers import ExecutionContext, serve_worker
 from .._dashboard import Dashboard
-from . import Runtime
-from ._http import FetchResponse, Request, Response
-from ._project import Project, ProjectError, find_config, load_project
-from ._workers import ExecutionContext, serve_worker
-from ._ws_asgi import serve_websocket
+from .project import Project, ProjectError, find_config, load_project
+from .ws_asgi import serve_websocket
 
 __all__ = ["WorkerApp", "WorkerModule", "WorkerModuleError", "load_worker"]
 

@@ -8,16 +8,16 @@ from dataclasses import dataclass, field
 
 import uvicorn
 
-from ._connections import (
+from .connections import (
     DEFAULT_HEADER_TIMEOUT_S,
     KEEP_ALIVE_TIMEOUT_S,
     MAX_HEADER_BYTES,
     default_max_connections,
     guarded_protocol,
 )
-from ._guard import DEFAULT_MAX_BODY_BYTES, AllowedHosts, RequestGuard
-from ._virtual_server import VirtualTimeServer
+from .guard import DEFAULT_MAX_BODY_BYTES, AllowedHosts, RequestGuard
 from .server import WorkerApp
+from .virtual_server import VirtualTimeServer
 
 MAX_BACKLOG = 2_048
 """uvicorn's default listen backlog, the most used."""

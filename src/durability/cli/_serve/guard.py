@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .._dashboard import Dashboard
-from ._accept_log import quiet_accept_errors
+from .accept_log import quiet_accept_errors
 from .server import Message, Receive, Scope, Send
 
 logger = logging.getLogger("durability.serve")

@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
-from .._clock import now_ms
-from .helper import DurabilityWorkflows
-from .rows import InstanceRow
-from .values import AttrDict
+from ._clock import now_ms
+from ._workflows.helper import DurabilityWorkflows
+from ._workflows.rows import InstanceRow
+from ._workflows.values import AttrDict
 
 if TYPE_CHECKING:
-    from ..runtime import ObjectStub, Runtime
-    from ..testing import VirtualClock
+    from .runtime import ObjectStub, Runtime
+    from .testing import VirtualClock
 
 FINAL_STATES = ("complete", "errored", "terminated")
 
@@ -117,8 +117,8 @@ class WorkflowDriver:
 
 def _resolve(target: object, id: str, workflow: str | None) -> tuple[ObjectStub, str | None]:
     """The stub of the object holding instance `id`, and the workflow's name if known."""
-    from ..runtime import ObjectStub
-    from .binding import WorkflowBinding
+    from .cli._serve.workflows import WorkflowBinding
+    from .runtime import ObjectStub
 
     if isinstance(target, WorkflowBinding):
         return target.object_of(id), target.name

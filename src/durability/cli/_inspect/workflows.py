@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._types import JsonValue
+from ..._types import JsonValue
 from .sections import DETAIL_ROWS, Tables
 
 _STATE_ORDER = (

@@ -20,9 +20,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from .._alarms.recurrence import Slot, cron, next_slot
-from .._clock import now_ms
-from ._http import Request, Response
+from ..._alarms.recurrence import Slot, cron, next_slot
+from ..._clock import now_ms
+from ...runtime._http import Request, Response
 
 __all__ = ["CronDriver", "ScheduledController", "check_crons", "run_scheduled"]
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ._distribution import DISTRIBUTION, install_hint
+from .._distribution import DISTRIBUTION, install_hint
 
 __all__ = ["main"]
 
@@ -36,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         return _serve(args)
     if args.command == "inspect":
-        from ._cli_inspect import run
+        from ._inspect_command import run
 
         return run(args.path, args.namespace, args.name, args.json)
     parser.error(f"unknown command {args.command!r}")
@@ -159,11 +159,11 @@ def _serve(args: argparse.Namespace) -> int:
     for module in ("uvicorn", "wsproto"):
         if importlib.util.find_spec(module) is None:
             return _fail(f"needs {module}: {install_hint('serve')}")
-    from ._serve_checks import ignore_state, import_failure, path_problem, port_problem
-    from .runtime import Runtime
-    from .runtime._serving import ServeLimits, build_server
-    from .runtime.server import WorkerApp, WorkerModuleError, load_worker
-    from .testing import VirtualClock
+    from ..runtime import Runtime
+    from ..testing import VirtualClock
+    from ._serve.checks import ignore_state, import_failure, path_problem, port_problem
+    from ._serve.server import WorkerApp, WorkerModuleError, load_worker
+    from ._serve.serving import ServeLimits, build_server
 
     if not 0 <= args.port <= 65_535:
         return _fail("--port must be between 0 and 65535")

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ._assets import HTML_HANDLING, NOT_FOUND_HANDLING, AssetsConfig
-from ._dotenv import DotenvError, read_dotenv
+from .assets import HTML_HANDLING, NOT_FOUND_HANDLING, AssetsConfig
+from .dotenv import DotenvError, read_dotenv
 
 __all__ = ["read_assets", "read_vars", "unserved_keys"]
 

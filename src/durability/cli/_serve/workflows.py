@@ -12,16 +12,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from .._types import JsonValue
-from .._uuid import random_uuid
-from ..runtime._bindings import HostedBinding
-from ..runtime._object import DurableObject
-from ..runtime._stub import ObjectNamespace, ObjectStub
-from .errors import WorkflowError
-from .handles import _UNSET, Workflow, create_options, event_options
-from .helper import DurabilityWorkflows
-from .validate import MAX_BATCH, check_instance_id, check_workflow_name
-from .values import AttrDict, WorkflowEvent, attr_copy
+from ..._types import JsonValue
+from ..._uuid import random_uuid
+from ..._workflows.errors import WorkflowError
+from ..._workflows.handles import _UNSET, Workflow, create_options, event_options
+from ..._workflows.helper import DurabilityWorkflows
+from ..._workflows.validate import MAX_BATCH, check_instance_id, check_workflow_name
+from ..._workflows.values import AttrDict, WorkflowEvent, attr_copy
+from ...runtime._bindings import HostedBinding
+from ...runtime._object import DurableObject
+from ...runtime._stub import ObjectNamespace, ObjectStub
 
 
 class WorkflowContext:

@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from .._types import JsonValue
+from ..._types import JsonValue
 
 DETAIL_ROWS = 100
 """At most this many rows of one kind (operations, alarms, ...) per object."""

@@ -15,10 +15,10 @@ import sysconfig
 import traceback
 from pathlib import Path
 
-from .runtime._errors import PathInUseError
-from .runtime._path_lock import PathLock
+from ...runtime._errors import PathInUseError
+from ...runtime._path_lock import PathLock
 
-_PACKAGE = str(Path(__file__).resolve().parent)
+_PACKAGE = str(Path(__file__).resolve().parents[2])
 _INSTALLED = tuple(
     str(Path(sysconfig.get_path(key)).resolve()) for key in ("stdlib", "purelib", "platlib")
 )

@@ -24,12 +24,14 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
-from ._assets import AssetsBinding, StaticAssets
-from ._class_migrations import MigrationError, Migrations, parse_migrations
-from ._http import Response
-from ._object import DurableObject
-from ._project_config import read_assets, read_vars, unserved_keys
-from ._scheduled import (
+from ...runtime._http import Response
+from ...runtime._object import DurableObject
+from ...runtime._stand_ins import install_stand_ins
+from ...runtime._workers import ExecutionContext, importing_with
+from .assets import AssetsBinding, StaticAssets
+from .class_migrations import MigrationError, Migrations, parse_migrations
+from .project_config import read_assets, read_vars, unserved_keys
+from .scheduled import (
     MANUAL_PATHS,
     TEST_PATH,
     CronDriver,
@@ -38,8 +40,6 @@ from ._scheduled import (
     fire_by_hand,
     run_scheduled,
 )
-from ._stand_ins import install_stand_ins
-from ._workers import ExecutionContext, importing_with
 
 CONFIG_NAMES = ("wrangler.jsonc", "wrangler.json", "wrangler.toml")
 """The config files looked for, in this order (as wrangler does)."""
@@ -345,7 +345,7 @@ def _workflow_bindings(config: dict[str, Any], module: ModuleType, where: Path) 
         raise ProjectError(f"{where}: `workflows` must be a list")
     if not entries:
         return {}
-    from .._workflows.binding import workflow_binding
+    from .workflows import workflow_binding
 
     bindings: dict[str, Any] = {}
     for entry in entries:

@@ -21,9 +21,9 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from ._http import FetchResponse, Request, Response
-from ._websocket import WebSocket
-from ._ws_events import (
+from ...runtime._http import FetchResponse, Request, Response
+from ...runtime._websocket import WebSocket
+from ...runtime._ws_events import (
     ABNORMAL_CLOSE,
     ABNORMAL_REASON,
     NO_STATUS,

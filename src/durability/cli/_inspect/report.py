@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from ..runtime._ids import id_from_name
+from ...runtime._ids import id_from_name
 from .discover import InspectError, ObjectFile, find_objects, open_read_only
 from .sections import SECTIONS, Tables
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from ._http import Request, Response
+from ...runtime._http import Request, Response
 
 __all__ = ["AssetsBinding", "AssetsConfig", "StaticAssets"]
 
