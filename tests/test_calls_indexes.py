@@ -19,7 +19,8 @@ from durability._engine.tables import due_rows, pending_head, purge_created_befo
 from durability._operations import OPERATION_MIGRATIONS
 from durability._operations.records import CALLS, list_query
 from durability._types import SqlValue
-from durability.cli._inspect.sections import Tables, operation_counts, operation_details
+from durability.cli._inspect.sections import operation_counts, operation_details
+from durability.cli._inspect.tables import Tables
 from durability.runtime import DurableObject, ObjectStub, Runtime
 from durability.testing import VirtualClock
 

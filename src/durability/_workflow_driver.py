@@ -10,7 +10,7 @@ until it reaches the states a test waits for.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._clock import now_ms
 from ._workflows.helper import DurabilityWorkflows
@@ -18,8 +18,8 @@ from ._workflows.rows import InstanceRow
 from ._workflows.values import AttrDict
 
 if TYPE_CHECKING:
+    from ._virtual_clock import VirtualClock
     from .runtime import ObjectStub, Runtime
-    from .testing import VirtualClock
 
 FINAL_STATES = ("complete", "errored", "terminated")
 
@@ -115,15 +115,24 @@ class WorkflowDriver:
         return await self.runtime.run(instance, invoke)
 
 
+@runtime_checkable
+class BoundWorkflow(Protocol):
+    """A wrangler workflow binding as `durability serve` builds it (`env.MY_WORKFLOW`):
+    its workflow's name, and the object that holds each instance."""
+
+    name: str
+
+    def object_of(self, id: str) -> ObjectStub: ...
+
+
 def _resolve(target: object, id: str, workflow: str | None) -> tuple[ObjectStub, str | None]:
     """The stub of the object holding instance `id`, and the workflow's name if known."""
-    from .cli._serve.workflows import WorkflowBinding
     from .runtime import ObjectStub
 
-    if isinstance(target, WorkflowBinding):
-        return target.object_of(id), target.name
     if isinstance(target, ObjectStub):
         return target, workflow
+    if isinstance(target, BoundWorkflow):
+        return target.object_of(id), target.name
     raise TypeError(
         f"target must be an object's stub or a workflow binding, got {type(target).__name__}"
     )

@@ -159,8 +159,8 @@ def _serve(args: argparse.Namespace) -> int:
     for module in ("uvicorn", "wsproto"):
         if importlib.util.find_spec(module) is None:
             return _fail(f"needs {module}: {install_hint('serve')}")
+    from .._virtual_clock import VirtualClock
     from ..runtime import Runtime
-    from ..testing import VirtualClock
     from ._serve.checks import ignore_state, import_failure, path_problem, port_problem
     from ._serve.server import WorkerApp, WorkerModuleError, load_worker
     from ._serve.serving import ServeLimits, build_server

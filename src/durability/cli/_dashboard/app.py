@@ -23,8 +23,8 @@ from string import Template
 from urllib.parse import parse_qs, urlsplit
 
 from ..._clock import Clock
+from ..._virtual_clock import VirtualClock
 from ...runtime._http import Response
-from ...testing import VirtualClock
 from .._inspect import InspectError
 from .html import text
 from .render import Snapshot, render_panel

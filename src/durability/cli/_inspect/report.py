@@ -8,7 +8,8 @@ from typing import Any
 
 from ...runtime._ids import id_from_name
 from .discover import InspectError, ObjectFile, find_objects, open_read_only
-from .sections import SECTIONS, Tables
+from .sections import SECTIONS
+from .tables import Tables
 
 ObjectReport = dict[str, Any]
 """`namespace`, `name`, `id`, `file`, `size_bytes`, `alarm_at`, then one key per section

@@ -7,35 +7,11 @@ report order: a new capability is one more function and one more entry.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
-from typing import Any
 
 from ..._types import JsonValue
-
-DETAIL_ROWS = 100
-"""At most this many rows of one kind (operations, alarms, ...) per object."""
-
-
-class Tables:
-    """An object's open connection and the names of the tables it has."""
-
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        self.connection = connection
-        self.names = frozenset(
-            name
-            for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        )
-
-    def has(self, *names: str) -> bool:
-        """Whether every one of `names` exists."""
-        return all(name in self.names for name in names)
-
-    def rows(self, query: str, *bindings: object) -> list[dict[str, Any]]:
-        """The rows of `query` as dicts."""
-        cursor = self.connection.execute(query, bindings)
-        names = [column[0] for column in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+from .tables import DETAIL_ROWS, Tables
+from .workflows import workflows
 
 
 def operation_counts(tables: Tables) -> JsonValue:
@@ -203,14 +179,6 @@ def _count(tables: Tables, name: str) -> int:
     return int(tables.rows(query)[0]["n"])
 
 
-def _workflows(tables: Tables) -> JsonValue:
-    """Workflow instances, their steps and events (`workflows.py`, which imports this
-    module's `Tables`)."""
-    from .workflows import workflows
-
-    return workflows(tables)
-
-
 SECTIONS: tuple[tuple[str, Callable[[Tables], JsonValue]], ...] = (
     ("operations", operation_counts),
     ("operation_details", operation_details),
@@ -218,6 +186,6 @@ SECTIONS: tuple[tuple[str, Callable[[Tables], JsonValue]], ...] = (
     ("log", log),
     ("fanout", fanout),
     ("storage", storage),
-    ("workflows", _workflows),
+    ("workflows", workflows),
 )
 """Report keys and their readers, in report order."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..._types import JsonValue
-from .sections import DETAIL_ROWS, Tables
+from .tables import DETAIL_ROWS, Tables
 
 _STATE_ORDER = (
     "CASE state WHEN 'errored' THEN 0 WHEN 'running' THEN 1 WHEN 'waitingForPause' THEN 2 "

@@ -40,6 +40,7 @@ from .scheduled import (
     fire_by_hand,
     run_scheduled,
 )
+from .workflows import workflow_binding
 
 CONFIG_NAMES = ("wrangler.jsonc", "wrangler.json", "wrangler.toml")
 """The config files looked for, in this order (as wrangler does)."""
@@ -345,8 +346,6 @@ def _workflow_bindings(config: dict[str, Any], module: ModuleType, where: Path) 
         raise ProjectError(f"{where}: `workflows` must be a list")
     if not entries:
         return {}
-    from .workflows import workflow_binding
-
     bindings: dict[str, Any] = {}
     for entry in entries:
         if not isinstance(entry, dict) or not all(
