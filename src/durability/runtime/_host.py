@@ -27,7 +27,7 @@ from ._database import Database
 from ._databases import ObjectDatabases
 from ._hibernation import SocketHub
 from ._ids import ObjectId
-from ._instance import Instance
+from ._instance import Instance, InstanceHost
 from ._limits import DEFAULT_MAX_LIVE_OBJECTS, default_max_open_databases
 from ._live import LiveInstances
 from ._object import DurableObject
@@ -107,6 +107,13 @@ class Runtime:
         )
         self._alarms = AlarmDriver(self, self._databases.catalog)
         self._sockets = SocketHub(self)
+        self._host = InstanceHost(
+            self.platform,
+            self._sockets,
+            self._live.schedule_idle,
+            self._crash_inside,
+            self._aborted,
+        )
 
     def _bind(self, bindings: Mapping[str, object]) -> dict[str, object]:
         if not isinstance(bindings, Mapping):
@@ -267,18 +274,8 @@ class Runtime:
         if name != object_id.name:
             object_id = ObjectId(key[0], key[1], name)
         hooks.name = name
-        instance = Instance(
-            object_id,
-            namespace.object_class,
-            self._env,
-            database,
-            self._live.schedule_idle,
-            self.platform,
-            self._crash_inside,
-        )
+        instance = Instance(object_id, namespace.object_class, self._env, database, self._host)
         hooks.instance = instance
-        instance.socket_hub = self._sockets
-        instance.on_abort = lambda error: self._commit_failed(key, database, error)
         self._live.add(key, instance)
         return instance
 
@@ -287,6 +284,10 @@ class Runtime:
         uncommitted writes are lost and its work, the caller's task included, cancelled."""
         self._live.remove(instance)
         discard(instance, crash=True)
+
+    def _aborted(self, instance: Instance, error: BaseException) -> None:
+        """`ctx.abort`: reset the object as a failed commit does, with Cloudflare's error."""
+        self._commit_failed((instance.id.namespace, str(instance.id)), instance.database, error)
 
     def _commit_failed(self, key: Key, database: Database, error: BaseException) -> None:
         # The instance's memory may disagree with storage now: rebuild it on next use.
