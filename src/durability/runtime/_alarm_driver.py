@@ -1,4 +1,4 @@
-"""Alarm delivery: a wake time per armed object, single-flight `alarm()` calls, retries.
+"""Host alarm delivery: a wake time per armed object, single-flight `alarm()` calls, retries.
 
 The object's own alarm row is authoritative; the runtime keeps, per object, the wake
 time of its last committed row (or the catalog's lower bound before the object was

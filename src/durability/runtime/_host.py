@@ -105,7 +105,7 @@ class Runtime:
         self._live = LiveInstances(
             max_live, idle_evict_ms, lambda instance: discard(instance, crash=False)
         )
-        self._alarms = AlarmDriver(self, self._databases.catalog)
+        self._host_alarms = AlarmDriver(self, self._databases.catalog)
         self._sockets = SocketHub(self)
         self._host = InstanceHost(
             self.platform,
@@ -197,7 +197,7 @@ class Runtime:
         self._loop = loop
         self._state = _State.RUNNING
         self._live.start(loop)
-        self._alarms.start(loop)
+        self._host_alarms.start(loop)
 
     async def close(self) -> None:
         """Commit what is pending, stop every instance and timer, release the path.
@@ -211,7 +211,7 @@ class Runtime:
         loop = self._loop
         try:
             self._sockets.close_all()
-            pending: list[asyncio.Future[Any]] = list(self._alarms.close())
+            pending: list[asyncio.Future[Any]] = list(self._host_alarms.close())
             for instance in self._live.stop():
                 pending.extend(discard(instance, crash=False))
             await wind_down(pending)
@@ -239,7 +239,7 @@ class Runtime:
 
     def _live_instance(self, key: Key, object_id: ObjectId) -> Instance:
         """The object's live instance, built if needed, for a stub call (`key`: its
-        registry key, which the stub computes once)."""
+        object key, which the stub computes once)."""
         return self._live.get(key) or self._instance(object_id)
 
     async def run(self, instance: Instance, invoke: Callable[[DurableObject], object]) -> object:
@@ -263,10 +263,10 @@ class Runtime:
                 "(or `await rt.start()`), and make calls before it closes"
             )
         namespace = self._namespaces[object_id.namespace]
-        hooks = ObjectHooks(key, self._alarms, self._commit_failed)
+        hooks = ObjectHooks(key, self._host_alarms, self._commit_failed)
         database = self._databases.database(key, hooks)
         recorded = recorded_name(database)
-        name = object_id.name if object_id.name is not None else self._alarms.name_of(key)
+        name = object_id.name if object_id.name is not None else self._host_alarms.name_of(key)
         if name is None:
             name = recorded
         elif recorded is None:

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ..._alarms.recurrence import Slot, cron, next_slot
+from ..._alarms.recurrence import RecurrenceSlot, cron, next_slot
 from ..._clock import now_ms
 from ...runtime._http import Request, Response
 
@@ -150,7 +150,7 @@ class CronDriver:
     async def _follow(self, expression: str) -> None:
         recurrence = cron(standard_cron(expression), "UTC", "latest")
         while True:
-            at = next_slot(recurrence, Slot(now_ms(), 0)).at
+            at = next_slot(recurrence, RecurrenceSlot(now_ms(), 0)).at
             await asyncio.sleep(max(at - now_ms(), 0) / 1000)
             while now_ms() < at:
                 await asyncio.sleep((at - now_ms()) / 1000)
