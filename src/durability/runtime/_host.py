@@ -2,7 +2,7 @@
 
 It builds instances (on first call or alarm) and drops them (`evict`, `crash`, a failed
 commit), routes stub calls to them through their input and output gates, and ties
-together the live instances (`LiveInstances`: the cap, idleness), the stores
+together the live instances (`LiveInstances`: the cap, idleness), the object databases
 (`ObjectDatabases`: files, path lock, alarm catalog, commit threads) and alarm delivery on
 the runtime's clock.
 """

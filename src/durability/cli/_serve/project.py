@@ -2,13 +2,13 @@
 
 Read as `wrangler dev` reads it: `main` is the entry module, whose `Default`
 (a `WorkerEntrypoint`) serves `fetch(self, request)` (and `scheduled` for
-`triggers.crons`, see `_scheduled`); `durable_objects.bindings` name the entry
+`triggers.crons`, see `scheduled`); `durable_objects.bindings` name the entry
 module's `DurableObject` classes, `workflows` entries bind its `WorkflowEntrypoint`
 classes as Cloudflare Workflows, `migrations` apply to their stored objects (see
-`_class_migrations`); `vars` and `.dev.vars` become plain `env` values; `assets` are
-served before the worker (see `_assets`). Keys that only shape a deployment are
+`class_migrations`); `vars` and `.dev.vars` become plain `env` values; `assets` are
+served before the worker (see `assets`). Keys that only shape a deployment are
 accepted silently; those naming what a local run lacks are named once, at start
-(`Project.warnings`, see `_project_config`).
+(`Project.warnings`, see `project_config`).
 """
 
 from __future__ import annotations

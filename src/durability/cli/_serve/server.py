@@ -1,7 +1,7 @@
 """The ASGI app behind `durability serve`: a worker's `fetch` over HTTP.
 
 The worker is either a Cloudflare-shaped project folder (`wrangler.jsonc` or
-`wrangler.toml`, see `_project`) or a worker module that defines its `DurableObject`
+`wrangler.toml`, see `project`) or a worker module that defines its `DurableObject`
 classes, a `bindings` dict and `async def fetch(request, env)`. `WorkerApp`
 turns each HTTP request into a `Request`, calls `fetch(request, runtime.env)` and sends
 back the `Response`, except under `/_durability`, where the read-only dashboard
@@ -135,7 +135,7 @@ class WorkerApp:
     The lifespan protocol starts the runtime at server start and closes it at shutdown.
     Driven without a lifespan (e.g. by httpx's `ASGITransport` in tests), the caller
     starts and closes the runtime itself. Paths under `/_durability` are the
-    dashboard's (see `durability._dashboard`).
+    dashboard's (see `durability.cli._dashboard`).
     """
 
     def __init__(self, worker: WorkerModule, runtime: Runtime) -> None:
@@ -187,7 +187,7 @@ class WorkerApp:
         """Settle the worker's pending work, then close the runtime; later calls do nothing.
 
         The lifespan shutdown calls it; a server on virtual time calls it earlier (see
-        `durability.runtime._virtual_server`).
+        `virtual_server`).
         """
         if self._stopped:
             return

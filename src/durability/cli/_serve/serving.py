@@ -1,5 +1,5 @@
 """The uvicorn server `durability serve` runs: the worker app behind `RequestGuard`, on
-the guarded h11 protocol, with its limits (see `_guard` and `_connections`)."""
+the guarded h11 protocol, with its limits (see `guard` and `connections`)."""
 
 from __future__ import annotations
 
