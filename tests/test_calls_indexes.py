@@ -16,10 +16,11 @@ from durability._context import SqlCursor
 from durability._engine.migrations import migrate
 from durability._engine.schemas import ERROR_STACK_MIGRATIONS, STACKS_CAPABILITY
 from durability._engine.tables import due_rows, pending_head, purge_created_before
-from durability._inspect.sections import Tables, operation_counts, operation_details
 from durability._operations import OPERATION_MIGRATIONS
 from durability._operations.records import CALLS, list_query
 from durability._types import SqlValue
+from durability.cli._inspect.sections import operation_counts, operation_details
+from durability.cli._inspect.tables import Tables
 from durability.runtime import DurableObject, ObjectStub, Runtime
 from durability.testing import VirtualClock
 

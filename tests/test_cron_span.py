@@ -12,7 +12,7 @@ import pytest
 from durability import Recurrence
 from durability._alarms.recurrence import (
     MAX_CATCH_UP,
-    Slot,
+    RecurrenceSlot,
     catch_up,
     cron,
     first_cron_slot,
@@ -46,7 +46,9 @@ EXPRESSIONS = (
 """Expressions, each with the most days a case spans (so the walk stays short)."""
 
 
-def walked(recurrence: Recurrence, slot: Slot, now: int) -> dict[str, tuple[Slot, bool]]:
+def walked(
+    recurrence: Recurrence, slot: RecurrenceSlot, now: int
+) -> dict[str, tuple[RecurrenceSlot, bool]]:
     """What catch-up must return for each policy, found by stepping through every due slot."""
     due = [slot]
     following = next_slot(recurrence, slot)
@@ -76,7 +78,7 @@ def test_counting_agrees_with_walking(zone: str) -> None:
                 apia_gap - chooser.randrange(2 * DAY) if case == 0 else chooser.randrange(low, high)
             )
             first = first_cron_slot(cron(expression, zone, "latest"), start)
-            slot = Slot(first.at, chooser.randrange(1_000))
+            slot = RecurrenceSlot(first.at, chooser.randrange(1_000))
             now = slot.at + chooser.randrange(1, max_days * DAY)
             expected = walked(cron(expression, zone, "latest"), slot, now)
             for policy, outcome in expected.items():
@@ -88,10 +90,10 @@ def test_all_past_a_thousand_starts_at_the_thousandth_from_the_end() -> None:
     """Twenty days of a minutely cron missed: "all" starts 999 slots before the latest."""
     recurrence = cron("* * * * *", "UTC", "all")
     start = round(datetime(2026, 10, 15, tzinfo=ZoneInfo("UTC")).timestamp() * 1000)
-    slot = Slot(start, 7)
+    slot = RecurrenceSlot(start, 7)
     now = start + 20 * DAY + 59_999
     oldest, runs = catch_up(recurrence, slot, now)
     latest, _ = catch_up(cron("* * * * *", "UTC", "latest"), slot, now)
     assert runs
-    assert latest == Slot(start + 20 * DAY, 7 + 20 * 1_440)
-    assert oldest == Slot(latest.at - 999 * 60_000, latest.occurrence - 999)
+    assert latest == RecurrenceSlot(start + 20 * DAY, 7 + 20 * 1_440)
+    assert oldest == RecurrenceSlot(latest.at - 999 * 60_000, latest.occurrence - 999)

@@ -15,12 +15,12 @@ import pytest
 
 from _served import call, served
 from conftest import START_MS
-from durability._cli_inspect import render
-from durability._dashboard.app import MAX_ADVANCE_MS
-from durability._dashboard.html import relative_time
-from durability._dashboard.render import OBJECT_CARDS, Snapshot, render_panel
-from durability._dashboard.reports import ReportCache
-from durability._inspect import inspect_path
+from durability.cli._dashboard.app import MAX_ADVANCE_MS
+from durability.cli._dashboard.html import relative_time
+from durability.cli._dashboard.render import OBJECT_CARDS, Snapshot, render_panel
+from durability.cli._dashboard.reports import ReportCache
+from durability.cli._inspect import inspect_path
+from durability.cli._inspect_command import render
 from durability.runtime import DurableObject, Request, Response, Runtime
 from durability.runtime.server import WorkerApp, WorkerModule, load_worker
 from durability.testing import VirtualClock

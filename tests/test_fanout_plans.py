@@ -20,7 +20,7 @@ from durability._fanout.store import (
     FIRST_TARGET,
     NEXT_TARGET_QUERY,
 )
-from durability._inspect.sections import FANOUT_DETAILS_QUERY
+from durability.cli._inspect.sections import FANOUT_DETAILS_QUERY
 
 
 @pytest.fixture

@@ -27,8 +27,8 @@ from durability import (
 )
 from durability._engine.migrations import migrate
 from durability._fanout.schema import FANOUT_MIGRATIONS
-from durability._inspect import InspectError, inspect_path
 from durability.cli import main
+from durability.cli._inspect import InspectError, inspect_path
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
 from durability.testing import VirtualClock
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from durability.cli._serve.project import strip_jsonc
 from durability.runtime import Runtime
-from durability.runtime._project import strip_jsonc
 from durability.runtime.server import WorkerApp, WorkerModuleError, load_worker
 
 ENTRY = """

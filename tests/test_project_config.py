@@ -10,10 +10,10 @@ from typing import Any
 import httpx
 import pytest
 
+from durability.cli._serve.dotenv import DotenvError, parse_dotenv
+from durability.cli._serve.project import ProjectError, load_project
+from durability.cli._serve.scheduled import standard_cron
 from durability.runtime import Runtime
-from durability.runtime._dotenv import DotenvError, parse_dotenv
-from durability.runtime._project import ProjectError, load_project
-from durability.runtime._scheduled import standard_cron
 from durability.runtime.server import WorkerApp, load_worker
 
 COUNTER = """

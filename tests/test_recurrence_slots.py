@@ -11,7 +11,7 @@ import pytest
 from durability import Recurrence
 from durability._alarms.recurrence import (
     MAX_CATCH_UP,
-    Slot,
+    RecurrenceSlot,
     catch_up,
     cron,
     first_cron_slot,
@@ -83,8 +83,8 @@ def test_the_first_cron_slot_is_at_or_after_now() -> None:
     """A cron scheduled exactly on a match takes that match; a millisecond later, the next."""
     minutely = cron("* * * * *", "UTC", "latest")
     at = ms("2026-06-01T10:00:00+00:00")
-    assert first_cron_slot(minutely, at) == Slot(at, 0)
-    assert first_cron_slot(minutely, at + 1) == Slot(at + 60_000, 0)
+    assert first_cron_slot(minutely, at) == RecurrenceSlot(at, 0)
+    assert first_cron_slot(minutely, at + 1) == RecurrenceSlot(at + 60_000, 0)
 
 
 EVERY = Recurrence(kind="every", interval_ms=1_000)
@@ -92,16 +92,20 @@ EVERY = Recurrence(kind="every", interval_ms=1_000)
 
 @pytest.mark.parametrize(
     ("policy", "slot", "runs"),
-    [("latest", Slot(5_000, 5), True), ("skip", Slot(6_000, 6), False), ("all", Slot(0, 0), True)],
+    [
+        ("latest", RecurrenceSlot(5_000, 5), True),
+        ("skip", RecurrenceSlot(6_000, 6), False),
+        ("all", RecurrenceSlot(0, 0), True),
+    ],
 )
-def test_catch_up_policies(policy: str, slot: Slot, runs: bool) -> None:
+def test_catch_up_policies(policy: str, slot: RecurrenceSlot, runs: bool) -> None:
     """Six slots due at once: latest runs the last, skip waits, all starts at the first."""
     recurrence = Recurrence(kind="every", interval_ms=1_000, catch_up=policy)  # type: ignore[arg-type]
-    assert catch_up(recurrence, Slot(0, 0), 5_500) == (slot, runs)
+    assert catch_up(recurrence, RecurrenceSlot(0, 0), 5_500) == (slot, runs)
     daily = cron("0 0 * * *", "UTC", policy)
-    start = Slot(ms("2026-01-01T00:00:00+00:00"), 0)
+    start = RecurrenceSlot(ms("2026-01-01T00:00:00+00:00"), 0)
     moved, moved_runs = catch_up(daily, start, ms("2026-01-06T12:00:00+00:00"))
-    assert moved == Slot(start.at + slot.occurrence * 86_400_000, slot.occurrence)
+    assert moved == RecurrenceSlot(start.at + slot.occurrence * 86_400_000, slot.occurrence)
     assert moved_runs is runs
 
 
@@ -109,16 +113,16 @@ def test_a_single_late_slot_runs_whatever_the_policy() -> None:
     """A slot that is due while its next one is not is late, not missed: it runs."""
     for policy in ("latest", "skip", "all"):
         recurrence = Recurrence(kind="every", interval_ms=1_000, catch_up=policy)  # type: ignore[arg-type]
-        assert catch_up(recurrence, Slot(0, 0), 999) == (Slot(0, 0), True)
+        assert catch_up(recurrence, RecurrenceSlot(0, 0), 999) == (RecurrenceSlot(0, 0), True)
 
 
 def test_catch_up_all_keeps_the_latest_thousand() -> None:
     """With more than 1,000 slots due, "all" starts at the oldest of the latest 1,000."""
     recurrence = Recurrence(kind="every", interval_ms=1_000, catch_up="all")
-    oldest, runs = catch_up(recurrence, Slot(0, 0), 1_499_999)
-    assert (oldest, runs) == (Slot(500_000, 500), True)
+    oldest, runs = catch_up(recurrence, RecurrenceSlot(0, 0), 1_499_999)
+    assert (oldest, runs) == (RecurrenceSlot(500_000, 500), True)
     assert MAX_CATCH_UP == 1_000
     minutely = cron("* * * * *", "UTC", "all")
-    start = Slot(ms("2026-01-01T00:00:00+00:00"), 0)
+    start = RecurrenceSlot(ms("2026-01-01T00:00:00+00:00"), 0)
     oldest, _ = catch_up(minutely, start, start.at + 1_499 * 60_000)
-    assert oldest == Slot(start.at + 500 * 60_000, 500)
+    assert oldest == RecurrenceSlot(start.at + 500 * 60_000, 500)

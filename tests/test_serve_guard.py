@@ -273,7 +273,7 @@ def test_an_accept_error_storm_is_logged_once_per_interval(tmp_path: Path) -> No
 def test_hosts_for_an_address_or_a_name_bind() -> None:
     """Bound to one address, only that address (as dialled); bound to a DNS name, only
     that name; `--allowed-host` names always; a malformed Host never."""
-    from durability.runtime._guard import AllowedHosts
+    from durability.cli._serve.guard import AllowedHosts
 
     lan = AllowedHosts("192.168.1.5", ["proxy.example"])
     assert lan.allows("192.168.1.5:8787", "192.168.1.5")

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from durability import WorkflowError
+from durability.cli._serve.project import ProjectError, load_project
 from durability.runtime import Request, Runtime
-from durability.runtime._project import ProjectError, load_project
 from durability.testing import VirtualClock
 
 ENTRY = """

@@ -7,9 +7,9 @@ from typing import Any
 
 from _workflow_host import lab
 from conftest import START_MS
-from durability._cli_inspect import render
-from durability._dashboard.render import Snapshot, render_panel
-from durability._inspect import inspect_path
+from durability.cli._dashboard.render import Snapshot, render_panel
+from durability.cli._inspect import inspect_path
+from durability.cli._inspect_command import render
 
 DAY_MS = 86_400_000
 

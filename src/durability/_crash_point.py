@@ -24,14 +24,14 @@ async def crash_point() -> NoReturn:
     Works on the embedded `Runtime` only: elsewhere (no object running in this task, or
     on Cloudflare) it raises `RuntimeError`.
     """
-    from .runtime._instance import running_instance
+    from .runtime._instance import Instance, running_instance
 
     instance = running_instance.get()
-    if instance is None or instance.crash_hook is None or instance.gone:
+    if not isinstance(instance, Instance) or instance.gone:
         raise RuntimeError(
             "crash_point() must be awaited inside a call, alarm or durable handler of an "
             "object hosted by a durability Runtime"
         )
-    instance.crash_hook(instance)
+    instance.host.crash(instance)
     await asyncio.sleep(0)  # the crash cancelled this task: CancelledError is raised here
     raise AssertionError("crash_point(): the crashed object's task was not cancelled")

@@ -1,4 +1,4 @@
-"""Loop mechanics behind `durability.testing.VirtualClock`.
+"""Loop mechanics behind `VirtualClock` (`_virtual_clock`).
 
 An asyncio selector loop is made to follow a virtual time by patching, on the loop
 instance only: `time()` (reads the virtual clock), the selector's `select` (never

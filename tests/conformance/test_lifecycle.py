@@ -462,4 +462,4 @@ async def test_a_task_factory_that_starts_tasks_later_is_used(tmp_path: Path) ->
             assert await rt.env.N.get_by_name("a").nap() == "rested"
     finally:
         loop.set_task_factory(None)
-    assert "Instance._run_call" in made
+    assert "CallDelivery._run_call" in made

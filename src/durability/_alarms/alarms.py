@@ -48,7 +48,7 @@ from .._types import JsonValue
 from .._uuid import random_uuid
 from .._validate import to_epoch_ms
 from .handle import NamedAlarm
-from .recurrence import Recurrence, Slot, first_cron_slot, first_every_slot, next_slot
+from .recurrence import Recurrence, RecurrenceSlot, first_cron_slot, first_every_slot, next_slot
 from .recurrence import cron as cron_recurrence
 from .recurrence import every as every_recurrence
 from .recurrence import loaded as loaded_recurrence
@@ -158,7 +158,7 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
         return NamedAlarm(self, name)
 
     async def _schedule(
-        self, name: str, slot: Slot | int, payload: object, recurrence: Recurrence | None
+        self, name: str, slot: RecurrenceSlot | int, payload: object, recurrence: Recurrence | None
     ) -> None:
         """Store `name`'s occurrence at `slot` (a time for a one-shot), replacing any."""
         text = None if payload is None else serialize(payload, "payload")
@@ -236,7 +236,7 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
             if execution.signal is not None and not execution.is_settled
         }
 
-    def _moved(self, name: str, generation: str, slot: Slot, now: int) -> None:
+    def _moved(self, name: str, generation: str, slot: RecurrenceSlot, now: int) -> None:
         """Tell the hook that a recurrence moved to `slot` (after the write that did it)."""
         if LifecycleEventType.SCHEDULED in self._listened:
             event = ScheduledEvent(
@@ -259,7 +259,7 @@ class DurabilityAlarms(DurableHelper[NamedAlarm]):
     def _due_attempt(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> Attempt:
         name, generation, scheduled_at, created_at, attempt, payload_text, occurrence = row[:7]
         due = _Due(
-            Slot(int(scheduled_at), 0 if occurrence is None else int(occurrence)),
+            RecurrenceSlot(int(scheduled_at), 0 if occurrence is None else int(occurrence)),
             None if occurrence is None else int(occurrence),
             payload_text,
             loaded_recurrence(*row[7:12]),
@@ -293,7 +293,7 @@ class _Due:
 
     def __init__(
         self,
-        slot: Slot,
+        slot: RecurrenceSlot,
         occurrence: int | None,
         payload_text: str | None,
         recurrence: Recurrence | None,

@@ -3,19 +3,41 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .._engine import HandlerEntry
 from .._types import JsonValue, TimeInput
 from .._validate import to_epoch_ms
-from .recurrence import CatchUp
+from .recurrence import CatchUp, Recurrence, RecurrenceSlot
 from .rows import NamedAlarmState
 
-if TYPE_CHECKING:
-    from .alarms import DurabilityAlarms  # noqa: F401 - the owner type, named below
+
+class AlarmsOwner(Protocol):
+    """What a `NamedAlarm` asks of its `DurabilityAlarms`: every read and write of a name."""
+
+    async def _schedule(
+        self, name: str, slot: RecurrenceSlot | int, payload: object, recurrence: Recurrence | None
+    ) -> None: ...
+
+    async def _every(
+        self,
+        name: str,
+        interval_ms: object,
+        start_at: object,
+        catch_up_policy: object,
+        payload: object,
+    ) -> None: ...
+
+    async def _cron(
+        self, name: str, expression: object, tz: object, catch_up_policy: object, payload: object
+    ) -> None: ...
+
+    async def _cancel(self, name: str) -> bool: ...
+
+    async def _get(self, name: str) -> NamedAlarmState | None: ...
 
 
-class NamedAlarm(HandlerEntry["DurabilityAlarms"]):
+class NamedAlarm(HandlerEntry[AlarmsOwner]):
     """One named alarm of a `DurabilityAlarms`: call it with a time to schedule it, or
     make it recur with `every` or `cron`; `cancel` and `get` control and inspect it."""
 

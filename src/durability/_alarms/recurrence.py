@@ -46,7 +46,7 @@ class Recurrence:
 
 
 @dataclass(frozen=True, slots=True)
-class Slot:
+class RecurrenceSlot:
     """One slot of a recurrence: its time and its number (0 for the first slot)."""
 
     at: int
@@ -92,13 +92,13 @@ def cron(expression: object, tz: object, catch_up: object) -> Recurrence:
     return recurrence
 
 
-def first_cron_slot(recurrence: Recurrence, now: int) -> Slot:
+def first_cron_slot(recurrence: Recurrence, now: int) -> RecurrenceSlot:
     """The first slot of a cron recurrence scheduled at `now`: its first match at or
     after `now`."""
-    return Slot(_cron_after(recurrence, _zone(_tz(recurrence)), max(now - 1, 0)), 0)
+    return RecurrenceSlot(_cron_after(recurrence, _zone(_tz(recurrence)), max(now - 1, 0)), 0)
 
 
-def first_every_slot(recurrence: Recurrence, start_at: int | None, now: int) -> Slot:
+def first_every_slot(recurrence: Recurrence, start_at: int | None, now: int) -> RecurrenceSlot:
     """The slot an `every` recurrence scheduled at `now` stores first: `start_at` (else
     `now`), or the one the catch-up policy picks when `start_at` is in the past.
 
@@ -108,7 +108,7 @@ def first_every_slot(recurrence: Recurrence, start_at: int | None, now: int) -> 
     """
     interval = _interval(recurrence)
     start = now if start_at is None else start_at
-    slot = Slot(start, 0)
+    slot = RecurrenceSlot(start, 0)
     if start <= now:
         slot, _ = catch_up(recurrence, slot, now)
     if slot.at + interval > MAX_SAFE_INTEGER:
@@ -122,14 +122,16 @@ def first_every_slot(recurrence: Recurrence, start_at: int | None, now: int) -> 
     return slot
 
 
-def next_slot(recurrence: Recurrence, slot: Slot) -> Slot:
+def next_slot(recurrence: Recurrence, slot: RecurrenceSlot) -> RecurrenceSlot:
     """The slot after `slot`."""
     if recurrence.kind == "every":
-        return Slot(slot.at + _interval(recurrence), slot.occurrence + 1)
-    return Slot(_cron_after(recurrence, _zone(_tz(recurrence)), slot.at), slot.occurrence + 1)
+        return RecurrenceSlot(slot.at + _interval(recurrence), slot.occurrence + 1)
+    return RecurrenceSlot(
+        _cron_after(recurrence, _zone(_tz(recurrence)), slot.at), slot.occurrence + 1
+    )
 
 
-def catch_up(recurrence: Recurrence, slot: Slot, now: int) -> tuple[Slot, bool]:
+def catch_up(recurrence: Recurrence, slot: RecurrenceSlot, now: int) -> tuple[RecurrenceSlot, bool]:
     """What to do with `slot`, due at `now`: the slot to store and whether it runs now.
 
     With no later slot due, `slot` runs. With later slots due too, the policy decides:
@@ -142,12 +144,12 @@ def catch_up(recurrence: Recurrence, slot: Slot, now: int) -> tuple[Slot, bool]:
     if recurrence.kind == "every":
         interval = _interval(recurrence)
         missed = (now - slot.at) // interval
-        latest = Slot(slot.at + missed * interval, slot.occurrence + missed)
+        latest = RecurrenceSlot(slot.at + missed * interval, slot.occurrence + missed)
     else:
         days = _cron_days(recurrence)
         span = days.span(slot.at, now)
         assert span.last is not None
-        latest = Slot(span.last, slot.occurrence + span.count)
+        latest = RecurrenceSlot(span.last, slot.occurrence + span.count)
     if recurrence.catch_up == "latest":
         return latest, True
     if recurrence.catch_up == "skip":
@@ -156,10 +158,10 @@ def catch_up(recurrence: Recurrence, slot: Slot, now: int) -> tuple[Slot, bool]:
     if first_kept <= slot.occurrence:
         return slot, True
     if recurrence.kind == "every":
-        return Slot(
+        return RecurrenceSlot(
             slot.at + (first_kept - slot.occurrence) * _interval(recurrence), first_kept
         ), True
-    return Slot(days.nth(slot.at, now, first_kept - slot.occurrence), first_kept), True
+    return RecurrenceSlot(days.nth(slot.at, now, first_kept - slot.occurrence), first_kept), True
 
 
 def stored(recurrence: Recurrence | None) -> tuple[Any, ...]:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from .._context import SqlStorage
 from .._engine import TableSpec, forget_stack, read_stack
 from .._errors import SerializedError
-from .recurrence import Recurrence, Slot, loaded, stored
+from .recurrence import Recurrence, RecurrenceSlot, loaded, stored
 
 ALARMS = TableSpec("durability_alarms", "name")
 
@@ -50,7 +50,7 @@ def upsert(
     sql: SqlStorage,
     name: str,
     generation: str,
-    slot: Slot | int,
+    slot: RecurrenceSlot | int,
     now: int,
     payload: str | None,
     recurrence: Recurrence | None,
@@ -92,7 +92,7 @@ def move_to_slot(
     expected_status: str,
     expected_attempt: int | None,
     new_generation: str,
-    slot: Slot,
+    slot: RecurrenceSlot,
     now: int,
     *,
     keep_error: bool,

@@ -14,11 +14,11 @@ from .._clock import now_ms
 from .._context import SqlStorage
 from .._engine import Engine
 from .._uuid import random_uuid
-from .recurrence import Recurrence, Slot, catch_up, next_slot
+from .recurrence import Recurrence, RecurrenceSlot, catch_up, next_slot
 from .recurrence import loaded as loaded_recurrence
 from .rows import move_to_slot
 
-Moved = Callable[[str, str, Slot, int], None]
+Moved = Callable[[str, str, RecurrenceSlot, int], None]
 
 
 class SlotMover:
@@ -36,12 +36,12 @@ class SlotMover:
         Only a slot no attempt has started on moves: the moved rows are written in one
         transaction (with the alarm), and those now waiting for a future slot do not run.
         """
-        moves: list[tuple[int, Slot, bool, str]] = []
+        moves: list[tuple[int, RecurrenceSlot, bool, str]] = []
         for index, row in enumerate(rows):
             recurrence = loaded_recurrence(*row[7:12])
             if recurrence is None or int(row[4]) != 0:
                 continue
-            slot = Slot(int(row[2]), int(row[6]))
+            slot = RecurrenceSlot(int(row[2]), int(row[6]))
             target, runs = catch_up(recurrence, slot, now)
             if target != slot:
                 moves.append((index, target, runs, random_uuid()))
@@ -91,7 +91,7 @@ class SlotMover:
         name: str,
         generation: str,
         recurrence: Recurrence,
-        slot: Slot,
+        slot: RecurrenceSlot,
         status: str,
         attempt: int | None,
     ) -> bool:

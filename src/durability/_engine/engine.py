@@ -20,7 +20,7 @@ from .lifecycle import report_failure
 from .migrations import Migration, has_history, is_schema_current, migrate
 from .options import SchedulerOptions
 from .participants import HostAlarmInfo, Participant
-from .passes import AlarmPasses
+from .passes import EnginePasses
 from .permits import PermitPool
 from .reconcile import TimerTimes, reconcile
 from .runner import AttemptRunner
@@ -56,7 +56,7 @@ class Engine:
         self.running = RunningExecutions()
         self.watchers = Watchers()
         self.runner = AttemptRunner(self)
-        self.passes = AlarmPasses(self)
+        self.passes = EnginePasses(self)
         self._timer = EarlyTimer(options, self.passes.start_early)
         self._kinds: set[str] = set()
         self.participants: list[Participant] = []

@@ -1,5 +1,5 @@
-"""Alarm passes: every participant's due work, run when the host alarm fires or the
-early timer starts one.
+"""Engine passes: every participant's due work, run when the host alarm fires or the
+early timer starts one (an engine pass is not an alarm: it is what the host alarm runs).
 
 A pass that fails arms its own retry (the fallback alarm, `alarm_min_delay_ms` later)
 and returns, so the host's limited retries are kept for when even that `set_alarm`
@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from .engine import Engine
 
 
-class AlarmPasses:
-    """Runs the passes of one engine."""
+class EnginePasses:
+    """Runs the engine passes of one engine."""
 
     __slots__ = ("_engine",)
 
@@ -57,7 +57,7 @@ class AlarmPasses:
         engine = self._engine
         emptied = engine.emptied_count
         try:
-            await self._run_alarm(info, participants)
+            await self._run_pass(info, participants)
         except Exception as error:
             if engine.emptied_count != emptied or engine.recreated_if_emptied():
                 # The pass failed on rows `delete_all()` removed: nothing of it is owed.
@@ -73,7 +73,7 @@ class AlarmPasses:
             report_failure("durability.alarm.failed", {"retry_in_ms": retry_in_ms}, error)
             self._notify_alarm_retry(error, info)
 
-    async def _run_alarm(self, info: HostAlarmInfo | None, participants: list[Participant]) -> None:
+    async def _run_pass(self, info: HostAlarmInfo | None, participants: list[Participant]) -> None:
         engine = self._engine
         started_at = now_ms()
         emptied = engine.emptied_count

@@ -7,10 +7,11 @@ A helper attaches with `scheduler=` or `context=` and claims its kind: one helpe
 kind per scheduler. Helpers with due work use the whole engine; a helper without (the
 log) attaches for the object's storage only.
 
-The registry holds schedulers weakly, keyed by the identity of the `ctx` they were
-built on (a `ctx` need not accept attributes or weak references): it never keeps an
-object alive, and an entry goes with its scheduler. A scheduler holds its `ctx`, so
-while an entry exists its key cannot be reused by another object.
+`_SCHEDULERS` (the scheduler of each `ctx`) holds them weakly, keyed by the identity
+of the `ctx` they were built on (a `ctx` need not accept attributes or weak
+references): it never keeps an object alive, and an entry goes with its scheduler. A
+scheduler holds its `ctx`, so while an entry exists its key cannot be reused by
+another object.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ import sqlite3
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any
 
-from .._faults import ColdAction, CommitFault, Faults
+from .._faults import ColdAction
+from ..runtime._faults import CommitFault, Faults
 from ..runtime._ids import ObjectId
 from ..runtime._instance import Instance, running_instance
 from .plan import Fault, FaultRates, Plan
@@ -126,9 +127,9 @@ class Injector(Faults):
         """At a suspension inside `instance`'s work: crash it there, if the plan says so."""
         choices = [(self.rates.crash_at_await, "crash")]
         fault = self.plan.point("await", lambda rng, n: pick(rng, "await", n, choices))
-        if fault is not None and instance.crash_hook is not None:
+        if fault is not None:
             self.trace.add(f"crash {object_label(instance.id)} at an await (#{fault.number})")
-            instance.crash_hook(instance)
+            instance.host.crash(instance)
 
     def advance(self, span_ms: int) -> Fault | None:
         """At an advance of `span_ms`: an eviction or crash to time inside it, if any."""
@@ -202,5 +203,5 @@ class _Stepper(Coroutine[Any, Any, Any]):
 
     def _suspended(self) -> None:
         instance = running_instance.get()
-        if instance is not None and not instance.gone:
+        if isinstance(instance, Instance) and not instance.gone:
             self._at_await(instance)

@@ -169,7 +169,7 @@ def _why_stranded(
         return "its object has no alarm"
     if alarm > max(due, now) + grace_ms:
         return f"its object's alarm is {(alarm - due) // 1000} s after it is due"
-    if not run.runtime._alarms.holds((stored.namespace, stored.id)):
+    if not run.runtime._host_alarms.holds((stored.namespace, stored.id)):
         return "the runtime does not hold its object's alarm"
     return None
 

@@ -18,7 +18,7 @@ from .state import StoredObject, stored_objects
 from .trace import Trace, object_label, shown
 
 if TYPE_CHECKING:
-    from ..testing import VirtualClock
+    from .._virtual_clock import VirtualClock
 
 
 class SimulationHang(AssertionError):

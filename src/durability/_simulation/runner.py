@@ -94,7 +94,7 @@ def _load(
 
 
 async def _run(setup: Setup, token: Token) -> Outcome:
-    from ..testing import VirtualClock
+    from .._virtual_clock import VirtualClock
 
     clock = VirtualClock()
     trace = Trace(clock.now_ms)

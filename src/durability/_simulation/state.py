@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from .._inspect.discover import find_objects, open_read_only
+from .._object_files import find_objects, open_read_only
 from ..runtime import Runtime
 
 

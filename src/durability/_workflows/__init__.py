@@ -1,12 +1,12 @@
 """Durable workflows: Cloudflare's Python Workflows API, journaled in an object's SQLite.
 
 Modules, top-down: the faces (`declare`: `@workflow` on `Durable` classes; `helper`:
-`DurabilityWorkflows`; `handles`: `Workflow` and `WorkflowInstance`; `binding`: the
-wrangler `workflows` bindings under `durability serve`), the instance calls
+`DurabilityWorkflows`; `handles`: `Workflow` and `WorkflowInstance`), the instance calls
 (`control`), runs (`runner`, `run`) and the step kinds (`api`: the `step` object;
 `steps`: do, sleep, wait), then the storage (`rows`, `journal`, `schema`), the one
 seam to the engine (`executor`), and leaves (`durations`, `validate`, `values`,
-`errors`).
+`errors`). The wrangler `workflows` bindings of `durability serve` live in the serve
+layer (`durability.cli._serve.workflows`), and `WorkflowDriver` in `_workflow_driver`.
 """
 
 from __future__ import annotations

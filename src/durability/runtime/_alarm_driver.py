@@ -1,4 +1,4 @@
-"""Alarm delivery: a wake time per armed object, single-flight `alarm()` calls, retries.
+"""Host alarm delivery: a wake time per armed object, single-flight `alarm()` calls, retries.
 
 The object's own alarm row is authoritative; the runtime keeps, per object, the wake
 time of its last committed row (or the catalog's lower bound before the object was
@@ -34,11 +34,11 @@ from collections.abc import Callable, Coroutine
 from types import FunctionType
 from typing import Any, Protocol
 
-from .._faults import Faults
 from ._alarm_log import alarm_failed
 from ._catalog import Catalog, Key
 from ._database import Database, FlushHook
 from ._errors import ObjectEvictedError
+from ._faults import Faults
 from ._ids import ObjectId
 from ._instance import Instance
 from ._object import DurableObject

@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .._faults import Faults
+from ._faults import Faults
 from ._ids import ObjectId
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 It builds instances (on first call or alarm) and drops them (`evict`, `crash`, a failed
 commit), routes stub calls to them through their input and output gates, and ties
-together the live instances (`LiveInstances`: the cap, idleness), the stores
+together the live instances (`LiveInstances`: the cap, idleness), the object databases
 (`ObjectDatabases`: files, path lock, alarm catalog, commit threads) and alarm delivery on
 the runtime's clock.
 """
@@ -20,7 +20,6 @@ from types import MappingProxyType, TracebackType
 from typing import Any
 
 from .._clock import WALL_CLOCK, Clock, bind_clock, unbind_clock
-from .._faults import Faults
 from .._validate import check_positive_int
 from ._alarm_driver import AlarmDriver
 from ._bindings import HostedBinding
@@ -28,9 +27,10 @@ from ._catalog import Key
 from ._commit_faults import CommitFaults
 from ._database import Database
 from ._databases import ObjectDatabases
+from ._faults import Faults
 from ._hibernation import SocketHub
 from ._ids import ObjectId
-from ._instance import Instance
+from ._instance import Instance, InstanceHost
 from ._limits import DEFAULT_MAX_LIVE_OBJECTS, default_max_open_databases
 from ._live import LiveInstances
 from ._object import DurableObject
@@ -116,8 +116,15 @@ class Runtime:
         self._live = LiveInstances(
             max_live, idle_evict_ms, lambda instance: discard(instance, crash=False)
         )
-        self._alarms = AlarmDriver(self, self._databases.catalog)
+        self._host_alarms = AlarmDriver(self, self._databases.catalog)
         self._sockets = SocketHub(self)
+        self._host = InstanceHost(
+            self.platform,
+            self._sockets,
+            self._live.schedule_idle,
+            self._crash_inside,
+            self._aborted,
+        )
 
     def _bind(self, bindings: Mapping[str, object]) -> dict[str, object]:
         if not isinstance(bindings, Mapping):
@@ -201,7 +208,7 @@ class Runtime:
         self._loop = loop
         self._state = _State.RUNNING
         self._live.start(loop)
-        self._alarms.start(loop)
+        self._host_alarms.start(loop)
 
     async def close(self) -> None:
         """Commit what is pending, stop every instance and timer, release the path.
@@ -215,7 +222,7 @@ class Runtime:
         loop = self._loop
         try:
             self._sockets.close_all()
-            pending: list[asyncio.Future[Any]] = list(self._alarms.close())
+            pending: list[asyncio.Future[Any]] = list(self._host_alarms.close())
             for instance in self._live.stop():
                 pending.extend(discard(instance, crash=False))
             await wind_down(pending)
@@ -243,7 +250,7 @@ class Runtime:
 
     def _live_instance(self, key: Key, object_id: ObjectId) -> Instance:
         """The object's live instance, built if needed, for a stub call (`key`: its
-        registry key, which the stub computes once)."""
+        object key, which the stub computes once)."""
         return self._live.get(key) or self._instance(object_id)
 
     async def run(self, instance: Instance, invoke: Callable[[DurableObject], object]) -> object:
@@ -267,10 +274,10 @@ class Runtime:
                 "(or `await rt.start()`), and make calls before it closes"
             )
         namespace = self._namespaces[object_id.namespace]
-        hooks = ObjectHooks(key, self._alarms, self._commit_failed)
+        hooks = ObjectHooks(key, self._host_alarms, self._commit_failed)
         database = self._databases.database(key, hooks)
         recorded = recorded_name(database)
-        name = object_id.name if object_id.name is not None else self._alarms.name_of(key)
+        name = object_id.name if object_id.name is not None else self._host_alarms.name_of(key)
         if name is None:
             name = recorded
         elif recorded is None:
@@ -278,18 +285,8 @@ class Runtime:
         if name != object_id.name:
             object_id = ObjectId(key[0], key[1], name)
         hooks.name = name
-        instance = Instance(
-            object_id,
-            namespace.object_class,
-            self._env,
-            database,
-            self._live.schedule_idle,
-            self.platform,
-            self._crash_inside,
-        )
+        instance = Instance(object_id, namespace.object_class, self._env, database, self._host)
         hooks.instance = instance
-        instance.socket_hub = self._sockets
-        instance.on_abort = lambda error: self._commit_failed(key, database, error)
         if self.faults is not None:
             instance.inject(self.faults)
             crash = partial(crash_at_commit, self._live)
@@ -302,6 +299,10 @@ class Runtime:
         uncommitted writes are lost and its work, the caller's task included, cancelled."""
         self._live.remove(instance)
         discard(instance, crash=True)
+
+    def _aborted(self, instance: Instance, error: BaseException) -> None:
+        """`ctx.abort`: reset the object as a failed commit does, with Cloudflare's error."""
+        self._commit_failed((instance.id.namespace, str(instance.id)), instance.database, error)
 
     def _commit_failed(self, key: Key, database: Database, error: BaseException) -> None:
         # The instance's memory may disagree with storage now: rebuild it on next use.

@@ -12,7 +12,7 @@ from ._limits import least_recent_idle
 
 
 def key_of(instance: Instance) -> Key:
-    """The registry key of an instance: (namespace, object id)."""
+    """The key of an instance's object: (namespace, object id)."""
     return (instance.id.namespace, str(instance.id))
 
 

@@ -83,8 +83,8 @@ class ObjectContext(WebSocketMethods):
             else js_string(reason)
         )
         instance = self._instance
-        if instance.on_abort is not None and not instance.gone:
-            instance.on_abort(js_error("Error", message))
+        if not instance.gone:
+            instance.host.abort(instance, js_error("Error", message))
         raise DurableObjectAbort(message)
 
 

@@ -41,25 +41,25 @@ class ObjectHooks:
     `name` and `instance` are filled in once the runtime knows them (the name may be
     read from the database itself; the instance is built on it)."""
 
-    __slots__ = ("_alarms", "_failed", "_key", "instance", "name")
+    __slots__ = ("_failed", "_host_alarms", "_key", "instance", "name")
 
     def __init__(
         self,
         key: Key,
-        alarms: AlarmDriver,
+        host_alarms: AlarmDriver,
         failed: Callable[[Key, Database, BaseException], None],
     ) -> None:
         self._key = key
-        self._alarms = alarms
+        self._host_alarms = host_alarms
         self._failed = failed
         self.name: str | None = None
         self.instance: Instance | None = None
 
     def prepare_commit(self, database: Database) -> tuple[FlushHook | None, object]:
-        return self._alarms.prepare_commit(self._key, self.name, database)
+        return self._host_alarms.prepare_commit(self._key, self.name, database)
 
     def committed(self, database: Database, prepared: object) -> None:
-        self._alarms.committed(self._key, self.name, prepared)
+        self._host_alarms.committed(self._key, self.name, prepared)
 
     def commit_failed(self, database: Database, error: BaseException) -> None:
         self._failed(self._key, database, error)

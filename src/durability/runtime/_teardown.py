@@ -46,8 +46,8 @@ def discard(
         )
     else:
         database.commit()
-    if crash and instance.socket_hub is not None:
-        instance.socket_hub.reset((instance.id.namespace, str(instance.id)))
+    if crash:
+        instance.host.sockets.reset((instance.id.namespace, str(instance.id)))
     pending = instance.cancel_work(error, replies_lost=replies_lost)
     if database.file is not None:
         database.close()

@@ -43,10 +43,7 @@ class WebSocketMethods:
                 f"object {instance.id.namespace}:{instance.id} was evicted: its ctx no "
                 "longer accepts or lists WebSockets"
             )
-        hub = instance.socket_hub
-        if hub is None:
-            raise RuntimeError("this object is not hosted by a Runtime")
-        return hub
+        return instance.host.sockets
 
     def acceptWebSocket(self, ws: WebSocket, tags: Iterable[str] | None = None) -> None:
         """Accept `ws` for the Hibernation API: its events go to the object's

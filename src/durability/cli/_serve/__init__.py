@@ -1,0 +1,1 @@
+"""`durability serve`: a worker module or a wrangler project over HTTP, on the embedded runtime."""
