@@ -65,7 +65,10 @@ class AttemptKind:
     ``workflow_instance``); `listened` names the lifecycle event types the hook receives
     (events of other types are never built); `include_result` puts a success's result in
     its settled event; `exhausted_error(attempt, interruptions)` is the error an item
-    out of attempts is stored with, given how many of its attempts were interrupted.
+    out of attempts is stored with, given how many of its attempts were interrupted,
+    and `timeout_error()` the error of an attempt past its timeout (either is `None`
+    for a kind whose attempts are never out of attempts, or never time out: workflow
+    runs, whose steps have their own).
     """
 
     executor: Executor
@@ -75,8 +78,8 @@ class AttemptKind:
     name: str
     policy: AttemptPolicy
     emit: Emit
-    exhausted_error: Callable[[Attempt, int], SerializedError]
-    timeout_error: Callable[[], BaseException]
+    exhausted_error: Callable[[Attempt, int], SerializedError] | None = None
+    timeout_error: Callable[[], BaseException] | None = None
     include_result: bool = False
     listened: frozenset[str] = EVERY_EVENT_TYPE
 

@@ -10,7 +10,8 @@ entry points differ only in how permits are taken and who writes the claim:
 
 - `run(rows, attempt_of)`: a pass; waits for permits in FIFO order, in batches of
   those free at a time, and returns once every attempt it started has settled;
-- `start(attempts)`: now, as far as permits are free (the rest is left to a pass);
+- `start(attempts)`: now, as far as permits are free (the rest is left to a pass, or
+  waits for permits in FIFO order);
 - `reserve(attempts)`: permits and keys taken before a write of the caller's own that
   inserts the records already claimed (`Reservation`), run once its commit is durable.
 """
@@ -127,26 +128,32 @@ class AttemptRunner:
                     failures.append((attempt.key, error))
         return failures
 
-    def start(self, attempts: Sequence[Attempt]) -> Awaitable[None] | None:
-        """Start now the `attempts` that free permits allow (the rest, and keys already
-        running here, are left to a pass): their keys are marked running before this
-        returns. The awaitable runs them, then reconciles the alarm with what they left;
+    def start(self, attempts: Sequence[Attempt], *, wait: bool = False) -> Awaitable[None] | None:
+        """Start now the `attempts` that free permits allow (keys already running here are
+        left out); their keys are marked running before this returns. The others are
+        left to a pass, or with `wait`, held too and each run once a permit comes free
+        (FIFO). The awaitable runs them, then reconciles the alarm with what they left;
         `None` when nothing could start."""
         engine = self._engine
         running = engine.running
         permits: list[Release] = []
         chosen: list[Attempt] = []
+        waiting: list[asyncio.Task[None]] = []
         for attempt in attempts:
-            if attempt.key in running.keys(attempt.kind.table.name):
+            table = attempt.kind.table.name
+            if attempt.key in running.keys(table):
                 continue
             permit = engine.permits.try_acquire()
-            if permit is None:
+            if permit is not None:
+                permits.append(permit)
+                chosen.append(attempt)
+            elif wait:
+                entry = running.start(table, attempt.key, attempt.generation, attempt.created_at)
+                waiting.append(engine.tasks.spawn(self._when_free(attempt, entry)))
+            else:
                 break
-            permits.append(permit)
-            chosen.append(attempt)
-        if not chosen:
+        if not chosen and not waiting:
             return None
-        waiting: list[asyncio.Task[None]] = []
         holds = self._hold(chosen, permits, waiting)
         return self._started(holds, waiting, lambda: claim_and_run(engine, holds, waiting))
 
@@ -186,11 +193,12 @@ class AttemptRunner:
 
     async def _when_free(self, attempt: Attempt, entry: ActiveExecution) -> None:
         """Run `attempt`, whose key is marked running already, once the older execution
-        it waits for has settled and a permit is free; ends when it has settled."""
+        it waits for (if any) has settled and a permit is free; ends when it has
+        settled."""
         engine = self._engine
         try:
-            assert attempt.after is not None
-            await attempt.after.wait()
+            if attempt.after is not None:
+                await attempt.after.wait()
             permit = engine.permits.try_acquire() or await engine.permits.acquire()
         except BaseException:
             engine.running.finish(attempt.kind.table.name, attempt.key, entry)

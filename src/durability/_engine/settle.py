@@ -148,6 +148,7 @@ async def fail_exhausted(engine: Engine, attempt: Attempt) -> None:
     kind = attempt.kind
     # A suspect out of attempts was interrupted once more than its row counts so far.
     interruptions = attempt.interruptions + (attempt.suspect is not None)
+    assert kind.exhausted_error is not None  # a record always has an attempt limit
     exhausted = kind.exhausted_error(attempt, interruptions)
 
     def write(sql: SqlStorage) -> int | None:

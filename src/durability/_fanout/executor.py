@@ -169,8 +169,9 @@ class DeliveryExecutor:
         after its interruptions, or a delivery dead-lettered after its own."""
         work: TargetWork = attempt.data
         if row.phase != "dead_letter":
-            assert row.claim_alone is not None
-            error = attempt.kind.exhausted_error(attempt, row.interruptions + 1)
+            exhausted = attempt.kind.exhausted_error
+            assert exhausted is not None  # a target has an attempt limit
+            error = exhausted(attempt, row.interruptions + 1)
             await self._settler.dead_letter(row, "interrupted", error, alone=True)
         elif work.resumed:
             reason = failure_reason(row.dead_letter_reason)

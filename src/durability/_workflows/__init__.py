@@ -3,10 +3,11 @@
 Modules, top-down: the faces (`declare`: `@workflow` on `Durable` classes; `helper`:
 `DurabilityWorkflows`; `handles`: `Workflow` and `WorkflowInstance`; `binding`: the
 wrangler `workflows` bindings under `durability serve`), the instance calls
-(`control`), runs (`runner`, `run`) and the step kinds (`api`: the `step` object;
-`steps`: do, sleep, wait), then the storage (`rows`, `journal`, `schema`), the one
-seam to the engine (`executor`), and leaves (`durations`, `validate`, `values`,
-`errors`).
+(`control`), runs (`runner`: the executor of runs on the engine's `AttemptRunner`;
+`body`: one run's code and how it ended; `run`: its replay state) and the step kinds
+(`api`: the `step` object; `steps`: do, sleep, wait), then the storage (`rows`,
+`journal`, `schema`), the one seam to the engine (`engine`), and leaves (`durations`,
+`validate`, `values`, `errors`).
 """
 
 from __future__ import annotations
