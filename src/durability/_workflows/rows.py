@@ -153,11 +153,14 @@ def claim_run(sql: SqlStorage, row: InstanceRow, now: int, alone: bool) -> Fence
 def claim_suspect(sql: SqlStorage, row: InstanceRow, now: int) -> Fence | None:
     """Claim, to run alone, an instance whose last run never settled (the process stopped
     or the object was evicted while it ran). That interruption is counted on the steps
-    that were running then, spared when that run ran beside others. `None` if the row
-    moved on since it was read."""
+    that were running then, spared when that run ran beside others. Its due time moves
+    to `now`, behind the other suspects: one whose code takes its process down outside
+    any step (it spends no attempts) cannot keep them from their turns. `None` if the
+    row moved on since it was read."""
     assert row.claim_alone is not None
     written = sql.exec(
-        _CLAIM.format(assignments="claim_alone = 1", claimed="NOT NULL"),
+        _CLAIM.format(assignments="claim_alone = 1, next_attempt_at = ?", claimed="NOT NULL"),
+        now,
         now,
         now,
         row.key,

@@ -104,7 +104,8 @@ class Runner:
             Attempt(self._kind(workflow), key, generation, created_at, runs, None)
             for workflow, key, generation, created_at, runs in instances
         ]
-        started = self.engine.runner.start(attempts, wait=True)
+        # Each run's end reconciles the alarm (`_finish`): none is owed after them all.
+        started = self.engine.runner.start(attempts, wait=True, reconcile=False)
         if started is not None:
             self.engine.in_background(started, RUN_FAILED, {"instance": attempts[0].key})
 
