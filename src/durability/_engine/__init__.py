@@ -8,7 +8,7 @@ package only. Its modules, top-down: the scheduler handle and attachment
 `batch` and `handler_task`), the outcomes of record attempts (`settle`, whose retry
 delay the fanout uses too) and their log records (`attempt_log`); requests grouped
 per loop turn (`turns`); the fenced table SQL (`tables`), retry policies (`policy`),
-lifecycle events of records and fanout deliveries (`lifecycle`), schema migrations
+lifecycle events (`lifecycle`; the fanout's in `delivery_events`), schema migrations
 (`migrations`) and the engine's own table (`schemas`); and the `DurableHelper` base
 (`helper`).
 """
@@ -18,18 +18,20 @@ from __future__ import annotations
 from .._context import as_context
 from .attempt import Attempt, AttemptKind, Done, Executor
 from .batch import Hold, hand_over, release
-from .engine import Engine
-from .helper import DurableHelper, HandlerEntry
-from .lifecycle import (
+from .delivery_events import (
     DELIVERY_EVENT_TYPES,
-    SHARED_EVENT_TYPES,
-    AttemptSettledEvent,
-    AttemptStartedEvent,
-    CancelledEvent,
     DeliveryRegisteredEvent,
     DeliverySettledEvent,
     DeliveryStartedEvent,
     DeliveryTerminalEvent,
+)
+from .engine import Engine
+from .helper import DurableHelper, HandlerEntry
+from .lifecycle import (
+    SHARED_EVENT_TYPES,
+    AttemptSettledEvent,
+    AttemptStartedEvent,
+    CancelledEvent,
     LifecycleEvent,
     LifecycleEventType,
     LifecycleHook,

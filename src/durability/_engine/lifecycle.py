@@ -1,5 +1,5 @@
-"""Lifecycle events (of records and of fanout deliveries), the hook emitter, and
-structured failure reports.
+"""Lifecycle events of records, the hook emitter, and structured failure reports (the
+fanout's delivery events are in `delivery_events`).
 
 Lifecycle events are best-effort telemetry, not a journal: they may be duplicated or
 lost across crashes, and a hook that raises is logged and never changes state.
@@ -235,65 +235,6 @@ class PurgedEvent:
     timestamp: int
     before: int
     count: int
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _DeliveryEvent:
-    """The fields every fanout delivery event carries, in their order: the delivery is
-    named by message `id`, `target` and `generation` (the registration)."""
-
-    type: str
-    entity_kind: Literal["fanout_delivery"] = field(default="fanout_delivery", init=False)
-    id: str
-    target: str
-    generation: str
-    timestamp: int
-    attempt: int
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DeliveryRegisteredEvent(_DeliveryEvent):
-    """A new delivery obligation was stored (not for deduplicated enqueues)."""
-
-    type: Literal["registered"] = field(default="registered", init=False)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DeliveryStartedEvent(_DeliveryEvent):
-    """A delivery was claimed and is about to be handed to its target."""
-
-    type: Literal["attempt_started"] = field(default="attempt_started", init=False)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DeliverySettledEvent(_DeliveryEvent):
-    """An attempt's outcome was persisted: ``completed`` or ``retry_scheduled``."""
-
-    type: Literal["attempt_settled"] = field(default="attempt_settled", init=False)
-    outcome: Literal["completed", "retry_scheduled"]
-    duration_ms: int
-    error: SerializedError | None = None
-    next_attempt_at: int | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DeliveryTerminalEvent(_DeliveryEvent):
-    """A delivery left the queue without success: dead-lettered, or dropped without a DLQ."""
-
-    type: Literal["terminal"] = field(default="terminal", init=False)
-    reason: Literal["dead_lettered", "attempts_exhausted"]
-    error: SerializedError
-
-
-DELIVERY_EVENT_TYPES: frozenset[str] = frozenset(
-    {
-        LifecycleEventType.REGISTERED,
-        LifecycleEventType.ATTEMPT_STARTED,
-        LifecycleEventType.ATTEMPT_SETTLED,
-        LifecycleEventType.TERMINAL,
-    }
-)
-"""The event types of fanout deliveries (what a fanout's `lifecycle_events=` may name)."""
 
 
 LifecycleEvent: TypeAlias = (
