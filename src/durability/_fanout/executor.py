@@ -107,9 +107,9 @@ class DeliveryExecutor:
         }
 
     async def _claim_suspect(self, hold: Hold, now: int, errors: list[Exception]) -> set[str]:
-        """Claim suspect `row` to run alone: its delivery (counting the interrupted one,
-        spared if it ran beside others), or its DLQ write; a suspect out of attempts
-        needs no claim (it is dead-lettered, or dropped)."""
+        """Claim the suspect row of `hold` to run alone: its delivery (counting the
+        interrupted one, spared if it ran beside others), or its DLQ write; a suspect out
+        of attempts needs no claim (it is dead-lettered, or dropped)."""
         attempt = hold.attempt
         work: TargetWork = attempt.data
         row = work.suspect

@@ -13,7 +13,7 @@ count toward its limit (see docs/reliability.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from .._clock import now_ms
@@ -104,7 +104,7 @@ class TargetRuns:
         self,
         rows: list[Any],
         attempt_of: Callable[[Any], Attempt | None],
-        run: Callable[..., Any],
+        run: Callable[..., Awaitable[list[tuple[str, Exception]]]],
     ) -> list[Exception]:
         """`run(rows, attempt_of)` on the runner, counting the rows it has not taken yet
         (`holding`); the storage failures it met."""
@@ -118,7 +118,7 @@ class TargetRuns:
             return attempt_of(row)
 
         try:
-            failures: list[tuple[str, Exception]] = await run(rows, take, table=DELIVERIES.name)
+            failures = await run(rows, take, table=DELIVERIES.name)
         finally:
             self._untaken -= len(rows) - taken
         return [error for _, error in failures]
