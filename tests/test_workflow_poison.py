@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from _workflow_host import Flows, World
 from durability import WorkflowEvent, WorkflowStep
 from durability.runtime import Runtime
-from durability.testing import VirtualClock
+from durability.testing import VirtualClock, crash_point
 
 ONE_ATTEMPT = {"retries": {"limit": 0, "delay": 1_000, "backoff": "constant"}}
 """A step with no retry: an attempt that counts and fails ends it."""
@@ -91,3 +91,36 @@ async def test_a_step_cut_short_while_it_ran_alone_spends_its_attempt() -> None:
         assert status["error"]["name"] == "WorkflowStepError"
         assert "exhausted its 1 attempts (1 interrupted" in status["error"]["message"]
         assert await _steps(stub) == [["flow:a", 1, 1, 0]]
+
+
+def crashing(gate: asyncio.Event) -> Any:
+    """A script that, once `gate` is set, crashes its object outside any step, on every
+    run."""
+
+    async def script(obj: Flows, event: WorkflowEvent, step: WorkflowStep) -> str:
+        await gate.wait()
+        await crash_point()
+
+    return script
+
+
+async def test_an_instance_crashing_outside_its_steps_leaves_the_others_their_turns() -> None:
+    """An instance whose code crashes its object outside any step, ahead of two others
+    in due order: each crash makes all three suspects, but the crashing one goes behind
+    the others, which run again alone and complete; it alone stays unfinished."""
+    world, clock = World(), VirtualClock()
+    blocked, armed = asyncio.Event(), asyncio.Event()
+    world.scripts["blocked"] = blocked_once(blocked)
+    world.scripts["crashing"] = crashing(armed)
+    async with Runtime(bindings={"FLOWS": Flows, "WORLD": world}, clock=clock) as rt:
+        stub = rt.env.FLOWS.get_by_name("flows")
+        await stub.create("p", "crashing")
+        for id in ("a", "b"):
+            await stub.create(id, "blocked")
+        await clock.advance(0)
+        armed.set()
+        blocked.set()
+        await clock.advance(60_000)
+        states = {id: (await stub.status(id))["status"] for id in ("a", "b", "p")}
+        assert states == {"a": "complete", "b": "complete", "p": "running"}
+        assert await _steps(stub) == [["flow:a", 2, 1, 1], ["flow:b", 2, 1, 1]]
