@@ -3,10 +3,11 @@
 Usage: poison_child.py PATH EXECUTOR. Opens a file-backed Runtime on PATH (real clock).
 On its first run it schedules `ITEMS` items on one object, all due at once, item
 `POISON` among them: durable operations (`EXECUTOR` = ``operations``), named alarms
-(``alarms``) or fanout messages to one target (``fanout``, with a dead-letter queue).
-Every handler records its run in the `LEDGER` object; the poison's handler SIGKILLs the
-process instead. The child prints "ready", then waits until every item is settled and
-prints, for each, its final state, then "done".
+(``alarms``), fanout messages to one target (``fanout``, with a dead-letter queue) or
+workflow instances of one step (``workflows``). Every handler (or step) records its run
+in the `LEDGER` object; the poison's SIGKILLs the process instead. The child prints
+"ready", then waits until every item is settled and prints, for each, its final state,
+then "done".
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from durability import (
     DurabilityAlarms,
     DurabilityFanout,
     DurabilityScheduler,
+    DurabilityWorkflows,
     DurableAlarmInfo,
     DurableCall,
     FanoutInput,
@@ -29,6 +31,8 @@ from durability import (
     FanoutTarget,
     RetryPolicy,
     StoredMessage,
+    WorkflowEvent,
+    WorkflowStep,
     now_ms,
 )
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
@@ -93,6 +97,7 @@ class Items(DurableObject):
             attempt_timeout_ms=FANOUT_LEASE_MS,
             dlq=self.dead_letter,
         )
+        self.workflows = DurabilityWorkflows(scheduler=self.scheduler, workflows={"job": self.job})
 
     async def _run(self, name: str, attempt: int) -> None:
         if name == name_of(POISON):
@@ -108,6 +113,15 @@ class Items(DurableObject):
     async def deliver(self, messages: list[FanoutMessage[str]]) -> None:
         for message in messages:
             await self._run(message.id, message.attempt)
+
+    async def job(self, event: WorkflowEvent, step: WorkflowStep) -> None:
+        config = {"retries": {"limit": MAX_ATTEMPTS - 1, "delay": 50, "backoff": "constant"}}
+
+        @step.do("work", config=config)
+        async def work(ctx: Any) -> None:
+            await self._run(event.instance_id, ctx.attempt)
+
+        await work()
 
     async def dead_letter(self, stored: StoredMessage[str]) -> None:
         failure = stored.failure
@@ -127,6 +141,8 @@ class Items(DurableObject):
             await asyncio.gather(*(self.durability.work(name) for name in names))
         elif executor == "fanout":
             await self.fanout.enqueue([FanoutInput(body=name, id=name) for name in names])
+        elif executor == "workflows":
+            await self.workflows.job.create_batch([{"id": name} for name in names])
         else:
             due = now_ms()
             await asyncio.gather(*(self.alarms.named(name)(due) for name in names))
@@ -154,6 +170,8 @@ class Items(DurableObject):
                 else:
                     found[name] = ["completed", None, None]
             return found
+        if executor == "workflows":
+            return self._instance_states()
         for number in range(ITEMS):
             name = name_of(number)
             if executor == "operations":
@@ -167,6 +185,19 @@ class Items(DurableObject):
                 else:
                     error = None if state.last_error is None else state.last_error.message
                     found[name] = [state.status, state.attempt, error]
+        return found
+
+    def _instance_states(self) -> dict[str, list[Any]]:
+        """`[status, attempts of its step, error message]` of each workflow instance."""
+        found: dict[str, list[Any]] = {}
+        rows = self.ctx.storage.sql.exec(
+            "SELECT i.instance_id, i.state, i.error_message, s.attempt "
+            "FROM durability_workflow_instances AS i LEFT JOIN durability_workflow_steps AS s "
+            "ON s.instance_key = i.instance_key AND s.name = 'work'"
+        ).raw()
+        for name, state, error, attempt in rows:
+            status = {"complete": "completed", "errored": "failed"}.get(str(state), "pending")
+            found[str(name)] = [status, attempt, error]
         return found
 
     async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:

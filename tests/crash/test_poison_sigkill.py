@@ -16,13 +16,14 @@ MAX_RUNS = 4 * MAX_ATTEMPTS + 4
 settles, and a few for kills that land while an alarm pass starts."""
 
 
-@pytest.mark.parametrize("executor", ["operations", "alarms", "fanout"])
+@pytest.mark.parametrize("executor", ["operations", "alarms", "fanout", "workflows"])
 def test_a_poison_among_twenty_fails_alone_and_every_other_item_completes(
     tmp_path: Path, executor: str
 ) -> None:
-    """One item of 20, due together, kills the process each time it runs: restarted
-    until the child finishes, every other item completes (run at least once), and the
-    poison fails exhausted, its attempts all interrupted ones it ran alone."""
+    """One item of 20, due together, kills the process each time it runs (for workflows:
+    the one step of an instance): restarted until the child finishes, every other item
+    completes (run at least once), and the poison fails exhausted, its attempts all
+    interrupted ones it ran alone."""
     data = tmp_path / "data"
     kills = 0
     lines: list[str] = []

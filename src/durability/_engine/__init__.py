@@ -1,14 +1,16 @@
 """The engine layer: `DurabilityScheduler` and what capabilities build on.
 
-Capabilities (operations, named alarms, the log, fanout) import from this package only.
-Its modules, top-down: the scheduler handle and attachment (`scheduler`), the `Engine`
-(`engine`) and its parts (`options`, `participants`, `reconcile`, `timer`, `permits`,
-`running`, `tasks`); what an attempt needs (`attempt`), the one way attempts start
-(`runner`, with `batch` and `handler_task`), their outcomes (`settle`) and log records
-(`attempt_log`); requests grouped per loop turn (`turns`); the fenced table SQL
-(`tables`), retry policies (`policy`), lifecycle events (`lifecycle`), schema
-migrations (`migrations`) and the engine's own table (`schemas`); and the
-`DurableHelper` base (`helper`).
+Capabilities (operations, named alarms, the log, fanout, workflows) import from this
+package only. Its modules, top-down: the scheduler handle and attachment
+(`scheduler`), the `Engine` (`engine`) and its parts (`options`, `participants`,
+`reconcile`, `timer`, `permits`, `running`, `tasks`); what an attempt needs
+(`attempt`), the one way attempts start, whatever their capability (`runner`, with
+`batch` and `handler_task`), the outcomes of record attempts (`settle`, whose retry
+delay the fanout uses too) and their log records (`attempt_log`); requests grouped
+per loop turn (`turns`); the fenced table SQL (`tables`), retry policies (`policy`),
+lifecycle events (`lifecycle`; the fanout's in `delivery_events`), schema migrations
+(`migrations`) and the engine's own table (`schemas`); and the `DurableHelper` base
+(`helper`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,13 @@ from __future__ import annotations
 from .._context import as_context
 from .attempt import Attempt, AttemptKind, Done, Executor
 from .batch import Hold, hand_over, release
+from .delivery_events import (
+    DELIVERY_EVENT_TYPES,
+    DeliveryRegisteredEvent,
+    DeliverySettledEvent,
+    DeliveryStartedEvent,
+    DeliveryTerminalEvent,
+)
 from .engine import Engine
 from .helper import DurableHelper, HandlerEntry
 from .lifecycle import (
@@ -61,6 +70,7 @@ from .records import RecordExecutor
 from .runner import AttemptRunner, Reservation
 from .running import ActiveExecution
 from .scheduler import DurabilityScheduler, attach, attach_storage, object_scheduler
+from .settle import retry_at
 from .tables import (
     MAX_BATCH_ROWS,
     TableSpec,
@@ -76,6 +86,7 @@ __all__ = [
     "ALARMS_0004",
     "CALLS_0004",
     "DEFAULT_ATTEMPT_TIMEOUT_MS",
+    "DELIVERY_EVENT_TYPES",
     "LATEST",
     "MAX_BATCH_ROWS",
     "SHARED_EVENT_TYPES",
@@ -89,6 +100,10 @@ __all__ = [
     "AttemptSettledEvent",
     "AttemptStartedEvent",
     "CancelledEvent",
+    "DeliveryRegisteredEvent",
+    "DeliverySettledEvent",
+    "DeliveryStartedEvent",
+    "DeliveryTerminalEvent",
     "Done",
     "DurabilityScheduler",
     "DurableHelper",
@@ -136,5 +151,6 @@ __all__ = [
     "read_stack",
     "release",
     "report_failure",
+    "retry_at",
     "value_rows",
 ]

@@ -3,9 +3,9 @@
 
 An `Attempt` is plain data: the item's key, generation, creation time, the attempt
 count it was read with, and the executor's own `data` (an operation's payload text, a
-named alarm's row, a target's due deliveries). Behaviour lives in one place per
-capability, its `Executor`; the runner (`runner.py`, `batch.py`) holds no capability
-knowledge beyond it.
+named alarm's row, a target's due deliveries, a workflow instance's row). Behaviour
+lives in one place per capability, its `Executor`; the runner (`runner.py`,
+`batch.py`) holds no capability knowledge beyond it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .lifecycle import EVERY_EVENT_TYPE, Emit, EntityKind
+from .._errors import SerializedError
+from .lifecycle import EVERY_EVENT_TYPE, Emit
 from .policy import AttemptPolicy
 from .tables import TableSpec
 
@@ -30,7 +31,7 @@ Done = tuple["Attempt", int, Any]
 class Executor(Protocol):
     """What runs the attempts of one kind of work: how their claim is written, what an
     attempt whose claim lost becomes, and how the claimed ones run (`RecordExecutor`
-    for record tables; the fanout's for deliveries)."""
+    for record tables, the fanout's for deliveries, the workflows' for instance runs)."""
 
     async def claim(
         self, engine: Engine, holds: list[Hold], now: int, errors: list[Exception]
@@ -59,21 +60,26 @@ class Executor(Protocol):
 class AttemptKind:
     """What every attempt of one handler name shares (built once per name).
 
-    `label` names the handler in errors (``operation "charge"``); `listened` names the
-    lifecycle event types the hook receives (events of other types are never built);
-    `include_result` puts a success's result in its settled event; `exhausted_error`
-    builds the error of a record out of attempts, given how many were interrupted.
+    `label` names the handler in errors (``operation "charge"``); `entity_kind` is the
+    kind of item (``operation``, ``named_alarm``, ``fanout_delivery``,
+    ``workflow_instance``); `listened` names the lifecycle event types the hook receives
+    (events of other types are never built); `include_result` puts a success's result in
+    its settled event; `exhausted_error(attempt, interruptions)` is the error an item
+    out of attempts is stored with, given how many of its attempts were interrupted,
+    and `timeout_error()` the error of an attempt past its timeout (either is `None`
+    for a kind whose attempts are never out of attempts, or never time out: workflow
+    runs, whose steps have their own).
     """
 
     executor: Executor
     table: TableSpec
     label: str
-    entity_kind: EntityKind
+    entity_kind: str
     name: str
     policy: AttemptPolicy
     emit: Emit
-    exhausted_error: Callable[[int], BaseException]
-    timeout_error: Callable[[], BaseException]
+    exhausted_error: Callable[[Attempt, int], SerializedError] | None = None
+    timeout_error: Callable[[], BaseException] | None = None
     include_result: bool = False
     listened: frozenset[str] = EVERY_EVENT_TYPE
 

@@ -103,16 +103,16 @@ def hand_over(
     hold: Hold,
     work: Awaitable[Any],
     waiting: list[asyncio.Task[None]],
-    finish: Callable[[Engine, Hold], Awaitable[None]] | None = None,
+    finish: Callable[[Engine, Hold], None] = release,
 ) -> None:
     """Let a task of the instance own `hold` and run `work` (added to `waiting`); the
-    hold is released when the task ends (by `finish`, when given, else at once)."""
+    task gives the hold back (`finish`, by default `release`) when `work` ends."""
 
     async def run() -> None:
         try:
             await work
         finally:
-            release(engine, hold)
+            finish(engine, hold)
 
     try:
         task = engine.tasks.spawn(run())

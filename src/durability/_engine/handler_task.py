@@ -131,6 +131,7 @@ async def _run(
         raise
     if ended is not _TIMED_OUT:
         return ended
+    assert kind.timeout_error is not None  # a record's attempt always has a timeout
     timeout_error = kind.timeout_error()
     abort(signal, timeout_error)
     handler.cancel()

@@ -22,6 +22,7 @@ from .._errors import (
     DurableAttemptsExhaustedError,
     DurableAttemptTimeoutError,
     NonRetryableError,
+    serialize_error,
 )
 from .._types import TimeInput
 from .._validate import check_callable, to_epoch_ms
@@ -265,8 +266,8 @@ class DurableHelper(ABC, Generic[Entry]):
             name=name,
             policy=policy,
             emit=self._emit,
-            exhausted_error=lambda interruptions: DurableAttemptsExhaustedError(
-                self._noun, name, policy.max_attempts, interruptions
+            exhausted_error=lambda _, interruptions: serialize_error(
+                DurableAttemptsExhaustedError(self._noun, name, policy.max_attempts, interruptions)
             ),
             timeout_error=lambda: self._timeout_error(name, policy.attempt_timeout_ms),
             include_result=self._include_result,

@@ -1,4 +1,5 @@
-"""Lifecycle events, the hook emitter, and structured failure reports.
+"""Lifecycle events of records, the hook emitter, and structured failure reports (the
+fanout's delivery events are in `delivery_events`).
 
 Lifecycle events are best-effort telemetry, not a journal: they may be duplicated or
 lost across crashes, and a hook that raises is logged and never changes state.

@@ -1,16 +1,19 @@
-"""`AttemptRunner`: the one way an attempt of a record is started, by every capability.
+"""`AttemptRunner`: the one way an attempt is started, by every capability (a record of
+operations or named alarms, a fanout target's batch, a workflow instance's run).
 
 Whatever starts it (an alarm pass over due rows, a registration due now, the caller's
 own insert that claims its new records), an attempt goes the same way: its key is
 marked running and it takes a permit of the scheduler's FIFO pool (`Hold`); its claim
 is written and committed before its handler is called; its outcome is written with a
 generation-fenced statement; its permit and key are given back once that outcome is
-persisted and its handler has ended (`batch`, `handler_task`, `settle`). The three
-entry points differ only in how permits are taken and who writes the claim:
+persisted and its handler has ended (`batch`, `handler_task`, `settle`). The entry
+points differ only in how permits are taken and who writes the claim:
 
 - `run(rows, attempt_of)`: a pass; waits for permits in FIFO order, in batches of
   those free at a time, and returns once every attempt it started has settled;
-- `start(attempts)`: now, as far as permits are free (the rest is left to a pass);
+- `run_alone(rows, attempt_of)`: a pass over suspects, each run holding every permit;
+- `start(attempts)`: now, as far as permits are free (the rest is left to a pass, or
+  held and run in turn as permits come free);
 - `reserve(attempts)`: permits and keys taken before a write of the caller's own that
   inserts the records already claimed (`Reservation`), run once its commit is durable.
 """
@@ -127,28 +130,39 @@ class AttemptRunner:
                     failures.append((attempt.key, error))
         return failures
 
-    def start(self, attempts: Sequence[Attempt]) -> Awaitable[None] | None:
-        """Start now the `attempts` that free permits allow (the rest, and keys already
-        running here, are left to a pass): their keys are marked running before this
-        returns. The awaitable runs them, then reconciles the alarm with what they left;
+    def start(
+        self, attempts: Sequence[Attempt], *, wait: bool = False, reconcile: bool = True
+    ) -> Awaitable[None] | None:
+        """Start now the `attempts` that free permits allow (keys already running here are
+        left out); their keys are marked running before this returns. The others are
+        left to a pass, or with `wait`, held too and each run once a permit comes free
+        (FIFO). The awaitable runs them, then reconciles the alarm with what they left
+        (unless `reconcile` is False: their executor reconciles as each one ends);
         `None` when nothing could start."""
         engine = self._engine
         running = engine.running
         permits: list[Release] = []
         chosen: list[Attempt] = []
+        later: list[tuple[Attempt, ActiveExecution]] = []
         for attempt in attempts:
-            if attempt.key in running.keys(attempt.kind.table.name):
+            table = attempt.kind.table.name
+            if attempt.key in running.keys(table):
                 continue
             permit = engine.permits.try_acquire()
-            if permit is None:
+            if permit is not None:
+                permits.append(permit)
+                chosen.append(attempt)
+            elif wait:
+                entry = running.start(table, attempt.key, attempt.generation, attempt.created_at)
+                later.append((attempt, entry))
+            else:
                 break
-            permits.append(permit)
-            chosen.append(attempt)
-        if not chosen:
+        if not chosen and not later:
             return None
         waiting: list[asyncio.Task[None]] = []
         holds = self._hold(chosen, permits, waiting)
-        return self._started(holds, waiting, lambda: claim_and_run(engine, holds, waiting))
+        run = partial(claim_and_run, engine, holds, waiting)
+        return self._started(holds, waiting, run, later=later, reconcile=reconcile)
 
     def reserve(self, attempts: Iterable[tuple[int, Attempt]]) -> Reservation:
         """Take a free permit and the key of each attempt (new records due now, each given
@@ -183,6 +197,37 @@ class AttemptRunner:
                 continue
             holds.append(Hold(attempt, entry, permit, alone))
         return holds
+
+    async def _in_turn(
+        self, later: list[tuple[Attempt, ActiveExecution]], waiting: list[asyncio.Task[None]]
+    ) -> None:
+        """Run `later`'s attempts, whose keys are marked running already, in their order
+        as permits come free (FIFO, in batches of those free at a time; one that waits
+        for an older execution of its key does so in `_when_free`). Raises the first
+        storage failure once every one was tried."""
+        engine = self._engine
+        pending = deque(later)
+        failures: list[Exception] = []
+        try:
+            while pending:
+                permits = await engine.permits.take(len(pending))
+                holds: list[Hold] = []
+                for permit in permits:
+                    attempt, entry = pending.popleft()
+                    if attempt.after is not None and not attempt.after.is_set():
+                        permit()
+                        waiting.append(engine.tasks.spawn(self._when_free(attempt, entry)))
+                    else:
+                        holds.append(Hold(attempt, entry, permit, engine.permits.size == 1))
+                try:
+                    await self._run_held(holds, partial(claim_and_run, engine, holds, waiting))
+                except Exception as error:
+                    failures.append(error)
+        finally:
+            for attempt, entry in pending:
+                engine.running.finish(attempt.kind.table.name, attempt.key, entry)
+        if failures:
+            raise failures[0]
 
     async def _when_free(self, attempt: Attempt, entry: ActiveExecution) -> None:
         """Run `attempt`, whose key is marked running already, once the older execution
@@ -223,15 +268,24 @@ class AttemptRunner:
         holds: list[Hold],
         waiting: list[asyncio.Task[None]],
         run: Callable[[], Awaitable[None]],
+        *,
+        later: list[tuple[Attempt, ActiveExecution]] | None = None,
+        reconcile: bool = True,
     ) -> None:
-        """`run()` over `holds` started outside a pass; then wait for the attempts it
-        handed over and reconcile the alarm with what they left."""
+        """`run()` over `holds` started outside a pass, then the attempts `later` (keys
+        held, no permit yet) in turn; then wait for the attempts handed over and (with
+        `reconcile`) reconcile the alarm with what they left."""
         try:
-            await self._run_held(holds, run)
+            try:
+                await self._run_held(holds, run)
+            finally:
+                if later:
+                    await self._in_turn(later, waiting)
         finally:
             for task in waiting:
                 await task
-        await self._engine.reconcile_now()
+        if reconcile:
+            await self._engine.reconcile_now()
 
 
 class Reservation:

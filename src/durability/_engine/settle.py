@@ -1,9 +1,10 @@
 """The durable outcome of an attempt: what a failure becomes, and the fenced writes,
 log records and lifecycle events of a success, a failure and an exhausted record.
 
-`decide_retry` applies the retry rules in a fixed order; `settle_error` persists what it
-decides. Every write names the record's generation and attempt, so an outcome that
-arrives after its record moved on (cancelled, retried, purged) is dropped silently.
+`decide_retry` applies the retry rules in a fixed order, with `retry_at` the policy's
+delay (the fanout's retries use it too); `settle_error` persists what it decides.
+Every write names the record's generation and attempt, so an outcome that arrives
+after its record moved on (cancelled, retried, purged) is dropped silently.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .._types import MAX_SAFE_INTEGER
 from . import attempt_log
 from .attempt import Attempt
 from .lifecycle import AttemptSettledEvent, LifecycleEventType, TerminalEvent, slot_constructor
+from .policy import AttemptPolicy
 from .tables import exhaust_attempts, settle_failure
 
 if TYPE_CHECKING:
@@ -50,28 +52,33 @@ def decide_retry(attempt: Attempt, number: int, error: BaseException) -> RetryDe
     ):
         timestamp = now_ms()
         return RetryDecision(error, True, timestamp, timestamp)
+    requested = error.delay_ms if isinstance(error, RetryAfter) else None
     try:
-        raw = error.delay_ms if isinstance(error, RetryAfter) else policy.delay(number)
-        if (
-            isinstance(raw, bool)
-            or not isinstance(raw, (int, float))
-            or not math.isfinite(raw)
-            or raw < 0
-        ):
-            raise DurableRetryPolicyError(kind.label)
-        delay = math.floor(raw + 0.5)
+        timestamp, next_attempt_at = retry_at(policy, number, kind.label, requested)
+    except DurableRetryPolicyError as policy_error:
         timestamp = now_ms()
-        if delay > MAX_SAFE_INTEGER or timestamp + delay > MAX_SAFE_INTEGER:
-            raise DurableRetryPolicyError(kind.label)
-        return RetryDecision(error, False, timestamp, timestamp + delay)
+        return RetryDecision(policy_error, True, timestamp, timestamp)
+    return RetryDecision(error, False, timestamp, next_attempt_at)
+
+
+def retry_at(
+    policy: AttemptPolicy, number: int, label: str, requested: object = None
+) -> tuple[int, int]:
+    """`(now, when the next attempt is due)` after attempt `number` failed: `requested`
+    ms later when given (a `RetryAfter`, a fanout consumer's `retry(delay_ms)`), else
+    after the policy's delay. `DurableRetryPolicyError(label)` (the policy's own error
+    as its cause) when that is not a finite non-negative safe-integer time."""
+    try:
+        raw = policy.delay(number) if requested is None else requested
     except Exception as policy_error:
-        if isinstance(policy_error, DurableRetryPolicyError):
-            terminal_error = policy_error
-        else:
-            terminal_error = DurableRetryPolicyError(kind.label)
-            terminal_error.__cause__ = policy_error
-        timestamp = now_ms()
-        return RetryDecision(terminal_error, True, timestamp, timestamp)
+        raise DurableRetryPolicyError(label) from policy_error
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw):
+        raise DurableRetryPolicyError(label)
+    delay = math.floor(raw + 0.5)
+    timestamp = now_ms()
+    if raw < 0 or delay > MAX_SAFE_INTEGER or timestamp + delay > MAX_SAFE_INTEGER:
+        raise DurableRetryPolicyError(label)
+    return timestamp, timestamp + delay
 
 
 def record_success(
@@ -141,7 +148,8 @@ async def fail_exhausted(engine: Engine, attempt: Attempt) -> None:
     kind = attempt.kind
     # A suspect out of attempts was interrupted once more than its row counts so far.
     interruptions = attempt.interruptions + (attempt.suspect is not None)
-    exhausted = serialize_error(kind.exhausted_error(interruptions))
+    assert kind.exhausted_error is not None  # a record always has an attempt limit
+    exhausted = kind.exhausted_error(attempt, interruptions)
 
     def write(sql: SqlStorage) -> int | None:
         stored = exhaust_attempts(

@@ -15,12 +15,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .._clock import now_ms
-from .._engine import AttemptPolicy
+from .._engine import AttemptKind, DeliveryStartedEvent, LifecycleEventType
 from .._errors import FanoutSettlementError, SerializedError, serialize_error
 from .._load import RoutingLoad
 from .._serialization import deserialize
 from .._types import MAX_SAFE_INTEGER
-from .events import DeliveryStartedEvent
 from .rows import Delivery
 from .settlement import Settler, entity, within
 from .store import DeliveryStore
@@ -99,7 +98,7 @@ def _valid_delay(delay_ms: object) -> bool:
 class Batch:
     """One claimed batch of one target, from hand-over to the last retry it schedules."""
 
-    __slots__ = ("policy", "settler", "started_at", "states", "store", "target")
+    __slots__ = ("kind", "policy", "settler", "started_at", "states", "store", "target")
 
     def __init__(
         self,
@@ -107,30 +106,33 @@ class Batch:
         store: DeliveryStore,
         settler: Settler,
         target: FanoutTarget[Any],
-        policy: AttemptPolicy,
+        kind: AttemptKind,
         rows: list[Delivery],
     ) -> None:
         self.store = store
         self.settler = settler
         self.target = target
-        self.policy = policy
+        self.kind = kind
+        self.policy = kind.policy
         self.started_at = now_ms()
         self.states = [_Settlement(self, row) for row in rows]
 
-    async def run(self, routing: RoutingLoad, emit: Callable[[Any], None] | None) -> None:
+    async def run(self, routing: RoutingLoad) -> None:
         """Deliver the batch, then retry every message that did not settle."""
         finish = routing.begin("outbound")
         messages = [self._message(state) for state in self.states]
-        if emit is not None:
+        kind = self.kind
+        if LifecycleEventType.ATTEMPT_STARTED in kind.listened:
             for state in self.states:
-                emit(
+                kind.emit(
                     DeliveryStartedEvent(
                         **entity(state.row), timestamp=self.started_at, attempt=state.row.attempt
                     )
                 )
         failure: SerializedError = UNSETTLED
         try:
-            await within(self._invoke(messages), self.policy.attempt_timeout_ms)
+            timeout_ms = self.policy.attempt_timeout_ms
+            await within(self._invoke(messages), timeout_ms, kind.timeout_error)
         except Exception as error:
             failure = serialize_error(error)
         finally:

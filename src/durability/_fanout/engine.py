@@ -1,4 +1,4 @@
-"""The fanout's one seam to the engine: attachment, transactions, permits, background work.
+"""The fanout's one seam to the engine: attachment, transactions, the runner, background work.
 
 Every other fanout module goes through `FanoutEngine`, so a change in the engine's
 shape touches this file only. Fanout registers one participant whose pending time
@@ -16,9 +16,10 @@ from .._clock import now_ms
 from .._context import Context, SqlStorage, alarm_info
 from .._engine import (
     MAX_BATCH_ROWS,
+    ActiveExecution,
+    AttemptRunner,
     DurabilityScheduler,
     Participant,
-    Release,
     TableSpec,
     TurnBatch,
     as_context,
@@ -39,7 +40,6 @@ __all__ = [
     "MAX_BATCH_ROWS",
     "FanoutEngine",
     "HostInfo",
-    "Release",
     "TurnBatch",
     "migrate_storage",
     "next_pending_at",
@@ -70,7 +70,7 @@ def next_pending_at(sql: SqlStorage) -> int | None:
 class FanoutEngine:
     """The engine operations a fanout uses, and nothing else."""
 
-    __slots__ = ("_engine", "_holding", "waiting")
+    __slots__ = ("_engine", "_holding")
 
     def __init__(
         self,
@@ -81,8 +81,6 @@ class FanoutEngine:
     ) -> None:
         self._engine = attach(scheduler=scheduler, context=context, kind=KIND, options=options)
         self._holding: Callable[[], bool] = _never
-        self.waiting = 0
-        """Target runs waiting for a permit of the shared pool."""
 
     def start(
         self,
@@ -132,30 +130,14 @@ class FanoutEngine:
         return self._engine.transaction_sync(write)
 
     @property
-    def permits_size(self) -> int:
-        """How many permits the scheduler's pool has in all."""
-        return self._engine.permits.size
+    def runner(self) -> AttemptRunner:
+        """The engine's `AttemptRunner`, which runs every target's attempts."""
+        return self._engine.runner
 
-    async def acquire_all_permits(self) -> Release:
-        """Every permit of the pool (nothing else of the scheduler runs while they are
-        held); `waiting` counts this waiter too."""
-        self.waiting += 1
-        try:
-            return await self._engine.permits.take_all()
-        finally:
-            self.waiting -= 1
-
-    async def acquire_permit(self) -> Release:
-        """A permit of the scheduler's shared FIFO pool; `waiting` counts the waiters."""
-        permits = self._engine.permits
-        release = permits.try_acquire()
-        if release is not None:
-            return release
-        self.waiting += 1
-        try:
-            return await permits.acquire()
-        finally:
-            self.waiting -= 1
+    @property
+    def running(self) -> Mapping[str, ActiveExecution]:
+        """The targets whose attempt runs here now, by id (a live view)."""
+        return self._engine.running.of(DELIVERIES.name)
 
     def spawn(self, work: Awaitable[T]) -> asyncio.Task[T]:
         """Run `work` as a task of this instance (counted by the host, cancelled on eviction)."""

@@ -16,8 +16,10 @@ from .._clock import now_ms
 from .._context import Context
 from .._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
+    DELIVERY_EVENT_TYPES,
     LATEST,
     AttemptPolicy,
+    DeliveryRegisteredEvent,
     DurabilityScheduler,
     LifecycleEventType,
     MigrationResult,
@@ -35,7 +37,7 @@ from .._validate import check_callable, check_int, check_positive_int, check_utf
 from .dead_letters import DeadLetterWrites
 from .engine import CAPABILITY, FanoutEngine, HostInfo, migrate_storage
 from .enqueue import EnqueueRequest, first_attempt_at
-from .events import FANOUT_EVENT_TYPES, DeliveryRegisteredEvent
+from .executor import DeliveryExecutor
 from .runs import TargetRuns
 from .schema import FANOUT_MIGRATIONS
 from .settlement import Settler
@@ -83,7 +85,7 @@ class DurabilityFanout(Generic[Body]):
             raise TypeError(f"routing must be a RoutingLoad, got {type(routing).__name__}")
         if on_lifecycle_event is not None:
             check_callable("on_lifecycle_event", on_lifecycle_event)
-        listened = listened_types(on_lifecycle_event, lifecycle_events, FANOUT_EVENT_TYPES)
+        listened = listened_types(on_lifecycle_event, lifecycle_events, DELIVERY_EVENT_TYPES)
         self._engine = FanoutEngine(
             scheduler=scheduler,
             context=context,
@@ -94,16 +96,19 @@ class DurabilityFanout(Generic[Body]):
         self._listened = listened
         self._store = DeliveryStore(self._engine)
         dead = DeadLetterWrites(self._engine)
-        self._settler = Settler(self._store, dead, dlq, self._emit, listened)
+        settler = Settler(self._store, dead, dlq, self._emit, listened)
         self._runs = TargetRuns(
             engine=self._engine,
             store=self._store,
-            dead=dead,
-            settler=self._settler,
-            targets=self._targets,
+            executor=DeliveryExecutor(
+                store=self._store,
+                dead=dead,
+                settler=settler,
+                targets=self._targets,
+                routing=self._routing,
+            ),
             policies=self._policies,
             max_batch_size=self._max_batch_size,
-            routing=self._routing,
             emit=self._emit,
             listened=listened,
         )

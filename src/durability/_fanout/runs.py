@@ -1,224 +1,211 @@
-"""The delivery runs of a fanout: one bounded batch per target at a time, under the
-scheduler's shared permits, and every delivery whose last attempt never settled run
-alone.
+"""The delivery passes of a fanout, through the engine's `AttemptRunner`.
 
-A target's run reads its due rows. Rows in the dead-letter phase, or out of attempts,
-go to the dead-letter queue; the others are claimed together (a lease: the attempt is
-counted and durable before any consumer code runs) and delivered as one batch. A row
-whose claimed attempt never settled (the process stopped or the object was evicted
-while it was delivered) is a suspect: it is claimed and delivered by itself, holding
-every permit, so a message that takes its process down takes no other with it, and
-only interruptions of attempts it ran alone count toward its limit (see
-docs/reliability.md).
+A pass gives the runner one attempt per target with delivery rows (its key is the
+target id: a target never runs two batches at once), in batches of the scheduler's
+free permits: when a target's attempt takes its permit, it reads that target's due
+rows (never-delivered first, by sequence) and the `DeliveryExecutor` claims and
+delivers them. Rows whose last claimed attempt never settled (the process stopped or
+the object was evicted while they were delivered) are suspects: once every target's
+batch has run, each is run alone, holding every permit, so a message that takes its
+process down takes no other with it, and only interruptions of attempts it ran alone
+count toward its limit (see docs/reliability.md).
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from .._clock import now_ms
-from .._engine import AttemptPolicy, LifecycleEventType, report_failure
-from .._errors import SerializedError
-from .._load import RoutingLoad
-from .dead_letters import DeadLetterWrites
-from .delivery import Batch
-from .engine import FanoutEngine, HostInfo, Release
+from .._engine import (
+    ActiveExecution,
+    Attempt,
+    AttemptKind,
+    AttemptPolicy,
+    report_failure,
+)
+from .._errors import FanoutTimeoutError, SerializedError
+from .engine import DELIVERIES, FanoutEngine, HostInfo
+from .executor import DeliveryExecutor, TargetWork
 from .rows import Delivery
-from .settlement import INFRASTRUCTURE_RETRY_MS, Settler, failure_reason
+from .settlement import INFRASTRUCTURE_RETRY_MS
 from .store import DeliveryStore
-from .types import FailureReason, FanoutTarget
+
+MISSING_MANIFEST = "Fanout delivery is missing its message manifest"
 
 
 class TargetRuns:
     """Runs the delivery passes of one fanout (`run_due` is its participant callback)."""
 
-    __slots__ = (
-        "_dead",
-        "_emit",
-        "_engine",
-        "_listened",
-        "_max_batch_size",
-        "_policies",
-        "_routing",
-        "_running",
-        "_settler",
-        "_store",
-        "_targets",
-    )
+    __slots__ = ("_engine", "_kinds", "_max_batch_size", "_store", "_untaken")
 
     def __init__(
         self,
         *,
         engine: FanoutEngine,
         store: DeliveryStore,
-        dead: DeadLetterWrites,
-        settler: Settler,
-        targets: Mapping[str, FanoutTarget[Any]],
+        executor: DeliveryExecutor,
         policies: Mapping[str, AttemptPolicy],
         max_batch_size: int,
-        routing: RoutingLoad,
         emit: Callable[[Any], None],
         listened: frozenset[str],
     ) -> None:
         self._engine = engine
         self._store = store
-        self._dead = dead
-        self._settler = settler
-        self._targets = targets
-        self._policies = policies
         self._max_batch_size = max_batch_size
-        self._routing = routing
-        self._emit = emit
-        self._listened = listened
-        self._running: dict[str, asyncio.Future[None]] = {}
+        self._kinds = {
+            target: _kind(executor, target, policy, emit, listened)
+            for target, policy in policies.items()
+        }
+        self._untaken = 0
+        """Attempts given to the runner that wait for permits (not taken yet)."""
 
     def holding(self) -> bool:
-        """True while a new pass would only wait: a target run waits for a permit, or
-        every configured target has a run in flight (one run per target at a time).
+        """True while a new pass would only wait: an attempt waits for a permit, or
+        every configured target has an attempt in flight (one per target at a time).
 
-        The end of the pass awaiting those runs reconciles the timer again; meanwhile
-        only the physical alarm counts the fanout's due rows, so permits held for long
-        cost no pass per transaction.
+        The end of the pass awaiting those attempts reconciles the timer again;
+        meanwhile only the physical alarm counts the fanout's due rows, so permits held
+        for long cost no pass per transaction.
         """
-        if self._engine.waiting:
+        if self._untaken:
             return True
-        running = self._running
-        return all(target in running and not running[target].done() for target in self._targets)
+        running = self._engine.running
+        return all(target in running for target in self._kinds)
 
     async def run_due(self, now: int, info: HostInfo | None) -> None:
-        """One pass: one bounded batch per target with delivery rows, targets in parallel."""
-        outcomes = await asyncio.gather(
-            *(self._target_pass(target) for target in self._store.target_ids()),
-            return_exceptions=True,
-        )
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
-
-    def _target_pass(self, target: str) -> asyncio.Future[None]:
-        """The running pass of `target`, or a new one (one per target at a time)."""
-        running = self._running.get(target)
-        if running is None or running.done():
-            running = self._engine.spawn(self._run_target(target))
-            self._running[target] = running
-            running.add_done_callback(lambda done: self._forget(target, done))
-        return asyncio.shield(running)
-
-    def _forget(self, target: str, done: asyncio.Future[None]) -> None:
-        if self._running.get(target) is done:
-            del self._running[target]
-
-    async def _run_target(self, target_id: str) -> None:
-        release = await self._engine.acquire_permit()
+        """One pass: one bounded batch per target with delivery rows (targets in
+        parallel), then the suspects found, each alone; a pass finding a target's
+        attempt in flight waits for it instead. Raises the first storage failure."""
+        running = self._engine.running
+        attached: list[ActiveExecution] = []
+        targets: list[str] = []
+        failures: list[Exception] = []
+        for target in self._store.target_ids():
+            if target not in self._kinds:
+                await self._postpone_missing(target, failures)
+            elif target in running:
+                attached.append(running[target])
+            else:
+                targets.append(target)
         suspects: list[Delivery] = []
-        try:
-            now = now_ms()
-            due = self._store.due(target_id, now, self._max_batch_size)
-            target = self._targets.get(target_id)
-            policy = self._policies.get(target_id)
-            if target is None or policy is None:
-                if due:
-                    report_failure(
-                        "durability.fanout.target_missing",
-                        {"target": target_id},
-                        RuntimeError(
-                            f'Target "{target_id}" is no longer configured; retaining work'
-                        ),
-                    )
-                    await self._store.postpone(due, now + INFRASTRUCTURE_RETRY_MS)
-                return
-            claimable: list[Delivery] = []
-            for row in due:
-                if row.message_generation != row.generation:
-                    raise RuntimeError("Fanout delivery is missing its message manifest")
-                if row.claim_alone is not None:
-                    suspects.append(row)
-                elif row.phase == "dead_letter" or row.counted >= policy.max_attempts:
-                    await self._settler.dead_letter(
-                        row, _reason(row), alone=self._engine.permits_size == 1
-                    )
-                else:
-                    claimable.append(row)
-            if claimable:
-                alone = self._engine.permits_size == 1
-                claimed = await self._store.claim(
-                    claimable, policy.max_attempts, now_ms() + policy.attempt_timeout_ms, alone
-                )
-                await self._deliver(target, policy, claimed)
-        finally:
-            release()
-        for row in suspects:
-            await self._run_alone(target_id, row)
-
-    async def _run_alone(self, target_id: str, row: Delivery) -> None:
-        """Deliver suspect `row` by itself, holding every permit; out of attempts (its
-        interruptions while alone reached the limit), it is dead-lettered instead."""
-        release = await self._engine.acquire_all_permits()
-        try:
-            target = self._targets.get(target_id)
-            policy = self._policies.get(target_id)
-            if target is None or policy is None:
-                return  # the next run reports and postpones it
-            assert row.claim_alone is not None
-            if row.phase == "dead_letter":
-                await self._resume_dead_letter(row, policy)
-                return
-            # The attempts counted once this one is claimed: the interrupted one is spared
-            # unless it ran alone.
-            counted = row.counted + row.claim_alone
-            if counted > policy.max_attempts:
-                await self._settler.dead_letter(
-                    row, "interrupted", _interrupted(row, policy.max_attempts), alone=True
-                )
-                return
-            claimed = await self._store.claim_suspect(row, now_ms() + policy.attempt_timeout_ms)
-            if claimed is not None:
-                await self._deliver(target, policy, [claimed])
-        finally:
-            release()
-
-    async def _resume_dead_letter(self, row: Delivery, policy: AttemptPolicy) -> None:
-        """Write to the DLQ, alone, a row whose DLQ write an interruption cut off; once such
-        interruptions of writes run alone reach the attempt limit, drop it."""
-        assert row.claim_alone is not None
-        interrupted = row.interruptions - row.spared + row.claim_alone
-        if interrupted >= policy.max_attempts:
-            await self._settler.drop_dead_letter(row, row.interruptions + 1)
-        elif await self._dead.resume(row, now_ms() + INFRASTRUCTURE_RETRY_MS):
-            await self._settler.dead_letter(row, _reason(row), alone=True, resumed=True)
-
-    async def _deliver(
-        self, target: FanoutTarget[Any], policy: AttemptPolicy, claimed: list[Delivery]
-    ) -> None:
-        """Deliver the claimed rows as one batch, once their claims are durable."""
-        if not claimed:
-            return
-        # The counted attempt and its lease are durable before any consumer code runs: a
-        # process killed inside deliver() leaves each row claimed, so it runs alone next.
-        await self._engine.sync()
-        batch = Batch(
-            store=self._store, settler=self._settler, target=target, policy=policy, rows=claimed
+        runner = self._engine.runner
+        failures += await self._take(
+            targets, lambda target: self._batch(target, suspects), runner.run
         )
-        started_heard = LifecycleEventType.ATTEMPT_STARTED in self._listened
-        await batch.run(self._routing, self._emit if started_heard else None)
+        if suspects:
+            failures += await self._take(suspects, self._suspect, runner.run_alone)
+        for execution in attached:
+            await execution.settled.wait()
+        if failures:
+            raise failures[0]
+
+    async def _take(
+        self,
+        rows: list[Any],
+        attempt_of: Callable[[Any], Attempt | None],
+        run: Callable[..., Awaitable[list[tuple[str, Exception]]]],
+    ) -> list[Exception]:
+        """`run(rows, attempt_of)` on the runner, counting the rows it has not taken yet
+        (`holding`); the storage failures it met."""
+        self._untaken += len(rows)
+        taken = 0
+
+        def take(row: Any) -> Attempt | None:
+            nonlocal taken
+            taken += 1
+            self._untaken -= 1
+            return attempt_of(row)
+
+        try:
+            failures = await run(rows, take, table=DELIVERIES.name)
+        finally:
+            self._untaken -= len(rows) - taken
+        return [error for _, error in failures]
+
+    def _batch(self, target: str, suspects: list[Delivery]) -> Attempt | None:
+        """`target`'s attempt, as its permit is taken: its due rows to claim and those to
+        dead-letter (its suspects go to `suspects`); `None` when it has nothing to run."""
+        if target in self._engine.running:
+            return None
+        kind = self._kinds[target]
+        work = TargetWork()
+        try:
+            due = self._store.due(target, now_ms(), self._max_batch_size)
+        except Exception as error:
+            work.failure = error
+            return Attempt(kind, target, "", 0, 0, work)
+        max_attempts = kind.policy.max_attempts
+        for row in due:
+            if row.message_generation != row.generation:
+                work.failure = RuntimeError(MISSING_MANIFEST)
+                work.due, work.dead = [], []
+                break
+            if row.claim_alone is not None:
+                suspects.append(row)
+            elif row.phase == "dead_letter" or row.counted >= max_attempts:
+                work.dead.append(row)
+            else:
+                work.due.append(row)
+        if not (work.due or work.dead or work.failure):
+            return None
+        return Attempt(kind, target, "", 0, 0, work)
+
+    def _suspect(self, row: Delivery) -> Attempt | None:
+        """The attempt of suspect `row`, alone (none when its target runs here already)."""
+        kind = self._kinds.get(row.target)
+        if kind is None or row.target in self._engine.running:
+            return None
+        return Attempt(kind, row.target, "", 0, 0, TargetWork(suspect=row))
+
+    async def _postpone_missing(self, target: str, failures: list[Exception]) -> None:
+        """Keep the due rows of a target no longer configured, due again 60 s later."""
+        now = now_ms()
+        try:
+            due = self._store.due(target, now, self._max_batch_size)
+            if due:
+                report_failure(
+                    "durability.fanout.target_missing",
+                    {"target": target},
+                    RuntimeError(f'Target "{target}" is no longer configured; retaining work'),
+                )
+                await self._store.postpone(due, now + INFRASTRUCTURE_RETRY_MS)
+        except Exception as error:
+            failures.append(error)
 
 
-def _reason(row: Delivery) -> FailureReason:
-    """Why `row` is dead-lettered (its stored reason; one out of attempts: exhausted)."""
-    return failure_reason(row.dead_letter_reason)
-
-
-def _interrupted(row: Delivery, max_attempts: int) -> SerializedError:
-    """The error a delivery dead-lettered for its interruptions is stored with."""
-    count = row.interruptions + 1
-    return SerializedError(
-        "DurableAttemptsExhaustedError",
-        f'Fanout message "{row.message_id}" to target "{row.target}" exhausted its '
-        f"{max_attempts} attempts ({count} interrupted: the process stopped or the object "
-        "was evicted while it was delivered)",
+def _kind(
+    executor: DeliveryExecutor,
+    target: str,
+    policy: AttemptPolicy,
+    emit: Callable[[Any], None],
+    listened: frozenset[str],
+) -> AttemptKind:
+    """What every attempt of `target` shares."""
+    return AttemptKind(
+        executor=executor,
+        table=DELIVERIES,
+        label="fanout",
+        entity_kind="fanout_delivery",
+        name=target,
+        policy=policy,
+        emit=emit,
+        exhausted_error=lambda attempt, interruptions: _exhausted(
+            attempt, policy.max_attempts, interruptions
+        ),
+        timeout_error=lambda: FanoutTimeoutError(policy.attempt_timeout_ms),
+        listened=listened,
     )
 
 
-__all__ = ["Release", "TargetRuns"]
+def _exhausted(attempt: Attempt, max_attempts: int, interruptions: int) -> SerializedError:
+    """The error a suspect delivery out of attempts is dead-lettered with."""
+    work: TargetWork = attempt.data
+    row = work.suspect
+    assert row is not None
+    return SerializedError(
+        "DurableAttemptsExhaustedError",
+        f'Fanout message "{row.message_id}" to target "{row.target}" exhausted its '
+        f"{max_attempts} attempts ({interruptions} interrupted: the process stopped or the "
+        "object was evicted while it was delivered)",
+    )

@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import math
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
 from .._clock import now_ms
-from .._engine import AttemptPolicy, LifecycleEventType, report_failure
+from .._engine import (
+    AttemptPolicy,
+    DeliverySettledEvent,
+    DeliveryTerminalEvent,
+    LifecycleEventType,
+    report_failure,
+    retry_at,
+)
 from .._errors import (
     DurableRetryPolicyError,
     FanoutSettlementError,
@@ -24,9 +30,7 @@ from .._errors import (
     serialize_error,
 )
 from .._serialization import deserialize
-from .._types import MAX_SAFE_INTEGER
 from .dead_letters import DeadLetterWrites
-from .events import DeliverySettledEvent, DeliveryTerminalEvent
 from .rows import Delivery
 from .store import DeliveryStore
 from .types import FailureReason, MessageWrite, StoredFailure, StoredMessage
@@ -39,14 +43,17 @@ INFRASTRUCTURE_RETRY_MS = 60_000
 EXPLICIT_DEAD_LETTER = SerializedError("DeadLetter", "Dead-lettered by consumer")
 
 
-async def within(work: Awaitable[T], timeout_ms: int) -> T:
-    """Await `work` for at most `timeout_ms`; past it, `FanoutTimeoutError`."""
+async def within(
+    work: Awaitable[T], timeout_ms: int, expired: Callable[[], BaseException] | None = None
+) -> T:
+    """Await `work` for at most `timeout_ms`; past it, `expired()` is raised (by default
+    `FanoutTimeoutError`)."""
     try:
         async with asyncio.timeout(timeout_ms / 1000) as deadline:
             return await work
     except TimeoutError:
         if deadline.expired():
-            raise FanoutTimeoutError(timeout_ms) from None
+            raise (FanoutTimeoutError(timeout_ms) if expired is None else expired()) from None
         raise
 
 
@@ -62,22 +69,6 @@ def failure_reason(stored: str | None) -> FailureReason:
 def entity(row: Delivery) -> dict[str, Any]:
     """The fields naming `row` in its lifecycle events."""
     return {"id": row.message_id, "target": row.target, "generation": row.generation}
-
-
-def retry_delay(policy: AttemptPolicy, attempt: int, override: int | None) -> int:
-    """The delay before the next attempt; `DurableRetryPolicyError` if it is unusable."""
-    raw = override if override is not None else policy.delay(attempt)
-    if (
-        isinstance(raw, bool)
-        or not isinstance(raw, (int, float))
-        or not math.isfinite(raw)
-        or raw < 0
-    ):
-        raise DurableRetryPolicyError("fanout")
-    delay = math.floor(raw + 0.5)
-    if now_ms() + delay > MAX_SAFE_INTEGER:
-        raise DurableRetryPolicyError("fanout")
-    return delay
 
 
 class Settler:
@@ -145,8 +136,8 @@ class Settler:
             await self.dead_letter(row, "exhausted", error)
             return
         try:
-            next_attempt_at = now_ms() + retry_delay(policy, row.attempt, override)
-        except Exception as policy_error:
+            _, next_attempt_at = retry_at(policy, row.attempt, "fanout", override)
+        except DurableRetryPolicyError as policy_error:
             await self.dead_letter(row, "exhausted", serialize_error(policy_error))
             return
         if not await self._store.settle_retry(row, next_attempt_at, error):

@@ -192,11 +192,16 @@ class DeliveryStore:
         return created
 
     async def claim(
-        self, rows: Sequence[Delivery], max_attempts: int, lease_until: int, alone: bool
-    ) -> list[Delivery]:
-        """Count one more attempt of each row still as read, leased until `lease_until`."""
+        self, batches: Sequence[tuple[Sequence[Delivery], int, int]], *, alone: bool
+    ) -> list[list[Delivery]]:
+        """Claim the rows of each batch `(rows, max_attempts, lease_until)` in one
+        transaction: count one more attempt of each row still as read (and within its
+        limit), leased until its batch's `lease_until`; the claimed rows of each."""
         return await self._write(
-            lambda sql: claim_rows(sql, rows, max_attempts, lease_until, alone)
+            lambda sql: [
+                claim_rows(sql, rows, max_attempts, lease_until, alone)
+                for rows, max_attempts, lease_until in batches
+            ]
         )
 
     async def claim_suspect(self, row: Delivery, lease_until: int) -> Delivery | None:

@@ -2,11 +2,13 @@
 
 Modules, top-down: the faces (`declare`: `@workflow` on `Durable` classes; `helper`:
 `DurabilityWorkflows`; `handles`: `Workflow` and `WorkflowInstance`), the instance calls
-(`control`), runs (`runner`, `run`) and the step kinds (`api`: the `step` object;
-`steps`: do, sleep, wait), then the storage (`rows`, `journal`, `schema`), the one
-seam to the engine (`executor`), and leaves (`durations`, `validate`, `values`,
-`errors`). The wrangler `workflows` bindings of `durability serve` live in the serve
-layer (`durability.cli._serve.workflows`), and `WorkflowDriver` in `_workflow_driver`.
+(`control`), runs (`runner`: the executor of runs on the engine's `AttemptRunner`;
+`body`: one run's code and how it ended; `run`: its replay state) and the step kinds
+(`api`: the `step` object; `steps`: do, sleep, wait), then the storage (`rows`,
+`journal`, `schema`), the one seam to the engine (`engine`), and leaves (`durations`,
+`validate`, `values`, `errors`). The wrangler `workflows` bindings of `durability serve`
+live in the serve layer (`durability.cli._serve.workflows`), and `WorkflowDriver` in
+`_workflow_driver`.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ class Control:
 
     @property
     def _sql(self) -> SqlStorage:
-        return self.runner.executor.sql
+        return self.runner.engine.sql
 
     def row(self, workflow: str, instance_id: str) -> InstanceRow:
         """The instance's row; `WorkflowError` when there is no such instance."""
@@ -81,9 +81,8 @@ class Control:
                     )
             return now if added else None
 
-        await runner.executor.transaction(write, due_at=lambda due: due, timed=False)
-        for key, generation, created_at in added:
-            runner.start_now(key, generation, created_at)
+        await runner.engine.transaction(write, due_at=lambda due: due, timed=False)
+        runner.start([(workflow, key, generation, at, 0) for key, generation, at in added])
         return [chosen for chosen, _, _ in prepared]
 
     def status(self, workflow: str, instance_id: str) -> AttrDict:
@@ -96,14 +95,14 @@ class Control:
         row = self.row(workflow, instance_id)
         if row.state not in ("queued", "running", "waiting"):
             return
-        executor = self.runner.executor
-        if executor.held(row.key) is not None:
-            executor.write(lambda sql: rows.set_state(sql, row.key, "waitingForPause", now_ms()))
+        engine = self.runner.engine
+        if row.key in engine.running:
+            engine.write(lambda sql: rows.set_state(sql, row.key, "waitingForPause", now_ms()))
             run = self.runner.runs.get(row.key)
             if run is not None:
                 run.set_pausing(True)
             return
-        await executor.transaction(lambda sql: rows.pause_now(sql, row.key, now_ms()))
+        await engine.transaction(lambda sql: rows.pause_now(sql, row.key, now_ms()))
 
     async def resume(self, workflow: str, instance_id: str) -> None:
         """Resume a paused instance (its sleeps and deadlines move by the time paused),
@@ -111,17 +110,17 @@ class Control:
         row = self.row(workflow, instance_id)
         runner = self.runner
         if row.state == "waitingForPause":
-            runner.executor.write(lambda sql: rows.set_state(sql, row.key, "running", now_ms()))
+            runner.engine.write(lambda sql: rows.set_state(sql, row.key, "running", now_ms()))
             run = runner.runs.get(row.key)
             if run is not None:
                 run.set_pausing(False)
             return
         if row.state != "paused":
             return
-        await runner.executor.transaction(
+        await runner.engine.transaction(
             lambda sql: rows.resume_paused(sql, row.key, now_ms()), due_at=lambda due: due
         )
-        runner.start_now(row.key, row.generation, row.created_at)
+        runner.start([(workflow, row.key, row.generation, row.created_at, row.attempt)])
 
     async def terminate(self, workflow: str, instance_id: str) -> None:
         """End the instance as terminated; `WorkflowError` if it already ended."""
@@ -130,18 +129,18 @@ class Control:
             raise WorkflowError(
                 f'cannot terminate workflow instance "{instance_id}": it is already {row.state}'
             )
-        await self.runner.executor.transaction(lambda sql: rows.terminate(sql, row.key, now_ms()))
+        await self.runner.engine.transaction(lambda sql: rows.terminate(sql, row.key, now_ms()))
         self._abort(row.key)
 
     async def restart(self, workflow: str, instance_id: str) -> None:
         """Run the instance again from its first step, with the same params."""
         row = self.row(workflow, instance_id)
         generation = random_uuid()
-        await self.runner.executor.transaction(
+        await self.runner.engine.transaction(
             lambda sql: rows.restart(sql, row.key, generation, now_ms()), due_at=lambda due: due
         )
         self._abort(row.key)
-        self.runner.start_now(row.key, generation, row.created_at)
+        self.runner.start([(workflow, row.key, generation, row.created_at, 0)])
 
     async def send_event(
         self, workflow: str, instance_id: str, event_type: str, payload: Any
@@ -165,11 +164,11 @@ class Control:
                 return now
             return None
 
-        woken = await runner.executor.transaction(write, due_at=lambda due: due)
+        woken = await runner.engine.transaction(write, due_at=lambda due: due)
         if run is not None:
             run.deliver(event_type)
         elif woken is not None:
-            runner.start_now(row.key, row.generation, row.created_at)
+            runner.start([(workflow, row.key, row.generation, row.created_at, row.attempt)])
 
     def _abort(self, key: str) -> None:
         run = self.runner.runs.get(key)

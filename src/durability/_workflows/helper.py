@@ -12,19 +12,20 @@ from typing import Unpack
 
 from .._context import Context
 from .._validate import check_callable
+from .body import WorkflowCode
 from .control import Control
-from .executor import (
+from .engine import (
     LATEST,
     DurabilityScheduler,
     HostAlarmInfo,
     MigrationResult,
     MigrationTarget,
     SchedulerOptionArgs,
-    WorkflowExecutor,
+    WorkflowEngine,
     migrate_schema,
 )
 from .handles import Workflow
-from .runner import Runner, WorkflowCode
+from .runner import Runner
 from .validate import check_workflow_name
 
 
@@ -52,11 +53,13 @@ class DurabilityWorkflows:
             if name.startswith("_") or name in _RESERVED:
                 raise ValueError(f'"{name}" is reserved by DurabilityWorkflows')
             check_callable(f'workflow "{name}"', code)
-        executor = WorkflowExecutor(scheduler=scheduler, context=context, options=scheduler_options)
-        self._control = Control(Runner(executor, workflows))
+        engine = WorkflowEngine(scheduler=scheduler, context=context, options=scheduler_options)
+        self._code = dict(workflows)
+        """Each workflow's code, by name (what `durability check` holds stored runs to)."""
+        self._control = Control(Runner(engine, workflows))
         self._handles = {name: Workflow(self._control, name) for name in workflows}
-        executor.start(self._control.runner.run_due)
-        executor.on_emptied(self._control.abort_all)
+        engine.start(self._control.runner.run_due)
+        engine.on_emptied(self._control.abort_all)
 
     def __getattr__(self, name: str) -> Workflow:
         handles: dict[str, Workflow] = self.__dict__.get("_handles", {})
@@ -78,7 +81,7 @@ class DurabilityWorkflows:
 
     async def alarm(self, info: HostAlarmInfo | None = None) -> None:
         """Run due work of every helper on this helper's scheduler (the object's alarm)."""
-        await self._control.runner.executor.alarm(info)
+        await self._control.runner.engine.alarm(info)
 
     @classmethod
     def migrate(cls, context: Context, target: MigrationTarget = LATEST) -> MigrationResult:

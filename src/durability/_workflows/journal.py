@@ -31,13 +31,17 @@ class StepRow:
     error_name: str | None
     error_message: str | None
     wake_at: int | None
+    interruptions: int = 0
+    """Its attempts that never settled (the process stopped or the object was evicted)."""
+    spared: int = 0
+    """Those of them that ran beside other instances: they do not count toward its retries."""
 
 
 def load_journal(sql: SqlStorage, key: str) -> dict[tuple[str, str], StepRow]:
     """Every step row of instance `key`, by `(kind, name)`."""
     rows = sql.exec(
         "SELECT kind, name, seq, status, attempt, detail, result, error_name, error_message, "
-        "wake_at FROM durability_workflow_steps WHERE instance_key = ?",
+        "wake_at, interruptions, spared FROM durability_workflow_steps WHERE instance_key = ?",
         key,
     ).raw()
     return {(str(row[0]), str(row[1])): StepRow(*row) for row in rows}

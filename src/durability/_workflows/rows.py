@@ -19,7 +19,7 @@ TERMINAL_STATES = frozenset({"complete", "errored", "terminated"})
 _COLUMNS = (
     "instance_key, workflow, instance_id, generation_id, status, next_attempt_at, attempt, "
     "state, params, output, error_name, error_message, created_at, started_at, ended_at, "
-    "paused_at"
+    "paused_at, claim_alone"
 )
 
 
@@ -57,6 +57,8 @@ class InstanceRow:
     started_at: int | None
     ended_at: int | None
     paused_at: int | None
+    claim_alone: int | None
+    """`None` while no run is claimed; 0 for a run claimed beside others, 1 alone."""
 
     def status_view(self) -> AttrDict:
         """Cloudflare's `status()` shape: `status`, `error` (`name`, `message`), `output`."""
@@ -104,12 +106,17 @@ def insert_instance(
     return bool(written)
 
 
-def due_instances(sql: SqlStorage, now: int, limit: int) -> list[tuple[str, str, int]]:
-    """`(key, generation, created_at)` of at most `limit` instances due at `now`."""
+Due = tuple[str, str, int, int, str, "int | None"]
+"""A due instance: key, generation, created_at, attempt (runs so far), workflow and
+`claim_alone` (not `None`: its last run never settled)."""
+
+
+def due_instances(sql: SqlStorage, now: int, limit: int) -> list[Due]:
+    """At most `limit` instances due at `now`."""
     return [
-        (str(row[0]), str(row[1]), int(row[2]))
+        (str(row[0]), str(row[1]), int(row[2]), int(row[3]), str(row[4]), row[5])
         for row in sql.exec(
-            "SELECT instance_key, generation_id, created_at "
+            "SELECT instance_key, generation_id, created_at, attempt, workflow, claim_alone "
             "FROM durability_workflow_instances WHERE status = 'pending' AND next_attempt_at <= ? "
             "ORDER BY next_attempt_at LIMIT ?",
             now,
@@ -118,14 +125,42 @@ def due_instances(sql: SqlStorage, now: int, limit: int) -> list[tuple[str, str,
     ]
 
 
-def claim_run(sql: SqlStorage, row: InstanceRow, now: int) -> Fence | None:
-    """Count one more run of a due instance read as `row`; `None` if it moved on since."""
+_CLAIM = (
+    "UPDATE durability_workflow_instances SET attempt = attempt + 1, "
+    "state = CASE WHEN state = 'waitingForPause' THEN state ELSE 'running' END, "
+    "started_at = COALESCE(started_at, ?), updated_at = ?, {assignments} "
+    "WHERE instance_key = ? AND generation_id = ? AND attempt = ? AND status = 'pending' "
+    "AND next_attempt_at <= ? AND claim_alone IS {claimed}"
+)
+
+
+def claim_run(sql: SqlStorage, row: InstanceRow, now: int, alone: bool) -> Fence | None:
+    """Count one more run of a due instance read as `row`, run `alone` or beside others;
+    `None` if it moved on since (or its last run never settled: see `claim_suspect`)."""
     written = sql.exec(
-        "UPDATE durability_workflow_instances SET attempt = attempt + 1, "
-        "state = CASE WHEN state = 'waitingForPause' THEN state ELSE 'running' END, "
-        "started_at = COALESCE(started_at, ?), updated_at = ? "
-        "WHERE instance_key = ? AND generation_id = ? AND attempt = ? AND status = 'pending' "
-        "AND next_attempt_at <= ?",
+        _CLAIM.format(assignments="claim_alone = ?", claimed="NULL"),
+        now,
+        now,
+        1 if alone else 0,
+        row.key,
+        row.generation,
+        row.attempt,
+        now,
+    ).rows_written
+    return Fence(row.key, row.generation, row.attempt + 1) if written else None
+
+
+def claim_suspect(sql: SqlStorage, row: InstanceRow, now: int) -> Fence | None:
+    """Claim, to run alone, an instance whose last run never settled (the process stopped
+    or the object was evicted while it ran). That interruption is counted on the steps
+    that were running then, spared when that run ran beside others. Its due time moves
+    to `now`, behind the other suspects: one whose code takes its process down outside
+    any step (it spends no attempts) cannot keep them from their turns. `None` if the
+    row moved on since it was read."""
+    assert row.claim_alone is not None
+    written = sql.exec(
+        _CLAIM.format(assignments="claim_alone = 1, next_attempt_at = ?", claimed="NOT NULL"),
+        now,
         now,
         now,
         row.key,
@@ -133,7 +168,15 @@ def claim_run(sql: SqlStorage, row: InstanceRow, now: int) -> Fence | None:
         row.attempt,
         now,
     ).rows_written
-    return Fence(row.key, row.generation, row.attempt + 1) if written else None
+    if not written:
+        return None
+    sql.exec(
+        "UPDATE durability_workflow_steps SET interruptions = interruptions + 1, "
+        "spared = spared + ? WHERE instance_key = ? AND kind = 'do' AND status = 'running'",
+        1 - row.claim_alone,
+        row.key,
+    )
+    return Fence(row.key, row.generation, row.attempt + 1)
 
 
 def holds(sql: SqlStorage, fence: Fence) -> bool:
@@ -149,9 +192,10 @@ def holds(sql: SqlStorage, fence: Fence) -> bool:
 
 
 def _settle(sql: SqlStorage, fence: Fence, assignments: str, *values: Any) -> bool:
+    """Write how the run of `fence` ended (it no longer runs: its run settled)."""
     return bool(
         sql.exec(
-            f"UPDATE durability_workflow_instances SET {assignments} "
+            f"UPDATE durability_workflow_instances SET {assignments}, claim_alone = NULL "
             "WHERE instance_key = ? AND generation_id = ? AND attempt = ? AND status = 'pending'",
             *values,
             fence.key,
@@ -274,7 +318,7 @@ def restart(sql: SqlStorage, key: str, generation: str, now: int) -> int:
         "UPDATE durability_workflow_instances SET generation_id = ?, status = 'pending', "
         "state = 'queued', next_attempt_at = ?, attempt = 0, output = NULL, error_name = NULL, "
         "error_message = NULL, error_stack = NULL, started_at = NULL, ended_at = NULL, "
-        "paused_at = NULL, updated_at = ? WHERE instance_key = ?",
+        "paused_at = NULL, claim_alone = NULL, updated_at = ? WHERE instance_key = ?",
         generation,
         now,
         now,

@@ -1,33 +1,32 @@
-"""Running instances: the alarm pass's due instances, eager starts, one run's settlement.
+"""Running instances: the alarm pass's due instances, eager starts, one run's claim.
 
-A run holds its instance's slot (the key lock) from before it waits for a permit until
-its outcome is written; it claims the run with a fenced write (counting it), replays
-the workflow's code against the journal (`Run`), and writes how it ended: complete,
-errored, paused, or waiting until its next wake time.
+Every run is an attempt of the engine's `AttemptRunner`, of which `Runner` is the
+executor: the runner holds the instance's key (from before its run waits for a permit
+until its outcome is written) and its permit; `claim` counts the run with a fenced
+write, durable before the workflow's code runs; `run` replays the code against the
+journal in a task of its own (`RunBody`).
+
+Poison isolation: a claimed run records whether it runs alone (holding every permit).
+An instance whose last run never settled (the process stopped, or the object was
+evicted, while it ran) is a suspect, run alone until one of its runs settles; the
+interruption is charged to the steps that were running, spared if that run ran beside
+others, so a step that takes its process down exhausts only its own retries.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
 
-from .._clock import now_ms
 from .._context import SqlStorage
-from .._errors import SerializedError, serialize_error
-from .._serialization import deserialize, serialize
-from . import journal, rows
-from .api import WorkflowStep
-from .errors import WorkflowError
-from .executor import HostAlarmInfo, Slot, WorkflowExecutor
+from .._engine import Attempt, AttemptKind, AttemptPolicy, Hold, hand_over, release
+from .._types import MAX_SAFE_INTEGER
+from . import rows
+from .body import RunBody, WorkflowCode
+from .engine import Engine, HostAlarmInfo, WorkflowEngine
 from .rows import Fence, InstanceRow
 from .run import Run
-from .values import WorkflowEvent, workflow_event
-
-WorkflowCode = Callable[[WorkflowEvent, WorkflowStep], Any]
-"""A workflow's `run(event, step)` (its result may be awaitable)."""
+from .schema import INSTANCES
 
 DUE_BATCH = 100
 """How many due instances one alarm pass reads and runs."""
@@ -35,162 +34,168 @@ DUE_BATCH = 100
 RUN_FAILED = "durability.workflows.run_failed"
 """How the failure of a run started outside an alarm pass is reported."""
 
+RUNS = AttemptPolicy(
+    attempt_timeout_ms=MAX_SAFE_INTEGER, max_attempts=MAX_SAFE_INTEGER, delay=lambda _: 0
+)
+"""The policy of runs: none of their own. A run has no timeout and no attempt limit (its
+steps have theirs), and one that never settled is run again as soon as a pass finds
+it."""
 
-@dataclass(frozen=True, slots=True)
-class Ending:
-    """How a run ended (`Run.until_end`), with its blockers as they were then."""
+Start = tuple[str, str, str, int, int]
+"""An instance to run now: workflow, key, generation, creation time and runs so far."""
 
-    how: str
-    wake_at: int | None
-    awaited: set[str]
-    gated: bool
-    pausing: bool
+
+class _Claimed:
+    """A claimed run (an `Attempt`'s `data` once claimed): the row it was claimed from,
+    its fence, and whether it ended (not stopped by a storage failure)."""
+
+    __slots__ = ("ended", "fence", "row")
+
+    def __init__(self, row: InstanceRow, fence: Fence) -> None:
+        self.row = row
+        self.fence = fence
+        self.ended = False
 
 
 class Runner:
-    """Starts runs of this object's instances and settles them."""
+    """Starts runs of this object's instances (the `Executor` of their attempts)."""
 
-    def __init__(self, executor: WorkflowExecutor, code: Mapping[str, WorkflowCode]) -> None:
-        self.executor = executor
-        self.code = dict(code)
-        self.runs: dict[str, Run] = {}
+    def __init__(self, engine: WorkflowEngine, code: Mapping[str, WorkflowCode]) -> None:
+        self.engine = engine
+        self.body = RunBody(engine, code)
+        self._kinds: dict[str, AttemptKind] = {}
+
+    @property
+    def runs(self) -> Mapping[str, Run]:
         """The runs live here, by instance key."""
+        return self.body.runs
 
     async def run_due(self, now: int, info: HostAlarmInfo | None) -> None:
         """The alarm pass: run every due instance not already running here (those it
-        waits for, unless live timers serve them); raise the first storage failure."""
-        executor = self.executor
-        started: list[asyncio.Task[None]] = []
-        attached: list[Slot] = []
-        for key, generation, created_at in rows.due_instances(executor.sql, now, DUE_BATCH):
-            held = executor.held(key)
+        waits for, unless live timers serve them), then each suspect alone; raise the
+        first storage failure."""
+        engine = self.engine
+        running = engine.running
+        attached = []
+        due: list[rows.Due] = []
+        suspects: list[rows.Due] = []
+        for found in rows.due_instances(engine.sql, now, DUE_BATCH):
+            held = running.get(found[0])
             if held is not None:
-                if not executor.live_timers:
+                if not engine.live_timers:
                     attached.append(held)
                 continue
-            slot = executor.hold(key, generation, created_at)
-            started.append(executor.spawn(self.execute(slot)))
-        if started:
-            await asyncio.wait(started)
-        for slot in attached:
-            await slot.settled.wait()
-        failures = [task.exception() for task in started if not task.cancelled()]
-        for failure in failures:
-            if failure is not None:
-                raise failure
+            (due if found[5] is None else suspects).append(found)
+        runner = engine.runner
+        failures = await runner.run(due, self._due_attempt, table=INSTANCES.name)
+        if suspects:
+            failures += await runner.run_alone(suspects, self._due_attempt, table=INSTANCES.name)
+        for execution in attached:
+            await execution.settled.wait()
+        if failures:
+            raise failures[0][1]
 
-    def start_now(self, key: str, generation: str, created_at: int) -> None:
-        """Run instance `key` now in the background, unless it runs here already."""
-        if self.executor.held(key) is not None:
+    def start(self, instances: list[Start]) -> None:
+        """Run `instances` now in the background (each waits for a permit, in FIFO
+        order), except those running here already."""
+        if not instances:
             return
-        slot = self.executor.hold(key, generation, created_at)
-        self.executor.in_background(self.execute(slot), RUN_FAILED, {"instance": key})
+        attempts = [
+            Attempt(self._kind(workflow), key, generation, created_at, runs, None)
+            for workflow, key, generation, created_at, runs in instances
+        ]
+        # Each run's end reconciles the alarm (`_finish`): none is owed after them all.
+        started = self.engine.runner.start(attempts, wait=True, reconcile=False)
+        if started is not None:
+            self.engine.in_background(started, RUN_FAILED, {"instance": attempts[0].key})
 
-    async def execute(self, slot: Slot) -> None:
-        """One run of the instance of `slot` (if it is still due); releases the slot."""
-        ended = False
+    def _due_attempt(self, due: rows.Due) -> Attempt | None:
+        """The attempt of due instance `due` as its permit is taken (none if it runs here)."""
+        key, generation, created_at, runs, workflow, _ = due
+        if key in self.engine.running:
+            return None
+        return Attempt(self._kind(workflow), key, generation, created_at, runs, None)
+
+    def _kind(self, workflow: str) -> AttemptKind:
+        """What every run of an instance of `workflow` shares (built once per name)."""
+        found = self._kinds.get(workflow)
+        if found is None:
+            found = self._kinds[workflow] = AttemptKind(
+                executor=self,
+                table=INSTANCES,
+                label=f'workflow "{workflow}"',
+                entity_kind="workflow_instance",
+                name=workflow,
+                policy=RUNS,
+                emit=self.engine.emitter(),
+                listened=frozenset(),
+            )
+        return found
+
+    # -- the executor of runs -----------------------------------------------------------
+
+    async def claim(
+        self, engine: Engine, holds: list[Hold], now: int, errors: list[Exception]
+    ) -> set[str]:
+        """Claim the run of each held instance still due (one transaction for the lot);
+        the keys claimed."""
+
+        def write(sql: SqlStorage) -> set[str]:
+            return {hold.attempt.key for hold in holds if _claim(sql, hold, now)}
+
         try:
-            await slot.permit()
-            row = rows.read_instance(self.executor.sql, slot.key)
-            now = now_ms()
-            if row is not None and row.status == "pending" and row.next_attempt_at <= now:
-                fence = self.executor.write(lambda sql: rows.claim_run(sql, row, now))
-                if fence is not None:
-                    await self._run(row, fence)
-            ended = True
-        finally:
-            self.executor.release(slot, refresh=ended)
+            return self.engine.write(write)
+        except Exception as error:
+            errors.append(error)
+            return set()
 
-    async def _run(self, row: InstanceRow, fence: Fence) -> None:
-        code = self.code.get(row.workflow)
-        if code is None:
-            gone = WorkflowError(f'this object has no workflow named "{row.workflow}"')
-            await self._write(_errored(fence, serialize_error(gone)))
-            return
-        executor = self.executor
-        run = Run(
-            fence,
-            row.instance_id,
-            journal.load_journal(executor.sql, row.key),
-            executor.write,
-            executor.sync,
-        )
-        run.pausing = row.state == "waitingForPause"
-        event = workflow_event(
-            deserialize(row.params), row.created_at, row.instance_id, row.workflow
-        )
-        self.runs[row.key] = run
-        task = asyncio.ensure_future(_call(code, event, WorkflowStep(run)))
-        try:
-            ending = await run.until_end(task)
-            ended = Ending(ending, run.wake_at(), run.awaited_types(), run.gated(), run.pausing)
-        finally:
-            run.ended = True
-            if self.runs.get(row.key) is run:
-                del self.runs[row.key]
-            await _stop([task, *run.cancel_tasks()])
-        await self._settle(run, ended, task)
+    async def lost(self, engine: Engine, attempt: Attempt) -> None:
+        """An instance no longer due (or moved on) is left as it is."""
 
-    async def _settle(self, run: Run, ended: Ending, task: asyncio.Task[Any]) -> None:
-        fence = run.fence
-        ending = ended.how
-        if ending == "halted":
-            if run.broken is not None:
-                raise run.broken
-            return
-        if ending == "fatal" and run.fatal is not None:
-            await self._write(_errored(fence, run.fatal))
-        elif ending == "done":
-            error = None if task.cancelled() else task.exception()
-            if task.cancelled() or error is not None:
-                await self._write(
-                    _errored(fence, serialize_error(error or asyncio.CancelledError()))
-                )
-                return
-            try:
-                output = serialize(task.result(), "the output of the workflow's run")
-            except (TypeError, ValueError) as not_json:
-                await self._write(_errored(fence, serialize_error(not_json)))
-                return
-            await self._write(lambda sql: rows.settle_complete(sql, fence, output, now_ms()))
-        elif ended.gated:
-            await self._write(_errored(fence, serialize_error(run.divergence())))
-        elif ended.pausing:
-            await self._write(lambda sql: rows.settle_paused(sql, fence, now_ms()))
-        else:
-            await self._suspend(fence, ended.wake_at, ended.awaited)
+    async def run(
+        self,
+        engine: Engine,
+        claimed: list[Hold],
+        started_at: int,
+        waiting: list[asyncio.Task[None]],
+    ) -> None:
+        """Run each claimed instance in a task of its own, which gives its hold back once
+        the run's outcome is written."""
+        for hold in claimed:
+            hand_over(engine, hold, self._execute(hold.attempt.data), waiting, self._finish)
 
-    async def _suspend(self, fence: Fence, planned: int | None, types: set[str]) -> None:
+    async def _execute(self, claimed: _Claimed) -> None:
+        await self.body.run(claimed.row, claimed.fence)
+        claimed.ended = True
 
-        def write(sql: SqlStorage) -> int | None:
-            now = now_ms()
-            wake = now if planned is None or journal.has_event(sql, fence.key, types) else planned
-            return wake if rows.settle_waiting(sql, fence, max(wake, now), now) else None
-
-        await self.executor.transaction(write, due_at=lambda wake: wake, timed=False)
-
-    async def _write(self, write: Callable[[SqlStorage], bool]) -> None:
-        await self.executor.transaction(write)
+    def _finish(self, engine: Engine, hold: Hold) -> None:
+        """Give the run's key and permit back; after a run that ended, re-arm the timer
+        for what it skipped meanwhile (a run cut short leaves that to the alarm)."""
+        release(engine, hold)
+        claimed: _Claimed = hold.attempt.data
+        if claimed.ended:
+            self.engine.refresh(hold.attempt.key)
 
 
-def _errored(fence: Fence, error: SerializedError) -> Callable[[SqlStorage], bool]:
-    return lambda sql: rows.settle_errored(sql, fence, error, now_ms())
-
-
-async def _call(code: WorkflowCode, event: WorkflowEvent, step: WorkflowStep) -> Any:
-    result = code(event, step)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
-
-
-async def _stop(tasks: list[asyncio.Task[Any]]) -> None:
-    """Cancel `tasks` and wait for them to end (a cancellation of the caller is kept)."""
-    going = [task for task in tasks if not task.done()]
-    for task in going:
-        task.cancel()
-    if going:
-        await asyncio.wait(going)
-    for task in tasks:
-        if not task.cancelled():
-            task.exception()
+def _claim(sql: SqlStorage, hold: Hold, now: int) -> bool:
+    """Claim the run of `hold`'s instance if it is still due (the attempt's `data` is
+    then its `_Claimed`); a suspect is claimed only alone."""
+    attempt = hold.attempt
+    row = rows.read_instance(sql, attempt.key)
+    if (
+        row is None
+        or row.generation != attempt.generation
+        or row.status != "pending"
+        or row.next_attempt_at > now
+    ):
+        return False
+    if row.claim_alone is None:
+        fence = rows.claim_run(sql, row, now, hold.alone)
+    elif hold.alone:
+        fence = rows.claim_suspect(sql, row, now)
+    else:
+        return False  # a suspect runs alone: the next pass runs it
+    if fence is None:
+        return False
+    attempt.data = _Claimed(row, fence)
+    return True

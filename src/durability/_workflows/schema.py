@@ -5,7 +5,8 @@
   `next_attempt_at`), ``idle`` (paused) or ``done`` (terminal). `state` is the status
   Cloudflare reports (queued, running, waiting, waitingForPause, paused, errored,
   terminated, complete); `attempt` counts the runs of this generation; a restart gives
-  the instance a new `generation_id`.
+  the instance a new `generation_id`; `claim_alone` is poison isolation's (see
+  `WORKFLOW_MIGRATIONS`).
 - `durability_workflow_steps`: the journal, one row per step of an instance (`kind`
   ``do``, ``sleep`` or ``wait``, `name`), numbered by `seq` in the order they began.
 - `durability_workflow_events`: events sent to an instance and not yet taken by a
@@ -80,5 +81,25 @@ WORKFLOW_MIGRATIONS: Final = (
             "DROP TABLE durability_workflow_instances",
         ),
     ),
+    Migration(
+        name="durability_workflows_0002_interruptions",
+        up=(
+            "ALTER TABLE durability_workflow_instances ADD COLUMN claim_alone INTEGER",
+            "ALTER TABLE durability_workflow_steps "
+            "ADD COLUMN interruptions INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE durability_workflow_steps ADD COLUMN spared INTEGER NOT NULL DEFAULT 0",
+        ),
+        down=(
+            "ALTER TABLE durability_workflow_steps DROP COLUMN spared",
+            "ALTER TABLE durability_workflow_steps DROP COLUMN interruptions",
+            "ALTER TABLE durability_workflow_instances DROP COLUMN claim_alone",
+        ),
+    ),
 )
-"""The workflows' schema, oldest first (names and statements never change once released)."""
+"""The workflows' schema, oldest first (names and statements never change once released).
+
+0002 adds what poison isolation keeps of a run in flight: on an instance,
+`claim_alone` (NULL while no run is claimed; 0 for a run claimed beside others, 1 for
+one claimed alone); on a step, `interruptions` (its attempts that never settled: the
+process stopped or the object was evicted while it ran) and `spared` (those of them
+that ran beside others, which do not count toward its retries)."""

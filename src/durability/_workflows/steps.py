@@ -18,7 +18,13 @@ from typing import Any
 
 from .._clock import now_ms
 from .._context import SqlStorage
-from .._errors import NonRetryableError, SerializedError, is_non_retryable, serialize_error
+from .._errors import (
+    DurableAttemptsExhaustedError,
+    NonRetryableError,
+    SerializedError,
+    is_non_retryable,
+    serialize_error,
+)
 from .._serialization import deserialize, serialize
 from . import journal
 from .durations import resolve_config, retry_delay_ms, retry_limit, timeout_ms
@@ -60,6 +66,7 @@ async def run_do(
     while True:
         row = run.journal.get(("do", name))
         now = now_ms()
+        spared = 0
         if row is None:
             resolved = resolve_config(name, config)
             attempts = 0
@@ -69,17 +76,13 @@ async def run_do(
             if row.status == "errored":
                 raise stored_error(name, row)
             resolved = json.loads(row.detail or "{}")
-            attempts = row.attempt
+            attempts, spared = row.attempt, row.spared
             if row.status == "retrying" and row.wake_at is not None and row.wake_at > now:
                 await run.block("retry", row.wake_at)
                 continue
-            if row.status == "running" and attempts > retry_limit(resolved):
-                lost = SerializedError(
-                    "WorkflowInternalError",
-                    f"attempt {attempts} was cut short (the process stopped or the object "
-                    "was evicted) and no retries are left",
-                )
-                await _fail(run, name, "errored", lost, None)
+            if row.status == "running" and attempts - spared > retry_limit(resolved):
+                # Its last attempt was cut short, and counts: no retry is left.
+                await _fail(run, name, "errored", _interrupted(name, resolved, row), None)
                 raise stored_error(name, run.journal[("do", name)])
         if run.pausing:
             await run.block("pause")
@@ -100,11 +103,20 @@ async def run_do(
         if is_non_retryable(failure):
             await _fail(run, name, "errored", serialize_error(failure), None)
             raise NonRetryableError(str(failure))
-        if attempt > retry_limit(resolved):
+        if attempt - spared > retry_limit(resolved):
             await _fail(run, name, "errored", serialize_error(failure), None)
             raise stored_error(name, run.journal[("do", name)])
         wake = now_ms() + retry_delay_ms(resolved, attempt)
         await _fail(run, name, "retrying", serialize_error(failure), wake)
+
+
+def _interrupted(name: str, config: dict[str, Any], row: StepRow) -> SerializedError:
+    """The error of a step whose attempts ran out by being cut short (the process
+    stopped or the object was evicted while it ran), counting those interruptions."""
+    error = DurableAttemptsExhaustedError(
+        "workflow step", name, retry_limit(config) + 1, row.interruptions
+    )
+    return serialize_error(error)
 
 
 async def _attempt(

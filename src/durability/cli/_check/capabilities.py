@@ -164,9 +164,7 @@ class Workflows:
         found = helpers_of(obj, DurabilityWorkflows)
         if not found:
             return None
-        return {
-            name: code for helper in found for name, code in helper._control.runner.code.items()
-        }
+        return {name: code for helper in found for name, code in helper._code.items()}
 
     def pending(self, tables: Tables) -> Iterable[Pending]:
         if not tables.has("durability_workflow_instances"):

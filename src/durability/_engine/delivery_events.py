@@ -1,8 +1,9 @@
 """Lifecycle events of fanout deliveries (entity kind ``fanout_delivery``).
 
 Every event names the delivery by message `id`, `target` and `generation` (the
-registration). Like every lifecycle event they are best-effort telemetry: they may be
-lost or repeated across crashes and never change state.
+registration). Like every lifecycle event they are best-effort telemetry, emitted
+through the engine's emitter: they may be lost or repeated across crashes and never
+change state.
 """
 
 from __future__ import annotations
@@ -10,18 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .._engine import LifecycleEventType
 from .._errors import SerializedError
-
-FANOUT_EVENT_TYPES: frozenset[str] = frozenset(
-    {
-        LifecycleEventType.REGISTERED,
-        LifecycleEventType.ATTEMPT_STARTED,
-        LifecycleEventType.ATTEMPT_SETTLED,
-        LifecycleEventType.TERMINAL,
-    }
-)
-"""The event types a fanout emits (what its `lifecycle_events=` may name)."""
+from .lifecycle import LifecycleEventType
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -69,3 +60,14 @@ class DeliveryTerminalEvent(_DeliveryEvent):
     type: Literal["terminal"] = field(default="terminal", init=False)
     reason: Literal["dead_lettered", "attempts_exhausted"]
     error: SerializedError
+
+
+DELIVERY_EVENT_TYPES: frozenset[str] = frozenset(
+    {
+        LifecycleEventType.REGISTERED,
+        LifecycleEventType.ATTEMPT_STARTED,
+        LifecycleEventType.ATTEMPT_SETTLED,
+        LifecycleEventType.TERMINAL,
+    }
+)
+"""The event types of fanout deliveries (what a fanout's `lifecycle_events=` may name)."""

@@ -2,58 +2,57 @@
 
 Workflows ask the engine for little: an instance row is a record of the scheduler's
 (`status` = ``pending`` while it has work, due at `next_attempt_at`), and one attempt of
-it is one run of the workflow's code until it ends or suspends. What a run needs:
+it is one run of the workflow's code until it ends or suspends, started by the engine's
+`AttemptRunner` like every attempt (`runs.RunExecutor` is its executor). What a run
+needs:
 
 - `start(run_due)`: migrate the workflows' tables (the engine's migration runner) and
   have alarm passes call `run_due(now, info)` for the due instances;
 - `transaction(write, due_at=...)`: writes that add or move due work, the alarm
   reconciled in the same transaction; `write(write)`: writes that add no work;
   `sync()`: wait until everything written is durable (before a step's side effect);
-- `Slot`s: `hold(key, ...)` marks an instance running here (the key lock the reconcile
-  and the passes read) before its run waits for a permit; `Slot.permit()` takes one
-  permit of the scheduler's shared pool; `release(slot)` gives both back and re-arms
-  the timer for the key;
-- `spawn` / `in_background`: instance tasks (the host cancels them on eviction).
+- `runner` and `running`: the engine's `AttemptRunner` and the instances running here
+  (each holds its key, the lock the reconcile and the passes read, and a permit of the
+  scheduler's shared pool); `refresh(key)` re-arms the timer for what a run skipped;
+- `in_background`: instance work (the host cancels it on eviction).
 
 A suspended instance (asleep, waiting for an event, between step retries) holds no
-slot, no permit and no task: only its row, due at its wake time.
+key, no permit and no task: only its row, due at its wake time.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from .._context import Context, SqlStorage, Storage, alarm_info
 from .._engine import (
     LATEST,
     ActiveExecution,
+    AttemptRunner,
     DurabilityScheduler,
+    Engine,
     HostAlarmInfo,
     MigrationResult,
     MigrationTarget,
     Participant,
-    Release,
     SchedulerOptionArgs,
     as_context,
     attach,
     migrate,
-    report_failure,
 )
 from .schema import CAPABILITY, INSTANCES, WORKFLOW_MIGRATIONS
 
 __all__ = [
     "LATEST",
     "DurabilityScheduler",
+    "Engine",
     "HostAlarmInfo",
     "MigrationResult",
     "MigrationTarget",
     "SchedulerOptionArgs",
-    "Slot",
-    "WorkflowExecutor",
+    "WorkflowEngine",
     "migrate_schema",
-    "report",
 ]
 
 T = TypeVar("T")
@@ -63,30 +62,7 @@ KIND = "DurabilityWorkflows"
 RunDue = Callable[[int, HostAlarmInfo | None], Awaitable[None]]
 
 
-class Slot:
-    """An instance running here: its key lock, and its permit once taken."""
-
-    __slots__ = ("_executor", "entry", "key", "permit_release")
-
-    def __init__(self, executor: WorkflowExecutor, key: str, entry: ActiveExecution) -> None:
-        self._executor = executor
-        self.key = key
-        self.entry = entry
-        self.permit_release: Release | None = None
-
-    async def permit(self) -> None:
-        """Wait (FIFO) for a permit of the scheduler's shared pool."""
-        if self.permit_release is None:
-            permits = self._executor.engine.permits
-            self.permit_release = permits.try_acquire() or await permits.acquire()
-
-    @property
-    def settled(self) -> asyncio.Event:
-        """Set once the slot is released."""
-        return self.entry.settled
-
-
-class WorkflowExecutor:
+class WorkflowEngine:
     """What the workflows use of one object's engine, and nothing else."""
 
     __slots__ = ("engine",)
@@ -111,18 +87,19 @@ class WorkflowExecutor:
         return self.engine.sql
 
     @property
-    def storage(self) -> Storage:
-        """The object's storage."""
-        return self.engine.storage
-
-    @property
     def live_timers(self) -> bool:
         """Whether the in-memory timer serves all due work (passes then skip running keys)."""
         return self.engine.options.live_timers
 
-    def object_id(self) -> str | None:
-        """The object's id as a string, when the host gives one."""
-        return self.engine.object_id()
+    @property
+    def runner(self) -> AttemptRunner:
+        """The engine's `AttemptRunner`, which starts every run."""
+        return self.engine.runner
+
+    @property
+    def running(self) -> Mapping[str, ActiveExecution]:
+        """The instances running here now, by key (a live view)."""
+        return self.engine.running.of(INSTANCES.name)
 
     def write(self, write: Callable[[SqlStorage], T]) -> T:
         """Run `write` atomically; it must not add or move due work."""
@@ -147,35 +124,15 @@ class WorkflowExecutor:
         """Wait until every write so far is durable (raises if its commit failed)."""
         await self.engine.storage.sync()
 
-    def running(self) -> Collection[str]:
-        """The instance keys held here now (a live view)."""
-        return self.engine.running.keys(INSTANCES.name)
+    def refresh(self, key: str) -> None:
+        """Re-arm the timer for what it skipped while instance `key` ran here."""
+        self.engine.refresh_in_background(
+            "durability.scheduler.refresh_failed", {"table": INSTANCES.name, "key": key}
+        )
 
-    def held(self, key: str) -> Slot | None:
-        """The slot of `key` if it is held here."""
-        entry = self.engine.running.of(INSTANCES.name).get(key)
-        return None if entry is None else Slot(self, key, entry)
-
-    def hold(self, key: str, generation: str, created_at: int) -> Slot:
-        """Mark instance `key` as running here (the caller checked it is not)."""
-        entry = self.engine.running.start(INSTANCES.name, key, generation, created_at)
-        return Slot(self, key, entry)
-
-    def release(self, slot: Slot, *, refresh: bool) -> None:
-        """Give back the slot's permit and key lock; with `refresh`, re-arm the timer for
-        what it skipped while held (a run cut short leaves that to the alarm)."""
-        if slot.permit_release is not None:
-            slot.permit_release()
-            slot.permit_release = None
-        self.engine.running.finish(INSTANCES.name, slot.key, slot.entry)
-        if refresh:
-            self.engine.refresh_in_background(
-                "durability.scheduler.refresh_failed", {"table": INSTANCES.name, "key": slot.key}
-            )
-
-    def spawn(self, work: Awaitable[T]) -> asyncio.Task[T]:
-        """Run `work` as a task of the instance (the host cancels it on eviction)."""
-        return self.engine.tasks.spawn(work)
+    def emitter(self) -> Callable[[Any], None]:
+        """The lifecycle emitter of a helper without a hook (workflows emit no events)."""
+        return self.engine.tasks.emitter(None)
 
     def in_background(self, work: Awaitable[Any], event: str, details: Mapping[str, Any]) -> None:
         """Run `work` detached; its failure (or the host's refusal) is reported as `event`."""
@@ -188,11 +145,6 @@ class WorkflowExecutor:
     async def alarm(self, info: HostAlarmInfo | None) -> None:
         """Run an alarm pass of every helper on the scheduler."""
         await self.engine.alarm(alarm_info(info))
-
-
-def report(event: str, details: Mapping[str, Any], error: BaseException) -> None:
-    """Log a failure nobody awaits (the engine's reporting)."""
-    report_failure(event, details, error)
 
 
 def migrate_schema(context: Context, target: MigrationTarget) -> MigrationResult:
