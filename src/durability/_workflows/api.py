@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -62,11 +62,29 @@ class StepFunction:
         )
         self._result: asyncio.Future[Any] | None = None
 
-    def __call__(self) -> asyncio.Future[Any]:
-        """Run the step (its dependencies first); the same future on every call."""
-        if self._result is None:
-            self._result = self._step._run.start(self._execute())
-        return self._result
+    def __call__(self) -> Coroutine[Any, Any, Any]:
+        """Run the step (its dependencies first) once awaited, in the awaiting task, as
+        Cloudflare's SDK does; awaited again, it gives the first run's outcome."""
+        return self._awaited()
+
+    async def _awaited(self) -> Any:
+        outcome = self._result
+        if outcome is not None:
+            return await asyncio.shield(outcome)
+        outcome = self._result = asyncio.get_running_loop().create_future()
+        run = self._step._run
+        run.adopt()
+        try:
+            value = await self._execute()
+        except asyncio.CancelledError:
+            outcome.cancel()
+            raise
+        except BaseException as error:
+            outcome.set_exception(error)
+            outcome.exception()  # seen here: an awaiter that comes later sees it again
+            raise
+        outcome.set_result(value)
+        return value
 
     def __repr__(self) -> str:
         return f"<step {self.name!r}>"

@@ -16,8 +16,8 @@ run has asked for every step the journal does hold (the code changed otherwise).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from .._clock import now_ms
 from .._context import SqlStorage
@@ -25,8 +25,6 @@ from .._errors import SerializedError, serialize_error
 from .errors import WorkflowDeterminismError
 from .journal import StepRow
 from .rows import Fence, holds
-
-T = TypeVar("T")
 
 SETTLE_TURNS = 8
 """Turns of the loop a run must stay unchanged, nothing running, before it suspends."""
@@ -82,17 +80,18 @@ class Run:
         """The instance moved on (terminated, restarted): the run stops, writing nothing."""
         self.pausing = False
         self.tasks: set[asyncio.Task[Any]] = set()
-        """The step tasks of the run, cancelled when it ends."""
+        """The tasks that ran steps of the run (but its own), cancelled when it ends."""
         self.ended = False
         """Set as the run's code is cancelled: a step asked for after that (in a `finally`
         of the code) is cancelled too, and writes nothing."""
 
-    def start(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-        """Run a step of this run in a task of its own (cancelled when the run ends)."""
-        task = asyncio.ensure_future(work)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-        return task
+    def adopt(self) -> None:
+        """A step starts in the current task (the run's, one of `asyncio.gather`, or one
+        the code made): cancel it too when the run ends."""
+        task = asyncio.current_task()
+        if task is not None and task not in self.tasks:
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
 
     def cancel_tasks(self) -> list[asyncio.Task[Any]]:
         """Cancel the run's step tasks still going; them."""
