@@ -46,14 +46,15 @@ class RunBody:
         self.runs: dict[str, Run] = {}
         """The runs live here, by instance key."""
 
-    async def run(self, row: InstanceRow, fence: Fence) -> None:
+    async def run(self, row: InstanceRow, fence: Fence) -> bool:
         """Run the instance read as `row`, whose run `fence` is claimed, until it ends or
-        suspends, and write how; raises a storage failure (the row then stays due)."""
+        suspends, and write how; raises a storage failure (the row then stays due).
+        Whether the instance may still have work due (it suspended, or moved on under
+        the run): the timer must then look at it again."""
         code = self.code.get(row.workflow)
         if code is None:
             gone = WorkflowError(f'this object has no workflow named "{row.workflow}"')
-            await self._write(_errored(fence, serialize_error(gone)))
-            return
+            return not await self._write(_errored(fence, serialize_error(gone)))
         engine = self.engine
         run = Run(
             fence,
@@ -67,7 +68,7 @@ class RunBody:
             deserialize(row.params), row.created_at, row.instance_id, row.workflow
         )
         self.runs[row.key] = run
-        task = asyncio.ensure_future(_call(code, event, WorkflowStep(run)))
+        task = asyncio.ensure_future(self._complete(run, code, event))
         try:
             ending = await run.until_end(task)
             ended = Ending(ending, run.wake_at(), run.awaited_types(), run.gated(), run.pausing)
@@ -76,36 +77,59 @@ class RunBody:
             if self.runs.get(row.key) is run:
                 del self.runs[row.key]
             await _stop([task, *run.cancel_tasks()])
-        await self._settle(run, ended, task)
+        return await self._settle(run, ended, task)
 
-    async def _settle(self, run: Run, ended: Ending, task: asyncio.Task[Any]) -> None:
+    async def _complete(self, run: Run, code: WorkflowCode, event: WorkflowEvent) -> Any:
+        """Run the code; once it returns, write the instance complete in the same turn,
+        so the result of its last step commits with it (`run.completed`). An output that
+        is not JSON, or a run ending otherwise, is left to `_settle`."""
+        value = await _call(code, event, WorkflowStep(run))
+        if run.stale or run.broken is not None or run.fatal is not None:
+            return value
+        try:
+            output = serialize(value, "the output of the workflow's run")
+        except (TypeError, ValueError):
+            return value
+        fence = run.fence
+        try:
+            run.completed = await self._write(
+                lambda sql: rows.settle_complete(sql, fence, output, now_ms())
+            )
+        except Exception as error:
+            run.broken = run.broken or error
+        return value
+
+    async def _settle(self, run: Run, ended: Ending, task: asyncio.Task[Any]) -> bool:
+        """Write how the run ended (unless `_complete` did); whether the instance may
+        still have work due."""
         fence = run.fence
         ending = ended.how
         if ending == "halted":
             if run.broken is not None:
                 raise run.broken
-            return
+            return True
         if ending == "fatal" and run.fatal is not None:
-            await self._write(_errored(fence, run.fatal))
-        elif ending == "done":
+            return not await self._write(_errored(fence, run.fatal))
+        if ending == "done":
+            if run.completed:
+                return False
             error = None if task.cancelled() else task.exception()
             if task.cancelled() or error is not None:
-                await self._write(
-                    _errored(fence, serialize_error(error or asyncio.CancelledError()))
-                )
-                return
+                failure = serialize_error(error or asyncio.CancelledError())
+                return not await self._write(_errored(fence, failure))
             try:
                 output = serialize(task.result(), "the output of the workflow's run")
             except (TypeError, ValueError) as not_json:
-                await self._write(_errored(fence, serialize_error(not_json)))
-                return
-            await self._write(lambda sql: rows.settle_complete(sql, fence, output, now_ms()))
-        elif ended.gated:
-            await self._write(_errored(fence, serialize_error(run.divergence())))
-        elif ended.pausing:
-            await self._write(lambda sql: rows.settle_paused(sql, fence, now_ms()))
-        else:
-            await self._suspend(fence, ended.wake_at, ended.awaited)
+                return not await self._write(_errored(fence, serialize_error(not_json)))
+            return not await self._write(
+                lambda sql: rows.settle_complete(sql, fence, output, now_ms())
+            )
+        if ended.gated:
+            return not await self._write(_errored(fence, serialize_error(run.divergence())))
+        if ended.pausing:
+            return not await self._write(lambda sql: rows.settle_paused(sql, fence, now_ms()))
+        await self._suspend(fence, ended.wake_at, ended.awaited)
+        return True
 
     async def _suspend(self, fence: Fence, planned: int | None, types: set[str]) -> None:
 
@@ -116,8 +140,9 @@ class RunBody:
 
         await self.engine.transaction(write, due_at=lambda wake: wake, timed=False)
 
-    async def _write(self, write: Callable[[SqlStorage], bool]) -> None:
-        await self.engine.transaction(write)
+    async def _write(self, write: Callable[[SqlStorage], bool]) -> bool:
+        """`write` and the alarm's reconcile in one transaction; whether it wrote."""
+        return await self.engine.transaction(write)
 
 
 def _errored(fence: Fence, error: SerializedError) -> Callable[[SqlStorage], bool]:

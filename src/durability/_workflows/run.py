@@ -74,6 +74,8 @@ class Run:
         self.changed.set()
         self.progress = 0
         self.fatal: SerializedError | None = None
+        self.completed = False
+        """The instance was written complete as the code returned (`RunBody._complete`)."""
         self.broken: BaseException | None = None
         """A storage failure: the run stops without settling; its row stays due."""
         self.stale = False

@@ -47,14 +47,15 @@ Start = tuple[str, str, str, int, int]
 
 class _Claimed:
     """A claimed run (an `Attempt`'s `data` once claimed): the row it was claimed from,
-    its fence, and whether it ended (not stopped by a storage failure)."""
+    its fence, and whether it ended (not stopped by a storage failure) leaving work the
+    timer must look at (it suspended, or the instance moved on under it)."""
 
-    __slots__ = ("ended", "fence", "row")
+    __slots__ = ("fence", "owed", "row")
 
     def __init__(self, row: InstanceRow, fence: Fence) -> None:
         self.row = row
         self.fence = fence
-        self.ended = False
+        self.owed = False
 
 
 class Runner:
@@ -165,15 +166,15 @@ class Runner:
             hand_over(engine, hold, self._execute(hold.attempt.data), waiting, self._finish)
 
     async def _execute(self, claimed: _Claimed) -> None:
-        await self.body.run(claimed.row, claimed.fence)
-        claimed.ended = True
+        claimed.owed = await self.body.run(claimed.row, claimed.fence)
 
     def _finish(self, engine: Engine, hold: Hold) -> None:
-        """Give the run's key and permit back; after a run that ended, re-arm the timer
-        for what it skipped meanwhile (a run cut short leaves that to the alarm)."""
+        """Give the run's key and permit back; after a run that ended leaving work due,
+        re-arm the timer for what it skipped meanwhile (a run cut short leaves that to
+        the alarm; one that wrote its instance complete, errored or paused left none)."""
         release(engine, hold)
         claimed: _Claimed = hold.attempt.data
-        if claimed.ended:
+        if claimed.owed:
             self.engine.refresh(hold.attempt.key)
 
 
