@@ -353,9 +353,11 @@ class Reservation:
         for key in keys:
             self._holds[key].entry.signal = AbortSignal()
 
-    def start(self) -> Awaitable[None] | None:
+    def start(self, *, reconcile: bool = True) -> Awaitable[None] | None:
         """After the commit is durable: the run of the claimed records (the awaitable),
-        or `None` when there is none; every other hold is given back now."""
+        or `None` when there is none; every other hold is given back now. The run ends
+        with a reconcile of the alarm, unless `reconcile` is False (their executor
+        reconciles as each one ends)."""
         engine = self._runner._engine
         claimed = self._claimed
         holds: list[Hold] = []
@@ -371,7 +373,10 @@ class Reservation:
         waiting: list[asyncio.Task[None]] = []
         executor = holds[0].attempt.kind.executor
         return self._runner._started(
-            holds, waiting, lambda: executor.run(engine, holds, started_at, waiting)
+            holds,
+            waiting,
+            lambda: executor.run(engine, holds, started_at, waiting),
+            reconcile=reconcile,
         )
 
     def release(self) -> None:

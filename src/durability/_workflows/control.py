@@ -57,33 +57,57 @@ class Control:
     async def _add(
         self, workflow: str, batch: Sequence[tuple[str | None, Any]], *, reuse: bool
     ) -> list[str]:
-        prepared: list[tuple[str, str, str]] = []
+        """Insert the new instances and start them: those the write could claim (permits
+        were free) run once its commit is durable, the others as permits come free."""
+        now = now_ms()
+        ids: list[str] = []
+        prepared: dict[str, tuple[int, str, str, str]] = {}
         for instance_id, params in batch:
             chosen = random_uuid() if instance_id is None else check_instance_id(instance_id)
             text = serialize({} if params is None else params, "params")
-            prepared.append((chosen, rows.instance_key(workflow, chosen), text))
+            ids.append(chosen)
+            key = rows.instance_key(workflow, chosen)
+            if key not in prepared:
+                prepared[key] = (len(prepared), chosen, text, random_uuid())
         runner = self.runner
-        added: list[tuple[str, str, int]] = []
+        claims = runner.claims(
+            workflow,
+            [(at, key, generation, now) for key, (at, _, _, generation) in prepared.items()],
+        )
+        queued: list[tuple[str, str]] = []
 
         def write(sql: SqlStorage) -> int | None:
-            now = now_ms()
-            added.clear()
-            for chosen, key, text in prepared:
-                if any(key == other for _, other, _ in added):
+            queued.clear()
+            inserted = 0
+            for key, (position, chosen, text, generation) in prepared.items():
+                alone = claims.claim_alone(position)
+                if not rows.insert_instance(
+                    sql, key, workflow, chosen, generation, text, now, alone
+                ):
+                    if not reuse:
+                        raise WorkflowError(
+                            f'workflow "{workflow}" already has an instance "{chosen}" '
+                            "(instance ids are unique within a workflow)"
+                        )
                     continue
-                generation = random_uuid()
-                if rows.insert_instance(sql, key, workflow, chosen, generation, text, now):
-                    added.append((key, generation, now))
-                elif not reuse:
-                    raise WorkflowError(
-                        f'workflow "{workflow}" already has an instance "{chosen}" '
-                        "(instance ids are unique within a workflow)"
+                inserted += 1
+                if alone is None:
+                    queued.append((key, generation))
+                else:
+                    claims.inserted(
+                        rows.claimed_row(key, workflow, chosen, generation, text, now, alone)
                     )
-            return now if added else None
+            claims.written(inserted)
+            return now if inserted else None
 
-        await runner.engine.transaction(write, due_at=lambda due: due, timed=False)
-        runner.start([(workflow, key, generation, at, 0) for key, generation, at in added])
-        return [chosen for chosen, _, _ in prepared]
+        try:
+            await runner.engine.transaction(write, due_at=lambda due: due, timed=False)
+        except BaseException:
+            claims.release()
+            raise
+        claims.start(ids[0])
+        runner.start([(workflow, key, generation, now, 0) for key, generation in queued])
+        return ids
 
     def status(self, workflow: str, instance_id: str) -> AttrDict:
         """`{status, error, output}` of the instance."""

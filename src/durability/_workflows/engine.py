@@ -13,7 +13,8 @@ needs:
   `sync()`: wait until everything written is durable (before a step's side effect);
 - `runner` and `running`: the engine's `AttemptRunner` and the instances running here
   (each holds its key, the lock the reconcile and the passes read, and a permit of the
-  scheduler's shared pool); `refresh(key)` re-arms the timer for what a run skipped;
+  scheduler's shared pool); `reserve` takes the permits and keys of new instances that
+  their create claims; `refresh(key)` re-arms the timer for what a run skipped;
 - `in_background`: instance work (the host cancels it on eviction).
 
 A suspended instance (asleep, waiting for an event, between step retries) holds no
@@ -22,13 +23,14 @@ key, no permit and no task: only its row, due at its wake time.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from .._context import Context, SqlStorage, Storage, alarm_info
 from .._engine import (
     LATEST,
     ActiveExecution,
+    Attempt,
     AttemptRunner,
     DurabilityScheduler,
     Engine,
@@ -36,6 +38,7 @@ from .._engine import (
     MigrationResult,
     MigrationTarget,
     Participant,
+    Reservation,
     SchedulerOptionArgs,
     as_context,
     attach,
@@ -50,6 +53,7 @@ __all__ = [
     "HostAlarmInfo",
     "MigrationResult",
     "MigrationTarget",
+    "Reservation",
     "SchedulerOptionArgs",
     "WorkflowEngine",
     "migrate_schema",
@@ -95,6 +99,15 @@ class WorkflowEngine:
     def runner(self) -> AttemptRunner:
         """The engine's `AttemptRunner`, which starts every run."""
         return self.engine.runner
+
+    def reserve(self, attempts: Iterable[tuple[int, Attempt]]) -> Reservation:
+        """Permits (those free now) and keys for new instances a write inserts claimed."""
+        return self.engine.runner.reserve(attempts)
+
+    @property
+    def runs_alone(self) -> bool:
+        """Whether every run holds every permit (a pool of one)."""
+        return self.engine.permits.size == 1
 
     @property
     def running(self) -> Mapping[str, ActiveExecution]:

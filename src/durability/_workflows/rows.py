@@ -87,23 +87,62 @@ def insert_instance(
     generation: str,
     params: str,
     now: int,
+    claim_alone: int | None = None,
 ) -> bool:
-    """Add a queued instance due now; False (nothing written) when the key exists."""
+    """Add an instance due now: queued, or with `claim_alone` (0 or 1) its first run
+    claimed already (the row `claim_run` leaves); False (nothing written) when the key
+    exists."""
+    claimed = claim_alone is not None
     written = sql.exec(
         "INSERT INTO durability_workflow_instances (instance_key, workflow, instance_id, "
         "generation_id, status, next_attempt_at, attempt, state, params, created_at, "
-        "updated_at) VALUES (?, ?, ?, ?, 'pending', ?, 0, 'queued', ?, ?, ?) "
-        "ON CONFLICT (instance_key) DO NOTHING",
+        "started_at, updated_at, claim_alone) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, "
+        "?, ?, ?) ON CONFLICT (instance_key) DO NOTHING",
         key,
         workflow,
         instance_id,
         generation,
         now,
+        1 if claimed else 0,
+        "running" if claimed else "queued",
         params,
         now,
+        now if claimed else None,
         now,
+        claim_alone,
     ).rows_written
     return bool(written)
+
+
+def claimed_row(
+    key: str,
+    workflow: str,
+    instance_id: str,
+    generation: str,
+    params: str,
+    now: int,
+    claim_alone: int,
+) -> InstanceRow:
+    """The row `insert_instance` wrote with its first run claimed."""
+    return InstanceRow(
+        key,
+        workflow,
+        instance_id,
+        generation,
+        "pending",
+        now,
+        1,
+        "running",
+        params,
+        None,
+        None,
+        None,
+        now,
+        now,
+        None,
+        None,
+        claim_alone,
+    )
 
 
 Due = tuple[str, str, int, int, str, "int | None"]

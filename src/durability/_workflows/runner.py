@@ -23,16 +23,13 @@ from .._engine import Attempt, AttemptKind, AttemptPolicy, Hold, hand_over, rele
 from .._types import MAX_SAFE_INTEGER
 from . import rows
 from .body import RunBody, WorkflowCode
+from .claims import RUN_FAILED, Claimed, CreateClaims, NewInstance
 from .engine import Engine, HostAlarmInfo, WorkflowEngine
-from .rows import Fence, InstanceRow
 from .run import Run
 from .schema import INSTANCES
 
 DUE_BATCH = 100
 """How many due instances one alarm pass reads and runs."""
-
-RUN_FAILED = "durability.workflows.run_failed"
-"""How the failure of a run started outside an alarm pass is reported."""
 
 RUNS = AttemptPolicy(
     attempt_timeout_ms=MAX_SAFE_INTEGER, max_attempts=MAX_SAFE_INTEGER, delay=lambda _: 0
@@ -43,19 +40,6 @@ it."""
 
 Start = tuple[str, str, str, int, int]
 """An instance to run now: workflow, key, generation, creation time and runs so far."""
-
-
-class _Claimed:
-    """A claimed run (an `Attempt`'s `data` once claimed): the row it was claimed from,
-    its fence, and whether it ended (not stopped by a storage failure) leaving work the
-    timer must look at (it suspended, or the instance moved on under it)."""
-
-    __slots__ = ("fence", "owed", "row")
-
-    def __init__(self, row: InstanceRow, fence: Fence) -> None:
-        self.row = row
-        self.fence = fence
-        self.owed = False
 
 
 class Runner:
@@ -109,6 +93,11 @@ class Runner:
         started = self.engine.runner.start(attempts, wait=True, reconcile=False)
         if started is not None:
             self.engine.in_background(started, RUN_FAILED, {"instance": attempts[0].key})
+
+    def claims(self, workflow: str, new: list[NewInstance]) -> CreateClaims:
+        """The first runs of new instances of `workflow` that a create's write claims, as
+        far as permits are free now."""
+        return CreateClaims(self.engine, self._kind(workflow), new)
 
     def _due_attempt(self, due: rows.Due) -> Attempt | None:
         """The attempt of due instance `due` as its permit is taken (none if it runs here)."""
@@ -165,22 +154,25 @@ class Runner:
         for hold in claimed:
             hand_over(engine, hold, self._execute(hold.attempt.data), waiting, self._finish)
 
-    async def _execute(self, claimed: _Claimed) -> None:
-        claimed.owed = await self.body.run(claimed.row, claimed.fence)
+    async def _execute(self, claimed: Claimed) -> None:
+        row = claimed.row
+        if claimed.created:
+            row = rows.read_instance(self.engine.sql, row.key) or row
+        claimed.owed = await self.body.run(row, claimed.fence)
 
     def _finish(self, engine: Engine, hold: Hold) -> None:
         """Give the run's key and permit back; after a run that ended leaving work due,
         re-arm the timer for what it skipped meanwhile (a run cut short leaves that to
         the alarm; one that wrote its instance complete, errored or paused left none)."""
         release(engine, hold)
-        claimed: _Claimed = hold.attempt.data
+        claimed: Claimed = hold.attempt.data
         if claimed.owed:
             self.engine.refresh(hold.attempt.key)
 
 
 def _claim(sql: SqlStorage, hold: Hold, now: int) -> bool:
     """Claim the run of `hold`'s instance if it is still due (the attempt's `data` is
-    then its `_Claimed`); a suspect is claimed only alone."""
+    then its `Claimed`); a suspect is claimed only alone."""
     attempt = hold.attempt
     row = rows.read_instance(sql, attempt.key)
     if (
@@ -198,5 +190,5 @@ def _claim(sql: SqlStorage, hold: Hold, now: int) -> bool:
         return False  # a suspect runs alone: the next pass runs it
     if fence is None:
         return False
-    attempt.data = _Claimed(row, fence)
+    attempt.data = Claimed(row, fence)
     return True
