@@ -83,6 +83,48 @@ def test_durability_path_keeps_files(project: pytest.Pytester) -> None:
     project.runpytest_subprocess().assert_outcomes(passed=1)
 
 
+def test_make_runtime_restart_and_options(project: pytest.Pytester) -> None:
+    """`durability_options` reaches `runtime` and `make_runtime` (keywords given win),
+    `restart()` starts the next runtime on the same files, and a runtime a test leaves
+    running is closed after it (its path is free for the next test)."""
+    project.makepyfile(
+        test_runtimes="""
+        import pytest
+        from counter import Counter
+
+        @pytest.fixture
+        def durability_bindings():
+            return {"COUNTERS": Counter}
+
+        @pytest.fixture
+        def durability_path(tmp_path_factory):
+            return tmp_path_factory.getbasetemp() / "shared"
+
+        @pytest.fixture
+        def durability_options():
+            return {"max_live_objects": 3}
+
+        async def test_options(runtime, make_runtime, tmp_path):
+            assert runtime.max_live_objects == 3
+            async with make_runtime(path=tmp_path, max_live_objects=5) as other:
+                assert (other.max_live_objects, other.path) == (5, tmp_path)
+
+        async def test_restart_keeps_files(runtime, restart):
+            await runtime.env.COUNTERS.get_by_name("a").increment()
+            again = await restart()
+            assert again is not runtime
+            assert await again.env.COUNTERS.get_by_name("a").increment() == 2
+
+        async def test_left_running(make_runtime):
+            await make_runtime().start()
+
+        async def test_path_is_free_again(runtime):
+            assert await runtime.env.COUNTERS.get_by_name("a").increment() == 3
+        """
+    )
+    project.runpytest_subprocess().assert_outcomes(passed=4)
+
+
 def test_runtime_without_bindings_says_what_to_define(project: pytest.Pytester) -> None:
     """Using `runtime` without a `durability_bindings` fixture errors with the fix."""
     project.makepyfile(
