@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from _lab import Lab, open_lab
-from conftest import START_MS, LiveObject, noop
+from conftest import START_MS, LiveObject, MakeRuntime, noop
 from durability import (
     AlarmMethodOptions,
     AttemptSettledEvent,
@@ -27,8 +27,7 @@ from durability import (
     now_ms,
 )
 from durability.cloudflare import adapt
-from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
-from durability.testing import VirtualClock
+from durability.runtime import AlarmInvocationInfo, DurableObject
 
 pytestmark = pytest.mark.usefixtures("host")
 
@@ -482,7 +481,7 @@ async def test_lifecycle_events_name_the_alarm() -> None:
         )
 
 
-async def test_migrate_classmethod_moves_the_named_alarm_schema() -> None:
+async def test_migrate_classmethod_moves_the_named_alarm_schema(make_runtime: MakeRuntime) -> None:
     """DurabilityAlarms.migrate(ctx, None) drops durability_alarms; LATEST recreates it."""
 
     class Migrating(DurableObject):
@@ -495,7 +494,7 @@ async def test_migrate_classmethod_moves_the_named_alarm_schema() -> None:
             back = adapt(self.ctx).storage.sql.exec(tables).one()["n"]
             return [len(down.rolled_back), gone, len(up.applied), back]
 
-    async with Runtime(bindings={"MIG": Migrating}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"MIG": Migrating}) as rt:
         rolled_back, gone, applied, back = await rt.env.MIG.get_by_name("m").cycle()
         assert (gone, back) == (0, 1)
         assert rolled_back == applied > 0

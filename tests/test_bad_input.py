@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability import (
     Durability,
     DurabilityFanout,
@@ -21,7 +22,7 @@ from durability import (
     RetryPolicy,
 )
 from durability.routing import RoutingClient
-from durability.runtime import DurableObject, Runtime
+from durability.runtime import DurableObject
 from durability.testing import VirtualClock
 
 MB2 = 2_000_000
@@ -85,9 +86,8 @@ class Target(DurableObject):
 
 
 @pytest.fixture
-async def target() -> Any:
-    clock = VirtualClock()
-    async with Runtime(bindings={"T": Target}, clock=clock) as rt:
+async def target(make_runtime: MakeRuntime, clock: VirtualClock) -> Any:
+    async with make_runtime(bindings={"T": Target}) as rt:
         yield rt.env.T.get_by_name("t"), clock
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability import LATEST
 from durability._context import SqlCursor
 from durability._engine.migrations import migrate
@@ -21,8 +22,7 @@ from durability._operations.records import CALLS, list_query
 from durability._types import SqlValue
 from durability.cli._inspect.sections import operation_counts, operation_details
 from durability.cli._inspect.tables import Tables
-from durability.runtime import DurableObject, ObjectStub, Runtime
-from durability.testing import VirtualClock
+from durability.runtime import DurableObject, ObjectStub
 
 CALLS_0009 = "durability_0009_calls_cancelled_and_listing"
 CALLS_0012 = "durability_0012_calls_lean_indexes"
@@ -89,8 +89,8 @@ class CallsLab(DurableObject):
 
 
 @pytest.fixture
-async def lab(tmp_path: Path) -> AsyncIterator[ObjectStub]:
-    async with Runtime(path=str(tmp_path), bindings={"LAB": CallsLab}, clock=VirtualClock()) as rt:
+async def lab(tmp_path: Path, make_runtime: MakeRuntime) -> AsyncIterator[ObjectStub]:
+    async with make_runtime(path=str(tmp_path), bindings={"LAB": CallsLab}) as rt:
         yield rt.env.LAB.get_by_name("lab")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -23,6 +23,7 @@ from _cloudflare_double import (
     WorkersContext,
     install,
 )
+from _hosts import hosted, hosting
 from conftest import START_MS, Holder
 from durability import (
     Durability,
@@ -47,15 +48,16 @@ T0 = START_MS
 async def live_ctx(clock: VirtualClock) -> AsyncIterator[Any]:
     """The ctx a live `Holder` object was given."""
     probe = SimpleNamespace(ctx=None, alarms=[])
-    async with Runtime(bindings={"OBJ": Holder, "PROBE": probe}, clock=clock) as rt:
+    async with Runtime(bindings={"OBJ": Holder, "PROBE": probe}, clock=clock, **hosted()) as rt:
         await rt.env.OBJ.get_by_name("a").now()
         yield probe.ctx
 
 
 @pytest.fixture(params=[WORKERS_SDK, BUILTIN])
-def flavour(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    install(monkeypatch, str(request.param))
-    return str(request.param)
+def flavour(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Objects hosted as on Cloudflare, in each flavour of the double."""
+    with hosting(install(monkeypatch, str(request.param))):
+        yield str(request.param)
 
 
 @pytest.fixture

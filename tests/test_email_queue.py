@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability.runtime import Request, Runtime
 from durability.runtime.server import WorkerModule, load_worker
 from durability.testing import VirtualClock
@@ -71,13 +72,14 @@ class Queue:
 
 
 @pytest.fixture
-async def queue(tmp_path: Path) -> AsyncIterator[Queue]:
+async def queue(
+    tmp_path: Path, make_runtime: MakeRuntime, clock: VirtualClock
+) -> AsyncIterator[Queue]:
     worker = load_worker(str(EXAMPLE))
     mailer = FakeMailer()
     storage = tmp_path / "storage"
     bindings = {**worker.bindings, "MAILER": mailer, "STORAGE_DIR": str(storage)}
-    clock = VirtualClock()
-    async with Runtime(path=str(tmp_path / "db"), bindings=bindings, clock=clock) as rt:
+    async with make_runtime(path=str(tmp_path / "db"), bindings=bindings) as rt:
         yield Queue(worker, rt, clock, sys.modules[worker.name], storage, mailer)
 
 

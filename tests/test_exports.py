@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import durability
+from conftest import MakeRuntime
 from durability import (
     LATEST,
     AbortSignal,
@@ -325,7 +326,9 @@ def test_options_are_keyword_only(target: Callable[..., Any]) -> None:
     assert kinds <= {inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.VAR_KEYWORD}
 
 
-async def test_a_runtime_ctx_and_its_cursor_pass_isinstance_of_the_protocols() -> None:
+async def test_a_runtime_ctx_and_its_cursor_pass_isinstance_of_the_protocols(
+    make_runtime: MakeRuntime,
+) -> None:
     """`Context` and `SqlCursor` are runtime-checkable: a host's ctx and cursor pass."""
     seen: list[bool] = []
 
@@ -336,7 +339,7 @@ async def test_a_runtime_ctx_and_its_cursor_pass_isinstance_of_the_protocols() -
             seen.append(isinstance(cursor, durability.SqlCursor))
             seen.append(isinstance(object(), durability.Context))
 
-    async with Runtime(bindings={"P": Probe}, clock=VirtualClock()) as rt:
+    async with make_runtime(bindings={"P": Probe}) as rt:
         await rt.env.P.get_by_name("p").check()
     assert seen == [True, True, False]
 

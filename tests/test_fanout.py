@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from _fanout_host import Probe, bodies, hub
-from conftest import START_MS
+from conftest import START_MS, MakeRuntime
 from durability import (
     DurabilityFanout,
     FanoutTarget,
@@ -17,8 +17,7 @@ from durability import (
     StoredMessage,
 )
 from durability._errors import SerializedError
-from durability.runtime import DurableObject, Runtime
-from durability.testing import VirtualClock
+from durability.runtime import DurableObject
 
 
 async def test_each_target_gets_each_message_and_settled_messages_are_deleted() -> None:
@@ -306,8 +305,10 @@ class _Bare(DurableObject):
         ("target_timeout", "ValueError: targets.a.attempt_timeout_ms must be a positive integer"),
     ],
 )
-async def test_invalid_options_raise_before_anything_is_stored(kind: str, expected: str) -> None:
+async def test_invalid_options_raise_before_anything_is_stored(
+    kind: str, expected: str, make_runtime: MakeRuntime
+) -> None:
     """Bad targets and options raise at construction, naming the target or option."""
-    async with Runtime(bindings={"BARE": _Bare}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"BARE": _Bare}) as rt:
         stub = rt.env.BARE.get_by_name("a")
         assert await stub.build(kind) == expected

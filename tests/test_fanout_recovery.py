@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from _fanout_host import Hub, Probe, bodies, hub
-from conftest import START_MS
+from conftest import START_MS, MakeRuntime
 from durability import (
     LATEST,
     Durability,
@@ -28,7 +28,7 @@ from durability import (
     StoredFailure,
     now_ms,
 )
-from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
+from durability.runtime import AlarmInvocationInfo, DurableObject
 from durability.testing import VirtualClock
 
 
@@ -83,15 +83,21 @@ async def test_interrupted_final_attempt_is_dead_lettered_once_interrupted_alone
         assert await t.obj.rows() == []
 
 
-async def test_messages_survive_a_restart_of_the_runtime(tmp_path: Path) -> None:
+async def test_messages_survive_a_restart_of_the_runtime(
+    tmp_path: Path, make_runtime: MakeRuntime
+) -> None:
     """Accepted messages not yet delivered are delivered by the alarm after a restart."""
     probe = Probe(consumers={"email": {}}, options={"batch_delay_ms": 60_000})
     clock = VirtualClock(START_MS + 1)
-    async with Runtime(bindings={"HUB": Hub, "PROBE": probe}, clock=clock, path=tmp_path) as rt:
+    async with make_runtime(
+        bindings={"HUB": Hub, "PROBE": probe}, clock=clock, path=tmp_path
+    ) as rt:
         result = await rt.env.HUB.get_by_name("a").enqueue(bodies("x"))
         assert result["success"] is True
     assert probe.batches == []
-    async with Runtime(bindings={"HUB": Hub, "PROBE": probe}, clock=clock, path=tmp_path) as rt:
+    async with make_runtime(
+        bindings={"HUB": Hub, "PROBE": probe}, clock=clock, path=tmp_path
+    ) as rt:
         await clock.advance_to(START_MS + 60_000)
         assert probe.delivered("email") == [("m1", 1)]
 
@@ -206,11 +212,12 @@ class Shared(DurableObject):
         await self.scheduler.alarm(info)
 
 
-async def test_fanout_operations_and_named_alarms_share_one_scheduler_and_alarm() -> None:
+async def test_fanout_operations_and_named_alarms_share_one_scheduler_and_alarm(
+    make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """One alarm serves all three: it always sits at the earliest pending work of any helper."""
     log: list[tuple[str, int]] = []
-    clock = VirtualClock(START_MS)
-    async with Runtime(bindings={"SHARED": Shared, "PROBE": log}, clock=clock) as rt:
+    async with make_runtime(bindings={"SHARED": Shared, "PROBE": log}) as rt:
         stub = rt.env.SHARED.get_by_name("a")
         await stub.start()
         await clock.run_until_idle()
@@ -250,10 +257,10 @@ class Schema(DurableObject):
         }
 
 
-async def test_migrate_creates_and_drops_the_fanout_tables() -> None:
+async def test_migrate_creates_and_drops_the_fanout_tables(make_runtime: MakeRuntime) -> None:
     """migrate(LATEST) creates the three tables (with the lean delivery indexes);
     migrate(None) drops them again."""
-    async with Runtime(bindings={"SCHEMA": Schema}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"SCHEMA": Schema}) as rt:
         stub = rt.env.SCHEMA.get_by_name("a")
         up = await stub.migrate("latest")
         assert up == {

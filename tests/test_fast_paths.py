@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conftest import START_MS
+from conftest import START_MS, MakeRuntime
 from durability import Durability, DurabilityAlarms, DurableAlarmInfo, DurableCall, now_ms
 from durability._engine.lifecycle import AttemptSettledEvent, slot_constructor
 from durability._engine.tables import TableSpec, claim_attempt, claim_suspect, is_exhausted
@@ -284,7 +284,9 @@ def test_a_slot_built_event_equals_the_constructed_one() -> None:
         slot_constructor(AttemptSettledEvent, *swapped)
 
 
-async def test_completed_attempts_emit_the_events_the_constructor_builds() -> None:
+async def test_completed_attempts_emit_the_events_the_constructor_builds(
+    make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """The completed events an operation and a named alarm emit are the ones
     `AttemptSettledEvent(...)` builds from their fields by keyword."""
     events: list[Any] = []
@@ -315,8 +317,7 @@ async def test_completed_attempts_emit_the_events_the_constructor_builds() -> No
         async def alarm(self, info: Any = None) -> None:
             await self.durability.alarm(info)
 
-    clock = VirtualClock(start_ms=START_MS)
-    async with Runtime(bindings={"S": Settled}, clock=clock) as rt:
+    async with make_runtime(bindings={"S": Settled}) as rt:
         await rt.env.S.get_by_name("s").go()
         await clock.advance(2_000)
     settled = [event for event in events if event.type == "attempt_settled"]

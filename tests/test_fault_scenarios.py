@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability import (
     DuplicateDurableCallError,
     Durability,
@@ -273,10 +274,11 @@ class World:
 
 
 @pytest.fixture
-async def world(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[World]:
-    clock = VirtualClock()
+async def world(
+    tmp_path: Path, request: pytest.FixtureRequest, make_runtime: MakeRuntime, clock: VirtualClock
+) -> AsyncIterator[World]:
     bindings = {"LAB": Lab, "LEDGER": EffectLedger}
-    async with Runtime(path=str(tmp_path), bindings=bindings, clock=clock) as rt:
+    async with make_runtime(path=str(tmp_path), bindings=bindings) as rt:
         name = request.node.name
         yield World(
             rt,

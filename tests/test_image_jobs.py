@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability.runtime import Request, Runtime
 from durability.runtime.server import WorkerModule, load_worker
 from durability.testing import VirtualClock
@@ -78,15 +79,14 @@ Serve = Callable[[FakeResizer], AbstractAsyncContextManager[Jobs]]
 
 
 @pytest.fixture
-def serve(tmp_path: Path) -> Serve:
+def serve(tmp_path: Path, make_runtime: MakeRuntime, clock: VirtualClock) -> Serve:
     """Serve the example on one data directory; each use is a fresh runtime (a restart)."""
     worker = load_worker(str(EXAMPLE))
-    clock = VirtualClock()
 
     @asynccontextmanager
     async def running(resizer: FakeResizer) -> AsyncIterator[Jobs]:
         bindings = {**worker.bindings, "RESIZER": resizer}
-        async with Runtime(path=str(tmp_path / "db"), bindings=bindings, clock=clock) as rt:
+        async with make_runtime(path=str(tmp_path / "db"), bindings=bindings) as rt:
             yield Jobs(worker, rt, clock)
 
     return running

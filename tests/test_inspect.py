@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import durability
+from conftest import MakeRuntime
 from durability import (
     Durability,
     DurabilityAlarms,
@@ -76,9 +77,11 @@ class Shop(DurableObject):
 
 
 @pytest.fixture
-async def served(tmp_path: Path, clock: VirtualClock) -> AsyncIterator[Runtime]:
+async def served(
+    tmp_path: Path, clock: VirtualClock, make_runtime: MakeRuntime
+) -> AsyncIterator[Runtime]:
     """A running file-backed runtime with one filled shop, `acme`, whose charge failed."""
-    async with Runtime(path=tmp_path / "data", bindings={"SHOPS": Shop}, clock=clock) as rt:
+    async with make_runtime(path=tmp_path / "data", bindings={"SHOPS": Shop}) as rt:
         await rt.env.SHOPS.get_by_name("acme").fill()
         await clock.advance(60_000)
         yield rt
@@ -193,10 +196,10 @@ async def test_inspect_writes_nothing(served: Runtime, tmp_path: Path) -> None:
 
 
 async def test_inspect_reads_a_closed_runtime_directory(
-    tmp_path: Path, clock: VirtualClock
+    tmp_path: Path, clock: VirtualClock, make_runtime: MakeRuntime
 ) -> None:
     """Once the runtime has closed (WAL checkpointed), the files still read as before."""
-    async with Runtime(path=tmp_path, bindings={"SHOPS": Shop}, clock=clock) as rt:
+    async with make_runtime(path=tmp_path, bindings={"SHOPS": Shop}) as rt:
         await rt.env.SHOPS.get_by_name("acme").fill()
     assert _only(tmp_path, "SHOPS", "acme")["operations"] == {"pending": 1}
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from _lab import open_lab
-from conftest import START_MS, LiveObject
+from conftest import START_MS, LiveObject, MakeRuntime
 from durability import (
     CancelledEvent,
     DuplicateDurableCallError,
@@ -32,7 +32,7 @@ from durability import (
 )
 from durability._operations.records import list_query
 from durability.cloudflare import adapt
-from durability.runtime import DurableObject, Runtime
+from durability.runtime import DurableObject
 from durability.testing import VirtualClock
 
 pytestmark = pytest.mark.usefixtures("host")
@@ -456,7 +456,9 @@ async def test_retry_arms_the_alarm_with_its_write() -> None:
         assert (await t.obj.result("b"))["status"] == "completed"
 
 
-async def test_cancel_and_retry_survive_a_restart(tmp_path: Path) -> None:
+async def test_cancel_and_retry_survive_a_restart(
+    tmp_path: Path, make_runtime: MakeRuntime
+) -> None:
     """A cancel and a retry written before the runtime stopped hold after it restarts on
     the same files: the cancelled call never runs, the retried one runs as attempt 1
     (once the call that held the only permit is failed, its interrupted attempt its last)."""
@@ -474,7 +476,7 @@ async def test_cancel_and_retry_survive_a_restart(tmp_path: Path) -> None:
         assert await t.obj.cancel("a") is True
     clock = VirtualClock(START_MS + 1_000)
     bindings = {"CONTROL": Control, "PROBE": probe}
-    async with Runtime(bindings=bindings, clock=clock, path=tmp_path) as rt:
+    async with make_runtime(bindings=bindings, clock=clock, path=tmp_path) as rt:
         obj = rt.env["CONTROL"].get_by_name("a")
         await clock.advance(60_000)
         assert [(key, attempt) for key, attempt, _ in probe.calls] == [

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from _hosts import hosted
 from _lab import note_attempt_on_disk
 from durability import DuplicateDurableCallError, Durability, DurableCall
 from durability.cloudflare import adapt
@@ -87,7 +88,7 @@ def count_commits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 async def start(
     clock: VirtualClock, probe: dict[str, Any], path: Path | None = None
 ) -> tuple[Runtime, Any]:
-    rt = Runtime(path=path, bindings={"E": Eager, "PROBE": probe}, clock=clock)
+    rt = Runtime(path=path, bindings={"E": Eager, "PROBE": probe}, clock=clock, **hosted())
     await rt.start()
     return rt, rt.env.E.get_by_name("eager")
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from _lab import Lab, open_lab
-from conftest import START_MS, LiveObject, noop
+from conftest import START_MS, LiveObject, MakeRuntime, noop
 from durability import (
     AbortSignal,
     AttemptSettledEvent,
@@ -37,7 +37,7 @@ from durability import (
     now_ms,
 )
 from durability.cloudflare import adapt
-from durability.runtime import DurableObject, Runtime
+from durability.runtime import DurableObject
 from durability.testing import VirtualClock
 
 pytestmark = pytest.mark.usefixtures("host")
@@ -307,11 +307,12 @@ class Keys(DurableObject):
         await self.durability.alarm(info)
 
 
-async def test_idempotency_key_is_stable_per_call_and_unique_across_objects() -> None:
+async def test_idempotency_key_is_stable_per_call_and_unique_across_objects(
+    make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """Every attempt of a call sees one key; it names the object, operation and id."""
     seen: list[tuple[str, int, str]] = []
-    clock = VirtualClock(START_MS)
-    async with Runtime(bindings={"KEYS": Keys, "PROBE": seen}, clock=clock) as rt:
+    async with make_runtime(bindings={"KEYS": Keys, "PROBE": seen}) as rt:
         first, second = rt.env.KEYS.get_by_name("first"), rt.env.KEYS.get_by_name("second")
         await first.register("charge", "inv-1")
         await second.register("charge", "inv-1")
@@ -324,11 +325,12 @@ async def test_idempotency_key_is_stable_per_call_and_unique_across_objects() ->
         assert keys[("first", 1)] == f"durability-call:v1:{first_id}:charge:inv-1"
 
 
-async def test_idempotency_key_escapes_the_operation_name() -> None:
+async def test_idempotency_key_escapes_the_operation_name(
+    make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """Operation "a:b" with id "c" and operation "a" with id "b:c" get different keys."""
     seen: list[tuple[str, int, str]] = []
-    clock = VirtualClock(START_MS)
-    async with Runtime(bindings={"KEYS": Keys, "PROBE": seen}, clock=clock) as rt:
+    async with make_runtime(bindings={"KEYS": Keys, "PROBE": seen}) as rt:
         obj = rt.env.KEYS.get_by_name("one")
         await obj.register("a:b", "c")
         await obj.register("a", "b:c")
@@ -844,7 +846,7 @@ class _Exploding(list[Any]):
         raise RuntimeError("hook down")
 
 
-async def test_constructor_rejects_bad_options_before_writing() -> None:
+async def test_constructor_rejects_bad_options_before_writing(make_runtime: MakeRuntime) -> None:
     """Bad options raise ValueError/TypeError naming the option."""
 
     class Bad(DurableObject):
@@ -875,7 +877,7 @@ async def test_constructor_rejects_bad_options_before_writing() -> None:
                 return f"{type(error).__name__}: {error} (tables={tables})"
             return "built"
 
-    async with Runtime(bindings={"BAD": Bad}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"BAD": Bad}) as rt:
         obj = rt.env.BAD.get_by_name("x")
         assert await obj.build("timeout") == (
             "ValueError: attempt_timeout_ms must be a positive integer (tables=0)"
@@ -927,7 +929,7 @@ async def test_invalid_option_raises_and_writes_nothing(
     assert live.tables() == []
 
 
-async def test_second_durability_on_one_scheduler_is_rejected() -> None:
+async def test_second_durability_on_one_scheduler_is_rejected(make_runtime: MakeRuntime) -> None:
     """One Durability per scheduler: a second raises ValueError 'already attached'."""
 
     class Twice(DurableObject):
@@ -940,7 +942,7 @@ async def test_second_durability_on_one_scheduler_is_rejected() -> None:
                 return str(error)
             return "built"
 
-    async with Runtime(bindings={"TWICE": Twice}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"TWICE": Twice}) as rt:
         message = await rt.env.TWICE.get_by_name("x").build()
         assert message == "A Durability helper is already attached to this scheduler"
 
@@ -951,7 +953,9 @@ async def test_operation_objects_are_shared_and_names_checked() -> None:
         assert await t.obj.names() == [True, "ValueError", "AttributeError"]
 
 
-async def test_migrate_classmethod_reverts_and_reapplies_the_schema() -> None:
+async def test_migrate_classmethod_reverts_and_reapplies_the_schema(
+    make_runtime: MakeRuntime,
+) -> None:
     """Durability.migrate(ctx, None) drops the calls table; LATEST brings it back."""
 
     class Migrating(DurableObject):
@@ -968,7 +972,7 @@ async def test_migrate_classmethod_reverts_and_reapplies_the_schema() -> None:
             up = Durability.migrate(self.ctx)
             return [list(down.rolled_back), gone, list(up.applied)]
 
-    async with Runtime(bindings={"MIG": Migrating}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"MIG": Migrating}) as rt:
         rolled_back, gone, applied = await rt.env.MIG.get_by_name("m").cycle()
         assert gone == 0
         assert rolled_back == list(reversed(applied))

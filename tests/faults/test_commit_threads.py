@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability.runtime import DurableObject, Runtime, _log_syncs
 from durability.runtime import _commit_threads as commit_threads
 from durability.testing import VirtualClock
@@ -66,10 +67,12 @@ async def test_real_clock_commits_run_in_worker_threads(
         assert await rt.env.C.get_by_name("c0").count() == 2
 
 
-async def test_virtual_clock_commits_run_on_the_loop(tmp_path: Path, faults: StorageFaults) -> None:
+async def test_virtual_clock_commits_run_on_the_loop(
+    tmp_path: Path, faults: StorageFaults, make_runtime: MakeRuntime
+) -> None:
     """Under a VirtualClock every commit runs on the loop's thread (deterministic runs)."""
     threads = _commit_threads(faults)
-    async with Runtime(path=tmp_path, bindings={"C": Counter}, clock=VirtualClock()) as rt:
+    async with make_runtime(path=tmp_path, bindings={"C": Counter}) as rt:
         await asyncio.gather(*(rt.env.C.get_by_name(f"c{n}").add() for n in range(3)))
     assert threads and set(threads) == {threading.current_thread().name}
 
@@ -110,12 +113,11 @@ async def test_failed_catalog_write_fails_the_threaded_commit_that_needs_it(
 
 
 async def test_alarm_delivery_costs_two_object_commits(
-    tmp_path: Path, faults: StorageFaults
+    tmp_path: Path, faults: StorageFaults, make_runtime: MakeRuntime, clock: VirtualClock
 ) -> None:
     """The retry fallback joins alarm()'s own first commit: a delivery is two commits in all."""
-    clock = VirtualClock()
     commits: list[str] = []
-    async with Runtime(path=tmp_path, bindings={"C": Counter}, clock=clock) as rt:
+    async with make_runtime(path=tmp_path, bindings={"C": Counter}) as rt:
         stub = rt.env.C.get_by_name("c")
         await stub.arm(clock.now_ms() + 1_000)
         faults.watch("/C/", "COMMIT", lambda: commits.append("commit"))
