@@ -131,9 +131,9 @@ async def test_cursor_camel_case_and_attribute_rows(rt: Runtime) -> None:
     }
 
 
-async def test_one_refuses_other_row_counts_in_cloudflare_words() -> None:
+async def test_one_refuses_other_row_counts_in_cloudflare_words(make_runtime: MakeRuntime) -> None:
     """one() raises unless exactly one row, with the message Cloudflare gives."""
-    async with Runtime(bindings={"NS": Spelled}) as runtime:
+    async with make_runtime(bindings={"NS": Spelled}) as runtime:
         await runtime.env.NS.getByName("a").cursor()
         probe = runtime.env.NS.getByName("a")
         assert await probe.one_of("SELECT k FROM t") == (

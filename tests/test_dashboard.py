@@ -230,10 +230,10 @@ async def test_advance_on_the_wall_clock_is_409(tmp_path: Path) -> None:
     assert state["virtual_time"] is False
 
 
-async def test_an_in_memory_runtime_has_nothing_to_show() -> None:
+async def test_an_in_memory_runtime_has_nothing_to_show(make_runtime: MakeRuntime) -> None:
     """A runtime without a path shows why the page is empty instead of failing."""
     worker = load_worker(str(WORKER))
-    async with Runtime(bindings=worker.bindings) as runtime:
+    async with make_runtime(bindings=worker.bindings) as runtime:
         transport = httpx.ASGITransport(app=WorkerApp(worker, runtime))
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
             page = await client.get("/_durability")

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from durability.runtime import Request, Runtime
+from conftest import MakeRuntime
+from durability.runtime import Request
 from durability.runtime.server import load_worker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,7 +124,7 @@ def test_local_link_anchors_resolve(page: Path) -> None:
 
 
 async def test_getting_started_app_answers_by_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_runtime: MakeRuntime
 ) -> None:
     """The tutorial's served `app.py` greets the name in the URL path, as curl would ask."""
     page = ROOT / "docs" / "getting-started.md"
@@ -134,7 +135,7 @@ async def test_getting_started_app_answers_by_path(
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         worker = load_worker(str(tmp_path / "app.py"))
-        async with Runtime(bindings=worker.bindings) as rt:
+        async with make_runtime(bindings=worker.bindings) as rt:
             response = await worker.fetch(Request("http://localhost:8787/alice"), rt.env)
     finally:
         for module in ("app", "greeter"):

@@ -225,11 +225,13 @@ async def test_a_wrong_method_answers_405_with_the_allowed_one(queue: Queue) -> 
 
 
 @pytest.mark.parametrize("kind", ["file", "object"])
-async def test_both_stores_keep_the_first_write_and_page_by_key(kind: str, tmp_path: Path) -> None:
+async def test_both_stores_keep_the_first_write_and_page_by_key(
+    kind: str, tmp_path: Path, make_runtime: MakeRuntime
+) -> None:
     """FileStore and the Store object refuse to overwrite a key, list a prefix in key order
     after a cursor, and delete."""
     module = sys.modules[load_worker(str(EXAMPLE)).name]
-    async with Runtime(bindings={"STORE": module.Store}) as rt:
+    async with make_runtime(bindings={"STORE": module.Store}) as rt:
         stores = sys.modules["email_stores"]
         store = (
             stores.FileStore(tmp_path / "files")

@@ -233,12 +233,12 @@ async def test_a_wrong_method_answers_405_with_the_allowed_one(serve: Serve) -> 
             assert (response.status, response.headers.get("allow")) == (405, allowed), path
 
 
-def test_the_stand_in_resizer_applies_a_key_once() -> None:
+def test_the_stand_in_resizer_applies_a_key_once(make_runtime: MakeRuntime) -> None:
     """The example's own Resizer answers a repeated key with the image made before."""
     module = sys.modules[load_worker(str(EXAMPLE)).name]
 
     async def run() -> list[Any]:
-        async with Runtime(bindings={"RESIZER": module.Resizer}) as rt:
+        async with make_runtime(bindings={"RESIZER": module.Resizer}) as rt:
             resizer = rt.env.RESIZER.get_by_name("resizer")
             first = await resizer.resize("k1", "cat.png", 50, 1)
             second = await resizer.resize("k1", "cat.png", 50, 1)
