@@ -12,9 +12,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from _alarm_probe import Clockwork, Probe
+from _alarm_probe import Clockwork
 from _hosts import hosted
 from _lab import Lab, open_lab
+from _probe import Probe
 from conftest import START_MS
 from durability import (
     AttemptSettledEvent,

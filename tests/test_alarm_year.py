@@ -18,7 +18,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from _alarm_probe import Clockwork, Probe
+from _alarm_probe import Clockwork
+from _probe import Probe
 from conftest import MakeRuntime
 from durability import Durable, DurableAlarmInfo, named_alarm, now_ms
 from durability.runtime import DurableObject, ObjectStub, Runtime

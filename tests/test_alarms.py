@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
-from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any
@@ -12,6 +10,7 @@ from typing import Any
 import pytest
 
 from _lab import Lab, open_lab
+from _probe import Behaviour, Probe
 from conftest import START_MS, LiveObject, MakeRuntime, noop
 from durability import (
     AlarmMethodOptions,
@@ -24,32 +23,13 @@ from durability import (
     PurgedEvent,
     RetryPolicy,
     ScheduledEvent,
-    now_ms,
 )
 from durability.cloudflare import adapt
 from durability.runtime import AlarmInvocationInfo, DurableObject
 
 pytestmark = pytest.mark.usefixtures("host")
 
-Behaviour = Callable[[DurableAlarmInfo], Awaitable[Any]]
 NAMES = ("renew", "strict", "lenient", "tick")
-
-
-class Probe:
-    """The test's side of the object: handler behaviours in, observations out."""
-
-    def __init__(self, **options: Any) -> None:
-        self.options = options
-        self.behaviour: dict[str, Behaviour] = {}
-        self.runs: list[DurableAlarmInfo] = []
-        self.started_at: list[int] = []
-        self.events: list[Any] = []
-        self.gates: dict[str, asyncio.Event] = {}
-        self.running: dict[str, int] = {}
-        self.max_per_name = 0
-
-    def gate(self, name: str) -> asyncio.Event:
-        return self.gates.setdefault(name, asyncio.Event())
 
 
 class Timers(DurableObject):
@@ -66,17 +46,7 @@ class Timers(DurableObject):
         )
 
     async def _handle(self, info: DurableAlarmInfo) -> None:
-        probe = self.probe
-        probe.runs.append(info)
-        probe.started_at.append(now_ms())
-        probe.running[info.name] = probe.running.get(info.name, 0) + 1
-        probe.max_per_name = max(probe.max_per_name, probe.running[info.name])
-        try:
-            behaviour = probe.behaviour.get(info.name)
-            if behaviour is not None:
-                await behaviour(info)
-        finally:
-            probe.running[info.name] -= 1
+        await self.probe.alarm_run(info)
 
     async def schedule(self, name: str, at: int) -> None:
         await self.alarms.named(name)(at)
@@ -324,7 +294,7 @@ async def test_replacement_while_running_waits_for_the_old_handler() -> None:
         await t.clock.run_until_idle()
         assert len(probe.runs) == 2
         assert probe.runs[0].idempotency_key != probe.runs[1].idempotency_key
-        assert probe.max_per_name == 1
+        assert probe.max_per_key == 1
         assert await t.obj.rows() == []
 
 

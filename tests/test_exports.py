@@ -332,14 +332,14 @@ async def test_a_runtime_ctx_and_its_cursor_pass_isinstance_of_the_protocols(
     """`Context` and `SqlCursor` are runtime-checkable: a host's ctx and cursor pass."""
     seen: list[bool] = []
 
-    class Probe(DurableObject):
+    class Checked(DurableObject):
         async def check(self) -> None:
             cursor = self.ctx.storage.sql.exec("SELECT 1 AS one")
             seen.append(isinstance(self.ctx, durability.Context))
             seen.append(isinstance(cursor, durability.SqlCursor))
             seen.append(isinstance(object(), durability.Context))
 
-    async with make_runtime(bindings={"P": Probe}) as rt:
+    async with make_runtime(bindings={"P": Checked}) as rt:
         await rt.env.P.get_by_name("p").check()
     assert seen == [True, True, False]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from _fanout_host import Hub, Probe, bodies, hub
+from _fanout_host import FanoutProbe, Hub, bodies, hub
 from conftest import START_MS, MakeRuntime
 from durability import (
     LATEST,
@@ -38,7 +38,7 @@ async def _hang(messages: Sequence[FanoutMessage[Any]]) -> None:
 
 async def test_claim_is_a_lease_and_an_evicted_attempt_counts() -> None:
     """Evicted mid-delivery, the message is due again after the attempt timeout, as attempt 2."""
-    probe = Probe(consumers={"email": {"attempt_timeout_ms": 30_000}})
+    probe = FanoutProbe(consumers={"email": {"attempt_timeout_ms": 30_000}})
     probe.behaviour["email"] = _hang
     async with hub(probe) as t:
         await t.obj.enqueue(bodies("x"))
@@ -55,7 +55,7 @@ async def test_claim_is_a_lease_and_an_evicted_attempt_counts() -> None:
 async def test_interrupted_final_attempt_is_dead_lettered_once_interrupted_alone() -> None:
     """With max_attempts=1, an attempt cut off beside others is spared: the message is
     delivered again alone; cut off alone too, it is dead-lettered as `interrupted`."""
-    probe = Probe(
+    probe = FanoutProbe(
         consumers={"email": {"attempt_timeout_ms": 30_000, "retries": RetryPolicy(max_attempts=1)}},
         use_dlq=True,
     )
@@ -87,7 +87,7 @@ async def test_messages_survive_a_restart_of_the_runtime(
     tmp_path: Path, make_runtime: MakeRuntime
 ) -> None:
     """Accepted messages not yet delivered are delivered by the alarm after a restart."""
-    probe = Probe(consumers={"email": {}}, options={"batch_delay_ms": 60_000})
+    probe = FanoutProbe(consumers={"email": {}}, options={"batch_delay_ms": 60_000})
     clock = VirtualClock(START_MS + 1)
     async with make_runtime(
         bindings={"HUB": Hub, "PROBE": probe}, clock=clock, path=tmp_path
@@ -106,7 +106,7 @@ async def test_removed_target_keeps_its_work_and_new_targets_get_only_new_messag
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A target dropped from the config keeps its rows (retried each minute) until it returns."""
-    probe = Probe(options={"batch_delay_ms": 60_000})
+    probe = FanoutProbe(options={"batch_delay_ms": 60_000})
     async with hub(probe) as t:
         await t.clock.advance(1)
         await t.obj.enqueue(bodies("x"))
@@ -144,7 +144,7 @@ async def test_removed_target_keeps_its_work_and_new_targets_get_only_new_messag
 
 async def test_physical_alarm_follows_the_earliest_pending_delivery() -> None:
     """A retry an hour away arms the alarm there; nothing pending clears it."""
-    probe = Probe(consumers={"email": {}})
+    probe = FanoutProbe(consumers={"email": {}})
 
     async def later(messages: Sequence[FanoutMessage[Any]]) -> None:
         if messages[0].attempt == 1:

@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from _lab import open_lab
+from _probe import Behaviour, Probe
 from conftest import START_MS, LiveObject, MakeRuntime
 from durability import (
     CancelledEvent,
@@ -37,25 +38,6 @@ from durability.testing import VirtualClock
 
 pytestmark = pytest.mark.usefixtures("host")
 
-Behaviour = Callable[[DurableCall], Awaitable[Any]]
-
-
-class Probe:
-    """Handler behaviours in, observations out (shared across the object's instances)."""
-
-    def __init__(self, **options: Any) -> None:
-        self.options = options
-        self.behaviour: dict[str, Behaviour] = {}
-        self.calls: list[tuple[str, int, int]] = []
-        self.signals: dict[str, Any] = {}
-        self.events: list[Any] = []
-        self.gates: dict[str, asyncio.Event] = {}
-        self.running: dict[str, int] = {}
-        self.max_per_key = 0
-
-    def gate(self, name: str) -> asyncio.Event:
-        return self.gates.setdefault(name, asyncio.Event())
-
 
 class Control(DurableObject):
     """An object with two operations whose handlers do what the probe says."""
@@ -71,16 +53,7 @@ class Control(DurableObject):
         )
 
     async def _handle(self, call: DurableCall) -> Any:
-        probe = self.probe
-        probe.calls.append((call.id, call.attempt, now_ms()))
-        probe.signals[call.id] = call.signal
-        probe.running[call.id] = probe.running.get(call.id, 0) + 1
-        probe.max_per_key = max(probe.max_per_key, probe.running[call.id])
-        try:
-            behaviour = probe.behaviour.get(call.id)
-            return {"attempt": call.attempt} if behaviour is None else await behaviour(call)
-        finally:
-            probe.running[call.id] -= 1
+        return await self.probe.attempt(call, {"attempt": call.attempt})
 
     async def register(self, id: str, **options: Any) -> None:
         await self.durability.charge(id, {"id": id}, **options)

@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from _lab import Lab, open_lab
+from _probe import Behaviour, Probe
 from conftest import START_MS, LiveObject, MakeRuntime, noop
 from durability import (
     AbortSignal,
@@ -42,27 +43,6 @@ from durability.testing import VirtualClock
 
 pytestmark = pytest.mark.usefixtures("host")
 
-Behaviour = Callable[[DurableCall], Awaitable[Any]]
-
-
-class Probe:
-    """The test's side of the object: handler behaviours in, observations out."""
-
-    def __init__(self, **options: Any) -> None:
-        self.options = options
-        self.scheduler_options: dict[str, Any] = {}
-        self.behaviour: dict[str, Behaviour] = {}
-        self.calls: list[tuple[str, int, int]] = []
-        self.signals: list[Any] = []
-        self.events: list[Any] = []
-        self.gates: dict[str, asyncio.Event] = {}
-        self.running: dict[str, int] = {}
-        self.max_running = 0
-        self.max_per_key = 0
-
-    def gate(self, name: str) -> asyncio.Event:
-        return self.gates.setdefault(name, asyncio.Event())
-
 
 class Ops(DurableObject):
     """An object with two operations whose handlers do what the probe says."""
@@ -79,25 +59,10 @@ class Ops(DurableObject):
         )
 
     async def _handle(self, call: DurableCall) -> Any:
-        probe = self.probe
-        probe.calls.append((call.id, call.attempt, self._now()))
-        probe.signals.append(call.signal)
-        probe.running[call.id] = probe.running.get(call.id, 0) + 1
-        probe.max_running = max(probe.max_running, sum(probe.running.values()))
-        probe.max_per_key = max(probe.max_per_key, probe.running[call.id])
-        try:
-            behaviour = probe.behaviour.get(call.id)
-            if behaviour is None:
-                return {"id": call.id, "payload": call.payload}
-            return await behaviour(call)
-        finally:
-            probe.running[call.id] -= 1
+        return await self.probe.attempt(call, {"id": call.id, "payload": call.payload})
 
     def _plain(self, call: DurableCall) -> None:
-        self.probe.calls.append((call.id, call.attempt, self._now()))
-
-    def _now(self) -> int:
-        return _clock_now()
+        self.probe.attempt_now(call)
 
     async def register(self, op: str, id: str, payload: Any = None) -> None:
         await self.durability.operation(op)(id=id, payload=payload)
@@ -474,7 +439,7 @@ async def test_attempt_timeout_aborts_signal_cancels_task_and_retries() -> None:
         await t.obj.register("charge", "a")
         await t.clock.advance(2000)
         assert seen == ["cancelled"]
-        signal = probe.signals[0]
+        signal = probe.signals["a"]
         assert signal.aborted
         assert isinstance(signal.reason, DurableAttemptTimeoutError)
         assert str(signal.reason) == 'Durable operation "charge" timed out after 2000ms'
@@ -770,7 +735,7 @@ async def test_purge_aborts_running_handler_and_ignores_its_late_result() -> Non
         assert await t.obj.purge(START_MS + 1) == 1
         await t.clock.run_until_idle()
         assert (await waiter)["status"] == "not_found"
-        signal = probe.signals[0]
+        signal = probe.signals["a"]
         assert signal.aborted and str(signal.reason) == "Durable operation was purged"
         await t.obj.register("charge", "a", {"v": 2})
         await t.clock.run_until_idle()

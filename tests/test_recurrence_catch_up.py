@@ -15,7 +15,8 @@ from typing import Any
 import cronsim
 import pytest
 
-from _alarm_probe import Clockwork, Probe
+from _alarm_probe import Clockwork
+from _probe import Probe
 from conftest import START_MS
 from durability.runtime import Runtime
 from durability.testing import VirtualClock
