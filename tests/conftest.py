@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeAlias
 
 import pytest
 
@@ -21,16 +21,10 @@ from durability.testing import VirtualClock
 START_MS = 1_700_000_000_000
 """Where every test's virtual clock starts (the VirtualClock default)."""
 
-MakeRuntime = Callable[..., Runtime]
+MakeRuntime: TypeAlias = Callable[..., Runtime]
 """The type of the plugin's `make_runtime` fixture."""
 
-Restart = Callable[..., Awaitable[Runtime]]
-"""The type of the plugin's `restart` fixture."""
-
-MakeRuntime = Callable[..., Runtime]
-"""The type of the plugin's `make_runtime` fixture."""
-
-Restart = Callable[..., Awaitable[Runtime]]
+Restart: TypeAlias = Callable[..., Awaitable[Runtime]]
 """The type of the plugin's `restart` fixture."""
 
 DURABILITY_TABLES = "SELECT name FROM sqlite_master WHERE name LIKE 'durability%' ORDER BY name"

@@ -56,7 +56,7 @@ class Timers(DurableObject):
 
     async def schedule_unserializable(self, name: str, at: int) -> str:
         try:
-            await self.alarms.named(name)(at, payload={"when": datetime.now(UTC)})
+            await self.alarms.named(name)(at, payload={"when": datetime.now(UTC)})  # type: ignore[dict-item]
         except TypeError as error:
             return str(error)
         return "scheduled"
@@ -110,6 +110,7 @@ async def test_far_alarm_runs_at_its_time_from_the_physical_alarm() -> None:
         assert (info.name, info.scheduled_time, info.attempt) == ("renew", START_MS + 3_600_000, 1)
         assert (info.is_retry, info.retry_count) == (False, 0)
         assert info.idempotency_key.startswith("durability-alarm:v1:")
+        assert info.platform is not None
         assert (info.platform.retry_count, info.platform.is_retry) == (0, False)
         assert await t.obj.rows() == []
         assert await t.obj.alarm_at() is None

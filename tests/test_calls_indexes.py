@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -227,7 +227,9 @@ def test_inspect_counts_read_the_index_of_calls_not_completed() -> None:
     connection.set_trace_callback(statements.append)
     tables = Tables(connection)
     assert operation_counts(tables) == {"completed": 5, "failed": 1, "pending": 2}
-    assert [row["id"] for row in operation_details(tables)] == ["k5", "k6", "k7"]  # type: ignore[union-attr,index]
+    details = operation_details(tables)
+    assert isinstance(details, list)
+    assert [cast(dict[str, Any], row)["id"] for row in details] == ["k5", "k6", "k7"]
     plans = [
         " | ".join(row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {statement}"))
         for statement in statements

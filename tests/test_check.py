@@ -270,6 +270,7 @@ def renewals(tmp_path: Path, make_runtime: MakeRuntime) -> Iterator[Path]:
     )
     worker = load_worker(str(project))
     state = project / ".durability"
+    assert worker.project is not None
     worker.project.prepare(state)
 
     async def subscribe() -> None:

@@ -76,7 +76,7 @@ class Spelled(DurableObject):
 
         async def in_transaction(txn: Any) -> int | None:
             await txn.setAlarm(START + 7_000)
-            return await txn.getAlarm()  # type: ignore[no-any-return]
+            return await txn.getAlarm()
 
         seen.append(await storage.transaction(in_transaction))
         return seen

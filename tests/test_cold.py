@@ -80,7 +80,7 @@ async def test_a_logs_segment_is_reused_only_when_it_holds_the_same_records(
     changed = await writing_for("obj.epoch", lambda: store.write(_segment(0, 1, "changed")))
     assert changed != first
     for locator, body in ((first, "original"), (changed, "changed")):
-        records = await store.read(locator)
+        records = await store.read(str(locator))
         assert records is not None
         assert [r.body for r in records] == [f"{body}0", f"{body}1"]
     assert json.loads((tmp_path / first).read_text())["logId"] == "obj.epoch"
@@ -209,7 +209,7 @@ async def test_stale_temporary_files_of_a_killed_writer_are_removed(tmp_path: Pa
 async def test_file_cold_storage_round_trip(tmp_path: Path) -> None:
     """`FileColdStorage` returns a non-empty locator, reads the records back, None if gone."""
     cold = FileColdStorage(tmp_path / "cold")
-    segment = LogSegment(
+    segment: LogSegment[Any] = LogSegment(
         0, 1, [LogRecord(0, "k0", {"a": 1}, START_MS), LogRecord(1, "k1", "b", START_MS)]
     )
     locator = await cold.write(segment)

@@ -243,7 +243,7 @@ async def test_an_in_memory_runtime_has_nothing_to_show(make_runtime: MakeRuntim
 
 def test_many_objects_are_counted_and_the_first_ones_shown() -> None:
     """Past OBJECT_CARDS objects the summary still counts all; the rest are named by count."""
-    reports = [
+    reports: list[dict[str, Any]] = [
         {
             "namespace": "SHOPS",
             "name": f"shop-{n:04d}",

@@ -344,7 +344,7 @@ async def test_a_runtime_ctx_and_its_cursor_pass_isinstance_of_the_protocols(
     assert seen == [True, True, False]
 
 
-SIGNATURE_DEFAULTS = [
+SIGNATURE_DEFAULTS: list[tuple[Any, str, object]] = [
     (DurabilityScheduler, "alarm_concurrency", 10),
     (DurabilityScheduler, "alarm_min_delay_ms", 15_000),
     (DurabilityScheduler, "alarm_handoff_ms", 840_000),

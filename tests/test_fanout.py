@@ -264,7 +264,7 @@ class _Bare(DurableObject):
         async def deliver(messages: Any) -> None:
             return None
 
-        options: dict[str, Any] = {
+        cases: dict[str, dict[str, Any]] = {
             "empty": {"targets": {}},
             "nameless": {"targets": {"": FanoutTarget(deliver=deliver)}},
             "neither": {"targets": {"a": FanoutTarget()}},
@@ -281,7 +281,8 @@ class _Bare(DurableObject):
             "target_timeout": {
                 "targets": {"a": FanoutTarget(deliver=deliver, attempt_timeout_ms=0)}
             },
-        }[kind]
+        }
+        options = cases[kind]
         try:
             DurabilityFanout(context=self.ctx, **options)
         except (TypeError, ValueError) as error:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 from typing import Any
 
 import pytest
@@ -125,7 +126,7 @@ class Lab(DurableObject):
                 storage.transaction_sync(lambda: nested_failure(number))
 
         for number in range(count):
-            storage.transaction_sync(lambda number=number: write(number))
+            storage.transaction_sync(functools.partial(write, number))
         return [row["id"] for row in storage.sql.exec("SELECT id FROM kept ORDER BY id")]
 
     async def alarm(self, info: Any = None) -> None:
@@ -307,7 +308,7 @@ async def test_completed_attempts_emit_the_events_the_constructor_builds(
         def _charge(self, call: DurableCall[Any]) -> Any:
             return f"paid {call.payload}"
 
-        def _renew(self, info: DurableAlarmInfo[Any]) -> None:
+        def _renew(self, info: DurableAlarmInfo) -> None:
             return None
 
         async def go(self) -> None:

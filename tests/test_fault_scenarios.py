@@ -337,7 +337,7 @@ async def test_crash_before_effect(world: World) -> None:
     await world.rt.crash(world.lab)
     await world.settle()
     status, attempt = await _status(world)
-    assert status == "completed" and attempt >= 2
+    assert status == "completed" and attempt is not None and attempt >= 2
     assert await world.effects() == (1, 1)
 
 
@@ -349,7 +349,7 @@ async def test_crash_after_effect_idempotent(world: World) -> None:
     await world.rt.crash(world.lab)
     await world.settle()
     status, attempt = await _status(world)
-    assert status == "completed" and attempt >= 2
+    assert status == "completed" and attempt is not None and attempt >= 2
     deliveries, effects = await world.effects()
     assert deliveries >= 2 and effects == 1
 

@@ -152,7 +152,7 @@ class Archive(DurableObject):
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
-        self.log = DurabilityLog(
+        self.log: DurabilityLog[Any] = DurabilityLog(
             scheduler=DurabilityScheduler(context=ctx),
             retention=LogRetention(max_records=1),
             cold=FileColdStorage(env.COLD),

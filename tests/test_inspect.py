@@ -50,7 +50,9 @@ class Shop(DurableObject):
         self.alarms = DurabilityAlarms(
             scheduler=self.scheduler, handlers={"renew": self.renew, "sweep": self.sweep}
         )
-        self.log = DurabilityLog(scheduler=self.scheduler, leases=LogLeaseOptions())
+        self.log: DurabilityLog[Any] = DurabilityLog(
+            scheduler=self.scheduler, leases=LogLeaseOptions()
+        )
 
     async def charge(self, call: DurableCall) -> None:
         raise RuntimeError(f"card declined for {call.id}")

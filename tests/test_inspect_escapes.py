@@ -42,7 +42,7 @@ class Hostile(DurableObject):
             retries=RetryPolicy(max_attempts=1),
         )
         self.alarms = DurabilityAlarms(scheduler=self.scheduler, handlers={HOSTILE: self.fire})
-        self.log = DurabilityLog(scheduler=self.scheduler)
+        self.log: DurabilityLog[Any] = DurabilityLog(scheduler=self.scheduler)
 
     async def charge(self, call: DurableCall) -> None:
         raise RuntimeError(f"declined {HOSTILE}")

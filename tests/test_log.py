@@ -108,7 +108,7 @@ async def test_definite_rejections_return_failure_and_write_nothing(
 
 async def test_log_definite_rejections_come_back_as_enqueue_results(live: LiveObject) -> None:
     """Empty, oversize and empty-key appends return success=False with a LogAppendError."""
-    log = DurabilityLog(context=live.ctx, max_batch_size=2)
+    log: DurabilityLog[Any] = DurabilityLog(context=live.ctx, max_batch_size=2)
     cases = [
         ([], "Append requires at least one record"),
         ([LogAppendInput(1), LogAppendInput(2), LogAppendInput(3)], "exceeds maxBatchSize 2"),
@@ -137,7 +137,7 @@ class Direct(DurableObject):
         values: dict[str, Any] = {
             "set": [LogAppendInput("ok"), LogAppendInput({1, 2})],
             "dict": [{"body": "x"}],
-            "key": [LogAppendInput("x", 5)],
+            "key": [LogAppendInput("x", 5)],  # type: ignore[arg-type]
             "scalar": "x",
             "nan": LogAppendInput(float("nan")),
         }
@@ -242,7 +242,7 @@ async def test_read_below_oldest_raises_truncated(clock: VirtualClock) -> None:
 
 async def test_log_read_below_oldest_raises_truncated(live: LiveObject) -> None:
     """Reading a trimmed offset raises LogTruncatedError with both offsets."""
-    log = DurabilityLog(context=live.ctx, retention=LogRetention(max_records=1))
+    log: DurabilityLog[Any] = DurabilityLog(context=live.ctx, retention=LogRetention(max_records=1))
     await log.append([LogAppendInput(n) for n in range(3)])
     assert await log.trim() == 2
     with pytest.raises(LogTruncatedError) as raised:
@@ -387,14 +387,15 @@ class Builder(DurableObject):
     """Builds logs with the options it is given and reports how construction failed."""
 
     async def build(self, case: str) -> list[str]:
-        options: dict[str, Any] = {
+        cases: dict[str, dict[str, Any]] = {
             "batch_zero": {"max_batch_size": 0},
             "batch_float": {"max_batch_size": 1.5},
             "retention_dict": {"retention": {"max_records": 1}},
             "cold_partial": {"cold": object()},
             "leases_dict": {"leases": {"lease_ms": 1}},
             "routing_wrong": {"routing": object()},
-        }[case]
+        }
+        options = cases[case]
         try:
             DurabilityLog(context=self.ctx, **options)
         except Exception as error:

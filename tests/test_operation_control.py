@@ -95,7 +95,7 @@ def parked(probe: Probe, name: str, *, heed_signal: bool = True) -> Behaviour:
     """Wait for the probe's gate `name` (or, when `heed_signal`, the call's abort)."""
 
     async def behave(call: DurableCall) -> Any:
-        waits = [asyncio.ensure_future(probe.gate(name).wait())]
+        waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(probe.gate(name).wait())]
         if heed_signal:
             waits.append(asyncio.ensure_future(call.signal.wait()))
         _, rest = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)

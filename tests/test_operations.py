@@ -406,9 +406,9 @@ async def test_non_json_payload_raises_type_error_and_stores_nothing(
 ) -> None:
     """Operation payloads, log bodies and stub arguments that are not JSON raise TypeError."""
     operations = Durability(context=live.ctx, handlers={"charge": noop})
-    log = DurabilityLog(context=live.ctx)
+    log: DurabilityLog[Any] = DurabilityLog(context=live.ctx)
     with pytest.raises(TypeError):
-        await operations.charge(id="a", payload=value)
+        await operations.charge(id="a", payload=value)  # type: ignore[arg-type]
     assert (await operations.charge.get_result("a")).status == "not_found"
     with pytest.raises(TypeError):
         await log.append(LogAppendInput(value))
@@ -790,7 +790,7 @@ async def test_completed_event_carries_result_when_opted_in() -> None:
 async def test_failing_hook_is_logged_and_changes_nothing(caplog: pytest.LogCaptureFixture) -> None:
     """A hook that raises on every event is reported; the call still completes."""
     probe = Probe()
-    probe.events = _Exploding()  # type: ignore[assignment]
+    probe.events = _Exploding()
     async with lab(probe) as t:
         with caplog.at_level(logging.ERROR, logger="durability"):
             await t.obj.register("charge", "a")
@@ -817,7 +817,7 @@ async def test_constructor_rejects_bad_options_before_writing(make_runtime: Make
     class Bad(DurableObject):
         async def build(self, case: str) -> str:
             scheduler = DurabilityScheduler.of(self.ctx) or DurabilityScheduler(context=self.ctx)
-            options: dict[str, Any] = {
+            cases: dict[str, dict[str, Any]] = {
                 "timeout": {"attempt_timeout_ms": 0},
                 "reserved": {"handlers": {"alarm": print}},
                 "method": {"methods": {"x": MethodOptions(attempt_timeout_ms=-1)}},
@@ -825,7 +825,8 @@ async def test_constructor_rejects_bad_options_before_writing(make_runtime: Make
                 "neither": {"context": None},
                 "shared_option": {"scheduler": scheduler, "alarm_concurrency": 3},
                 "private_option": {"context": self.ctx, "alarm_min_delay_ms": 999},
-            }[case]
+            }
+            options = cases[case]
             options.setdefault("handlers", {"x": print})
             if "scheduler" not in options:
                 options.setdefault("context", self.ctx)

@@ -28,7 +28,7 @@ from durability import (
     now_ms,
 )
 from durability._engine.options import SchedulerOptions
-from durability._engine.participants import Participant
+from durability._engine.participants import HostAlarmInfo, Participant
 from durability._engine.permits import PermitPool
 from durability._engine.reconcile import TimerTimes
 from durability._engine.scheduler import attach
@@ -47,9 +47,9 @@ class SchedulerProbe(Probe):
         self.scheduler_options = scheduler_options
         self.alarm_names: tuple[str, ...] = ("slow", "quick", "renew")
         self.started: list[tuple[str, int]] = []
-        self.platforms: list[AlarmInvocationInfo | None] = []
+        self.platforms: list[HostAlarmInfo | None] = []
         self.failing_at: int | None = None
-        self.failing_passes: list[AlarmInvocationInfo | None] = []
+        self.failing_passes: list[HostAlarmInfo | None] = []
         self.break_set_alarm = False
         self.host_wait_until = True
         self.deliver_alarms = True
@@ -121,7 +121,7 @@ class Sched(DurableObject):
                 )
             )
 
-    async def _failing_pass(self, now: int, info: AlarmInvocationInfo | None) -> None:
+    async def _failing_pass(self, now: int, info: HostAlarmInfo | None) -> None:
         self.probe.failing_passes.append(info)
         raise RuntimeError("disk full")
 
@@ -199,7 +199,7 @@ def test_attach_needs_exactly_one_of_scheduler_and_context() -> None:
     with pytest.raises(TypeError, match="unknown scheduler option storage_backend"):
         attach(scheduler=None, context=context, kind="k", options={"storage_backend": "kv"})
     with pytest.raises(TypeError, match="scheduler must be a DurabilityScheduler"):
-        attach(scheduler=object(), context=None, kind="k", options={})
+        attach(scheduler=object(), context=None, kind="k", options={})  # type: ignore[arg-type]
     private = attach(
         scheduler=None,
         context=fake_context(),
@@ -281,7 +281,7 @@ async def test_rejected_helper_leaves_the_scheduler_free(live: LiveObject) -> No
     """A helper rejected at construction does not claim its kind on the shared scheduler."""
     scheduler = DurabilityScheduler(context=live.ctx)
     with pytest.raises(TypeError):
-        Durability(scheduler=scheduler, handlers={"charge": noop}, on_lifecycle_event=1)
+        Durability(scheduler=scheduler, handlers={"charge": noop}, on_lifecycle_event=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         DurabilityAlarms(scheduler=scheduler, handlers={"renew": noop}, attempt_timeout_ms=0)
     assert live.tables() == []
@@ -297,7 +297,7 @@ async def test_a_log_given_context_takes_scheduler_options_as_every_helper(
     `scheduler=` an option is refused, and an unknown value is reported by name."""
     with pytest.raises(ValueError, match="alarm_min_delay_ms"):
         DurabilityLog(context=live.ctx, alarm_min_delay_ms=50)
-    log = DurabilityLog(context=live.ctx, alarm_concurrency=3, live_timers=True)
+    log: DurabilityLog[Any] = DurabilityLog(context=live.ctx, alarm_concurrency=3, live_timers=True)
     scheduler = DurabilityScheduler.of(live.ctx)
     assert scheduler is not None
     assert scheduler._engine.options.alarm_concurrency == 3
@@ -573,7 +573,7 @@ async def test_retry_hook_failure_is_only_logged(
     """on_alarm_retry raising (sync or async) is only logged; scheduling is unchanged."""
     probe = SchedulerProbe()
     probe.failing_at = START_MS + 20_000
-    probe.retries = _Raising(broken)  # type: ignore[assignment]
+    probe.retries = _Raising(broken)
     async with lab(probe) as t:
         with caplog.at_level(logging.ERROR, logger="durability"):
             await t.obj.arm()
@@ -588,7 +588,7 @@ class _Raising(list[Any]):
         super().__init__()
         self._hook = hook
 
-    def append(self, item: Any) -> Any:  # type: ignore[override]
+    def append(self, item: Any) -> Any:
         return self._hook(item)
 
 

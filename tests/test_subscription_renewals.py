@@ -268,7 +268,7 @@ async def test_a_period_renewed_twice_is_charged_once(
     worker = load_worker(str(EXAMPLE))
     module = sys.modules[worker.name]
 
-    class Operated(module.Subscription):  # type: ignore[name-defined,misc]
+    class Operated(module.Subscription):  # type: ignore[name-defined]
         """The example's object plus what an operator re-running a renewal would call."""
 
         async def renew_again(self, period_start: int, period_ms: int) -> None:

@@ -97,7 +97,7 @@ async def test_definition_sides_chain_in_either_order() -> None:
         return lambda call: call.next()
 
     both = define_transform().callee(side).caller(side)
-    assert both.caller_factory is side and both.callee_factory is side
+    assert both.caller_factory is side and both.callee_factory is side  # type: ignore[comparison-overlap]
     assert both.type == "do-transform"
     assert define_transform().caller_factory is None
 
@@ -107,7 +107,7 @@ def test_with_needs_a_caller_side_returning_a_function() -> None:
     stub = create_transform_stub(object())
     with pytest.raises(TypeError, match="Transform does not define a caller"):
         stub.with_(RECORDING)
-    broken = define_transform().caller(lambda options: 42)
+    broken = define_transform().caller(lambda options: 42)  # type: ignore[arg-type,return-value]
     with pytest.raises(TypeError, match="Caller transform factory must return a function"):
         stub.with_(broken)
 

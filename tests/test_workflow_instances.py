@@ -12,6 +12,7 @@ from _workflow_host import Flows, World, lab
 from conftest import START_MS, MakeRuntime
 from durability import Durable, DurableCall, WorkflowError, operation, workflow
 from durability.runtime import DurableObject
+from durability.testing import VirtualClock
 
 HOUR_MS = 3_600_000
 
@@ -60,7 +61,7 @@ class Batches(Flows):
 
 
 async def test_create_batch_keeps_existing_ids_and_checks_its_size(
-    make_runtime: MakeRuntime,
+    make_runtime: MakeRuntime, clock: VirtualClock
 ) -> None:
     """`create_batch` starts up to 100 instances, leaves ids that exist alone, and refuses
     an empty or oversized batch."""
@@ -71,7 +72,7 @@ async def test_create_batch_keeps_existing_ids_and_checks_its_size(
         await stub.create("a", "one_step_then_sleep")
         ids = await stub.batch([{"id": "a", "params": script}, {"id": "b", "params": script}])
         assert ids == ["a", "b"]
-        await rt.clock.advance(0)
+        await clock.advance(0)
         assert world.labels() == ["first", "first"]
         with pytest.raises(WorkflowError, match="at least 1 instance"):
             await stub.batch([])
@@ -328,7 +329,7 @@ class Mixed(Durable, DurableObject):
 
 
 async def test_workflows_share_the_object_scheduler_with_operations(
-    make_runtime: MakeRuntime,
+    make_runtime: MakeRuntime, clock: VirtualClock
 ) -> None:
     """A `Durable` class may declare operations and workflows: one scheduler runs both,
     and a step may register an operation."""
@@ -336,7 +337,7 @@ async def test_workflows_share_the_object_scheduler_with_operations(
     async with make_runtime(bindings={"MIXED": Mixed, "WORLD": world}) as rt:
         stub = rt.env.MIXED.get_by_name("m")
         await stub.start("ann")
-        await rt.clock.advance(1_000)
+        await clock.advance(1_000)
         assert (await stub.status("ann"))["output"] == "registered"
         assert world.labels() == [("notified", "welcome-ann")]
 

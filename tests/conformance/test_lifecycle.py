@@ -374,9 +374,9 @@ def test_live_and_open_caps_are_checked_and_open_files_default_from_the_fd_limit
     """Both caps must be positive ints; open files by default leave a quarter of fds free."""
     for option in ("max_live_objects", "max_open_databases"):
         with pytest.raises(ValueError, match=option):
-            Runtime(**{option: 0})
+            Runtime(**{option: 0})  # type: ignore[arg-type]
         with pytest.raises(TypeError, match=option):
-            Runtime(**{option: "9"})
+            Runtime(**{option: "9"})  # type: ignore[arg-type]
     assert Runtime(max_live_objects=7).max_live_objects == 7
     assert Runtime(max_open_databases=5).max_open_databases == 5
     assert Runtime().max_live_objects == 10_000
@@ -427,7 +427,7 @@ async def test_start_refuses_a_loop_that_starts_tasks_eagerly(tmp_path: Path) ->
     loop = asyncio.get_running_loop()
     probe = SimpleNamespace(ctx=None, alarms=[])
     runtime = Runtime(path=tmp_path, bindings={"OBJ": Holder, "PROBE": probe}, clock=VirtualClock())
-    loop.set_task_factory(asyncio.eager_task_factory)
+    loop.set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined]  # 3.12+
     try:
         with pytest.raises(RuntimeError, match="task factory starts tasks eagerly"):
             await runtime.start()

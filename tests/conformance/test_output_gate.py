@@ -104,9 +104,10 @@ async def test_a_raising_call_gets_the_commit_error_if_its_writes_are_lost(
 ) -> None:
     """A call's exception waits for its writes; if they are lost, the caller sees why."""
     stub = await journal(runtime)
-    failing, killer = await asyncio.gather(
+    outcomes: list[object] = await asyncio.gather(
         stub.add_then_fail(3), stub.lose_transaction(0), return_exceptions=True
     )
+    failing, killer = outcomes
     assert isinstance(failing, sqlite3.IntegrityError), failing
     assert isinstance(killer, sqlite3.IntegrityError), killer
     with pytest.raises(LookupError, match="failed after adding 4"):
@@ -139,7 +140,10 @@ async def test_eviction_fails_results_still_waiting_for_their_commit(
     """A finished call whose commit is pending at eviction fails, but its write is kept."""
     world.rt = runtime
     stub = await journal(runtime)
-    added, evicted = await asyncio.gather(stub.add(5), stub.evict_self(), return_exceptions=True)
+    outcomes: list[object] = await asyncio.gather(
+        stub.add(5), stub.evict_self(), return_exceptions=True
+    )
+    added, evicted = outcomes
     assert isinstance(added, ObjectEvictedError)
     assert isinstance(evicted, ObjectEvictedError)
     assert await stub.notes() == [0, 5]

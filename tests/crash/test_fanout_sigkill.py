@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -33,7 +34,7 @@ def test_a_consumer_that_kills_its_process_exhausts_its_attempts(tmp_path: Path,
     if kind == "drop":
         assert state["dead"] == []
         return
-    [dead] = state["dead"]  # type: ignore[misc]
+    [dead] = cast(list[Any], state["dead"])
     assert (dead["messageId"], dead["attempts"]) == ("m-1", MAX_ATTEMPTS + 1)
     assert dead["failure"]["reason"] == "interrupted"
     assert f"({MAX_ATTEMPTS + 1} interrupted" in dead["failure"]["error"]["message"]
