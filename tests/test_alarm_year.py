@@ -128,6 +128,7 @@ def daily_slots(first: date, last_ms: int) -> list[int]:
         day += timedelta(days=1)
 
 
+@pytest.mark.slow
 async def test_a_year_of_hourly_and_daily_paris_slots(fast_path: Path) -> None:
     """Each hourly and each 09:00 Paris slot runs exactly once, in order, never early,
     through random evictions and crashes; across a stopped runtime the hourly one

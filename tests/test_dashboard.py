@@ -283,6 +283,7 @@ def test_relative_times_show_the_two_largest_units(delta_ms: int, shown: str) ->
     assert relative_time(delta_ms) == shown
 
 
+@pytest.mark.slow
 def test_virtual_time_over_http_runs_a_month_of_renewals(tmp_path: Path) -> None:
     """`durability serve --virtual-time`: one advance of 30 days over HTTP renews (and
     charges) a subscription, and the dashboard's clock moved with it."""

@@ -31,10 +31,14 @@ CHROMEDRIVER = shutil.which("chromedriver")
 WAIT_S = 30
 """How long the browser may take to show a change (the page refreshes every 2 s)."""
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None or CHROMEDRIVER is None,
-    reason="needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CHROMIUM is None or CHROMEDRIVER is None,
+        reason="needs Debian's chromium and chromium-driver "
+        "(apt-get install chromium chromium-driver)",
+    ),
+]
 
 
 @pytest.fixture

@@ -21,6 +21,8 @@ from conftest import MakeRuntime
 from durability.runtime import Request
 from durability.runtime.server import load_worker
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 TIMEOUT_S = 120

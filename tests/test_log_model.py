@@ -31,6 +31,8 @@ from durability import (
 from durability.testing import VirtualClock
 from test_log_retention import MemoryCold
 
+pytestmark = pytest.mark.slow
+
 MAX_BATCH = 4
 MAX_RECORDS = 5
 LEASE_MS = 1_000

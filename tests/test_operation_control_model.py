@@ -15,6 +15,7 @@ import dataclasses
 from typing import Any
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, rule
 
@@ -23,6 +24,8 @@ from conftest import START_MS
 from durability import Durability, DurableCall, NonRetryableError
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
+
+pytestmark = pytest.mark.slow
 
 IDS = ("a", "b", "c", "d")
 MIN_DELAY_MS = 1_000

@@ -77,6 +77,7 @@ async def _minutely_then_down(
     return probe
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["latest", "skip"])
 async def test_fifty_objects_back_after_thirty_days_compute_a_few_slots_each(
     tmp_path: Path, steps: Steps, policy: str
@@ -102,6 +103,7 @@ async def test_fifty_objects_back_after_thirty_days_compute_a_few_slots_each(
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["latest", "skip", "all"])
 async def test_one_object_back_after_a_year(tmp_path: Path, steps: Steps, policy: str) -> None:
     """Down for 365 days (525,600 missed slots): "latest" runs occurrence 525,600 and

@@ -265,6 +265,7 @@ def _request(method: str, url: str) -> Any:
         return json.loads(response.read())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.name != "posix", reason="sends SIGINT")
 def test_real_server_serves_stops_on_sigint_and_keeps_data(tmp_path: Path) -> None:
     """`durability serve` answers HTTP, exits 0 on SIGINT, and a restart sees the data."""

@@ -19,7 +19,10 @@ import websocket
 
 from _served import free_port, start, stop
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="stops the server with SIGINT")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.name != "posix", reason="stops the server with SIGINT"),
+]
 
 ENTRY = """
 import json

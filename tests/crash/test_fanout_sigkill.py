@@ -11,6 +11,8 @@ import pytest
 from ._kill import run_child
 from .fanout_child import MAX_ATTEMPTS
 
+pytestmark = pytest.mark.slow
+
 CHILD = Path(__file__).with_name("fanout_child.py")
 
 

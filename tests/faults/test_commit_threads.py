@@ -180,6 +180,7 @@ class Disarming(Counter):
         await self.ctx.storage.delete_alarm()
 
 
+@pytest.mark.slow
 async def test_alarm_coming_due_while_a_failing_disarm_commits_still_fires(
     tmp_path: Path, faults: StorageFaults
 ) -> None:
