@@ -127,6 +127,22 @@ def test_make_runtime_restart_and_options(project: pytest.Pytester) -> None:
     project.runpytest_subprocess().assert_outcomes(passed=4)
 
 
+def test_a_session_that_builds_no_runtime_imports_none(project: pytest.Pytester) -> None:
+    """The plugin keeps a session light: neither the runtime nor the simulations are
+    imported until a test needs them (a fixture that builds a runtime, a simulation)."""
+    project.makepyfile(
+        test_light="""
+        import sys
+
+        def test_light(virtual_clock):
+            assert virtual_clock.now_ms() == 1_700_000_000_000
+            assert "durability.runtime" not in sys.modules
+            assert "durability._simulation" not in sys.modules
+        """
+    )
+    project.runpytest_subprocess().assert_outcomes(passed=1)
+
+
 def test_runtime_without_bindings_says_what_to_define(project: pytest.Pytester) -> None:
     """Using `runtime` without a `durability_bindings` fixture errors with the fix."""
     project.makepyfile(

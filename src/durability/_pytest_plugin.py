@@ -21,6 +21,7 @@ N-1 instead of its own.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,11 +29,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ._distribution import install_hint
-from ._simulation.session import OPTIONS
-from .testing import VirtualClock, WorkflowDriver
+from ._virtual_clock import VirtualClock
 
 if TYPE_CHECKING:
+    from ._workflow_driver import WorkflowDriver
     from .runtime import Runtime
+
+_SESSION = "durability._simulation.session"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,18 +57,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Hand the simulation options to every `Simulation` of the session."""
+    """Hand the simulation options to every `Simulation` of the session. Without them,
+    and before any simulation was imported, there is nothing to hand over: the
+    simulations (and the runtime) stay unimported until a test needs them."""
+    replay = config.getoption("--durability-seed")
     seeds = config.getoption("--durability-seeds")
     if seeds is not None and seeds < 1:
         raise pytest.UsageError("--durability-seeds must be a positive number")
+    if replay is None and seeds is None and _SESSION not in sys.modules:
+        return
+    from ._simulation.session import OPTIONS
+
     config.stash[_PREVIOUS] = (OPTIONS.replay, OPTIONS.seeds)
-    OPTIONS.replay = config.getoption("--durability-seed")
+    OPTIONS.replay = replay
     OPTIONS.seeds = seeds
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Give back the options of an enclosing session (pytester runs sessions in one)."""
-    OPTIONS.replay, OPTIONS.seeds = config.stash.get(_PREVIOUS, (None, None))
+    previous = config.stash.get(_PREVIOUS, None)
+    if previous is not None:
+        from ._simulation.session import OPTIONS
+
+        OPTIONS.replay, OPTIONS.seeds = previous
 
 
 _PREVIOUS = pytest.StashKey[tuple[str | None, int | None]]()
@@ -195,4 +209,6 @@ else:
     @pytest_asyncio.fixture
     async def workflows(runtime: Runtime, virtual_clock: VirtualClock) -> WorkflowDriver:
         """A `WorkflowDriver` for the workflows of `runtime`'s objects and bindings."""
+        from ._workflow_driver import WorkflowDriver
+
         return WorkflowDriver(runtime, virtual_clock)
