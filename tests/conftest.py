@@ -27,6 +27,10 @@ MakeRuntime: TypeAlias = Callable[..., Runtime]
 Restart: TypeAlias = Callable[..., Awaitable[Runtime]]
 """The type of the plugin's `restart` fixture."""
 
+AS_A_USER = ("-p", "no:hypothesispytest", "-p", "no:anyio")
+"""pytest arguments for a session run as in a user's project: with the plugins of the
+`testing` extra, not those of the dev tools (hypothesis's and anyio's only slow it)."""
+
 DURABILITY_TABLES = "SELECT name FROM sqlite_master WHERE name LIKE 'durability%' ORDER BY name"
 
 

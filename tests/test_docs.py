@@ -20,6 +20,7 @@ import pytest
 from conftest import MakeRuntime
 from durability.runtime import Request
 from durability.runtime.server import load_worker
+from test_pytest_plugin import AS_A_USER
 
 pytestmark = pytest.mark.slow
 
@@ -74,7 +75,7 @@ def test_python_block_runs_as_shown(block: Block, tmp_path: Path) -> None:
         config = _config_block(block.page)
         if config is not None:
             (tmp_path / "pyproject.toml").write_text(config)
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", file]
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *AS_A_USER, file]
     result = subprocess.run(
         command, cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT_S
     )

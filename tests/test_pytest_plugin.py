@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import AS_A_USER
+
 pytestmark = pytest.mark.slow
 
 pytest_plugins = ["pytester"]
@@ -59,7 +61,7 @@ def test_runtime_fixture_uses_the_bindings_fixture(project: pytest.Pytester) -> 
             assert virtual_clock.now_ms() == 1_700_000_000_000
         """
     )
-    project.runpytest_subprocess().assert_outcomes(passed=2)
+    project.runpytest_subprocess(*AS_A_USER).assert_outcomes(passed=2)
 
 
 def test_durability_path_keeps_files(project: pytest.Pytester) -> None:
@@ -82,7 +84,7 @@ def test_durability_path_keeps_files(project: pytest.Pytester) -> None:
             assert list((durability_path / "COUNTERS").glob("*.sqlite3"))
         """
     )
-    project.runpytest_subprocess().assert_outcomes(passed=1)
+    project.runpytest_subprocess(*AS_A_USER).assert_outcomes(passed=1)
 
 
 def test_make_runtime_restart_and_options(project: pytest.Pytester) -> None:
@@ -124,7 +126,7 @@ def test_make_runtime_restart_and_options(project: pytest.Pytester) -> None:
             assert await runtime.env.COUNTERS.get_by_name("a").increment() == 3
         """
     )
-    project.runpytest_subprocess().assert_outcomes(passed=4)
+    project.runpytest_subprocess(*AS_A_USER).assert_outcomes(passed=4)
 
 
 def test_a_session_that_builds_no_runtime_imports_none(project: pytest.Pytester) -> None:
@@ -140,7 +142,7 @@ def test_a_session_that_builds_no_runtime_imports_none(project: pytest.Pytester)
             assert "durability._simulation" not in sys.modules
         """
     )
-    project.runpytest_subprocess().assert_outcomes(passed=1)
+    project.runpytest_subprocess(*AS_A_USER).assert_outcomes(passed=1)
 
 
 def test_runtime_without_bindings_says_what_to_define(project: pytest.Pytester) -> None:
@@ -151,7 +153,7 @@ def test_runtime_without_bindings_says_what_to_define(project: pytest.Pytester) 
             pass
         """
     )
-    result = project.runpytest_subprocess()
+    result = project.runpytest_subprocess(*AS_A_USER)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*define a fixture `durability_bindings`*"])
 
@@ -174,7 +176,7 @@ def test_bindings_fixture_can_live_in_conftest(project: pytest.Pytester) -> None
             assert await runtime.env.COUNTERS.get_by_name("x").increment() == 1
         """
     )
-    project.runpytest_subprocess().assert_outcomes(passed=1)
+    project.runpytest_subprocess(*AS_A_USER).assert_outcomes(passed=1)
 
 
 def test_fixtures_work_in_strict_mode_with_the_marker(pytester: pytest.Pytester) -> None:
@@ -194,7 +196,7 @@ def test_fixtures_work_in_strict_mode_with_the_marker(pytester: pytest.Pytester)
             assert await runtime.env.COUNTERS.get_by_name("a").increment() == 1
         """
     )
-    pytester.runpytest_subprocess().assert_outcomes(passed=1)
+    pytester.runpytest_subprocess(*AS_A_USER).assert_outcomes(passed=1)
 
 
 def test_runtime_without_pytest_asyncio_says_what_to_install(project: pytest.Pytester) -> None:
@@ -212,7 +214,7 @@ def test_runtime_without_pytest_asyncio_says_what_to_install(project: pytest.Pyt
             assert virtual_clock.now_ms() == 1_700_000_000_000
         """,
     )
-    result = project.runpytest_subprocess("-p", "no:asyncio")
+    result = project.runpytest_subprocess(*AS_A_USER, "-p", "no:asyncio")
     result.assert_outcomes(passed=1, errors=2)
     message = (
         "the `runtime` fixture needs pytest-asyncio, which is not installed: "
@@ -268,7 +270,7 @@ def test_workflows_fixture_sends_events_and_moves_time(project: pytest.Pytester)
             assert (await workflows.status(stub, "u1")).status == "complete"
         """
     )
-    project.runpytest_subprocess().assert_outcomes(passed=1)
+    project.runpytest_subprocess(*AS_A_USER).assert_outcomes(passed=1)
 
 
 SIMULATED = """
@@ -300,8 +302,8 @@ def test_simulation_options_replay_one_run_or_run_more_seeds(project: pytest.Pyt
     """`--durability-seeds=N` runs seeds 0 to N-1 (a failing one names the command that
     replays it), and `--durability-seed=TOKEN` runs exactly that run."""
     project.makepyfile(test_simulated=SIMULATED)
-    project.runpytest_subprocess().assert_outcomes(passed=1)
-    more = project.runpytest_subprocess("--durability-seeds=5")
+    project.runpytest_subprocess(*AS_A_USER).assert_outcomes(passed=1)
+    more = project.runpytest_subprocess(*AS_A_USER, "--durability-seeds=5")
     more.assert_outcomes(failed=1)
     more.stdout.fnmatch_lines(
         [
@@ -315,9 +317,9 @@ def test_simulation_options_replay_one_run_or_run_more_seeds(project: pytest.Pyt
         for line in more.outlines
         if "--durability-seed=" in line
     )
-    again = project.runpytest_subprocess(f"--durability-seed={token}")
+    again = project.runpytest_subprocess(*AS_A_USER, f"--durability-seed={token}")
     again.assert_outcomes(failed=1)
     again.stdout.fnmatch_lines(["*simulation failed with seed 3 in the scenario*"])
-    one = project.runpytest_subprocess("--durability-seed=1")
+    one = project.runpytest_subprocess(*AS_A_USER, "--durability-seed=1")
     one.assert_outcomes(failed=1)
     one.stdout.fnmatch_lines(["seeds run: [[]1[]]"])
