@@ -12,8 +12,7 @@ from typing import Any, cast
 import pytest
 
 from conftest import MakeRuntime
-from durability import LATEST
-from durability._context import SqlCursor
+from durability import LATEST, SqlCursor
 from durability._engine.migrations import migrate
 from durability._engine.schemas import ERROR_STACK_MIGRATIONS, STACKS_CAPABILITY
 from durability._engine.tables import due_rows, pending_head, purge_created_before

@@ -13,10 +13,10 @@ from durability import (
     DurabilityFanout,
     FanoutTarget,
     RetryPolicy,
+    SerializedError,
     StoredFailure,
     StoredMessage,
 )
-from durability._errors import SerializedError
 from durability.runtime import DurableObject
 
 

@@ -10,8 +10,13 @@ import pytest
 
 from _fanout_host import FanoutProbe, bodies, hub, settle_nothing
 from conftest import START_MS
-from durability import FanoutMessage, FanoutSettlementError, RetryPolicy, StoredFailure
-from durability._errors import SerializedError
+from durability import (
+    FanoutMessage,
+    FanoutSettlementError,
+    RetryPolicy,
+    SerializedError,
+    StoredFailure,
+)
 
 FIXED = RetryPolicy(delay=lambda attempt: 1_000)
 

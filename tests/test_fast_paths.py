@@ -11,11 +11,18 @@ from typing import Any
 import pytest
 
 from conftest import START_MS, MakeRuntime
-from durability import Durability, DurabilityAlarms, DurableAlarmInfo, DurableCall, now_ms
-from durability._engine.lifecycle import AttemptSettledEvent, slot_constructor
+from durability import (
+    AbortSignal,
+    AttemptSettledEvent,
+    Durability,
+    DurabilityAlarms,
+    DurableAlarmInfo,
+    DurableCall,
+    now_ms,
+)
+from durability._engine.lifecycle import slot_constructor
 from durability._engine.tables import TableSpec, claim_attempt, claim_suspect, is_exhausted
 from durability._operations.calls import _new_call
-from durability._signal import AbortSignal
 from durability._uuid import random_uuid
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
