@@ -1,42 +1,15 @@
-"""An object whose named alarms do what the test says, for the alarm control tests."""
+"""An object whose named alarms do what its `Probe` says, for the alarm control tests."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from durability import DurabilityAlarms, DurableAlarmInfo, now_ms
+from _probe import Probe
+from durability import DurabilityAlarms, DurableAlarmInfo
 from durability.cloudflare import adapt
 from durability.runtime import DurableObject
 
-Behaviour = Callable[[DurableAlarmInfo], Awaitable[Any]]
 NAMES = ("renew", "tick", "report")
-
-
-class Probe:
-    """The test's side of the object: handler behaviours in, observations out."""
-
-    def __init__(self, **options: Any) -> None:
-        self.options = options
-        self.behaviour: dict[str, Behaviour] = {}
-        self.runs: list[DurableAlarmInfo] = []
-        self.started_at: list[int] = []
-        self.completed: list[tuple[str, int | None, int]] = []
-        self.events: list[Any] = []
-        self.gates: dict[str, asyncio.Event] = {}
-        self.result: Any = None
-
-    def gate(self, name: str) -> asyncio.Event:
-        return self.gates.setdefault(name, asyncio.Event())
-
-    def parked(self, gate: str) -> Behaviour:
-        """A behaviour that waits until the test opens `gate`."""
-
-        async def behave(info: DurableAlarmInfo) -> None:
-            await self.gate(gate).wait()
-
-        return behave
 
 
 class Clockwork(DurableObject):
@@ -53,13 +26,7 @@ class Clockwork(DurableObject):
         )
 
     async def _handle(self, info: DurableAlarmInfo) -> None:
-        probe = self.probe
-        probe.runs.append(info)
-        probe.started_at.append(now_ms())
-        behaviour = probe.behaviour.get(info.name)
-        if behaviour is not None:
-            await behaviour(info)
-        probe.completed.append((info.name, info.occurrence, info.scheduled_time))
+        await self.probe.alarm_run(info)
 
     async def call(self, name: str, method: str, *args: Any, **kwargs: Any) -> None:
         """Run `alarms.<name>.<method>(...)` and keep its result in `probe.result`."""

@@ -270,7 +270,7 @@ def _stored_value(value: Any) -> Any:
     if value is jsnull:
         return None
     if isinstance(value, JsProxy):
-        return _stored_value(value.to_py())
+        return _stored_value(value.to_py())  # type: ignore[attr-defined]  # arrays, objects
     if isinstance(value, dict):
         return {key: _stored_value(item) for key, item in value.items()}
     if isinstance(value, list):

@@ -37,7 +37,7 @@ import pytest
 from _cf_builtin_sdk import RawAlarmInfo, RawContext
 from _cf_ffi import modules
 from _cf_workers_sdk import WorkersContext
-from durability.runtime import ObjectContext, _host
+from durability.runtime import ObjectContext
 
 __all__ = [
     "BUILTIN",
@@ -77,12 +77,9 @@ class CloudflarePlatform:
         return RawAlarmInfo(retry_count, is_retry)
 
 
-def install(monkeypatch: pytest.MonkeyPatch, flavour: str) -> list[RawContext]:
-    """Host every object a runtime built without its own `platform` as on Cloudflare
-    (a `CloudflarePlatform`), with `js`/`pyodide` importable. Returns the list every
-    double made from now on is added to."""
+def install(monkeypatch: pytest.MonkeyPatch, flavour: str) -> CloudflarePlatform:
+    """Make `js` and `pyodide` importable as on Cloudflare, and return the platform that
+    hosts objects there in `flavour` (a runtime built with `platform=` it)."""
     for name, module in modules().items():
         monkeypatch.setitem(sys.modules, name, module)
-    platform = CloudflarePlatform(flavour)
-    monkeypatch.setattr(_host, "EMBEDDED", platform)
-    return platform.made
+    return CloudflarePlatform(flavour)

@@ -45,7 +45,7 @@ class Shop(DurableObject):
             },
         )
         self.alarms = DurabilityAlarms(scheduler=self.scheduler, handlers={"renew": self.renew})
-        self.log = DurabilityLog(scheduler=self.scheduler)
+        self.log: DurabilityLog[Any] = DurabilityLog(scheduler=self.scheduler)
 
     async def charge(self, call: DurableCall) -> None:
         raise RuntimeError(f"card <b>declined</b> for {call.id}")

@@ -178,10 +178,10 @@ def check_event_topics(base_url: str) -> None:
     poison = {"topic": quarantine, "partitionKey": "z", "payload": "poison"}
     parked = {"group": "billing", "first_offset": 0, "last_offset": 0, "events": [poison]}
     used = {"next_offset": 2, "cursors": {"billing": 2}, "parked": [parked]}
-    expected = [
+    parked_partitions = [
         {**idle, "backlog": 0, "parked": [], **(used if p["parked"] else {})} for p in partitions
     ]
-    _expect(partitions, expected, "the failing range is parked after five attempts")
+    _expect(partitions, parked_partitions, "the failing range is parked after five attempts")
 
     _expect(request(base_url, "POST", f"/{topic}/events", {"not": "a list"})[0], 400, "bad body")
     status, body = request(base_url, "GET", f"/{topic}/groups")

@@ -1,14 +1,14 @@
-"""A fanout test object driven by a probe: consumer behaviours in, observations out."""
+"""A fanout test object driven by a `FanoutProbe`: consumer behaviours in, observations out."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from _lab import Lab, open_lab
+from _probe import Probe
 from durability import (
     DurabilityFanout,
     FanoutInput,
@@ -31,24 +31,28 @@ async def settle_nothing(messages: Sequence[FanoutMessage[Any]]) -> None:
     """A consumer that returns without settling anything."""
 
 
-@dataclass
-class Probe:
-    """Configuration of the next instance and what its targets saw."""
+class FanoutProbe(Probe):
+    """The probe of a fanout: its targets and options for the next instance (behaviours by
+    target name), and what the targets saw."""
 
-    consumers: dict[str, dict[str, Any]] = field(default_factory=lambda: {"email": {}, "audit": {}})
-    storage: dict[str, dict[str, Any]] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)
-    use_dlq: bool = False
-    behaviour: dict[str, Behaviour] = field(default_factory=dict)
-    batches: list[tuple[str, list[tuple[str, int, Any]]]] = field(default_factory=list)
-    received: list[FanoutMessage[Any]] = field(default_factory=list)
-    events: list[Any] = field(default_factory=list)
-    written: dict[str, list[StoredMessage[Any]]] = field(default_factory=dict)
-    dead: list[StoredMessage[Any]] = field(default_factory=list)
-    dlq_failures: int = 0
-    dlq_hang: bool = False
-    write_failures: int = 0
-    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    def __init__(
+        self,
+        consumers: dict[str, dict[str, Any]] | None = None,
+        storage: dict[str, dict[str, Any]] | None = None,
+        options: dict[str, Any] | None = None,
+        use_dlq: bool = False,
+    ) -> None:
+        super().__init__(**(options or {}))
+        self.consumers = {"email": {}, "audit": {}} if consumers is None else consumers
+        self.storage: dict[str, dict[str, Any]] = {} if storage is None else storage
+        self.use_dlq = use_dlq
+        self.batches: list[tuple[str, list[tuple[str, int, Any]]]] = []
+        self.received: list[FanoutMessage[Any]] = []
+        self.written: dict[str, list[StoredMessage[Any]]] = {}
+        self.dead: list[StoredMessage[Any]] = []
+        self.dlq_failures = 0
+        self.dlq_hang = False
+        self.write_failures = 0
 
     def targets(self) -> dict[str, FanoutTarget[Any]]:
         built: dict[str, FanoutTarget[Any]] = {}
@@ -101,7 +105,7 @@ class Hub(DurableObject):
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
-        probe: Probe = env["PROBE"]
+        probe: FanoutProbe = env["PROBE"]
         self.fanout: DurabilityFanout[Any] = DurabilityFanout(
             context=ctx,
             targets=probe.targets(),
@@ -154,7 +158,7 @@ class Hub(DurableObject):
 
 
 @asynccontextmanager
-async def hub(probe: Probe, **options: Any) -> AsyncIterator[Lab[Probe]]:
+async def hub(probe: FanoutProbe, **options: Any) -> AsyncIterator[Lab[FanoutProbe]]:
     """Object "a" of `Hub` at START_MS (options go to the fanout)."""
     probe.options.update(options)
     async with open_lab("HUB", Hub, probe) as lab:

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from _hosts import hosted
 from conftest import START_MS
 from durability.runtime import DurableObject, ObjectStub, Runtime
 from durability.testing import VirtualClock
@@ -28,9 +29,11 @@ class Lab(Generic[P]):
 async def open_lab(
     binding: str, cls: type[DurableObject], probe: P, path: Path | None = None
 ) -> AsyncIterator[Lab[P]]:
-    """Object "a" of `cls` bound as `binding`, with `probe` bound as PROBE, at START_MS."""
+    """Object "a" of `cls` bound as `binding`, with `probe` bound as PROBE, at START_MS, on
+    the test's host."""
     clock = VirtualClock(START_MS)
-    async with Runtime(bindings={binding: cls, "PROBE": probe}, clock=clock, path=path) as rt:
+    bindings = {binding: cls, "PROBE": probe}
+    async with Runtime(bindings=bindings, clock=clock, path=path, **hosted()) as rt:
         yield Lab(clock, rt, rt.env[binding].get_by_name("a"), probe)
 
 

@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from _hosts import hosted
 from durability import (
     DurabilityLog,
     LogAppendInput,
@@ -110,8 +111,9 @@ class LogHost(DurableObject):
 
 
 def runtime(config: LogConfig, clock: VirtualClock, path: Any = None) -> Runtime:
-    """A runtime hosting `LogHost` objects configured by `config`."""
-    return Runtime(path=path, bindings={"LOGS": LogHost, "LOG_CONFIG": config}, clock=clock)
+    """A runtime hosting `LogHost` objects configured by `config`, on the test's host."""
+    bindings = {"LOGS": LogHost, "LOG_CONFIG": config}
+    return Runtime(path=path, bindings=bindings, clock=clock, **hosted())
 
 
 def partition(rt: Runtime, name: str = "p") -> ObjectStub:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _hosts import hosted
 from durability import Durable, WorkflowEvent, WorkflowStep, now_ms, workflow
 from durability.runtime import DurableObject, ObjectStub, Runtime
 from durability.testing import VirtualClock
@@ -95,8 +96,10 @@ class Lab:
 
 @asynccontextmanager
 async def lab(path: Path | None = None, world: World | None = None) -> AsyncIterator[Lab]:
-    """A runtime (in memory, or on `path`) hosting `Flows` as FLOWS on a virtual clock."""
+    """A runtime (in memory, or on `path`) hosting `Flows` as FLOWS on a virtual clock, on
+    the test's host."""
     world = world or World()
     clock = VirtualClock()
-    async with Runtime(path=path, bindings={"FLOWS": Flows, "WORLD": world}, clock=clock) as rt:
+    bindings = {"FLOWS": Flows, "WORLD": world}
+    async with Runtime(path=path, bindings=bindings, clock=clock, **hosted()) as rt:
         yield Lab(rt, clock, world, rt.env.FLOWS.get_by_name("flows"))

@@ -54,7 +54,7 @@ class Room(DurableObject):
             ws.send(f"#{self.serial} {','.join(users)}")
             return
         if isinstance(message, bytes):
-            ws.send(message.to_bytes()[::-1])
+            ws.send(message.to_bytes()[::-1])  # type: ignore[attr-defined]  # an ArrayBuffer
             return
         for other in self.ctx.getWebSockets("room"):
             other.send(f"{ws.deserializeAttachment()['user']}: {message}")

@@ -1,17 +1,19 @@
 """What every test shares: the one start time, a virtual clock, a live object's ctx, and
-the host the objects of the host-independent suites run on."""
+the host the objects of the host-independent suites run on (the plugin's `runtime`,
+`make_runtime` and `restart` build their runtimes there)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeAlias
 
 import pytest
 
 import durability
-from _cloudflare_double import BUILTIN, WORKERS_SDK, install
+from _cloudflare_double import install
+from _hosts import HOSTS, hosted, hosting
 from durability.cloudflare import adapt
 from durability.runtime import AlarmInvocationInfo, DurableObject, ObjectStub, Runtime
 from durability.testing import VirtualClock
@@ -19,10 +21,17 @@ from durability.testing import VirtualClock
 START_MS = 1_700_000_000_000
 """Where every test's virtual clock starts (the VirtualClock default)."""
 
+MakeRuntime: TypeAlias = Callable[..., Runtime]
+"""The type of the plugin's `make_runtime` fixture."""
+
+Restart: TypeAlias = Callable[..., Awaitable[Runtime]]
+"""The type of the plugin's `restart` fixture."""
+
+AS_A_USER = ("-p", "no:hypothesispytest", "-p", "no:anyio")
+"""pytest arguments for a session run as in a user's project: with the plugins of the
+`testing` extra, not those of the dev tools (hypothesis's and anyio's only slow it)."""
+
 DURABILITY_TABLES = "SELECT name FROM sqlite_master WHERE name LIKE 'durability%' ORDER BY name"
-
-
-HOSTS = ["embedded", WORKERS_SDK, BUILTIN]
 
 
 @pytest.fixture(params=HOSTS)
@@ -34,15 +43,24 @@ def host(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ite
     if name == "embedded":
         yield name
         return
-    doubles = install(monkeypatch, name)
-    yield name
-    assert [ctx.complaints for ctx in doubles if ctx.complaints] == []
+    platform = install(monkeypatch, name)
+    with hosting(platform):
+        yield name
+    assert [ctx.complaints for ctx in platform.made if ctx.complaints] == []
 
 
 @pytest.fixture
-def clock() -> VirtualClock:
-    """A fresh virtual clock at START_MS."""
-    return VirtualClock(START_MS)
+def durability_options(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The plugin's runtimes host their objects on the test's `host`, if it has one."""
+    if "host" in request.fixturenames:
+        request.getfixturevalue("host")
+    return hosted()
+
+
+@pytest.fixture
+def clock(virtual_clock: VirtualClock) -> VirtualClock:
+    """The test's virtual clock (the plugin's `virtual_clock`), at START_MS."""
+    return virtual_clock
 
 
 def noop(_: Any) -> None:
@@ -96,10 +114,10 @@ class LiveObject:
 
 
 @pytest.fixture
-async def live(clock: VirtualClock) -> AsyncIterator[LiveObject]:
+async def live(clock: VirtualClock, make_runtime: MakeRuntime) -> AsyncIterator[LiveObject]:
     """An in-memory runtime on a virtual clock with one live object."""
     probe = SimpleNamespace(ctx=None, alarms=[])
-    async with Runtime(bindings={"OBJ": Holder, "PROBE": probe}, clock=clock) as runtime:
+    async with make_runtime(bindings={"OBJ": Holder, "PROBE": probe}, path=None) as runtime:
         stub = runtime.env.OBJ.get_by_name("live")
         await stub.now()
         yield LiveObject(runtime, clock, probe, stub)

@@ -7,8 +7,9 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from _alarm_probe import Clockwork, Probe
+from _alarm_probe import Clockwork
 from _lab import Lab, open_lab
+from _probe import Probe
 from conftest import START_MS
 from durability import (
     CancelledEvent,

@@ -12,8 +12,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from _alarm_probe import Clockwork, Probe
+from _alarm_probe import Clockwork
+from _hosts import hosted
 from _lab import Lab, open_lab
+from _probe import Probe
 from conftest import START_MS
 from durability import (
     AttemptSettledEvent,
@@ -197,9 +199,8 @@ async def test_cron_in_a_time_zone_follows_its_wall_clock() -> None:
 
 @asynccontextmanager
 async def reopened(probe: Probe, path: Path, clock: VirtualClock) -> AsyncIterator[Lab[Probe]]:
-    async with Runtime(
-        bindings={"CLOCKWORK": Clockwork, "PROBE": probe}, clock=clock, path=path
-    ) as rt:
+    bindings = {"CLOCKWORK": Clockwork, "PROBE": probe}
+    async with Runtime(bindings=bindings, clock=clock, path=path, **hosted()) as rt:
         yield Lab(clock, rt, rt.env["CLOCKWORK"].get_by_name("a"), probe)
 
 

@@ -18,7 +18,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from _alarm_probe import Clockwork, Probe
+from _alarm_probe import Clockwork
+from _probe import Probe
+from conftest import MakeRuntime
 from durability import Durable, DurableAlarmInfo, named_alarm, now_ms
 from durability.runtime import DurableObject, ObjectStub, Runtime
 from durability.testing import VirtualClock
@@ -126,6 +128,7 @@ def daily_slots(first: date, last_ms: int) -> list[int]:
         day += timedelta(days=1)
 
 
+@pytest.mark.slow
 async def test_a_year_of_hourly_and_daily_paris_slots(fast_path: Path) -> None:
     """Each hourly and each 09:00 Paris slot runs exactly once, in order, never early,
     through random evictions and crashes; across a stopped runtime the hourly one
@@ -162,16 +165,18 @@ async def test_a_year_of_hourly_and_daily_paris_slots(fast_path: Path) -> None:
     assert len(late) == 3 and all(delay > 0 for delay in late)
 
 
-async def test_catch_up_all_runs_at_most_the_latest_thousand_slots(fast_path: Path) -> None:
+async def test_catch_up_all_runs_at_most_the_latest_thousand_slots(
+    fast_path: Path, make_runtime: MakeRuntime
+) -> None:
     """Down across 1,500 slots, "all" runs the latest 1,000 of them, in order."""
     probe = Probe()
     clock = VirtualClock(YEAR_START)
     bindings = {"CLOCKWORK": Clockwork, "PROBE": probe}
-    async with Runtime(bindings=bindings, clock=clock, path=fast_path) as rt:
+    async with make_runtime(bindings=bindings, clock=clock, path=fast_path) as rt:
         stub = rt.env["CLOCKWORK"].get_by_name("a")
         await stub.call("tick", "every", 1_000, start_at=YEAR_START + 1_000, catch_up="all")
     await clock.advance(1_500_000)
-    async with Runtime(bindings=bindings, clock=clock, path=fast_path) as rt:
+    async with make_runtime(bindings=bindings, clock=clock, path=fast_path) as rt:
         await clock.run_until_idle()
         assert [info.occurrence for info in probe.runs] == list(range(500, 1_500))
         assert clock.now_ms() == YEAR_START + 1_500_000

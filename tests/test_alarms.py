@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
-from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any
@@ -12,7 +10,8 @@ from typing import Any
 import pytest
 
 from _lab import Lab, open_lab
-from conftest import START_MS, LiveObject, noop
+from _probe import Behaviour, Probe
+from conftest import START_MS, LiveObject, MakeRuntime, noop
 from durability import (
     AlarmMethodOptions,
     AttemptSettledEvent,
@@ -24,33 +23,13 @@ from durability import (
     PurgedEvent,
     RetryPolicy,
     ScheduledEvent,
-    now_ms,
 )
 from durability.cloudflare import adapt
-from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
-from durability.testing import VirtualClock
+from durability.runtime import AlarmInvocationInfo, DurableObject
 
 pytestmark = pytest.mark.usefixtures("host")
 
-Behaviour = Callable[[DurableAlarmInfo], Awaitable[Any]]
 NAMES = ("renew", "strict", "lenient", "tick")
-
-
-class Probe:
-    """The test's side of the object: handler behaviours in, observations out."""
-
-    def __init__(self, **options: Any) -> None:
-        self.options = options
-        self.behaviour: dict[str, Behaviour] = {}
-        self.runs: list[DurableAlarmInfo] = []
-        self.started_at: list[int] = []
-        self.events: list[Any] = []
-        self.gates: dict[str, asyncio.Event] = {}
-        self.running: dict[str, int] = {}
-        self.max_per_name = 0
-
-    def gate(self, name: str) -> asyncio.Event:
-        return self.gates.setdefault(name, asyncio.Event())
 
 
 class Timers(DurableObject):
@@ -67,17 +46,7 @@ class Timers(DurableObject):
         )
 
     async def _handle(self, info: DurableAlarmInfo) -> None:
-        probe = self.probe
-        probe.runs.append(info)
-        probe.started_at.append(now_ms())
-        probe.running[info.name] = probe.running.get(info.name, 0) + 1
-        probe.max_per_name = max(probe.max_per_name, probe.running[info.name])
-        try:
-            behaviour = probe.behaviour.get(info.name)
-            if behaviour is not None:
-                await behaviour(info)
-        finally:
-            probe.running[info.name] -= 1
+        await self.probe.alarm_run(info)
 
     async def schedule(self, name: str, at: int) -> None:
         await self.alarms.named(name)(at)
@@ -87,7 +56,7 @@ class Timers(DurableObject):
 
     async def schedule_unserializable(self, name: str, at: int) -> str:
         try:
-            await self.alarms.named(name)(at, payload={"when": datetime.now(UTC)})
+            await self.alarms.named(name)(at, payload={"when": datetime.now(UTC)})  # type: ignore[dict-item]
         except TypeError as error:
             return str(error)
         return "scheduled"
@@ -141,6 +110,7 @@ async def test_far_alarm_runs_at_its_time_from_the_physical_alarm() -> None:
         assert (info.name, info.scheduled_time, info.attempt) == ("renew", START_MS + 3_600_000, 1)
         assert (info.is_retry, info.retry_count) == (False, 0)
         assert info.idempotency_key.startswith("durability-alarm:v1:")
+        assert info.platform is not None
         assert (info.platform.retry_count, info.platform.is_retry) == (0, False)
         assert await t.obj.rows() == []
         assert await t.obj.alarm_at() is None
@@ -325,7 +295,7 @@ async def test_replacement_while_running_waits_for_the_old_handler() -> None:
         await t.clock.run_until_idle()
         assert len(probe.runs) == 2
         assert probe.runs[0].idempotency_key != probe.runs[1].idempotency_key
-        assert probe.max_per_name == 1
+        assert probe.max_per_key == 1
         assert await t.obj.rows() == []
 
 
@@ -482,7 +452,7 @@ async def test_lifecycle_events_name_the_alarm() -> None:
         )
 
 
-async def test_migrate_classmethod_moves_the_named_alarm_schema() -> None:
+async def test_migrate_classmethod_moves_the_named_alarm_schema(make_runtime: MakeRuntime) -> None:
     """DurabilityAlarms.migrate(ctx, None) drops durability_alarms; LATEST recreates it."""
 
     class Migrating(DurableObject):
@@ -495,7 +465,7 @@ async def test_migrate_classmethod_moves_the_named_alarm_schema() -> None:
             back = adapt(self.ctx).storage.sql.exec(tables).one()["n"]
             return [len(down.rolled_back), gone, len(up.applied), back]
 
-    async with Runtime(bindings={"MIG": Migrating}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"MIG": Migrating}) as rt:
         rolled_back, gone, applied, back = await rt.env.MIG.get_by_name("m").cycle()
         assert (gone, back) == (0, 1)
         assert rolled_back == applied > 0

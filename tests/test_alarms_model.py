@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
@@ -25,6 +26,8 @@ from conftest import START_MS
 from durability import DurabilityAlarms, DurableAlarmInfo, RetryPolicy
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
 from durability.testing import VirtualClock
+
+pytestmark = pytest.mark.slow
 
 NAMES = ("a", "b", "c")
 MAX_ATTEMPTS = 3

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability import (
     Durability,
     DurabilityFanout,
@@ -21,7 +22,7 @@ from durability import (
     RetryPolicy,
 )
 from durability.routing import RoutingClient
-from durability.runtime import DurableObject, Runtime
+from durability.runtime import DurableObject
 from durability.testing import VirtualClock
 
 MB2 = 2_000_000
@@ -85,9 +86,8 @@ class Target(DurableObject):
 
 
 @pytest.fixture
-async def target() -> Any:
-    clock = VirtualClock()
-    async with Runtime(bindings={"T": Target}, clock=clock) as rt:
+async def target(make_runtime: MakeRuntime, clock: VirtualClock) -> Any:
+    async with make_runtime(bindings={"T": Target}) as rt:
         yield rt.env.T.get_by_name("t"), clock
 
 
@@ -140,12 +140,12 @@ async def test_a_result_over_2_mb_fails_the_call(target: Any) -> None:
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (lambda: DurabilityLog(max_batch_size=1.5), "max_batch_size must be a positive integer"),
-        (lambda: LogRetention(max_bytes=1.5), "max_bytes must be a positive integer"),
-        (lambda: LogLeaseOptions(lease_ms=2.0), "lease_ms must be a positive integer"),
-        (lambda: RetryPolicy(max_attempts=1.5), "max_attempts must be a positive integer"),
-        (lambda: DurabilityFanout(targets={}, batch_delay_ms=0.5), "batch_delay_ms must be a"),
-        (lambda: RoutingClient(invoke=print, soft_backlog_limit=1.5), "soft_backlog_limit must"),
+        (lambda: DurabilityLog(max_batch_size=1.5), "max_batch_size must be a positive integer"),  # type: ignore[arg-type]
+        (lambda: LogRetention(max_bytes=1.5), "max_bytes must be a positive integer"),  # type: ignore[arg-type]
+        (lambda: LogLeaseOptions(lease_ms=2.0), "lease_ms must be a positive integer"),  # type: ignore[arg-type]
+        (lambda: RetryPolicy(max_attempts=1.5), "max_attempts must be a positive integer"),  # type: ignore[arg-type]
+        (lambda: DurabilityFanout(targets={}, batch_delay_ms=0.5), "batch_delay_ms must be a"),  # type: ignore[arg-type]
+        (lambda: RoutingClient(invoke=print, soft_backlog_limit=1.5), "soft_backlog_limit must"),  # type: ignore[arg-type]
     ],
 )
 def test_a_float_for_an_integer_option_is_a_type_and_a_value_error(

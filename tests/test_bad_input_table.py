@@ -127,7 +127,7 @@ IN_OBJECT = [
     Case(
         "an int",
         "log deduplication key",
-        lambda o: o.log.append(LogAppendInput(1, 5)),
+        lambda o: o.log.append(LogAppendInput(1, 5)),  # type: ignore[arg-type]
         TypeError,
         "deduplication_key must be a string",
     ),
@@ -249,7 +249,11 @@ IN_OBJECT = [
 AT_CONSTRUCTION = [
     Case("0", "RetryPolicy max_attempts", lambda _: RetryPolicy(max_attempts=0), ValueError, "max"),
     Case(
-        "'3'", "RetryPolicy max_attempts", lambda _: RetryPolicy(max_attempts="3"), TypeError, "max"
+        "'3'",
+        "RetryPolicy max_attempts",
+        lambda _: RetryPolicy(max_attempts="3"),  # type: ignore[arg-type]
+        TypeError,
+        "max",
     ),
     Case(
         "100",
@@ -295,7 +299,7 @@ AT_CONSTRUCTION = [
         ValueError,
         "target ids must be valid UTF-8",
     ),
-    Case("3", "Runtime path", lambda _: Runtime(path=3), TypeError, "path must"),
+    Case("3", "Runtime path", lambda _: Runtime(path=3), TypeError, "path must"),  # type: ignore[arg-type]
     Case("0", "Runtime idle_evict_ms", lambda _: Runtime(idle_evict_ms=0), ValueError, "positive"),
     Case(
         "0",

@@ -242,7 +242,7 @@ def test_least_work_answers_and_runs_only_what_a_later_sync_covered(
                     handled[id] = max(covered)
             durable(turns)
 
-        least._durable = recorded_durable  # type: ignore[method-assign]
+        least._durable = recorded_durable
 
         async def register(id: str) -> None:
             await least.register(id)

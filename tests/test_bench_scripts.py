@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 SCRIPTS = sorted(
     path for path in BENCH.glob("*.py") if 'if __name__ == "__main__":' in path.read_text()

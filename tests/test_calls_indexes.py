@@ -7,12 +7,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from durability import LATEST
-from durability._context import SqlCursor
+from conftest import MakeRuntime
+from durability import LATEST, SqlCursor
 from durability._engine.migrations import migrate
 from durability._engine.schemas import ERROR_STACK_MIGRATIONS, STACKS_CAPABILITY
 from durability._engine.tables import due_rows, pending_head, purge_created_before
@@ -21,8 +21,7 @@ from durability._operations.records import CALLS, list_query
 from durability._types import SqlValue
 from durability.cli._inspect.sections import operation_counts, operation_details
 from durability.cli._inspect.tables import Tables
-from durability.runtime import DurableObject, ObjectStub, Runtime
-from durability.testing import VirtualClock
+from durability.runtime import DurableObject, ObjectStub
 
 CALLS_0009 = "durability_0009_calls_cancelled_and_listing"
 CALLS_0012 = "durability_0012_calls_lean_indexes"
@@ -89,8 +88,8 @@ class CallsLab(DurableObject):
 
 
 @pytest.fixture
-async def lab(tmp_path: Path) -> AsyncIterator[ObjectStub]:
-    async with Runtime(path=str(tmp_path), bindings={"LAB": CallsLab}, clock=VirtualClock()) as rt:
+async def lab(tmp_path: Path, make_runtime: MakeRuntime) -> AsyncIterator[ObjectStub]:
+    async with make_runtime(path=str(tmp_path), bindings={"LAB": CallsLab}) as rt:
         yield rt.env.LAB.get_by_name("lab")
 
 
@@ -227,7 +226,9 @@ def test_inspect_counts_read_the_index_of_calls_not_completed() -> None:
     connection.set_trace_callback(statements.append)
     tables = Tables(connection)
     assert operation_counts(tables) == {"completed": 5, "failed": 1, "pending": 2}
-    assert [row["id"] for row in operation_details(tables)] == ["k5", "k6", "k7"]  # type: ignore[union-attr,index]
+    details = operation_details(tables)
+    assert isinstance(details, list)
+    assert [cast(dict[str, Any], row)["id"] for row in details] == ["k5", "k6", "k7"]
     plans = [
         " | ".join(row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {statement}"))
         for statement in statements

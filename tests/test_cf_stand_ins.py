@@ -14,8 +14,7 @@ import pytest
 
 import durability.runtime  # noqa: F401  (installs the stand-ins)
 from durability._cloudflare import _ffi
-from durability.runtime import Runtime
-from durability.runtime._http import Request, Response
+from durability.runtime import Request, Response, Runtime
 from durability.runtime._js_errors import JsException
 from durability.runtime._js_values import JsDict
 from durability.runtime._kv_codec import decode, encode

@@ -7,7 +7,6 @@ and for the slot number (`occurrence`), which restarts at 0 with the new recurre
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 from durability import Durable, DurableAlarmInfo, DurableCall, named_alarm, now_ms, operation
@@ -31,7 +30,7 @@ class Payments:
 class Subscription(Durable, DurableObject):
     """A monthly renewal that charges each period under `charge_id(info)`."""
 
-    charge_id: ClassVar[Callable[[DurableAlarmInfo], str]]
+    charge_id: ClassVar[staticmethod[[DurableAlarmInfo], str]]
 
     @operation
     async def charge(self, call: DurableCall[Any]) -> None:

@@ -12,7 +12,10 @@ import pytest
 from _chat_checks import ChatClient, summary
 from _served import free_port, start, stop
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="stops the server with SIGINT")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.name != "posix", reason="stops the server with SIGINT"),
+]
 
 CHAT_ROOM = Path(__file__).resolve().parent.parent / "examples" / "chat_room"
 

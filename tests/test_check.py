@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability.cli import main
 from durability.runtime import Runtime
 from durability.runtime.server import load_worker
@@ -260,7 +261,7 @@ def test_migrations_newer_than_the_code_are_found_and_missing_ones_listed(
 
 
 @pytest.fixture
-def renewals(tmp_path: Path) -> Iterator[Path]:
+def renewals(tmp_path: Path, make_runtime: MakeRuntime) -> Iterator[Path]:
     """A copy of the subscription renewals example with one customer subscribed in its
     state folder (a recurrence pending), as `durability serve` leaves it."""
     project = tmp_path / "subscription_renewals"
@@ -269,10 +270,11 @@ def renewals(tmp_path: Path) -> Iterator[Path]:
     )
     worker = load_worker(str(project))
     state = project / ".durability"
+    assert worker.project is not None
     worker.project.prepare(state)
 
     async def subscribe() -> None:
-        async with Runtime(path=state, bindings=worker.bindings, clock=VirtualClock()) as runtime:
+        async with make_runtime(path=state, bindings=worker.bindings) as runtime:
             await runtime.env.SUBSCRIPTIONS.get_by_name("ann").subscribe("ann", DAY_MS)
 
     _run(subscribe())
@@ -317,7 +319,7 @@ def test_a_class_migration_deleting_objects_with_pending_work(
 
 
 def test_check_reads_a_folder_a_runtime_is_serving_without_changing_it(
-    data: Path, tmp_path: Path
+    data: Path, tmp_path: Path, make_runtime: MakeRuntime
 ) -> None:
     """Run as a command while a runtime holds the folder: it answers, and not a byte of
     the data changes."""
@@ -329,7 +331,7 @@ def test_check_reads_a_folder_a_runtime_is_serving_without_changing_it(
 
     async def while_serving() -> None:
         loaded = load_worker(str(_write(tmp_path / "serving", BILLING)))
-        async with Runtime(path=data, bindings=loaded.bindings, clock=VirtualClock()):
+        async with make_runtime(path=data, bindings=loaded.bindings):
             digests.append(_digest(data))
             command = [sys.executable, "-m", "durability", "check", str(data), "--worker"]
             answers.append(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -23,6 +23,7 @@ from _cloudflare_double import (
     WorkersContext,
     install,
 )
+from _hosts import hosted, hosting
 from conftest import START_MS, Holder
 from durability import (
     Durability,
@@ -47,15 +48,16 @@ T0 = START_MS
 async def live_ctx(clock: VirtualClock) -> AsyncIterator[Any]:
     """The ctx a live `Holder` object was given."""
     probe = SimpleNamespace(ctx=None, alarms=[])
-    async with Runtime(bindings={"OBJ": Holder, "PROBE": probe}, clock=clock) as rt:
+    async with Runtime(bindings={"OBJ": Holder, "PROBE": probe}, clock=clock, **hosted()) as rt:
         await rt.env.OBJ.get_by_name("a").now()
         yield probe.ctx
 
 
 @pytest.fixture(params=[WORKERS_SDK, BUILTIN])
-def flavour(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    install(monkeypatch, str(request.param))
-    return str(request.param)
+def flavour(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Objects hosted as on Cloudflare, in each flavour of the double."""
+    with hosting(install(monkeypatch, str(request.param))):
+        yield str(request.param)
 
 
 @pytest.fixture
@@ -327,13 +329,13 @@ async def test_plain_functions_are_accepted_where_callbacks_are_awaited(ctx: Any
     embedded runtime: their result is awaited only when it is awaitable."""
     adapted = adapt(ctx)
     sql = table(ctx)
-    assert await adapted.block_concurrency_while(lambda: 3) == 3
+    assert await adapted.block_concurrency_while(lambda: 3) == 3  # type: ignore[arg-type,return-value]
 
     def write(txn: Any) -> int:
         sql.exec("INSERT INTO t VALUES ('plain', 1)")
         return 5
 
-    assert await adapted.storage.transaction(write) == 5
+    assert await adapted.storage.transaction(write) == 5  # type: ignore[arg-type]
     assert sql.exec("SELECT k FROM t").to_list() == [{"k": "plain"}]
 
 
@@ -484,7 +486,7 @@ async def test_adapt_works_without_pyodide_on_plain_python_values(
     async with live_ctx(clock) as embedded:
         double = WorkersContext(RawContext(embedded))
         given: list[Any] = []
-        double._ctx.waitUntil = given.append
+        double._ctx.waitUntil = given.append  # type: ignore[method-assign,assignment]
         adapted = adapt(double)
         sql = adapted.storage.sql
         sql.exec("CREATE TABLE t (k TEXT, v)")
@@ -511,7 +513,7 @@ async def test_alarm_retry_hook_reads_cloudflare_retry_info(ctx: Any) -> None:
     scheduler = DurabilityScheduler(context=ctx, on_alarm_retry=seen.append)
     Durability(scheduler=scheduler, handlers={"x": print})
     adapt(ctx).storage.sql.exec("DROP TABLE durability_calls")
-    await scheduler.alarm(RawAlarmInfo(3, True))
+    await scheduler.alarm(RawAlarmInfo(3, True))  # type: ignore[arg-type]
     [retry] = seen
     assert (retry.retry_count, retry.is_retry, retry.object_id) == (3, True, ctx.id.toString())
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability.runtime import (
     AlarmInvocationInfo,
     DurableObject,
@@ -75,7 +76,7 @@ class Spelled(DurableObject):
 
         async def in_transaction(txn: Any) -> int | None:
             await txn.setAlarm(START + 7_000)
-            return await txn.getAlarm()  # type: ignore[no-any-return]
+            return await txn.getAlarm()
 
         seen.append(await storage.transaction(in_transaction))
         return seen
@@ -113,8 +114,8 @@ class Spelled(DurableObject):
 
 
 @pytest.fixture
-async def rt() -> Any:
-    async with Runtime(bindings={"NS": Spelled}, clock=VirtualClock(START)) as runtime:
+async def rt(make_runtime: MakeRuntime) -> Any:
+    async with make_runtime(bindings={"NS": Spelled}, clock=VirtualClock(START)) as runtime:
         yield runtime
 
 
@@ -130,9 +131,9 @@ async def test_cursor_camel_case_and_attribute_rows(rt: Runtime) -> None:
     }
 
 
-async def test_one_refuses_other_row_counts_in_cloudflare_words() -> None:
+async def test_one_refuses_other_row_counts_in_cloudflare_words(make_runtime: MakeRuntime) -> None:
     """one() raises unless exactly one row, with the message Cloudflare gives."""
-    async with Runtime(bindings={"NS": Spelled}) as runtime:
+    async with make_runtime(bindings={"NS": Spelled}) as runtime:
         await runtime.env.NS.getByName("a").cursor()
         probe = runtime.env.NS.getByName("a")
         assert await probe.one_of("SELECT k FROM t") == (
@@ -175,10 +176,10 @@ async def test_namespace_camel_case(rt: Runtime) -> None:
     assert ns.getByName("x").id == ns.get(named).id
 
 
-async def test_alarm_info_camel_case() -> None:
+async def test_alarm_info_camel_case(make_runtime: MakeRuntime) -> None:
     """The alarm info's retryCount/isRetry follow retries of a raising alarm()."""
     clock = VirtualClock(START)
-    async with Runtime(bindings={"NS": Spelled}, clock=clock) as runtime:
+    async with make_runtime(bindings={"NS": Spelled}, clock=clock) as runtime:
         stub = runtime.env.NS.getByName("a")
         await stub.alarms()
         await clock.advance(7_000 + 2_000 + 4_000)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import START_MS
+from conftest import START_MS, MakeRuntime
 from durability import (
     DurabilityLog,
     LogAppendInput,
@@ -20,8 +20,7 @@ from durability import (
 )
 from durability._log.identity import writing_for
 from durability.cold import STALE_TEMP_SECONDS, FileColdStorage
-from durability.runtime import DurableObject, Runtime
-from durability.testing import VirtualClock
+from durability.runtime import DurableObject
 
 
 def _segment(first: int, last: int, body: str = "x") -> LogSegment[str]:
@@ -81,7 +80,7 @@ async def test_a_logs_segment_is_reused_only_when_it_holds_the_same_records(
     changed = await writing_for("obj.epoch", lambda: store.write(_segment(0, 1, "changed")))
     assert changed != first
     for locator, body in ((first, "original"), (changed, "changed")):
-        records = await store.read(locator)
+        records = await store.read(str(locator))
         assert records is not None
         assert [r.body for r in records] == [f"{body}0", f"{body}1"]
     assert json.loads((tmp_path / first).read_text())["logId"] == "obj.epoch"
@@ -168,10 +167,12 @@ class _LogObject(DurableObject):
         await self.ctx.storage.delete_all()
 
 
-async def test_segments_after_delete_all_never_reuse_old_files(tmp_path: Path) -> None:
+async def test_segments_after_delete_all_never_reuse_old_files(
+    tmp_path: Path, make_runtime: MakeRuntime
+) -> None:
     """After delete_all(), offsets restart at 0 but trim never serves the old segment files."""
     bindings = {"LOGS": _LogObject, "COLD_DIR": str(tmp_path / "cold")}
-    async with Runtime(path=tmp_path / "objects", bindings=bindings, clock=VirtualClock()) as rt:
+    async with make_runtime(path=tmp_path / "objects", bindings=bindings) as rt:
         stub = rt.env.LOGS.get_by_name("p")
         assert await stub.append_and_trim(["old-a", "old-b", "old-c"]) == 2
         await stub.wipe()
@@ -180,10 +181,12 @@ async def test_segments_after_delete_all_never_reuse_old_files(tmp_path: Path) -
         assert await stub.bodies() == ["new-a", "new-b", "new-c"]
 
 
-async def test_objects_sharing_a_cold_directory_keep_their_own_segments(tmp_path: Path) -> None:
+async def test_objects_sharing_a_cold_directory_keep_their_own_segments(
+    tmp_path: Path, make_runtime: MakeRuntime
+) -> None:
     """Two logs flushing the same offsets into one directory each read back their own records."""
     bindings = {"LOGS": _LogObject, "COLD_DIR": str(tmp_path / "cold")}
-    async with Runtime(path=None, bindings=bindings, clock=VirtualClock()) as rt:
+    async with make_runtime(path=None, bindings=bindings) as rt:
         one, two = rt.env.LOGS.get_by_name("one"), rt.env.LOGS.get_by_name("two")
         assert await one.append_and_trim(["1a", "1b"]) == 1
         assert await two.append_and_trim(["2a", "2b"]) == 1
@@ -206,7 +209,7 @@ async def test_stale_temporary_files_of_a_killed_writer_are_removed(tmp_path: Pa
 async def test_file_cold_storage_round_trip(tmp_path: Path) -> None:
     """`FileColdStorage` returns a non-empty locator, reads the records back, None if gone."""
     cold = FileColdStorage(tmp_path / "cold")
-    segment = LogSegment(
+    segment: LogSegment[Any] = LogSegment(
         0, 1, [LogRecord(0, "k0", {"a": 1}, START_MS), LogRecord(1, "k1", "b", START_MS)]
     )
     locator = await cold.write(segment)

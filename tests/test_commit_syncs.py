@@ -514,7 +514,12 @@ async def test_settle_waits_until_an_alarm_change_committed_on_the_loop_is_durab
     database.alarm_changed = True
     await asyncio.to_thread(started.wait)
     assert not change.done() and not database.connection().in_transaction
-    releaser = threading.Thread(target=lambda: (time.sleep(0.05), gate.set()))
+
+    def release() -> None:
+        time.sleep(0.05)
+        gate.set()
+
+    releaser = threading.Thread(target=release)
     releaser.start()
     database.settle()  # blocks the loop until the held sync has ended
     releaser.join()

@@ -8,6 +8,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -155,7 +156,7 @@ def test_an_evicted_object_is_not_kept_alive_by_an_idle_worker(tmp_path: Path) -
     """A worker waiting for work holds nothing of its last commit: the database of an
     evicted object (and with it the user's instance) can be freed."""
 
-    async def main() -> weakref.ref[object]:
+    async def main() -> weakref.ref[Any]:
         async with Runtime(path=tmp_path, bindings={"O": Noted}) as rt:
             stub = rt.env.O.get_by_name("a")
             await stub.note()

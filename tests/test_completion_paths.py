@@ -57,7 +57,7 @@ class Completions(DurableObject):
             for key, generation, attempt, result in done
         ]
         if alone:
-            outcomes = [complete_calls(sql, [one], START_MS + 5)[0] for one in attempts]
+            outcomes = [complete_calls(sql, [one], START_MS + 5)[0] for one in attempts]  # type: ignore[list-item]
         else:
             outcomes = complete_calls(sql, attempts, START_MS + 5)  # type: ignore[arg-type]
         names = [o if o is None or isinstance(o, int) else type(o).__name__ for o in outcomes]

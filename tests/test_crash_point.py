@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability import Durable, DurableCall, named_alarm, now_ms, operation
-from durability.runtime import DurableObject, ObjectEvictedError, Runtime
+from durability.runtime import DurableObject, ObjectEvictedError
 from durability.testing import VirtualClock, crash_point
 
 
@@ -30,16 +31,18 @@ class Notes(DurableObject):
         return [row["text"] for row in sql.exec("SELECT text FROM notes ORDER BY rowid")]
 
 
-async def test_a_crash_point_loses_the_calls_uncommitted_writes(tmp_path: Any) -> None:
+async def test_a_crash_point_loses_the_calls_uncommitted_writes(
+    tmp_path: Any, make_runtime: MakeRuntime
+) -> None:
     """The caller gets ObjectEvictedError, the call's writes are gone, the next call works."""
-    async with Runtime(path=tmp_path, bindings={"NOTES": Notes}, clock=VirtualClock()) as rt:
+    async with make_runtime(path=tmp_path, bindings={"NOTES": Notes}) as rt:
         notes = rt.env.NOTES.get_by_name("a")
         assert await notes.add("kept") == 1
         with pytest.raises(ObjectEvictedError):
             await notes.add("lost", crash=True)
         assert await notes.texts() == ["kept"]
         assert await notes.add("next") == 2
-    async with Runtime(path=tmp_path, bindings={"NOTES": Notes}, clock=VirtualClock()) as rt:
+    async with make_runtime(path=tmp_path, bindings={"NOTES": Notes}) as rt:
         assert await rt.env.NOTES.get_by_name("a").texts() == ["kept", "next"]
 
 
@@ -75,13 +78,12 @@ class Billing(Durable, DurableObject):
 
 @pytest.mark.parametrize(("stable", "distinct_keys"), [(True, 1), (False, 2)])
 async def test_a_crash_after_the_effect_retries_the_handler(
-    stable: bool, distinct_keys: int
+    stable: bool, distinct_keys: int, make_runtime: MakeRuntime, clock: VirtualClock
 ) -> None:
     """A handler crashed after its effect runs again: a stable idempotency key makes the
     repeat harmless, a key drawn per attempt shows up as a second, different charge."""
     payments = Payments(crash_after=1)
-    clock = VirtualClock()
-    async with Runtime(bindings={"BILLING": Billing, "PAYMENTS": payments}, clock=clock) as rt:
+    async with make_runtime(bindings={"BILLING": Billing, "PAYMENTS": payments}) as rt:
         billing = rt.env.BILLING.get_by_name("acme")
         await billing.bill(stable)
         await clock.advance(60_000)
@@ -110,10 +112,11 @@ class Reminder(Durable, DurableObject):
         return await self.ring.get() is not None
 
 
-async def test_a_named_alarm_crashed_mid_handler_is_retried_without_its_writes() -> None:
+async def test_a_named_alarm_crashed_mid_handler_is_retried_without_its_writes(
+    make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """The first ring's write is lost with the crash; the retry rings once more and sticks."""
-    clock = VirtualClock()
-    async with Runtime(bindings={"REMINDERS": Reminder}, clock=clock) as rt:
+    async with make_runtime(bindings={"REMINDERS": Reminder}) as rt:
         reminder = rt.env.REMINDERS.get_by_name("r")
         await reminder.arm()
         await clock.advance(60_000)

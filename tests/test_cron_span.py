@@ -19,6 +19,8 @@ from durability._alarms.recurrence import (
     next_slot,
 )
 
+pytestmark = pytest.mark.slow
+
 DAY = 86_400_000
 ZONES = (
     "UTC",

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from _served import call, served
-from conftest import START_MS
+from conftest import START_MS, MakeRuntime
 from durability.cli._dashboard.app import MAX_ADVANCE_MS
 from durability.cli._dashboard.html import relative_time
 from durability.cli._dashboard.render import OBJECT_CARDS, Snapshot, render_panel
@@ -40,10 +40,12 @@ PANEL_TAGS = {
 
 
 @pytest.fixture
-async def shops(tmp_path: Path, clock: VirtualClock) -> AsyncIterator[httpx.AsyncClient]:
+async def shops(
+    tmp_path: Path, clock: VirtualClock, make_runtime: MakeRuntime
+) -> AsyncIterator[httpx.AsyncClient]:
     """A client of the dashboard worker, served from `tmp_path/data` on the virtual clock."""
     worker = load_worker(str(WORKER))
-    async with Runtime(path=tmp_path / "data", bindings=worker.bindings, clock=clock) as runtime:
+    async with make_runtime(path=tmp_path / "data", bindings=worker.bindings) as runtime:
         transport = httpx.ASGITransport(app=WorkerApp(worker, runtime))
         async with httpx.AsyncClient(transport=transport, base_url="http://demo") as client:
             yield client
@@ -95,7 +97,7 @@ async def test_page_shows_objects_work_alarms_log_and_failures(
 
 
 async def test_leases_fanout_and_failing_alarms_show_too(
-    tmp_path: Path, clock: VirtualClock
+    tmp_path: Path, clock: VirtualClock, make_runtime: MakeRuntime
 ) -> None:
     """A held log lease, fanout backlog and dead letters, and a named alarm whose attempts
     fail (among the recent failures) are on the page as well."""
@@ -104,7 +106,7 @@ async def test_leases_fanout_and_failing_alarms_show_too(
         return Response("worker")
 
     bindings = {"SHOPS": FilledShop, "FANOUT": Fanout}
-    async with Runtime(path=tmp_path, bindings=bindings, clock=clock) as runtime:
+    async with make_runtime(path=tmp_path, bindings=bindings) as runtime:
         await runtime.env.SHOPS.get_by_name("acme").fill()
         await runtime.env.FANOUT.get_by_name("topic").seed()
         await clock.advance(60_000)
@@ -228,10 +230,10 @@ async def test_advance_on_the_wall_clock_is_409(tmp_path: Path) -> None:
     assert state["virtual_time"] is False
 
 
-async def test_an_in_memory_runtime_has_nothing_to_show() -> None:
+async def test_an_in_memory_runtime_has_nothing_to_show(make_runtime: MakeRuntime) -> None:
     """A runtime without a path shows why the page is empty instead of failing."""
     worker = load_worker(str(WORKER))
-    async with Runtime(bindings=worker.bindings) as runtime:
+    async with make_runtime(bindings=worker.bindings) as runtime:
         transport = httpx.ASGITransport(app=WorkerApp(worker, runtime))
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
             page = await client.get("/_durability")
@@ -241,7 +243,7 @@ async def test_an_in_memory_runtime_has_nothing_to_show() -> None:
 
 def test_many_objects_are_counted_and_the_first_ones_shown() -> None:
     """Past OBJECT_CARDS objects the summary still counts all; the rest are named by count."""
-    reports = [
+    reports: list[dict[str, Any]] = [
         {
             "namespace": "SHOPS",
             "name": f"shop-{n:04d}",
@@ -281,6 +283,7 @@ def test_relative_times_show_the_two_largest_units(delta_ms: int, shown: str) ->
     assert relative_time(delta_ms) == shown
 
 
+@pytest.mark.slow
 def test_virtual_time_over_http_runs_a_month_of_renewals(tmp_path: Path) -> None:
     """`durability serve --virtual-time`: one advance of 30 days over HTTP renews (and
     charges) a subscription, and the dashboard's clock moved with it."""
@@ -310,11 +313,11 @@ def _age(directory: Path, seconds: float) -> None:
 
 
 async def test_refreshes_read_again_only_the_files_that_changed(
-    tmp_path: Path, clock: VirtualClock
+    tmp_path: Path, clock: VirtualClock, make_runtime: MakeRuntime
 ) -> None:
     """An unchanged file's report is reused; a written or just-touched one is read again."""
     data = tmp_path / "data"
-    async with Runtime(path=data, bindings={"SHOPS": FilledShop}, clock=clock) as runtime:
+    async with make_runtime(path=data, bindings={"SHOPS": FilledShop}) as runtime:
         for name in ("acme", "globex", "initech"):
             await runtime.env.SHOPS.get_by_name(name).fill()
         await clock.run_until_idle()
@@ -348,11 +351,11 @@ class Notebook(DurableObject):
 
 
 async def test_objects_holding_their_own_tables_and_kv_are_not_shown_empty(
-    tmp_path: Path, clock: VirtualClock
+    tmp_path: Path, clock: VirtualClock, make_runtime: MakeRuntime
 ) -> None:
     """An object with SQL rows and KV keys shows them counted, not "Nothing stored yet."."""
     data = tmp_path / "data"
-    async with Runtime(path=data, bindings={"NOTES": Notebook}, clock=clock) as rt:
+    async with make_runtime(path=data, bindings={"NOTES": Notebook}) as rt:
         await rt.env.NOTES.get_by_name("full").write()
         await rt.env.NOTES.get_by_name("empty").touch()
     reports = {report["name"]: report for report in inspect_path(data)}
@@ -367,13 +370,13 @@ async def test_objects_holding_their_own_tables_and_kv_are_not_shown_empty(
 
 
 async def test_work_due_before_the_alarm_shows_as_the_next_wake_up(
-    tmp_path: Path, clock: VirtualClock
+    tmp_path: Path, clock: VirtualClock, make_runtime: MakeRuntime
 ) -> None:
     """A renewal due within the minimum alarm delay runs from a timer while the alarm waits
     later: the object's line shows the renewal's time, not the later alarm's."""
     worker = load_worker(str(RENEWALS))
     data = tmp_path / "data"
-    async with Runtime(path=data, bindings=worker.bindings, clock=clock) as rt:
+    async with make_runtime(path=data, bindings=worker.bindings) as rt:
         request = Request("http://x/carol/subscribe?period=6", method="POST")
         assert (await worker.fetch(request, rt.env)).status == 201
         await clock.advance(5_500)

@@ -12,6 +12,7 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from selenium import webdriver
@@ -30,10 +31,14 @@ CHROMEDRIVER = shutil.which("chromedriver")
 WAIT_S = 30
 """How long the browser may take to show a change (the page refreshes every 2 s)."""
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None or CHROMEDRIVER is None,
-    reason="needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CHROMIUM is None or CHROMEDRIVER is None,
+        reason="needs Debian's chromium and chromium-driver "
+        "(apt-get install chromium chromium-driver)",
+    ),
+]
 
 
 @pytest.fixture
@@ -70,6 +75,12 @@ def _wait(driver: webdriver.Chrome, check: Callable[[webdriver.Chrome], object])
     WebDriverWait(driver, WAIT_S, ignored_exceptions=(StaleElementReferenceException,)).until(check)
 
 
+def _click(element: Any) -> bool:
+    """Click `element`; true, so a wait that clicks is done once the click went through."""
+    element.click()
+    return True
+
+
 def _until(driver: webdriver.Chrome, what: str, *texts: str) -> None:
     """Wait until the panel shows every one of `texts` (each a refresh at most apart)."""
     try:
@@ -103,7 +114,7 @@ def test_dashboard_shows_the_work_and_refreshes_itself(
         _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, failed).text == "1")
 
         summary = "#failures details.traceback summary"
-        _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, summary).click() or True)
+        _wait(browser, lambda d: _click(d.find_element(By.CSS_SELECTOR, summary)))
         opened = "#failures details.traceback[open]"
         _wait(
             browser,

@@ -108,7 +108,7 @@ async def test_declared_handlers_run_through_the_objects_scheduler() -> None:
 
 async def test_instance_attributes_are_the_handles() -> None:
     """self.charge is the DurableOperation, self.renew the NamedAlarm; options applied."""
-    async with open_lab("BILLING", Billing, []) as lab:
+    async with open_lab("BILLING", Billing, list[Any]()) as lab:
         assert await lab.obj.handles() == [
             "DurableOperation",
             "NamedAlarm",
@@ -326,7 +326,7 @@ class Early(Durable, DurableObject):
         """Nothing to do."""
 
     def __init__(self, ctx: Any, env: Any) -> None:
-        self.work("too-early")
+        self.work("too-early")  # type: ignore[unused-coroutine]
         super().__init__(ctx, env)
 
     async def run(self) -> None:
@@ -362,7 +362,7 @@ class FailsOnce(Durable, DurableObject):
 @on_hosts
 async def test_a_failed_construction_leaves_no_scheduler_behind() -> None:
     """After a constructor raised, the next call builds the object and its scheduler anew."""
-    async with open_lab("FAILS", FailsOnce, []) as lab:
+    async with open_lab("FAILS", FailsOnce, list[Any]()) as lab:
         with pytest.raises(RuntimeError, match="config missing"):
             await lab.obj.run()
         await lab.obj.run()
@@ -440,8 +440,10 @@ class Renewals(Durable, DurableObject):
     @named_alarm
     async def renew(self, info: DurableAlarmInfo) -> None:
         self.env["PROBE"].append(info.payload)
-        if info.payload < 3:
-            await self.renew(info.scheduled_time + DAY_MS, payload=info.payload + 1)
+        count = info.payload
+        assert isinstance(count, int)
+        if count < 3:
+            await self.renew(info.scheduled_time + DAY_MS, payload=count + 1)
 
     async def start(self) -> None:
         await self.renew(now_ms() + DAY_MS, payload=0)

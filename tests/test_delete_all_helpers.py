@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from _fanout_host import Hub, Probe, bodies
+from _fanout_host import FanoutProbe, Hub, bodies
 from _lab import open_lab
 from conftest import START_MS
 from durability import (
@@ -226,7 +226,7 @@ async def test_a_delivery_in_flight_when_the_rows_go_ends_quietly(
 ) -> None:
     """A consumer still running when `delete_all()` removes its deliveries, then failing,
     retries nothing and arms no alarm."""
-    probe = Probe()
+    probe = FanoutProbe()
     gate = asyncio.Event()
 
     async def fail_later(messages: Any) -> None:
@@ -250,7 +250,7 @@ async def test_a_delivery_in_flight_when_the_rows_go_ends_quietly(
 async def test_fanout_deliveries_deleted_are_not_retried_and_the_count_starts_again() -> None:
     """Deliveries waiting for a retry are gone with the rows: the load reads 0, no target
     is called again, and messages enqueued afterwards are delivered."""
-    probe = Probe(options={"retries": RetryPolicy(delay=lambda attempt: 5_000)})
+    probe = FanoutProbe(options={"retries": RetryPolicy(delay=lambda attempt: 5_000)})
 
     async def retry(messages: Any) -> None:
         for message in messages:

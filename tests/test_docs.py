@@ -17,8 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from durability.runtime import Request, Runtime
+from conftest import MakeRuntime
+from durability.runtime import Request
 from durability.runtime.server import load_worker
+from test_pytest_plugin import AS_A_USER
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -71,7 +75,7 @@ def test_python_block_runs_as_shown(block: Block, tmp_path: Path) -> None:
         config = _config_block(block.page)
         if config is not None:
             (tmp_path / "pyproject.toml").write_text(config)
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", file]
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *AS_A_USER, file]
     result = subprocess.run(
         command, cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT_S
     )
@@ -123,7 +127,7 @@ def test_local_link_anchors_resolve(page: Path) -> None:
 
 
 async def test_getting_started_app_answers_by_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_runtime: MakeRuntime
 ) -> None:
     """The tutorial's served `app.py` greets the name in the URL path, as curl would ask."""
     page = ROOT / "docs" / "getting-started.md"
@@ -134,7 +138,7 @@ async def test_getting_started_app_answers_by_path(
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         worker = load_worker(str(tmp_path / "app.py"))
-        async with Runtime(bindings=worker.bindings) as rt:
+        async with make_runtime(bindings=worker.bindings) as rt:
             response = await worker.fetch(Request("http://localhost:8787/alice"), rt.env)
     finally:
         for module in ("app", "greeter"):

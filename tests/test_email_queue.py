@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability.runtime import Request, Runtime
 from durability.runtime.server import WorkerModule, load_worker
 from durability.testing import VirtualClock
@@ -71,13 +72,14 @@ class Queue:
 
 
 @pytest.fixture
-async def queue(tmp_path: Path) -> AsyncIterator[Queue]:
+async def queue(
+    tmp_path: Path, make_runtime: MakeRuntime, clock: VirtualClock
+) -> AsyncIterator[Queue]:
     worker = load_worker(str(EXAMPLE))
     mailer = FakeMailer()
     storage = tmp_path / "storage"
     bindings = {**worker.bindings, "MAILER": mailer, "STORAGE_DIR": str(storage)}
-    clock = VirtualClock()
-    async with Runtime(path=str(tmp_path / "db"), bindings=bindings, clock=clock) as rt:
+    async with make_runtime(path=str(tmp_path / "db"), bindings=bindings) as rt:
         yield Queue(worker, rt, clock, sys.modules[worker.name], storage, mailer)
 
 
@@ -223,11 +225,13 @@ async def test_a_wrong_method_answers_405_with_the_allowed_one(queue: Queue) -> 
 
 
 @pytest.mark.parametrize("kind", ["file", "object"])
-async def test_both_stores_keep_the_first_write_and_page_by_key(kind: str, tmp_path: Path) -> None:
+async def test_both_stores_keep_the_first_write_and_page_by_key(
+    kind: str, tmp_path: Path, make_runtime: MakeRuntime
+) -> None:
     """FileStore and the Store object refuse to overwrite a key, list a prefix in key order
     after a cursor, and delete."""
     module = sys.modules[load_worker(str(EXAMPLE)).name]
-    async with Runtime(bindings={"STORE": module.Store}) as rt:
+    async with make_runtime(bindings={"STORE": module.Store}) as rt:
         stores = sys.modules["email_stores"]
         store = (
             stores.FileStore(tmp_path / "files")

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability.runtime import Request, Runtime
 from durability.runtime.server import WorkerModule, load_worker
 from durability.testing import VirtualClock
@@ -57,12 +58,13 @@ class Topics:
 
 
 @pytest.fixture
-async def topics(tmp_path: Path) -> AsyncIterator[Topics]:
+async def topics(
+    tmp_path: Path, make_runtime: MakeRuntime, clock: VirtualClock
+) -> AsyncIterator[Topics]:
     worker = load_worker(str(EXAMPLE))
     module = sys.modules[worker.name]
     bindings = {**worker.bindings, "SEGMENTS_DIR": str(tmp_path / "segments")}
-    clock = VirtualClock()
-    async with Runtime(path=str(tmp_path / "db"), bindings=bindings, clock=clock) as rt:
+    async with make_runtime(path=str(tmp_path / "db"), bindings=bindings) as rt:
         yield Topics(worker, rt, clock, module)
 
 

@@ -14,6 +14,8 @@ import pytest
 from _example_checks import CHECKS
 from _served import served
 
+pytestmark = pytest.mark.slow
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability.runtime import Request, Runtime
 from durability.runtime.server import WorkerModule, load_worker
-from durability.testing import VirtualClock
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -32,9 +32,11 @@ class Served:
 
 
 @pytest.fixture
-async def served(request: pytest.FixtureRequest) -> AsyncIterator[Served]:
+async def served(
+    request: pytest.FixtureRequest, make_runtime: MakeRuntime
+) -> AsyncIterator[Served]:
     worker = load_worker(str(EXAMPLES / request.param))
-    async with Runtime(bindings=worker.bindings, clock=VirtualClock()) as rt:
+    async with make_runtime(bindings=worker.bindings) as rt:
         yield Served(worker, rt)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import durability
+from conftest import MakeRuntime
 from durability import (
     LATEST,
     AbortSignal,
@@ -325,23 +326,25 @@ def test_options_are_keyword_only(target: Callable[..., Any]) -> None:
     assert kinds <= {inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.VAR_KEYWORD}
 
 
-async def test_a_runtime_ctx_and_its_cursor_pass_isinstance_of_the_protocols() -> None:
+async def test_a_runtime_ctx_and_its_cursor_pass_isinstance_of_the_protocols(
+    make_runtime: MakeRuntime,
+) -> None:
     """`Context` and `SqlCursor` are runtime-checkable: a host's ctx and cursor pass."""
     seen: list[bool] = []
 
-    class Probe(DurableObject):
+    class Checked(DurableObject):
         async def check(self) -> None:
             cursor = self.ctx.storage.sql.exec("SELECT 1 AS one")
             seen.append(isinstance(self.ctx, durability.Context))
             seen.append(isinstance(cursor, durability.SqlCursor))
             seen.append(isinstance(object(), durability.Context))
 
-    async with Runtime(bindings={"P": Probe}, clock=VirtualClock()) as rt:
+    async with make_runtime(bindings={"P": Checked}) as rt:
         await rt.env.P.get_by_name("p").check()
     assert seen == [True, True, False]
 
 
-SIGNATURE_DEFAULTS = [
+SIGNATURE_DEFAULTS: list[tuple[Any, str, object]] = [
     (DurabilityScheduler, "alarm_concurrency", 10),
     (DurabilityScheduler, "alarm_min_delay_ms", 15_000),
     (DurabilityScheduler, "alarm_handoff_ms", 840_000),

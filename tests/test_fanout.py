@@ -7,23 +7,22 @@ from typing import Any
 
 import pytest
 
-from _fanout_host import Probe, bodies, hub
-from conftest import START_MS
+from _fanout_host import FanoutProbe, bodies, hub
+from conftest import START_MS, MakeRuntime
 from durability import (
     DurabilityFanout,
     FanoutTarget,
     RetryPolicy,
+    SerializedError,
     StoredFailure,
     StoredMessage,
 )
-from durability._errors import SerializedError
-from durability.runtime import DurableObject, Runtime
-from durability.testing import VirtualClock
+from durability.runtime import DurableObject
 
 
 async def test_each_target_gets_each_message_and_settled_messages_are_deleted() -> None:
     """Every target receives every message; once all acked, no row or manifest is left."""
-    probe = Probe()
+    probe = FanoutProbe()
     async with hub(probe) as t:
         result = await t.obj.enqueue(bodies("x", "y"))
         assert result["success"] is True
@@ -38,7 +37,7 @@ async def test_each_target_gets_each_message_and_settled_messages_are_deleted() 
 
 async def test_message_stays_until_every_target_settled_it() -> None:
     """A target that retries keeps the manifest alive with one remaining delivery."""
-    probe = Probe(options={"retries": RetryPolicy(delay=lambda attempt: 5_000)})
+    probe = FanoutProbe(options={"retries": RetryPolicy(delay=lambda attempt: 5_000)})
 
     async def retry(messages: Any) -> None:
         for message in messages:
@@ -64,7 +63,7 @@ async def test_message_stays_until_every_target_settled_it() -> None:
 
 async def test_duplicate_enqueue_is_skipped_and_its_id_returned() -> None:
     """The same key, id, body and targets again: no new rows, acked targets not redelivered."""
-    probe = Probe()
+    probe = FanoutProbe()
     async with hub(probe) as t:
         probe.behaviour["audit"] = lambda messages: _never()
         await t.obj.enqueue(bodies("x"))
@@ -83,7 +82,7 @@ async def _never() -> None:
 
 async def test_key_reused_for_different_work_rejects_the_whole_batch() -> None:
     """A key bound to another body fails the batch as success=False and writes nothing."""
-    probe = Probe(consumers={"email": {}})
+    probe = FanoutProbe(consumers={"email": {}})
     async with hub(probe) as t:
         probe.behaviour["email"] = lambda messages: _never()
         await t.obj.enqueue([{"id": "m1", "body": 1, "key": "k"}])
@@ -101,7 +100,7 @@ async def test_key_reused_for_different_work_rejects_the_whole_batch() -> None:
 
 async def test_concurrent_enqueues_are_atomic_each_and_keep_their_order() -> None:
     """Enqueues stored together in one turn: a rejected one stores nothing, the rest do."""
-    probe = Probe(consumers={"email": {}})
+    probe = FanoutProbe(consumers={"email": {}})
     async with hub(probe) as t:
         probe.behaviour["email"] = lambda messages: _never()
         first, clash, third = await asyncio.gather(
@@ -119,7 +118,7 @@ async def test_concurrent_enqueues_are_atomic_each_and_keep_their_order() -> Non
 
 async def test_repeat_within_one_batch_is_registered_once() -> None:
     """The second use of a key in one batch is a duplicate of the first."""
-    probe = Probe(consumers={"email": {}})
+    probe = FanoutProbe(consumers={"email": {}})
     async with hub(probe) as t:
         result = await t.obj.enqueue([{"id": "m1", "body": 1}, {"id": "m1", "body": 1}])
         await t.clock.run_until_idle()
@@ -129,7 +128,7 @@ async def test_repeat_within_one_batch_is_registered_once() -> None:
 
 async def test_settled_key_can_be_enqueued_again() -> None:
     """Once every target settled a message its key is free: the same id is new work."""
-    probe = Probe(consumers={"email": {}})
+    probe = FanoutProbe(consumers={"email": {}})
     async with hub(probe) as t:
         await t.obj.enqueue(bodies("x"))
         await t.clock.run_until_idle()
@@ -148,7 +147,7 @@ async def test_settled_key_can_be_enqueued_again() -> None:
 )
 async def test_bad_targets_are_a_definite_rejection(targets: list[str], message: str) -> None:
     """Empty, repeated or unknown target ids: success=False with FanoutEnqueueError."""
-    probe = Probe()
+    probe = FanoutProbe()
     async with hub(probe) as t:
         result = await t.obj.enqueue(bodies("x"), targets)
         assert result["success"] is False
@@ -159,7 +158,7 @@ async def test_bad_targets_are_a_definite_rejection(targets: list[str], message:
 
 async def test_empty_ids_and_non_json_bodies_are_definite_rejections() -> None:
     """An empty id or key, or a body that is not JSON, returns success=False and stores nothing."""
-    probe = Probe()
+    probe = FanoutProbe()
     async with hub(probe) as t:
         empty = await t.obj.enqueue([{"id": "", "body": 1}])
         empty_key = await t.obj.enqueue([{"id": "m1", "body": 1, "key": ""}])
@@ -174,14 +173,14 @@ async def test_empty_ids_and_non_json_bodies_are_definite_rejections() -> None:
 
 async def test_empty_batch_succeeds_with_no_ids() -> None:
     """Enqueueing nothing is valid and returns an empty list."""
-    probe = Probe()
+    probe = FanoutProbe()
     async with hub(probe) as t:
         assert (await t.obj.enqueue([]))["value"] == []
 
 
 async def test_targets_option_limits_a_message_to_those_targets() -> None:
     """`targets=["audit"]` registers one delivery (the redrive shape)."""
-    probe = Probe()
+    probe = FanoutProbe()
     async with hub(probe) as t:
         result = await t.obj.enqueue(bodies("x"), ["audit"])
         await t.clock.run_until_idle()
@@ -192,7 +191,7 @@ async def test_targets_option_limits_a_message_to_those_targets() -> None:
 
 async def test_default_id_is_a_uuid_and_key_defaults_to_it() -> None:
     """Without an id the message gets a random UUID, which is also its deduplication key."""
-    probe = Probe(consumers={"email": {}})
+    probe = FanoutProbe(consumers={"email": {}})
     async with hub(probe) as t:
         probe.behaviour["email"] = lambda messages: _never()
         result = await t.obj.enqueue([{"body": 1}])
@@ -203,7 +202,7 @@ async def test_default_id_is_a_uuid_and_key_defaults_to_it() -> None:
 
 async def test_batches_are_bounded_and_first_deliveries_follow_enqueue_order() -> None:
     """max_batch_size caps each batch; messages arrive in sequence order."""
-    probe = Probe(consumers={"email": {}})
+    probe = FanoutProbe(consumers={"email": {}})
     async with hub(probe, max_batch_size=2) as t:
         await t.obj.enqueue(bodies(*range(5)))
         await t.clock.run_until_idle()
@@ -214,7 +213,7 @@ async def test_batches_are_bounded_and_first_deliveries_follow_enqueue_order() -
 
 async def test_batch_delay_holds_first_deliveries_until_the_window_boundary() -> None:
     """With batch_delay_ms, messages of one window are due together at its end."""
-    probe = Probe(consumers={"email": {}})
+    probe = FanoutProbe(consumers={"email": {}})
     async with hub(probe, batch_delay_ms=10_000) as t:
         await t.clock.advance(1_000)
         await t.obj.enqueue(bodies("x"))
@@ -230,7 +229,7 @@ async def test_batch_delay_holds_first_deliveries_until_the_window_boundary() ->
 
 async def test_load_counts_stored_deliveries_and_enqueue_calls() -> None:
     """pending_deliveries is the number of delivery rows; the enqueue counts as completed."""
-    probe = Probe()
+    probe = FanoutProbe()
     async with hub(probe) as t:
         probe.behaviour["email"] = lambda messages: _never()
         result = await t.obj.enqueue(bodies("x", "y"))
@@ -265,7 +264,7 @@ class _Bare(DurableObject):
         async def deliver(messages: Any) -> None:
             return None
 
-        options: dict[str, Any] = {
+        cases: dict[str, dict[str, Any]] = {
             "empty": {"targets": {}},
             "nameless": {"targets": {"": FanoutTarget(deliver=deliver)}},
             "neither": {"targets": {"a": FanoutTarget()}},
@@ -282,7 +281,8 @@ class _Bare(DurableObject):
             "target_timeout": {
                 "targets": {"a": FanoutTarget(deliver=deliver, attempt_timeout_ms=0)}
             },
-        }[kind]
+        }
+        options = cases[kind]
         try:
             DurabilityFanout(context=self.ctx, **options)
         except (TypeError, ValueError) as error:
@@ -306,8 +306,10 @@ class _Bare(DurableObject):
         ("target_timeout", "ValueError: targets.a.attempt_timeout_ms must be a positive integer"),
     ],
 )
-async def test_invalid_options_raise_before_anything_is_stored(kind: str, expected: str) -> None:
+async def test_invalid_options_raise_before_anything_is_stored(
+    kind: str, expected: str, make_runtime: MakeRuntime
+) -> None:
     """Bad targets and options raise at construction, naming the target or option."""
-    async with Runtime(bindings={"BARE": _Bare}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"BARE": _Bare}) as rt:
         stub = rt.env.BARE.get_by_name("a")
         assert await stub.build(kind) == expected

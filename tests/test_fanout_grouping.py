@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from _fanout_host import Probe, hub
+from _fanout_host import FanoutProbe, hub
 
 
 async def _never(messages: object) -> None:
@@ -14,7 +14,7 @@ async def _never(messages: object) -> None:
 async def test_a_rejection_of_one_enqueue_reaches_its_caller_only() -> None:
     """A key clash one enqueue meets in storage fails that enqueue; the others of its
     turn commit."""
-    probe = Probe(consumers={"email": {}})
+    probe = FanoutProbe(consumers={"email": {}})
     async with hub(probe) as t:
         probe.behaviour["email"] = _never
         first, bad, third = await asyncio.gather(

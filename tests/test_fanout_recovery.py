@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from _fanout_host import Hub, Probe, bodies, hub
-from conftest import START_MS
+from _fanout_host import FanoutProbe, Hub, bodies, hub
+from conftest import START_MS, MakeRuntime
 from durability import (
     LATEST,
     Durability,
@@ -28,7 +28,7 @@ from durability import (
     StoredFailure,
     now_ms,
 )
-from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
+from durability.runtime import AlarmInvocationInfo, DurableObject
 from durability.testing import VirtualClock
 
 
@@ -38,7 +38,7 @@ async def _hang(messages: Sequence[FanoutMessage[Any]]) -> None:
 
 async def test_claim_is_a_lease_and_an_evicted_attempt_counts() -> None:
     """Evicted mid-delivery, the message is due again after the attempt timeout, as attempt 2."""
-    probe = Probe(consumers={"email": {"attempt_timeout_ms": 30_000}})
+    probe = FanoutProbe(consumers={"email": {"attempt_timeout_ms": 30_000}})
     probe.behaviour["email"] = _hang
     async with hub(probe) as t:
         await t.obj.enqueue(bodies("x"))
@@ -55,7 +55,7 @@ async def test_claim_is_a_lease_and_an_evicted_attempt_counts() -> None:
 async def test_interrupted_final_attempt_is_dead_lettered_once_interrupted_alone() -> None:
     """With max_attempts=1, an attempt cut off beside others is spared: the message is
     delivered again alone; cut off alone too, it is dead-lettered as `interrupted`."""
-    probe = Probe(
+    probe = FanoutProbe(
         consumers={"email": {"attempt_timeout_ms": 30_000, "retries": RetryPolicy(max_attempts=1)}},
         use_dlq=True,
     )
@@ -83,15 +83,21 @@ async def test_interrupted_final_attempt_is_dead_lettered_once_interrupted_alone
         assert await t.obj.rows() == []
 
 
-async def test_messages_survive_a_restart_of_the_runtime(tmp_path: Path) -> None:
+async def test_messages_survive_a_restart_of_the_runtime(
+    tmp_path: Path, make_runtime: MakeRuntime
+) -> None:
     """Accepted messages not yet delivered are delivered by the alarm after a restart."""
-    probe = Probe(consumers={"email": {}}, options={"batch_delay_ms": 60_000})
+    probe = FanoutProbe(consumers={"email": {}}, options={"batch_delay_ms": 60_000})
     clock = VirtualClock(START_MS + 1)
-    async with Runtime(bindings={"HUB": Hub, "PROBE": probe}, clock=clock, path=tmp_path) as rt:
+    async with make_runtime(
+        bindings={"HUB": Hub, "PROBE": probe}, clock=clock, path=tmp_path
+    ) as rt:
         result = await rt.env.HUB.get_by_name("a").enqueue(bodies("x"))
         assert result["success"] is True
     assert probe.batches == []
-    async with Runtime(bindings={"HUB": Hub, "PROBE": probe}, clock=clock, path=tmp_path) as rt:
+    async with make_runtime(
+        bindings={"HUB": Hub, "PROBE": probe}, clock=clock, path=tmp_path
+    ) as rt:
         await clock.advance_to(START_MS + 60_000)
         assert probe.delivered("email") == [("m1", 1)]
 
@@ -100,7 +106,7 @@ async def test_removed_target_keeps_its_work_and_new_targets_get_only_new_messag
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A target dropped from the config keeps its rows (retried each minute) until it returns."""
-    probe = Probe(options={"batch_delay_ms": 60_000})
+    probe = FanoutProbe(options={"batch_delay_ms": 60_000})
     async with hub(probe) as t:
         await t.clock.advance(1)
         await t.obj.enqueue(bodies("x"))
@@ -138,7 +144,7 @@ async def test_removed_target_keeps_its_work_and_new_targets_get_only_new_messag
 
 async def test_physical_alarm_follows_the_earliest_pending_delivery() -> None:
     """A retry an hour away arms the alarm there; nothing pending clears it."""
-    probe = Probe(consumers={"email": {}})
+    probe = FanoutProbe(consumers={"email": {}})
 
     async def later(messages: Sequence[FanoutMessage[Any]]) -> None:
         if messages[0].attempt == 1:
@@ -206,11 +212,12 @@ class Shared(DurableObject):
         await self.scheduler.alarm(info)
 
 
-async def test_fanout_operations_and_named_alarms_share_one_scheduler_and_alarm() -> None:
+async def test_fanout_operations_and_named_alarms_share_one_scheduler_and_alarm(
+    make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """One alarm serves all three: it always sits at the earliest pending work of any helper."""
     log: list[tuple[str, int]] = []
-    clock = VirtualClock(START_MS)
-    async with Runtime(bindings={"SHARED": Shared, "PROBE": log}, clock=clock) as rt:
+    async with make_runtime(bindings={"SHARED": Shared, "PROBE": log}) as rt:
         stub = rt.env.SHARED.get_by_name("a")
         await stub.start()
         await clock.run_until_idle()
@@ -250,10 +257,10 @@ class Schema(DurableObject):
         }
 
 
-async def test_migrate_creates_and_drops_the_fanout_tables() -> None:
+async def test_migrate_creates_and_drops_the_fanout_tables(make_runtime: MakeRuntime) -> None:
     """migrate(LATEST) creates the three tables (with the lean delivery indexes);
     migrate(None) drops them again."""
-    async with Runtime(bindings={"SCHEMA": Schema}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"SCHEMA": Schema}) as rt:
         stub = rt.env.SCHEMA.get_by_name("a")
         up = await stub.migrate("latest")
         assert up == {

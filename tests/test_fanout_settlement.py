@@ -8,17 +8,22 @@ from typing import Any
 
 import pytest
 
-from _fanout_host import Probe, bodies, hub, settle_nothing
+from _fanout_host import FanoutProbe, bodies, hub, settle_nothing
 from conftest import START_MS
-from durability import FanoutMessage, FanoutSettlementError, RetryPolicy, StoredFailure
-from durability._errors import SerializedError
+from durability import (
+    FanoutMessage,
+    FanoutSettlementError,
+    RetryPolicy,
+    SerializedError,
+    StoredFailure,
+)
 
 FIXED = RetryPolicy(delay=lambda attempt: 1_000)
 
 
 async def test_first_settlement_binds_and_a_second_raises() -> None:
     """After ack(), retry() raises FanoutSettlementError naming the bound outcome."""
-    probe = Probe(consumers={"email": {}})
+    probe = FanoutProbe(consumers={"email": {}})
     seen: list[str] = []
 
     async def twice(messages: Sequence[FanoutMessage[Any]]) -> None:
@@ -39,7 +44,7 @@ async def test_first_settlement_binds_and_a_second_raises() -> None:
 
 async def test_settlement_after_the_batch_ended_raises() -> None:
     """A message kept past its batch cannot be settled: it was already retried."""
-    probe = Probe(consumers={"email": {}}, options={"retries": FIXED})
+    probe = FanoutProbe(consumers={"email": {}}, options={"retries": FIXED})
     probe.behaviour["email"] = settle_nothing
     async with hub(probe) as t:
         await t.obj.enqueue(bodies("x"))
@@ -51,7 +56,7 @@ async def test_settlement_after_the_batch_ended_raises() -> None:
 
 async def test_unsettled_message_is_retried_with_the_policy_delay() -> None:
     """Returning without settling schedules a retry with the 'not settled' error."""
-    probe = Probe(consumers={"email": {}}, options={"retries": FIXED})
+    probe = FanoutProbe(consumers={"email": {}}, options={"retries": FIXED})
     probe.behaviour["email"] = settle_nothing
     async with hub(probe) as t:
         await t.obj.enqueue(bodies("x"))
@@ -72,7 +77,7 @@ async def test_unsettled_message_is_retried_with_the_policy_delay() -> None:
 
 async def test_consumer_error_is_stored_and_started_settlements_still_complete() -> None:
     """A raising consumer: the ack it started is awaited, the other message is retried."""
-    probe = Probe(consumers={"email": {}}, options={"retries": FIXED})
+    probe = FanoutProbe(consumers={"email": {}}, options={"retries": FIXED})
     started: list[asyncio.Future[None]] = []
 
     async def ack_first_then_raise(messages: Sequence[FanoutMessage[Any]]) -> None:
@@ -93,7 +98,7 @@ async def test_consumer_error_is_stored_and_started_settlements_still_complete()
 
 async def test_retry_delay_overrides_the_policy() -> None:
     """retry(delay_ms) makes the delivery due exactly that much later."""
-    probe = Probe(consumers={"email": {}})
+    probe = FanoutProbe(consumers={"email": {}})
 
     async def later(messages: Sequence[FanoutMessage[Any]]) -> None:
         if messages[0].attempt == 1:
@@ -115,7 +120,7 @@ async def test_retry_delay_overrides_the_policy() -> None:
 
 async def test_unseen_messages_are_delivered_before_due_retries() -> None:
     """retry(0) is due at once, yet a message never delivered goes first."""
-    probe = Probe(consumers={"email": {}})
+    probe = FanoutProbe(consumers={"email": {}})
 
     async def retry_m1_once(messages: Sequence[FanoutMessage[Any]]) -> None:
         for message in messages:
@@ -133,7 +138,7 @@ async def test_unseen_messages_are_delivered_before_due_retries() -> None:
 
 async def test_invalid_retry_delay_raises_without_binding_an_outcome() -> None:
     """retry(-1) raises ValueError; the message can still be acked."""
-    probe = Probe(consumers={"email": {}})
+    probe = FanoutProbe(consumers={"email": {}})
     errors: list[str] = []
 
     async def bad_then_ack(messages: Sequence[FanoutMessage[Any]]) -> None:
@@ -154,7 +159,7 @@ async def test_invalid_retry_delay_raises_without_binding_an_outcome() -> None:
 
 async def test_ack_on_return_acks_what_the_consumer_left_unsettled() -> None:
     """With ack_on_return, a returning consumer's unsettled messages are acked; retry() holds."""
-    probe = Probe(consumers={"email": {"ack_on_return": True}}, options={"retries": FIXED})
+    probe = FanoutProbe(consumers={"email": {"ack_on_return": True}}, options={"retries": FIXED})
 
     async def retry_second(messages: Sequence[FanoutMessage[Any]]) -> None:
         await messages[1].retry()
@@ -170,7 +175,7 @@ async def test_ack_on_return_acks_what_the_consumer_left_unsettled() -> None:
 
 async def test_ack_on_return_does_not_ack_when_the_consumer_raises() -> None:
     """A raising consumer with ack_on_return gets every message retried."""
-    probe = Probe(consumers={"email": {"ack_on_return": True}}, options={"retries": FIXED})
+    probe = FanoutProbe(consumers={"email": {"ack_on_return": True}}, options={"retries": FIXED})
 
     async def boom(messages: Sequence[FanoutMessage[Any]]) -> None:
         raise RuntimeError("boom")
@@ -184,7 +189,9 @@ async def test_ack_on_return_does_not_ack_when_the_consumer_raises() -> None:
 
 async def test_batch_timeout_retries_with_fanout_timeout_error() -> None:
     """A consumer that hangs past attempt_timeout_ms fails the batch with FanoutTimeoutError."""
-    probe = Probe(consumers={"email": {"attempt_timeout_ms": 5_000}}, options={"retries": FIXED})
+    probe = FanoutProbe(
+        consumers={"email": {"attempt_timeout_ms": 5_000}}, options={"retries": FIXED}
+    )
 
     async def hang(messages: Sequence[FanoutMessage[Any]]) -> None:
         await asyncio.Event().wait()
@@ -208,7 +215,7 @@ async def test_batch_timeout_retries_with_fanout_timeout_error() -> None:
 
 async def test_storage_target_writes_each_message_and_acks_it() -> None:
     """A storage target gets a StoredMessage per message (no failure); rows are removed."""
-    probe = Probe(consumers={}, storage={"archive": {}})
+    probe = FanoutProbe(consumers={}, storage={"archive": {}})
     async with hub(probe) as t:
         await t.obj.enqueue(bodies({"n": 1}))
         await t.clock.run_until_idle()
@@ -223,7 +230,7 @@ async def test_storage_target_writes_each_message_and_acks_it() -> None:
 
 async def test_failed_storage_write_is_retried() -> None:
     """A raising write fails the batch for that message; the next attempt writes it."""
-    probe = Probe(consumers={}, storage={"archive": {}}, options={"retries": FIXED})
+    probe = FanoutProbe(consumers={}, storage={"archive": {}}, options={"retries": FIXED})
     probe.write_failures = 1
     async with hub(probe) as t:
         await t.obj.enqueue(bodies("x"))
@@ -237,7 +244,7 @@ async def test_failed_storage_write_is_retried() -> None:
 async def test_exhausted_delivery_goes_to_the_dlq_with_its_last_error() -> None:
     """After max_attempts failures the DLQ gets it (reason exhausted) and the row is removed."""
     policy = RetryPolicy(max_attempts=2, delay=lambda attempt: 1_000)
-    probe = Probe(consumers={"email": {}}, use_dlq=True, options={"retries": policy})
+    probe = FanoutProbe(consumers={"email": {}}, use_dlq=True, options={"retries": policy})
 
     async def boom(messages: Sequence[FanoutMessage[Any]]) -> None:
         raise RuntimeError("bounced")
@@ -261,7 +268,7 @@ async def test_exhausted_delivery_goes_to_the_dlq_with_its_last_error() -> None:
 
 async def test_explicit_dead_letter_has_no_error() -> None:
     """dead_letter() on a first attempt writes failure (explicit, None); terminal says so."""
-    probe = Probe(consumers={"email": {}}, use_dlq=True)
+    probe = FanoutProbe(consumers={"email": {}}, use_dlq=True)
 
     async def reject(messages: Sequence[FanoutMessage[Any]]) -> None:
         await messages[0].dead_letter()
@@ -279,7 +286,7 @@ async def test_explicit_dead_letter_has_no_error() -> None:
 
 async def test_without_dlq_a_dead_letter_is_dropped() -> None:
     """No DLQ: the dead-lettered delivery is removed at once and reported as terminal."""
-    probe = Probe(consumers={"email": {}})
+    probe = FanoutProbe(consumers={"email": {}})
 
     async def reject(messages: Sequence[FanoutMessage[Any]]) -> None:
         await messages[0].dead_letter()
@@ -296,7 +303,7 @@ async def test_without_dlq_a_dead_letter_is_dropped() -> None:
 
 async def test_dlq_failure_keeps_the_intent_and_retries_only_the_write_every_minute() -> None:
     """A failing DLQ write leaves the row in dead_letter phase; 60 s later only the write reruns."""
-    probe = Probe(consumers={"email": {}}, use_dlq=True)
+    probe = FanoutProbe(consumers={"email": {}}, use_dlq=True)
     probe.dlq_failures = 1
 
     async def reject(messages: Sequence[FanoutMessage[Any]]) -> None:
@@ -318,7 +325,7 @@ async def test_dlq_failure_keeps_the_intent_and_retries_only_the_write_every_min
 
 async def test_hanging_dlq_write_times_out_after_a_minute() -> None:
     """A DLQ write that never returns is abandoned after 60 s and retried later."""
-    probe = Probe(consumers={"email": {}}, use_dlq=True)
+    probe = FanoutProbe(consumers={"email": {}}, use_dlq=True)
     probe.dlq_hang = True
 
     async def reject(messages: Sequence[FanoutMessage[Any]]) -> None:
@@ -342,7 +349,7 @@ async def test_a_dlq_write_cut_off_every_time_is_bounded_then_the_message_droppe
     write that takes its process down) is retried alone, and once as many writes run
     alone were cut off as the target has attempts, the message is dropped, reported
     once, instead of being retried forever."""
-    probe = Probe(
+    probe = FanoutProbe(
         consumers={"email": {"retries": RetryPolicy(max_attempts=2)}},
         use_dlq=True,
     )
@@ -374,7 +381,7 @@ async def test_a_dlq_write_cut_off_every_time_is_bounded_then_the_message_droppe
 
 async def test_lifecycle_events_follow_one_delivery() -> None:
     """registered (attempt 0), attempt_started, attempt_settled completed, per target."""
-    probe = Probe(consumers={"email": {}})
+    probe = FanoutProbe(consumers={"email": {}})
     async with hub(probe) as t:
         await t.obj.enqueue(bodies("x"))
         await t.clock.run_until_idle()
@@ -396,24 +403,24 @@ async def test_lifecycle_events_names_the_types_built() -> None:
     """With `lifecycle_events`, the hook gets only the types named: each emitting path
     (enqueue, delivery, completion, retry, dead-lettering) builds its event only when
     its type is named."""
-    probe = Probe(consumers={"email": {}})
+    probe = FanoutProbe(consumers={"email": {}})
     async with hub(probe, lifecycle_events=["registered", "attempt_started"]) as t:
         await t.obj.enqueue(bodies("x"))
         await t.clock.run_until_idle()
         assert [e.type for e in probe.events] == ["registered", "attempt_started"]
-    probe = Probe(consumers={"email": {}})
+    probe = FanoutProbe(consumers={"email": {}})
     async with hub(probe, lifecycle_events=("attempt_settled",)) as t:
         await t.obj.enqueue(bodies("x"))
         await t.clock.run_until_idle()
         assert [(e.type, e.outcome) for e in probe.events] == [("attempt_settled", "completed")]
-    probe = Probe(consumers={"email": {"retries": RetryPolicy(max_attempts=1)}})
+    probe = FanoutProbe(consumers={"email": {"retries": RetryPolicy(max_attempts=1)}})
     probe.behaviour["email"] = settle_nothing
     async with hub(probe, lifecycle_events={"terminal"}) as t:
         await t.obj.enqueue(bodies("x"))
         await t.clock.run_until_idle()
         assert [(e.type, e.reason) for e in probe.events] == [("terminal", "attempts_exhausted")]
     for attempts in (1, 2):  # a dead letter, then a retry, neither of them listened to
-        probe = Probe(consumers={"email": {"retries": RetryPolicy(max_attempts=attempts)}})
+        probe = FanoutProbe(consumers={"email": {"retries": RetryPolicy(max_attempts=attempts)}})
         probe.behaviour["email"] = settle_nothing
         async with hub(probe, lifecycle_events=["attempt_started"]) as t:
             await t.obj.enqueue(bodies("x"))
@@ -423,7 +430,7 @@ async def test_lifecycle_events_names_the_types_built() -> None:
 
 async def test_redrive_of_a_dead_letter_registers_fresh_attempts() -> None:
     """Enqueueing a dead letter by its delivery id for its target starts again at attempt 1."""
-    probe = Probe(use_dlq=True)
+    probe = FanoutProbe(use_dlq=True)
     redriven = False
 
     async def reject_first(messages: Sequence[FanoutMessage[Any]]) -> None:
@@ -454,7 +461,7 @@ async def test_redrive_of_a_dead_letter_registers_fresh_attempts() -> None:
 async def test_acks_wrapped_in_tasks_the_consumer_does_not_await_still_count() -> None:
     """A consumer that starts each ack as a task and returns at once: every message is
     acked by its task, none is retried."""
-    probe = Probe(consumers={"email": {}})
+    probe = FanoutProbe(consumers={"email": {}})
     acks: list[asyncio.Future[None]] = []
 
     async def ack_in_tasks(messages: Sequence[FanoutMessage[Any]]) -> None:

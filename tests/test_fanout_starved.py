@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from _lab import open_lab
+from _probe import Probe
 from durability import (
     Durability,
     DurabilityFanout,
@@ -19,29 +18,35 @@ from durability import (
     FanoutInput,
     FanoutMessage,
     FanoutTarget,
+    now_ms,
 )
 from durability.runtime import AlarmInvocationInfo, DurableObject
 
 TIMEOUT_MS = 60_000
 
 
-@dataclass
-class Probe:
-    """Options of the next instance and what it saw: deliveries, passes, transactions."""
+class StarvedProbe(Probe):
+    """The probe, blocking the consumers in `blocked` and the operation "work" until the
+    test opens the gate "release"; it counts the fanout's passes and the transactions."""
 
-    live_timers: bool = True
-    blocked: set[str] = field(default_factory=lambda: {"audit"})
-    gate: asyncio.Event = field(default_factory=asyncio.Event)
-    delivered: list[tuple[str, str, int]] = field(default_factory=list)
-    operations: list[str] = field(default_factory=list)
-    passes: int = 0
-    transactions: int = 0
+    def __init__(self, live_timers: bool = True, blocked: frozenset[str] = frozenset({"audit"})):
+        super().__init__()
+        self.scheduler_options = {"alarm_concurrency": 1, "live_timers": live_timers}
+        for key in (*blocked, "work"):
+            self.behaviour[key] = self.parked("release")
+        self.delivered: list[tuple[str, str, int]] = []
+        self.passes = 0
+        self.transactions = 0
+
+    def operations(self) -> list[str]:
+        """The ids of the operations that started, in order."""
+        return [id for id, _, _ in self.calls]
 
 
 class _Storage:
     """The object's storage, counting the transactions that reach it."""
 
-    def __init__(self, storage: Any, probe: Probe) -> None:
+    def __init__(self, storage: Any, probe: StarvedProbe) -> None:
         self._storage = storage
         self._probe = probe
 
@@ -58,14 +63,12 @@ class Starved(DurableObject):
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
-        probe: Probe = env["PROBE"]
+        probe: StarvedProbe = env["PROBE"]
         self.probe = probe
         context = SimpleNamespace(
             id=ctx.id, storage=_Storage(ctx.storage, probe), wait_until=ctx.wait_until
         )
-        self.scheduler = DurabilityScheduler(
-            context=context, alarm_concurrency=1, live_timers=probe.live_timers
-        )
+        self.scheduler = DurabilityScheduler(context=context, **probe.scheduler_options)
         self.fanout: DurabilityFanout[int] = DurabilityFanout(
             scheduler=self.scheduler,
             targets={
@@ -76,7 +79,7 @@ class Starved(DurableObject):
         self.durability = Durability(scheduler=self.scheduler, handlers={"work": self._work})
         run_due = self.fanout._run_due
 
-        async def counted(now: int, info: AlarmInvocationInfo | None) -> None:
+        async def counted(now: int, info: Any) -> None:
             probe.passes += 1
             await run_due(now, info)
 
@@ -85,16 +88,15 @@ class Starved(DurableObject):
     def _consumer(self, name: str) -> Any:
         async def deliver(messages: Sequence[FanoutMessage[int]]) -> None:
             self.probe.delivered += [(name, m.id, m.attempt) for m in messages]
-            if name in self.probe.blocked:
-                await self.probe.gate.wait()
+            await self.probe.run(name, messages)
             for message in messages:
                 await message.ack()
 
         return deliver
 
     async def _work(self, call: DurableCall) -> None:
-        self.probe.operations.append(str(call.id))
-        await self.probe.gate.wait()
+        self.probe.calls.append((call.id, call.attempt, now_ms()))
+        await self.probe.run("work", call)
 
     async def enqueue(self, *ids: str) -> None:
         result = await self.fanout.enqueue([FanoutInput(0, id=id) for id in ids])
@@ -114,14 +116,14 @@ class Starved(DurableObject):
         await self.scheduler.alarm(info)
 
 
-def delivered(probe: Probe, target: str) -> list[tuple[str, int]]:
+def delivered(probe: StarvedProbe, target: str) -> list[tuple[str, int]]:
     return [(id, attempt) for name, id, attempt in probe.delivered if name == target]
 
 
 @pytest.mark.parametrize("live_timers", [False, True])
 async def test_blocked_consumer_holding_the_permit_leaves_the_loop_idle(live_timers: bool) -> None:
     """Enqueues behind a consumer holding the one permit cost their own commits, no passes."""
-    probe = Probe(live_timers=live_timers)
+    probe = StarvedProbe(live_timers=live_timers)
     async with open_lab("OBJ", Starved, probe) as t:
         await t.obj.enqueue("m0")
         await t.clock.run_until_idle()
@@ -133,7 +135,7 @@ async def test_blocked_consumer_holding_the_permit_leaves_the_loop_idle(live_tim
         assert probe.passes - passes <= 1
         assert probe.transactions - transactions <= 20 + 3
         assert probe.delivered == [("audit", "m0", 1)]
-        probe.gate.set()
+        probe.gate("release").set()
         await t.clock.run_until_idle()
         ids = [f"m{number}" for number in range(21)]
         assert [id for id, _ in delivered(probe, "email")] == ids
@@ -143,7 +145,7 @@ async def test_blocked_consumer_holding_the_permit_leaves_the_loop_idle(live_tim
 
 async def test_a_claim_held_by_a_blocked_consumer_is_due_again_after_the_attempt_timeout() -> None:
     """The lease ends with the attempt timeout: the blocked batch is retried as attempt 2."""
-    probe = Probe()
+    probe = StarvedProbe()
     async with open_lab("OBJ", Starved, probe) as t:
         await t.obj.enqueue("m0")
         await t.obj.enqueue("m1")
@@ -152,7 +154,7 @@ async def test_a_claim_held_by_a_blocked_consumer_is_due_again_after_the_attempt
         await t.clock.advance(TIMEOUT_MS)
         assert delivered(probe, "email") == [("m0", 1), ("m1", 1)]
         assert delivered(probe, "audit") == [("m0", 1), ("m1", 1)]
-        probe.gate.set()
+        probe.gate("release").set()
         await t.clock.advance(10 * TIMEOUT_MS)
         assert delivered(probe, "audit") == [("m0", 1), ("m1", 1), ("m0", 2)]
         assert await t.obj.rows() == []
@@ -164,7 +166,7 @@ async def test_fanout_and_operations_sharing_one_permit_leave_the_loop_idle(
     live_timers: bool, first: str
 ) -> None:
     """Whichever helper holds the one permit, the other's waiting work costs no passes."""
-    probe = Probe(live_timers=live_timers, blocked={"email", "audit"})
+    probe = StarvedProbe(live_timers=live_timers, blocked=frozenset({"email", "audit"}))
     async with open_lab("OBJ", Starved, probe) as t:
         if first == "operation":
             await t.obj.work("a")
@@ -179,10 +181,10 @@ async def test_fanout_and_operations_sharing_one_permit_leave_the_loop_idle(
         await t.clock.advance(10_000)
         assert probe.passes - passes <= 2
         assert probe.transactions - transactions <= 11 + 3
-        assert len(probe.delivered) + len(probe.operations) == 1
-        probe.gate.set()
+        assert len(probe.delivered) + len(probe.operations()) == 1
+        probe.gate("release").set()
         await t.clock.run_until_idle()
-        assert sorted(probe.operations) == (["a", "b"] if first == "operation" else ["b"])
+        assert sorted(probe.operations()) == (["a", "b"] if first == "operation" else ["b"])
         assert len(delivered(probe, "email")) == len(delivered(probe, "audit"))
         assert {id for _, id, _ in probe.delivered} >= {f"m{n}" for n in range(1, 11)}
         assert await t.obj.rows() == []

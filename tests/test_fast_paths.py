@@ -5,16 +5,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 from typing import Any
 
 import pytest
 
-from conftest import START_MS
-from durability import Durability, DurabilityAlarms, DurableAlarmInfo, DurableCall, now_ms
-from durability._engine.lifecycle import AttemptSettledEvent, slot_constructor
+from conftest import START_MS, MakeRuntime
+from durability import (
+    AbortSignal,
+    AttemptSettledEvent,
+    Durability,
+    DurabilityAlarms,
+    DurableAlarmInfo,
+    DurableCall,
+    now_ms,
+)
+from durability._engine.lifecycle import slot_constructor
 from durability._engine.tables import TableSpec, claim_attempt, claim_suspect, is_exhausted
 from durability._operations.calls import _new_call
-from durability._signal import AbortSignal
 from durability._uuid import random_uuid
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
@@ -125,7 +133,7 @@ class Lab(DurableObject):
                 storage.transaction_sync(lambda: nested_failure(number))
 
         for number in range(count):
-            storage.transaction_sync(lambda number=number: write(number))
+            storage.transaction_sync(functools.partial(write, number))
         return [row["id"] for row in storage.sql.exec("SELECT id FROM kept ORDER BY id")]
 
     async def alarm(self, info: Any = None) -> None:
@@ -284,7 +292,9 @@ def test_a_slot_built_event_equals_the_constructed_one() -> None:
         slot_constructor(AttemptSettledEvent, *swapped)
 
 
-async def test_completed_attempts_emit_the_events_the_constructor_builds() -> None:
+async def test_completed_attempts_emit_the_events_the_constructor_builds(
+    make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """The completed events an operation and a named alarm emit are the ones
     `AttemptSettledEvent(...)` builds from their fields by keyword."""
     events: list[Any] = []
@@ -305,7 +315,7 @@ async def test_completed_attempts_emit_the_events_the_constructor_builds() -> No
         def _charge(self, call: DurableCall[Any]) -> Any:
             return f"paid {call.payload}"
 
-        def _renew(self, info: DurableAlarmInfo[Any]) -> None:
+        def _renew(self, info: DurableAlarmInfo) -> None:
             return None
 
         async def go(self) -> None:
@@ -315,8 +325,7 @@ async def test_completed_attempts_emit_the_events_the_constructor_builds() -> No
         async def alarm(self, info: Any = None) -> None:
             await self.durability.alarm(info)
 
-    clock = VirtualClock(start_ms=START_MS)
-    async with Runtime(bindings={"S": Settled}, clock=clock) as rt:
+    async with make_runtime(bindings={"S": Settled}) as rt:
         await rt.env.S.get_by_name("s").go()
         await clock.advance(2_000)
     settled = [event for event in events if event.type == "attempt_settled"]

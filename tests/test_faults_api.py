@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability import DurabilityLog, DurabilityScheduler, LogAppendInput, LogRetention, now_ms
 from durability.cold import FileColdStorage
 from durability.runtime import DurableObject, ObjectEvictedError, ObjectId, Runtime
@@ -67,12 +68,10 @@ def planned() -> Planned:
 
 
 async def test_a_failed_commit_reaches_the_caller_and_keeps_nothing(
-    tmp_path: Path, planned: Planned
+    tmp_path: Path, planned: Planned, make_runtime: MakeRuntime
 ) -> None:
     """ "fail": the call gets a storage error, its writes are gone, the object works again."""
-    async with Runtime(
-        path=tmp_path, bindings={"NOTES": Notes}, clock=VirtualClock(), faults=planned
-    ) as rt:
+    async with make_runtime(path=tmp_path, bindings={"NOTES": Notes}, faults=planned) as rt:
         notes = rt.env.NOTES.get_by_name("a")
         await notes.put("k", 1)
         planned.commits.append("fail")
@@ -83,36 +82,36 @@ async def test_a_failed_commit_reaches_the_caller_and_keeps_nothing(
     assert ("commit", "a") in planned.asked
 
 
-async def test_a_crash_before_the_commit_loses_the_writes(tmp_path: Path, planned: Planned) -> None:
+async def test_a_crash_before_the_commit_loses_the_writes(
+    tmp_path: Path, planned: Planned, make_runtime: MakeRuntime
+) -> None:
     """ "crash": the caller learns the object was evicted; the turn's writes never landed."""
-    clock = VirtualClock()
-    async with Runtime(path=tmp_path, bindings={"NOTES": Notes}, clock=clock, faults=planned) as rt:
+    async with make_runtime(path=tmp_path, bindings={"NOTES": Notes}, faults=planned) as rt:
         notes = rt.env.NOTES.get_by_name("a")
         await notes.put("k", 1)
         planned.commits.append("crash")
         with pytest.raises(ObjectEvictedError):
             await notes.put("k", 2)
-    async with Runtime(path=tmp_path, bindings={"NOTES": Notes}, clock=clock) as rt:
+    async with make_runtime(path=tmp_path, bindings={"NOTES": Notes}) as rt:
         assert await rt.env.NOTES.get_by_name("a").get("k") == 1
 
 
 async def test_a_crash_after_the_commit_keeps_the_writes_and_loses_the_reply(
-    tmp_path: Path, planned: Planned
+    tmp_path: Path, planned: Planned, make_runtime: MakeRuntime
 ) -> None:
     """ "crash_after": the caller gets no reply, yet what the call wrote is on disk."""
-    clock = VirtualClock()
-    async with Runtime(path=tmp_path, bindings={"NOTES": Notes}, clock=clock, faults=planned) as rt:
+    async with make_runtime(path=tmp_path, bindings={"NOTES": Notes}, faults=planned) as rt:
         notes = rt.env.NOTES.get_by_name("a")
         planned.commits.append("crash_after")
         with pytest.raises(ObjectEvictedError):
             await notes.put("k", 2)
-    async with Runtime(path=tmp_path, bindings={"NOTES": Notes}, clock=clock) as rt:
+    async with make_runtime(path=tmp_path, bindings={"NOTES": Notes}) as rt:
         assert await rt.env.NOTES.get_by_name("a").get("k") == 2
 
 
-async def test_reads_alone_are_no_commit_point(planned: Planned) -> None:
+async def test_reads_alone_are_no_commit_point(planned: Planned, make_runtime: MakeRuntime) -> None:
     """A turn that only read is not asked about: a commit point is a turn that wrote."""
-    async with Runtime(bindings={"NOTES": Notes}, clock=VirtualClock(), faults=planned) as rt:
+    async with make_runtime(bindings={"NOTES": Notes}, faults=planned) as rt:
         notes = rt.env.NOTES.get_by_name("a")
         await notes.put("k", 1)
         await notes.get("k")
@@ -120,11 +119,12 @@ async def test_reads_alone_are_no_commit_point(planned: Planned) -> None:
     assert planned.asked == [("commit", "a")]
 
 
-async def test_a_refused_set_alarm_fails_the_call_and_arms_nothing(planned: Planned) -> None:
+async def test_a_refused_set_alarm_fails_the_call_and_arms_nothing(
+    planned: Planned, make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """`Faults.set_alarm` raising fails that call with its error; no alarm is armed."""
     rang: list[Any] = []
-    clock = VirtualClock()
-    async with Runtime(bindings={"NOTES": Notes, "RANG": rang}, clock=clock, faults=planned) as rt:
+    async with make_runtime(bindings={"NOTES": Notes, "RANG": rang}, faults=planned) as rt:
         planned.refuse_alarms = True
         with pytest.raises(sqlite3.OperationalError, match="injected: set_alarm"):
             await rt.env.NOTES.get_by_name("a").arm(clock.now_ms() + 1_000)
@@ -132,13 +132,14 @@ async def test_a_refused_set_alarm_fails_the_call_and_arms_nothing(planned: Plan
     assert rang == []
 
 
-async def test_alarm_delays_reorder_the_deliveries_of_two_objects(planned: Planned) -> None:
+async def test_alarm_delays_reorder_the_deliveries_of_two_objects(
+    planned: Planned, make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """An alarm is delivered as late as `alarm_delay_ms` says, never early, so two
     objects' alarms may ring in the other order."""
     rang: list[Any] = []
-    clock = VirtualClock()
     planned.delays["first"] = 5_000
-    async with Runtime(bindings={"NOTES": Notes, "RANG": rang}, clock=clock, faults=planned) as rt:
+    async with make_runtime(bindings={"NOTES": Notes, "RANG": rang}, faults=planned) as rt:
         start = clock.now_ms()
         await rt.env.NOTES.get_by_name("first").arm(start + 1_000)
         await rt.env.NOTES.get_by_name("second").arm(start + 2_000)
@@ -151,7 +152,7 @@ class Archive(DurableObject):
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
-        self.log = DurabilityLog(
+        self.log: DurabilityLog[Any] = DurabilityLog(
             scheduler=DurabilityScheduler(context=ctx),
             retention=LogRetention(max_records=1),
             cold=FileColdStorage(env.COLD),
@@ -168,14 +169,12 @@ class Archive(DurableObject):
 
 
 async def test_cold_store_faults_keep_records_hot_until_a_write_succeeds(
-    tmp_path: Path, planned: Planned
+    tmp_path: Path, planned: Planned, make_runtime: MakeRuntime
 ) -> None:
     """A cold write failing before or after it landed keeps the records hot and readable;
     the next trim moves them, and a read fault fails only that read."""
-    async with Runtime(
-        bindings={"ARCHIVE": Archive, "COLD": str(tmp_path / "cold")},
-        clock=VirtualClock(),
-        faults=planned,
+    async with make_runtime(
+        bindings={"ARCHIVE": Archive, "COLD": str(tmp_path / "cold")}, faults=planned
     ) as rt:
         archive = rt.env.ARCHIVE.get_by_name("a")
         for body in ("x", "y", "z"):

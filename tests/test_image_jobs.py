@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability.runtime import Request, Runtime
 from durability.runtime.server import WorkerModule, load_worker
 from durability.testing import VirtualClock
@@ -78,15 +79,14 @@ Serve = Callable[[FakeResizer], AbstractAsyncContextManager[Jobs]]
 
 
 @pytest.fixture
-def serve(tmp_path: Path) -> Serve:
+def serve(tmp_path: Path, make_runtime: MakeRuntime, clock: VirtualClock) -> Serve:
     """Serve the example on one data directory; each use is a fresh runtime (a restart)."""
     worker = load_worker(str(EXAMPLE))
-    clock = VirtualClock()
 
     @asynccontextmanager
     async def running(resizer: FakeResizer) -> AsyncIterator[Jobs]:
         bindings = {**worker.bindings, "RESIZER": resizer}
-        async with Runtime(path=str(tmp_path / "db"), bindings=bindings, clock=clock) as rt:
+        async with make_runtime(path=str(tmp_path / "db"), bindings=bindings) as rt:
             yield Jobs(worker, rt, clock)
 
     return running
@@ -233,12 +233,12 @@ async def test_a_wrong_method_answers_405_with_the_allowed_one(serve: Serve) -> 
             assert (response.status, response.headers.get("allow")) == (405, allowed), path
 
 
-def test_the_stand_in_resizer_applies_a_key_once() -> None:
+def test_the_stand_in_resizer_applies_a_key_once(make_runtime: MakeRuntime) -> None:
     """The example's own Resizer answers a repeated key with the image made before."""
     module = sys.modules[load_worker(str(EXAMPLE)).name]
 
     async def run() -> list[Any]:
-        async with Runtime(bindings={"RESIZER": module.Resizer}) as rt:
+        async with make_runtime(bindings={"RESIZER": module.Resizer}) as rt:
             resizer = rt.env.RESIZER.get_by_name("resizer")
             first = await resizer.resize("k1", "cat.png", 50, 1)
             second = await resizer.resize("k1", "cat.png", 50, 1)

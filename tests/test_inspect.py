@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import durability
+from conftest import MakeRuntime
 from durability import (
     Durability,
     DurabilityAlarms,
@@ -49,7 +50,9 @@ class Shop(DurableObject):
         self.alarms = DurabilityAlarms(
             scheduler=self.scheduler, handlers={"renew": self.renew, "sweep": self.sweep}
         )
-        self.log = DurabilityLog(scheduler=self.scheduler, leases=LogLeaseOptions())
+        self.log: DurabilityLog[Any] = DurabilityLog(
+            scheduler=self.scheduler, leases=LogLeaseOptions()
+        )
 
     async def charge(self, call: DurableCall) -> None:
         raise RuntimeError(f"card declined for {call.id}")
@@ -76,9 +79,11 @@ class Shop(DurableObject):
 
 
 @pytest.fixture
-async def served(tmp_path: Path, clock: VirtualClock) -> AsyncIterator[Runtime]:
+async def served(
+    tmp_path: Path, clock: VirtualClock, make_runtime: MakeRuntime
+) -> AsyncIterator[Runtime]:
     """A running file-backed runtime with one filled shop, `acme`, whose charge failed."""
-    async with Runtime(path=tmp_path / "data", bindings={"SHOPS": Shop}, clock=clock) as rt:
+    async with make_runtime(path=tmp_path / "data", bindings={"SHOPS": Shop}) as rt:
         await rt.env.SHOPS.get_by_name("acme").fill()
         await clock.advance(60_000)
         yield rt
@@ -90,9 +95,11 @@ def _only(path: Path, *args: str) -> dict[str, Any]:
     return reports[0]
 
 
-async def test_the_name_is_recorded_in_the_object_file(tmp_path: Path) -> None:
+async def test_the_name_is_recorded_in_the_object_file(
+    tmp_path: Path, make_runtime: MakeRuntime
+) -> None:
     """An object reached by name keeps that name in its own file, in its first commit."""
-    async with Runtime(path=tmp_path, bindings={"SHOPS": Shop}) as rt:
+    async with make_runtime(path=tmp_path, bindings={"SHOPS": Shop}) as rt:
         await rt.env.SHOPS.get_by_name("acme").touch()
     (file,) = (tmp_path / "SHOPS").glob("*.sqlite3")
     with sqlite3.connect(file) as connection:
@@ -100,9 +107,11 @@ async def test_the_name_is_recorded_in_the_object_file(tmp_path: Path) -> None:
     assert rows == [(1, "acme")]
 
 
-async def test_an_object_reached_by_id_learns_its_name_later(tmp_path: Path) -> None:
+async def test_an_object_reached_by_id_learns_its_name_later(
+    tmp_path: Path, make_runtime: MakeRuntime
+) -> None:
     """An object first reached by parsed id gets its name once it is reached by name."""
-    async with Runtime(path=tmp_path, bindings={"SHOPS": Shop}) as rt:
+    async with make_runtime(path=tmp_path, bindings={"SHOPS": Shop}) as rt:
         hex_id = str(rt.env.SHOPS.id_from_name("acme"))
         await rt.env.SHOPS.get(rt.env.SHOPS.id_from_string(hex_id)).touch()
         assert _only(tmp_path)["name"] is None
@@ -111,9 +120,11 @@ async def test_an_object_reached_by_id_learns_its_name_later(tmp_path: Path) -> 
     assert _only(tmp_path)["name"] == "acme"
 
 
-async def test_ctx_id_name_comes_from_the_file_after_a_restart(tmp_path: Path) -> None:
+async def test_ctx_id_name_comes_from_the_file_after_a_restart(
+    tmp_path: Path, make_runtime: MakeRuntime
+) -> None:
     """After a restart, an object reached by id alone sees its recorded name in ctx.id."""
-    async with Runtime(path=tmp_path, bindings={"SHOPS": Shop}) as rt:
+    async with make_runtime(path=tmp_path, bindings={"SHOPS": Shop}) as rt:
         await rt.env.SHOPS.get_by_name("acme").touch()
         hex_id = str(rt.env.SHOPS.id_from_name("acme"))
     seen: list[str | None] = []
@@ -122,12 +133,12 @@ async def test_ctx_id_name_comes_from_the_file_after_a_restart(tmp_path: Path) -
         async def touch(self) -> None:
             seen.append(self.ctx.id.name)
 
-    async with Runtime(path=tmp_path, bindings={"SHOPS": Peek}) as rt:
+    async with make_runtime(path=tmp_path, bindings={"SHOPS": Peek}) as rt:
         await rt.env.SHOPS.get(rt.env.SHOPS.id_from_string(hex_id)).touch()
     assert seen == ["acme"]
 
 
-async def test_delete_all_keeps_the_name(tmp_path: Path) -> None:
+async def test_delete_all_keeps_the_name(tmp_path: Path, make_runtime: MakeRuntime) -> None:
     """`storage.delete_all()` empties the object but it still shows under its name (with
     the empty tables its live helpers made again, as a new instance's would)."""
 
@@ -135,7 +146,7 @@ async def test_delete_all_keeps_the_name(tmp_path: Path) -> None:
         async def wipe(self) -> None:
             await self.ctx.storage.delete_all()
 
-    async with Runtime(path=tmp_path, bindings={"SHOPS": Wiper}) as rt:
+    async with make_runtime(path=tmp_path, bindings={"SHOPS": Wiper}) as rt:
         stub = rt.env.SHOPS.get_by_name("acme")
         await stub.fill()
         await stub.wipe()
@@ -193,10 +204,10 @@ async def test_inspect_writes_nothing(served: Runtime, tmp_path: Path) -> None:
 
 
 async def test_inspect_reads_a_closed_runtime_directory(
-    tmp_path: Path, clock: VirtualClock
+    tmp_path: Path, clock: VirtualClock, make_runtime: MakeRuntime
 ) -> None:
     """Once the runtime has closed (WAL checkpointed), the files still read as before."""
-    async with Runtime(path=tmp_path, bindings={"SHOPS": Shop}, clock=clock) as rt:
+    async with make_runtime(path=tmp_path, bindings={"SHOPS": Shop}) as rt:
         await rt.env.SHOPS.get_by_name("acme").fill()
     assert _only(tmp_path, "SHOPS", "acme")["operations"] == {"pending": 1}
 
@@ -308,10 +319,10 @@ class Fanout(DurableObject):
 
 
 async def test_fanout_backlog_and_dead_letters(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make_runtime: MakeRuntime
 ) -> None:
     """Owed deliveries count as backlog, dead letters apart; both are listed with errors."""
-    async with Runtime(path=tmp_path, bindings={"FANOUT": Fanout}) as rt:
+    async with make_runtime(path=tmp_path, bindings={"FANOUT": Fanout}) as rt:
         await rt.env.FANOUT.get_by_name("topic").seed()
     fanout = _only(tmp_path)["fanout"]
     assert (fanout["backlog"], fanout["dead_letters"]) == (1, 1)

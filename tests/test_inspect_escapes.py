@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability import (
     Durability,
     DurabilityAlarms,
@@ -20,7 +21,7 @@ from durability import (
     RetryPolicy,
 )
 from durability.cli import main
-from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
+from durability.runtime import AlarmInvocationInfo, DurableObject
 from durability.testing import VirtualClock
 
 CLEAR_AND_TITLE = "\x1b[2J\x1b[H\x1b]0;owned\x07"
@@ -41,7 +42,7 @@ class Hostile(DurableObject):
             retries=RetryPolicy(max_attempts=1),
         )
         self.alarms = DurabilityAlarms(scheduler=self.scheduler, handlers={HOSTILE: self.fire})
-        self.log = DurabilityLog(scheduler=self.scheduler)
+        self.log: DurabilityLog[Any] = DurabilityLog(scheduler=self.scheduler)
 
     async def charge(self, call: DurableCall) -> None:
         raise RuntimeError(f"declined {HOSTILE}")
@@ -69,11 +70,14 @@ def _controls(text: str) -> set[str]:
 
 
 async def test_text_mode_escapes_every_field_and_json_stays_exact(
-    tmp_path: Path, clock: VirtualClock, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    clock: VirtualClock,
+    capsys: pytest.CaptureFixture[str],
+    make_runtime: MakeRuntime,
 ) -> None:
     """Names, ids, consumers and error texts print with control characters escaped
     (`\\x1b`, `\\x07`, ...) and on their own lines; `--json` keeps the exact strings."""
-    async with Runtime(path=tmp_path, bindings={"SHOPS": Hostile}, clock=clock) as rt:
+    async with make_runtime(path=tmp_path, bindings={"SHOPS": Hostile}) as rt:
         await rt.env.SHOPS.get_by_name(HOSTILE).fill(rt.now_ms())
         await clock.advance(60_000)
     assert main(["inspect", str(tmp_path)]) == 0

@@ -87,7 +87,7 @@ def test_event_type_constants_name_every_event_type() -> None:
         "retried",
         "purged",
     ]
-    assert EVENT.type == LifecycleEventType.REGISTERED
+    assert EVENT.type == LifecycleEventType.REGISTERED  # type: ignore[comparison-overlap]
     assert type(EVENT.type) is str
 
 
@@ -251,7 +251,7 @@ def test_fanout_lifecycle_events_are_checked_as_the_helpers_are(live: LiveObject
             context=live.ctx,
             targets=targets,
             on_lifecycle_event=print,
-            lifecycle_events="terminal",  # type: ignore[arg-type]
+            lifecycle_events="terminal",
         )
     with pytest.raises(ValueError, match="'purged' is not an event type") as caught:
         DurabilityFanout(

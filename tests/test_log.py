@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from _log_host import LogConfig, items, partition, runtime
-from conftest import START_MS, LiveObject
+from conftest import START_MS, LiveObject, MakeRuntime
 from durability import (
     MAX_LOG_BYTES,
     DurabilityLog,
@@ -24,7 +24,7 @@ from durability import (
     SerializedError,
 )
 from durability.cloudflare import adapt
-from durability.runtime import DurableObject, Runtime
+from durability.runtime import DurableObject
 from durability.testing import VirtualClock
 
 pytestmark = pytest.mark.usefixtures("host")
@@ -108,7 +108,7 @@ async def test_definite_rejections_return_failure_and_write_nothing(
 
 async def test_log_definite_rejections_come_back_as_enqueue_results(live: LiveObject) -> None:
     """Empty, oversize and empty-key appends return success=False with a LogAppendError."""
-    log = DurabilityLog(context=live.ctx, max_batch_size=2)
+    log: DurabilityLog[Any] = DurabilityLog(context=live.ctx, max_batch_size=2)
     cases = [
         ([], "Append requires at least one record"),
         ([LogAppendInput(1), LogAppendInput(2), LogAppendInput(3)], "exceeds maxBatchSize 2"),
@@ -137,7 +137,7 @@ class Direct(DurableObject):
         values: dict[str, Any] = {
             "set": [LogAppendInput("ok"), LogAppendInput({1, 2})],
             "dict": [{"body": "x"}],
-            "key": [LogAppendInput("x", 5)],
+            "key": [LogAppendInput("x", 5)],  # type: ignore[arg-type]
             "scalar": "x",
             "nan": LogAppendInput(float("nan")),
         }
@@ -154,18 +154,22 @@ class Direct(DurableObject):
 
 
 @pytest.mark.parametrize("kind", ["set", "dict", "key", "scalar", "nan"])
-async def test_non_json_body_or_wrong_input_type_raises(clock: VirtualClock, kind: str) -> None:
+async def test_non_json_body_or_wrong_input_type_raises(
+    clock: VirtualClock, kind: str, make_runtime: MakeRuntime
+) -> None:
     """A non-JSON body or an input that is not LogAppendInput raises TypeError, storing nothing."""
-    async with Runtime(bindings={"D": Direct}, clock=clock) as rt:
+    async with make_runtime(bindings={"D": Direct}) as rt:
         stub = rt.namespace("D").get_by_name("d")
         with pytest.raises(TypeError):
             await stub.append_value(kind)
         assert await stub.next_offset() == 0
 
 
-async def test_storage_failure_raises_not_failure_result(clock: VirtualClock) -> None:
+async def test_storage_failure_raises_not_failure_result(
+    clock: VirtualClock, make_runtime: MakeRuntime
+) -> None:
     """A storage error is raised to the caller, never reported as success=False."""
-    async with Runtime(bindings={"D": Direct}, clock=clock) as rt:
+    async with make_runtime(bindings={"D": Direct}) as rt:
         stub = rt.namespace("D").get_by_name("d")
         await stub.break_storage()
         with pytest.raises(Exception, match="durability_log_records"):
@@ -238,7 +242,7 @@ async def test_read_below_oldest_raises_truncated(clock: VirtualClock) -> None:
 
 async def test_log_read_below_oldest_raises_truncated(live: LiveObject) -> None:
     """Reading a trimmed offset raises LogTruncatedError with both offsets."""
-    log = DurabilityLog(context=live.ctx, retention=LogRetention(max_records=1))
+    log: DurabilityLog[Any] = DurabilityLog(context=live.ctx, retention=LogRetention(max_records=1))
     await log.append([LogAppendInput(n) for n in range(3)])
     assert await log.trim() == 2
     with pytest.raises(LogTruncatedError) as raised:
@@ -383,14 +387,15 @@ class Builder(DurableObject):
     """Builds logs with the options it is given and reports how construction failed."""
 
     async def build(self, case: str) -> list[str]:
-        options: dict[str, Any] = {
+        cases: dict[str, dict[str, Any]] = {
             "batch_zero": {"max_batch_size": 0},
             "batch_float": {"max_batch_size": 1.5},
             "retention_dict": {"retention": {"max_records": 1}},
             "cold_partial": {"cold": object()},
             "leases_dict": {"leases": {"lease_ms": 1}},
             "routing_wrong": {"routing": object()},
-        }[case]
+        }
+        options = cases[case]
         try:
             DurabilityLog(context=self.ctx, **options)
         except Exception as error:
@@ -426,10 +431,10 @@ class Builder(DurableObject):
     ],
 )
 async def test_constructor_rejects_bad_options(
-    clock: VirtualClock, case: str, error: str, fragment: str
+    clock: VirtualClock, case: str, error: str, fragment: str, make_runtime: MakeRuntime
 ) -> None:
     """Each bad option raises at construction with a message naming it."""
-    async with Runtime(bindings={"B": Builder}, clock=clock) as rt:
+    async with make_runtime(bindings={"B": Builder}) as rt:
         failure = await rt.namespace("B").get_by_name("b").build(case)
     assert failure[0] == error
     assert fragment in failure[1]
@@ -458,16 +463,16 @@ async def test_invalid_option_raises_and_writes_nothing(
     assert live.tables() == []
 
 
-async def test_one_log_per_scheduler(clock: VirtualClock) -> None:
+async def test_one_log_per_scheduler(clock: VirtualClock, make_runtime: MakeRuntime) -> None:
     """A second log on the same scheduler is rejected."""
-    async with Runtime(bindings={"B": Builder}, clock=clock) as rt:
+    async with make_runtime(bindings={"B": Builder}) as rt:
         message = await rt.namespace("B").get_by_name("b").two_on_one_scheduler()
     assert "already attached" in message
 
 
-async def test_migrate_down_and_up(clock: VirtualClock) -> None:
+async def test_migrate_down_and_up(clock: VirtualClock, make_runtime: MakeRuntime) -> None:
     """DurabilityLog.migrate moves only the log schema, down to nothing and back."""
-    async with Runtime(bindings={"B": Builder}, clock=clock) as rt:
+    async with make_runtime(bindings={"B": Builder}) as rt:
         b = rt.namespace("B").get_by_name("b")
         await b.build_default()
         down = await b.migrate(None)

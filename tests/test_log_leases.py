@@ -418,7 +418,7 @@ async def test_lost_segment_of_a_held_range_truncates_until_forgotten(clock: Vir
 
 async def test_log_ack_of_unknown_batch_raises_lease_error(live: LiveObject) -> None:
     """An ack of a batch that is not held raises LogLeaseError naming it."""
-    log = DurabilityLog(context=live.ctx, leases=LogLeaseOptions())
+    log: DurabilityLog[Any] = DurabilityLog(context=live.ctx, leases=LogLeaseOptions())
     with pytest.raises(LogLeaseError) as raised:
         await log.ack("workers", "nope")
     assert raised.value.batch_id == "nope"

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from _cloudflare_double import BUILTIN, WORKERS_SDK, install
+from _hosts import hosting
 from _log_host import LogConfig, partition, runtime
 from conftest import START_MS
 from durability import (
@@ -29,6 +30,8 @@ from durability import (
 )
 from durability.testing import VirtualClock
 from test_log_retention import MemoryCold
+
+pytestmark = pytest.mark.slow
 
 MAX_BATCH = 4
 MAX_RECORDS = 5
@@ -344,13 +347,14 @@ class CloudflareLogModel(LogModel):
 
     def __init__(self) -> None:
         self.patch = pytest.MonkeyPatch()
-        self.doubles = install(self.patch, self.flavour)
-        super().__init__()
+        self.platform = install(self.patch, self.flavour)
+        with hosting(self.platform):
+            super().__init__()
 
     def teardown(self) -> None:
         try:
             super().teardown()
-            assert [ctx.complaints for ctx in self.doubles if ctx.complaints] == []
+            assert [ctx.complaints for ctx in self.platform.made if ctx.complaints] == []
         finally:
             self.patch.undo()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 from types import SimpleNamespace
@@ -11,6 +10,7 @@ from typing import Any
 import pytest
 
 from _lab import open_lab
+from _probe import Behaviour, Probe, sleeps
 from conftest import START_MS, LiveObject
 from durability import (
     Durability,
@@ -28,23 +28,25 @@ from durability.runtime import AlarmInvocationInfo, DurableObject
 ONE_MINUTE = 60_000
 
 
-class Probe:
-    """What the handlers do (`charge_fails` times raising, `renew_sleeps_ms`) and saw."""
-
-    def __init__(self) -> None:
-        self.charge_fails = 0
-        self.charge_error: type[Exception] = RuntimeError
-        self.charge_hangs = False
-        self.renew_sleeps_ms = 0
-
-
 def _call_the_bank(error: type[Exception]) -> None:
     """The raise site a stored traceback must name."""
     raise error("card service down")
 
 
+def bank_down(attempts: int, error: type[Exception] = RuntimeError) -> Behaviour:
+    """A charge that fails (at `_call_the_bank`) for the first `attempts` attempts of a call."""
+
+    def charge(call: DurableCall) -> str:
+        if call.attempt <= attempts:
+            _call_the_bank(error)
+        return "charged"
+
+    return charge
+
+
 class Shop(DurableObject):
-    """One operation and one named alarm on one scheduler, driven by the probe."""
+    """One operation and one named alarm on one scheduler; the probe's behaviours "charge"
+    and "renew" say what their handlers do."""
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
@@ -61,14 +63,10 @@ class Shop(DurableObject):
         )
 
     async def _charge(self, call: DurableCall) -> str:
-        if call.attempt <= self.probe.charge_fails:
-            _call_the_bank(self.probe.charge_error)
-        if self.probe.charge_hangs:
-            await asyncio.sleep(3600)
-        return "charged"
+        return str(await self.probe.run("charge", call, "charged"))
 
     async def _renew(self, info: Any) -> None:
-        await asyncio.sleep(self.probe.renew_sleeps_ms / 1000)
+        await self.probe.run("renew", info)
 
     async def charge(self, id: str) -> None:
         await self.durability.charge(id=id)
@@ -111,7 +109,7 @@ async def test_a_retried_attempt_logs_a_warning_with_its_facts_and_traceback(
 ) -> None:
     """A failed attempt with attempts left logs one WARNING naming the object, with traceback."""
     probe = Probe()
-    probe.charge_fails = 1
+    probe.behaviour["charge"] = bank_down(1)
     async with open_lab("SHOP", Shop, probe) as lab:
         await lab.obj.charge("order-1")
         await lab.clock.run_until_idle()
@@ -165,11 +163,11 @@ async def test_the_last_attempt_logs_an_error_and_successes_only_debug(
 ) -> None:
     """At max_attempts the failure is an ERROR (attempts exhausted); a success is DEBUG only."""
     probe = Probe()
-    probe.charge_fails = 3
+    probe.behaviour["charge"] = bank_down(3)
     async with open_lab("SHOP", Shop, probe) as lab:
         await lab.obj.charge("order-1")
         await lab.clock.advance(ONE_MINUTE)
-        probe.charge_fails = 0
+        del probe.behaviour["charge"]
         await lab.obj.charge("order-2")
         await lab.clock.run_until_idle()
     records = _records(debug_logs, "durability.operations")
@@ -194,8 +192,7 @@ async def test_a_non_retryable_error_is_logged_as_terminal_at_once(
 ) -> None:
     """NonRetryableError fails the record at its first attempt with one ERROR, reason given."""
     probe = Probe()
-    probe.charge_fails = 1
-    probe.charge_error = NonRetryableError
+    probe.behaviour["charge"] = bank_down(1, NonRetryableError)
     async with open_lab("SHOP", Shop, probe) as lab:
         await lab.obj.charge("order-1")
         await lab.clock.run_until_idle()
@@ -209,7 +206,7 @@ async def test_a_named_alarm_timeout_is_an_error_on_the_alarms_logger(
 ) -> None:
     """A timed-out named alarm (terminal by default) logs one ERROR on durability.alarms."""
     probe = Probe()
-    probe.renew_sleeps_ms = 10_000
+    probe.behaviour["renew"] = sleeps(10_000)
     async with open_lab("SHOP", Shop, probe) as lab:
         await lab.obj.renew_now()
         await lab.clock.advance(ONE_MINUTE)
@@ -225,8 +222,7 @@ async def test_a_named_alarm_timeout_is_an_error_on_the_alarms_logger(
 async def test_get_result_returns_the_stack_of_the_raise_site() -> None:
     """A failed operation's stored error carries its traceback; asdict and == are unchanged."""
     probe = Probe()
-    probe.charge_fails = 1
-    probe.charge_error = NonRetryableError
+    probe.behaviour["charge"] = bank_down(1, NonRetryableError)
     async with open_lab("SHOP", Shop, probe) as lab:
         await lab.obj.charge("order-1")
         await lab.clock.run_until_idle()
@@ -241,12 +237,11 @@ async def test_get_result_returns_the_stack_of_the_raise_site() -> None:
 async def test_a_later_failure_without_a_traceback_forgets_the_old_one() -> None:
     """A timeout after a raised failure stores no stack: the old one is not shown with it."""
     probe = Probe()
-    probe.charge_fails = 2
+    probe.behaviour["charge"] = bank_down(2)
     async with open_lab("SHOP", Shop, probe) as lab:
         await lab.obj.charge("order-1")
         await lab.clock.advance(1500)
-        probe.charge_fails = 0
-        probe.charge_hangs = True
+        probe.behaviour["charge"] = probe.parked("bank")
         await lab.clock.advance(ONE_MINUTE)
         result = await lab.obj.result("order-1")
         stacks = await lab.obj.query("SELECT * FROM durability_error_stacks")
@@ -273,8 +268,7 @@ async def test_rows_stored_without_a_stack_read_as_none() -> None:
 async def test_purge_drops_the_stacks_of_purged_records() -> None:
     """purge_before deletes the stored traceback with its record."""
     probe = Probe()
-    probe.charge_fails = 1
-    probe.charge_error = NonRetryableError
+    probe.behaviour["charge"] = bank_down(1, NonRetryableError)
     async with open_lab("SHOP", Shop, probe) as lab:
         await lab.obj.charge("order-1")
         await lab.clock.run_until_idle()

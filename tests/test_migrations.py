@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from conftest import START_MS
+from conftest import START_MS, MakeRuntime
 from durability import LATEST, MigrationResult
 from durability._alarms import NAMED_ALARM_MIGRATIONS
 from durability._engine.migrations import Migration, is_schema_current, migrate
 from durability._fanout.schema import FANOUT_MIGRATIONS
 from durability._log.schema import LOG_LEASE_MIGRATIONS, LOG_MIGRATIONS
 from durability._operations import OPERATION_MIGRATIONS
-from durability.runtime import DurableObject, ObjectStub, Runtime
+from durability.runtime import DurableObject, ObjectStub
 from durability.testing import VirtualClock
 
 BUILTIN = {
@@ -86,9 +86,9 @@ class MigrationLab(DurableObject):
 
 
 @pytest.fixture
-async def lab(tmp_path: Path) -> AsyncIterator[ObjectStub]:
+async def lab(tmp_path: Path, make_runtime: MakeRuntime) -> AsyncIterator[ObjectStub]:
     clock = VirtualClock(start_ms=LAB_START_MS)
-    async with Runtime(path=str(tmp_path), bindings={"LAB": MigrationLab}, clock=clock) as rt:
+    async with make_runtime(path=str(tmp_path), bindings={"LAB": MigrationLab}, clock=clock) as rt:
         yield rt.env.LAB.get_by_name("lab")
 
 

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from conftest import MakeRuntime
 from durability.runtime import DurableObject, Runtime
 from durability.runtime._opening import open_object_file
 from durability.runtime._pool import OpenDatabases
@@ -65,12 +66,12 @@ def env(built: list[str], gate: asyncio.Event | None = None) -> dict[str, object
 
 
 async def test_past_the_cap_idle_files_close_and_reopen_with_their_data(
-    tmp_path: Path, clock: VirtualClock
+    tmp_path: Path, clock: VirtualClock, make_runtime: MakeRuntime
 ) -> None:
     """With 5 live objects and max_open_databases=2, at most 2 files are open; each object
     keeps its in-memory state and reads exactly its own committed rows after a reopen."""
     built: list[str] = []
-    async with Runtime(path=tmp_path, bindings=env(built), clock=clock, max_open_databases=2) as rt:
+    async with make_runtime(path=tmp_path, bindings=env(built), max_open_databases=2) as rt:
         stubs = [rt.env.K.get_by_name(f"k{number}") for number in range(5)]
         for round_ in range(3):
             for number, stub in enumerate(stubs):
@@ -79,19 +80,17 @@ async def test_past_the_cap_idle_files_close_and_reopen_with_their_data(
         for number, stub in enumerate(stubs):
             assert await stub.seen() == [3, [10 * number, 10 * number + 1, 10 * number + 2]]
         assert built == [f"k{number}" for number in range(5)]
-    async with Runtime(path=tmp_path, bindings=env([]), clock=clock) as rt:
+    async with make_runtime(path=tmp_path, bindings=env([])) as rt:
         assert await rt.env.K.get_by_name("k3").seen() == [0, [30, 31, 32]]
 
 
 async def test_a_busy_object_keeps_its_file_open_past_the_cap(
-    tmp_path: Path, clock: VirtualClock
+    tmp_path: Path, clock: VirtualClock, make_runtime: MakeRuntime
 ) -> None:
     """An object in the middle of a call is not closed for the cap (the cap is exceeded
     meanwhile); once idle, it is the next to close."""
     gate = asyncio.Event()
-    async with Runtime(
-        path=tmp_path, bindings=env([], gate), clock=clock, max_open_databases=1
-    ) as rt:
+    async with make_runtime(path=tmp_path, bindings=env([], gate), max_open_databases=1) as rt:
         busy = rt.env.K.get_by_name("busy")
         waiting = asyncio.ensure_future(busy.add_then_wait(1))
         await clock.advance(0)

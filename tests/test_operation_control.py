@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from _lab import open_lab
-from conftest import START_MS, LiveObject
+from _probe import Behaviour, Probe
+from conftest import START_MS, LiveObject, MakeRuntime
 from durability import (
     CancelledEvent,
     DuplicateDurableCallError,
@@ -32,29 +33,10 @@ from durability import (
 )
 from durability._operations.records import list_query
 from durability.cloudflare import adapt
-from durability.runtime import DurableObject, Runtime
+from durability.runtime import DurableObject
 from durability.testing import VirtualClock
 
 pytestmark = pytest.mark.usefixtures("host")
-
-Behaviour = Callable[[DurableCall], Awaitable[Any]]
-
-
-class Probe:
-    """Handler behaviours in, observations out (shared across the object's instances)."""
-
-    def __init__(self, **options: Any) -> None:
-        self.options = options
-        self.behaviour: dict[str, Behaviour] = {}
-        self.calls: list[tuple[str, int, int]] = []
-        self.signals: dict[str, Any] = {}
-        self.events: list[Any] = []
-        self.gates: dict[str, asyncio.Event] = {}
-        self.running: dict[str, int] = {}
-        self.max_per_key = 0
-
-    def gate(self, name: str) -> asyncio.Event:
-        return self.gates.setdefault(name, asyncio.Event())
 
 
 class Control(DurableObject):
@@ -71,16 +53,7 @@ class Control(DurableObject):
         )
 
     async def _handle(self, call: DurableCall) -> Any:
-        probe = self.probe
-        probe.calls.append((call.id, call.attempt, now_ms()))
-        probe.signals[call.id] = call.signal
-        probe.running[call.id] = probe.running.get(call.id, 0) + 1
-        probe.max_per_key = max(probe.max_per_key, probe.running[call.id])
-        try:
-            behaviour = probe.behaviour.get(call.id)
-            return {"attempt": call.attempt} if behaviour is None else await behaviour(call)
-        finally:
-            probe.running[call.id] -= 1
+        return await self.probe.attempt(call, {"attempt": call.attempt})
 
     async def register(self, id: str, **options: Any) -> None:
         await self.durability.charge(id, {"id": id}, **options)
@@ -122,7 +95,7 @@ def parked(probe: Probe, name: str, *, heed_signal: bool = True) -> Behaviour:
     """Wait for the probe's gate `name` (or, when `heed_signal`, the call's abort)."""
 
     async def behave(call: DurableCall) -> Any:
-        waits = [asyncio.ensure_future(probe.gate(name).wait())]
+        waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(probe.gate(name).wait())]
         if heed_signal:
             waits.append(asyncio.ensure_future(call.signal.wait()))
         _, rest = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -456,7 +429,9 @@ async def test_retry_arms_the_alarm_with_its_write() -> None:
         assert (await t.obj.result("b"))["status"] == "completed"
 
 
-async def test_cancel_and_retry_survive_a_restart(tmp_path: Path) -> None:
+async def test_cancel_and_retry_survive_a_restart(
+    tmp_path: Path, make_runtime: MakeRuntime
+) -> None:
     """A cancel and a retry written before the runtime stopped hold after it restarts on
     the same files: the cancelled call never runs, the retried one runs as attempt 1
     (once the call that held the only permit is failed, its interrupted attempt its last)."""
@@ -474,7 +449,7 @@ async def test_cancel_and_retry_survive_a_restart(tmp_path: Path) -> None:
         assert await t.obj.cancel("a") is True
     clock = VirtualClock(START_MS + 1_000)
     bindings = {"CONTROL": Control, "PROBE": probe}
-    async with Runtime(bindings=bindings, clock=clock, path=tmp_path) as rt:
+    async with make_runtime(bindings=bindings, clock=clock, path=tmp_path) as rt:
         obj = rt.env["CONTROL"].get_by_name("a")
         await clock.advance(60_000)
         assert [(key, attempt) for key, attempt, _ in probe.calls] == [

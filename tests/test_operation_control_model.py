@@ -15,13 +15,17 @@ import dataclasses
 from typing import Any
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, rule
 
+from _probe import Probe
 from conftest import START_MS
-from durability import Durability, DurableCall, NonRetryableError, now_ms
+from durability import Durability, DurableCall, NonRetryableError
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
+
+pytestmark = pytest.mark.slow
 
 IDS = ("a", "b", "c", "d")
 MIN_DELAY_MS = 1_000
@@ -32,12 +36,9 @@ fallback alarm, not the early timer, starts it)."""
 Outcome = str  # "complete" or "fail"
 
 
-class Probe:
-    """What each handler attempt does (per id) and every attempt it saw."""
-
-    def __init__(self) -> None:
-        self.outcome: dict[str, Outcome] = {}
-        self.calls: list[tuple[str, int, int]] = []
+def fail_for_good(call: DurableCall) -> str:
+    """What a handler told to fail does."""
+    raise NonRetryableError("told to fail")
 
 
 class Modelled(DurableObject):
@@ -51,10 +52,7 @@ class Modelled(DurableObject):
         )
 
     def _work(self, call: DurableCall) -> str:
-        self.probe.calls.append((call.id, call.attempt, now_ms()))
-        if self.probe.outcome[call.id] == "fail":
-            raise NonRetryableError("told to fail")
-        return "done"
+        return str(self.probe.attempt_now(call, "done"))
 
     async def register(self, id: str, delay_ms: int) -> None:
         await self.durability.work(id, None, delay_ms=delay_ms)
@@ -98,6 +96,13 @@ class OperationControlModel(RuleBasedStateMachine):
         self.records: dict[str, Record] = {}
         self.seen_calls = 0
 
+    def tell(self, id: str, outcome: Outcome) -> None:
+        """Make the handler of `id` complete, or fail for good, as `outcome` says."""
+        if outcome == "fail":
+            self.probe.behaviour[id] = fail_for_good
+        else:
+            self.probe.behaviour.pop(id, None)
+
     def run(self, awaitable: Any) -> Any:
         return self.loop.run_until_complete(awaitable)
 
@@ -115,7 +120,7 @@ class OperationControlModel(RuleBasedStateMachine):
     def register(self, id: str, delay: int, outcome: Outcome) -> None:
         if id not in self.records:
             self.records[id] = Record("pending", self.clock.now_ms() + delay, outcome)
-            self.probe.outcome[id] = outcome
+            self.tell(id, outcome)
         self.run(self.obj.register(id, delay))
         self.check()
 
@@ -133,7 +138,7 @@ class OperationControlModel(RuleBasedStateMachine):
         record = self.records.get(id)
         expected = record is not None and record.status in ("failed", "cancelled")
         if record is not None and expected:
-            self.probe.outcome[id] = outcome
+            self.tell(id, outcome)
         assert self.run(self.obj.retry(id)) is expected
         if record is not None and expected:
             self.records[id] = Record("pending", self.clock.now_ms(), outcome)

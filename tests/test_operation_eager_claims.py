@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
+from _hosts import hosted
 from _lab import note_attempt_on_disk
 from durability import DuplicateDurableCallError, Durability, DurableCall
 from durability.cloudflare import adapt
-from durability.runtime import DurableObject, Runtime, _database
-from durability.testing import VirtualClock
+from durability.runtime import DurableObject, ObjectId, Runtime
+from durability.testing import Faults, VirtualClock
 
 pytestmark = pytest.mark.usefixtures("host")
 
@@ -69,44 +70,40 @@ class Eager(DurableObject):
         await self.durability.alarm(info)
 
 
-def count_commits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count the commits of every object database from now on (one object per test)."""
-    counted = [0]
-    ended = _database.Database.transaction_ended
+class CountedCommits(Faults):
+    """Counts the commits of the object's turns that wrote; injects nothing."""
 
-    def counting(
-        database: _database.Database, transaction: asyncio.Future[None], wrote: bool = True
-    ) -> None:
-        counted[0] += 1
-        ended(database, transaction, wrote)
+    def __init__(self) -> None:
+        self.count = 0
 
-    monkeypatch.setattr(_database.Database, "transaction_ended", counting)
-    return counted
+    def commit(self, object_id: ObjectId) -> None:
+        self.count += 1
 
 
 async def start(
-    clock: VirtualClock, probe: dict[str, Any], path: Path | None = None
+    clock: VirtualClock, probe: dict[str, Any], path: Path | None = None, **options: Any
 ) -> tuple[Runtime, Any]:
-    rt = Runtime(path=path, bindings={"E": Eager, "PROBE": probe}, clock=clock)
+    bindings = {"E": Eager, "PROBE": probe}
+    rt = Runtime(path=path, bindings=bindings, clock=clock, **hosted(), **options)
     await rt.start()
     return rt, rt.env.E.get_by_name("eager")
 
 
 async def test_a_caller_awaiting_each_registration_pays_two_commits_per_operation(
-    clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+    clock: VirtualClock,
 ) -> None:
     """The record and its claim share one commit; the result and the alarm the other."""
-    commits = count_commits(monkeypatch)
+    commits = CountedCommits()
     probe: dict[str, Any] = {}
-    rt, obj = await start(clock, probe)
+    rt, obj = await start(clock, probe, faults=commits)
     try:
         await obj.register("work", "warm-up")
         await clock.run_until_idle()
-        before = commits[0]
+        before = commits.count
         for number in range(5):
             assert await obj.register("work", f"op-{number}") == "ok"
             await clock.run_until_idle()
-        assert commits[0] - before == 2 * 5
+        assert commits.count - before == 2 * 5
         assert probe["ran"] == [("warm-up", 1)] + [(f"op-{number}", 1) for number in range(5)]
         assert await obj.row("op-4") == ["completed", 1]
     finally:

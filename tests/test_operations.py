@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from _lab import Lab, open_lab
-from conftest import START_MS, LiveObject, noop
+from _probe import Behaviour, Probe
+from conftest import START_MS, LiveObject, MakeRuntime, noop
 from durability import (
     AbortSignal,
     AttemptSettledEvent,
@@ -37,31 +38,10 @@ from durability import (
     now_ms,
 )
 from durability.cloudflare import adapt
-from durability.runtime import DurableObject, Runtime
+from durability.runtime import DurableObject
 from durability.testing import VirtualClock
 
 pytestmark = pytest.mark.usefixtures("host")
-
-Behaviour = Callable[[DurableCall], Awaitable[Any]]
-
-
-class Probe:
-    """The test's side of the object: handler behaviours in, observations out."""
-
-    def __init__(self, **options: Any) -> None:
-        self.options = options
-        self.scheduler_options: dict[str, Any] = {}
-        self.behaviour: dict[str, Behaviour] = {}
-        self.calls: list[tuple[str, int, int]] = []
-        self.signals: list[Any] = []
-        self.events: list[Any] = []
-        self.gates: dict[str, asyncio.Event] = {}
-        self.running: dict[str, int] = {}
-        self.max_running = 0
-        self.max_per_key = 0
-
-    def gate(self, name: str) -> asyncio.Event:
-        return self.gates.setdefault(name, asyncio.Event())
 
 
 class Ops(DurableObject):
@@ -79,25 +59,10 @@ class Ops(DurableObject):
         )
 
     async def _handle(self, call: DurableCall) -> Any:
-        probe = self.probe
-        probe.calls.append((call.id, call.attempt, self._now()))
-        probe.signals.append(call.signal)
-        probe.running[call.id] = probe.running.get(call.id, 0) + 1
-        probe.max_running = max(probe.max_running, sum(probe.running.values()))
-        probe.max_per_key = max(probe.max_per_key, probe.running[call.id])
-        try:
-            behaviour = probe.behaviour.get(call.id)
-            if behaviour is None:
-                return {"id": call.id, "payload": call.payload}
-            return await behaviour(call)
-        finally:
-            probe.running[call.id] -= 1
+        return await self.probe.attempt(call, {"id": call.id, "payload": call.payload})
 
     def _plain(self, call: DurableCall) -> None:
-        self.probe.calls.append((call.id, call.attempt, self._now()))
-
-    def _now(self) -> int:
-        return _clock_now()
+        self.probe.attempt_now(call)
 
     async def register(self, op: str, id: str, payload: Any = None) -> None:
         await self.durability.operation(op)(id=id, payload=payload)
@@ -307,11 +272,12 @@ class Keys(DurableObject):
         await self.durability.alarm(info)
 
 
-async def test_idempotency_key_is_stable_per_call_and_unique_across_objects() -> None:
+async def test_idempotency_key_is_stable_per_call_and_unique_across_objects(
+    make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """Every attempt of a call sees one key; it names the object, operation and id."""
     seen: list[tuple[str, int, str]] = []
-    clock = VirtualClock(START_MS)
-    async with Runtime(bindings={"KEYS": Keys, "PROBE": seen}, clock=clock) as rt:
+    async with make_runtime(bindings={"KEYS": Keys, "PROBE": seen}) as rt:
         first, second = rt.env.KEYS.get_by_name("first"), rt.env.KEYS.get_by_name("second")
         await first.register("charge", "inv-1")
         await second.register("charge", "inv-1")
@@ -324,11 +290,12 @@ async def test_idempotency_key_is_stable_per_call_and_unique_across_objects() ->
         assert keys[("first", 1)] == f"durability-call:v1:{first_id}:charge:inv-1"
 
 
-async def test_idempotency_key_escapes_the_operation_name() -> None:
+async def test_idempotency_key_escapes_the_operation_name(
+    make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """Operation "a:b" with id "c" and operation "a" with id "b:c" get different keys."""
     seen: list[tuple[str, int, str]] = []
-    clock = VirtualClock(START_MS)
-    async with Runtime(bindings={"KEYS": Keys, "PROBE": seen}, clock=clock) as rt:
+    async with make_runtime(bindings={"KEYS": Keys, "PROBE": seen}) as rt:
         obj = rt.env.KEYS.get_by_name("one")
         await obj.register("a:b", "c")
         await obj.register("a", "b:c")
@@ -439,9 +406,9 @@ async def test_non_json_payload_raises_type_error_and_stores_nothing(
 ) -> None:
     """Operation payloads, log bodies and stub arguments that are not JSON raise TypeError."""
     operations = Durability(context=live.ctx, handlers={"charge": noop})
-    log = DurabilityLog(context=live.ctx)
+    log: DurabilityLog[Any] = DurabilityLog(context=live.ctx)
     with pytest.raises(TypeError):
-        await operations.charge(id="a", payload=value)
+        await operations.charge(id="a", payload=value)  # type: ignore[arg-type]
     assert (await operations.charge.get_result("a")).status == "not_found"
     with pytest.raises(TypeError):
         await log.append(LogAppendInput(value))
@@ -472,7 +439,7 @@ async def test_attempt_timeout_aborts_signal_cancels_task_and_retries() -> None:
         await t.obj.register("charge", "a")
         await t.clock.advance(2000)
         assert seen == ["cancelled"]
-        signal = probe.signals[0]
+        signal = probe.signals["a"]
         assert signal.aborted
         assert isinstance(signal.reason, DurableAttemptTimeoutError)
         assert str(signal.reason) == 'Durable operation "charge" timed out after 2000ms'
@@ -768,7 +735,7 @@ async def test_purge_aborts_running_handler_and_ignores_its_late_result() -> Non
         assert await t.obj.purge(START_MS + 1) == 1
         await t.clock.run_until_idle()
         assert (await waiter)["status"] == "not_found"
-        signal = probe.signals[0]
+        signal = probe.signals["a"]
         assert signal.aborted and str(signal.reason) == "Durable operation was purged"
         await t.obj.register("charge", "a", {"v": 2})
         await t.clock.run_until_idle()
@@ -823,7 +790,7 @@ async def test_completed_event_carries_result_when_opted_in() -> None:
 async def test_failing_hook_is_logged_and_changes_nothing(caplog: pytest.LogCaptureFixture) -> None:
     """A hook that raises on every event is reported; the call still completes."""
     probe = Probe()
-    probe.events = _Exploding()  # type: ignore[assignment]
+    probe.events = _Exploding()
     async with lab(probe) as t:
         with caplog.at_level(logging.ERROR, logger="durability"):
             await t.obj.register("charge", "a")
@@ -844,13 +811,13 @@ class _Exploding(list[Any]):
         raise RuntimeError("hook down")
 
 
-async def test_constructor_rejects_bad_options_before_writing() -> None:
+async def test_constructor_rejects_bad_options_before_writing(make_runtime: MakeRuntime) -> None:
     """Bad options raise ValueError/TypeError naming the option."""
 
     class Bad(DurableObject):
         async def build(self, case: str) -> str:
             scheduler = DurabilityScheduler.of(self.ctx) or DurabilityScheduler(context=self.ctx)
-            options: dict[str, Any] = {
+            cases: dict[str, dict[str, Any]] = {
                 "timeout": {"attempt_timeout_ms": 0},
                 "reserved": {"handlers": {"alarm": print}},
                 "method": {"methods": {"x": MethodOptions(attempt_timeout_ms=-1)}},
@@ -858,7 +825,8 @@ async def test_constructor_rejects_bad_options_before_writing() -> None:
                 "neither": {"context": None},
                 "shared_option": {"scheduler": scheduler, "alarm_concurrency": 3},
                 "private_option": {"context": self.ctx, "alarm_min_delay_ms": 999},
-            }[case]
+            }
+            options = cases[case]
             options.setdefault("handlers", {"x": print})
             if "scheduler" not in options:
                 options.setdefault("context", self.ctx)
@@ -875,7 +843,7 @@ async def test_constructor_rejects_bad_options_before_writing() -> None:
                 return f"{type(error).__name__}: {error} (tables={tables})"
             return "built"
 
-    async with Runtime(bindings={"BAD": Bad}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"BAD": Bad}) as rt:
         obj = rt.env.BAD.get_by_name("x")
         assert await obj.build("timeout") == (
             "ValueError: attempt_timeout_ms must be a positive integer (tables=0)"
@@ -927,7 +895,7 @@ async def test_invalid_option_raises_and_writes_nothing(
     assert live.tables() == []
 
 
-async def test_second_durability_on_one_scheduler_is_rejected() -> None:
+async def test_second_durability_on_one_scheduler_is_rejected(make_runtime: MakeRuntime) -> None:
     """One Durability per scheduler: a second raises ValueError 'already attached'."""
 
     class Twice(DurableObject):
@@ -940,7 +908,7 @@ async def test_second_durability_on_one_scheduler_is_rejected() -> None:
                 return str(error)
             return "built"
 
-    async with Runtime(bindings={"TWICE": Twice}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"TWICE": Twice}) as rt:
         message = await rt.env.TWICE.get_by_name("x").build()
         assert message == "A Durability helper is already attached to this scheduler"
 
@@ -951,7 +919,9 @@ async def test_operation_objects_are_shared_and_names_checked() -> None:
         assert await t.obj.names() == [True, "ValueError", "AttributeError"]
 
 
-async def test_migrate_classmethod_reverts_and_reapplies_the_schema() -> None:
+async def test_migrate_classmethod_reverts_and_reapplies_the_schema(
+    make_runtime: MakeRuntime,
+) -> None:
     """Durability.migrate(ctx, None) drops the calls table; LATEST brings it back."""
 
     class Migrating(DurableObject):
@@ -968,7 +938,7 @@ async def test_migrate_classmethod_reverts_and_reapplies_the_schema() -> None:
             up = Durability.migrate(self.ctx)
             return [list(down.rolled_back), gone, list(up.applied)]
 
-    async with Runtime(bindings={"MIG": Migrating}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"MIG": Migrating}) as rt:
         rolled_back, gone, applied = await rt.env.MIG.get_by_name("m").cycle()
         assert gone == 0
         assert rolled_back == list(reversed(applied))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
@@ -31,6 +32,8 @@ from durability import (
 )
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
 from durability.testing import VirtualClock
+
+pytestmark = pytest.mark.slow
 
 MAX_ATTEMPTS = 3
 RETRY_MS = 1_000

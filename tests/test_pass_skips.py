@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import START_MS
+from conftest import MakeRuntime
 from durability import Durability, DurableCall, now_ms
 from durability._engine.tables import due_rows
-from durability.runtime import DurableObject, Runtime
+from durability.runtime import DurableObject
 from durability.testing import VirtualClock
 
 PERMITS = 4
@@ -52,12 +52,13 @@ class Skips(DurableObject):
         return None
 
 
-async def test_a_batch_with_a_row_running_already_runs_the_others_and_frees_its_permits() -> None:
+async def test_a_batch_with_a_row_running_already_runs_the_others_and_frees_its_permits(
+    make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """The last batch of a pass takes a permit per row left; a row found running here by
     then is skipped, the others run, and no permit or key stays taken."""
     ran: list[str] = []
-    clock = VirtualClock(start_ms=START_MS)
-    async with Runtime(bindings={"S": Skips, "RAN": ran}, clock=clock) as rt:
+    async with make_runtime(bindings={"S": Skips, "RAN": ran}) as rt:
         obj = rt.env.S.get_by_name("skips")
         for id in ("a", "b", "c"):
             await obj.register(id)

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from conftest import MakeRuntime
 from durability.cli._serve.project import strip_jsonc
-from durability.runtime import Runtime
 from durability.runtime.server import WorkerApp, WorkerModuleError, load_worker
 
 ENTRY = """
@@ -81,12 +81,12 @@ def test_strip_jsonc_keeps_strings_and_drops_comments_and_trailing_commas() -> N
     [("wrangler.jsonc", JSONC, "hi // there, you 3"), ("wrangler.toml", TOML, "hello, you 4")],
 )
 async def test_project_is_served_as_wrangler_dev_would(
-    tmp_path: Path, config_name: str, config: str, expected: str
+    tmp_path: Path, config_name: str, config: str, expected: str, make_runtime: MakeRuntime
 ) -> None:
     """main's Default serves fetch with self.env (classes and vars) and self.ctx.waitUntil."""
     worker = load_worker(str(_project(tmp_path / config_name, config_name, config)))
     assert set(worker.bindings) == {"GREETERS", "GREETING", "LIMIT"}
-    async with Runtime(bindings=worker.bindings) as runtime:
+    async with make_runtime(bindings=worker.bindings) as runtime:
         app = WorkerApp(worker, runtime)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://p") as client:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import AS_A_USER
+
+pytestmark = pytest.mark.slow
+
 pytest_plugins = ["pytester"]
 
 COUNTER = """
@@ -57,7 +61,7 @@ def test_runtime_fixture_uses_the_bindings_fixture(project: pytest.Pytester) -> 
             assert virtual_clock.now_ms() == 1_700_000_000_000
         """
     )
-    project.runpytest_subprocess().assert_outcomes(passed=2)
+    project.runpytest_subprocess(*AS_A_USER).assert_outcomes(passed=2)
 
 
 def test_durability_path_keeps_files(project: pytest.Pytester) -> None:
@@ -80,7 +84,65 @@ def test_durability_path_keeps_files(project: pytest.Pytester) -> None:
             assert list((durability_path / "COUNTERS").glob("*.sqlite3"))
         """
     )
-    project.runpytest_subprocess().assert_outcomes(passed=1)
+    project.runpytest_subprocess(*AS_A_USER).assert_outcomes(passed=1)
+
+
+def test_make_runtime_restart_and_options(project: pytest.Pytester) -> None:
+    """`durability_options` reaches `runtime` and `make_runtime` (keywords given win),
+    `restart()` starts the next runtime on the same files, and a runtime a test leaves
+    running is closed after it (its path is free for the next test)."""
+    project.makepyfile(
+        test_runtimes="""
+        import pytest
+        from counter import Counter
+
+        @pytest.fixture
+        def durability_bindings():
+            return {"COUNTERS": Counter}
+
+        @pytest.fixture
+        def durability_path(tmp_path_factory):
+            return tmp_path_factory.getbasetemp() / "shared"
+
+        @pytest.fixture
+        def durability_options():
+            return {"max_live_objects": 3}
+
+        async def test_options(runtime, make_runtime, tmp_path):
+            assert runtime.max_live_objects == 3
+            async with make_runtime(path=tmp_path, max_live_objects=5) as other:
+                assert (other.max_live_objects, other.path) == (5, tmp_path)
+
+        async def test_restart_keeps_files(runtime, restart):
+            await runtime.env.COUNTERS.get_by_name("a").increment()
+            again = await restart()
+            assert again is not runtime
+            assert await again.env.COUNTERS.get_by_name("a").increment() == 2
+
+        async def test_left_running(make_runtime):
+            await make_runtime().start()
+
+        async def test_path_is_free_again(runtime):
+            assert await runtime.env.COUNTERS.get_by_name("a").increment() == 3
+        """
+    )
+    project.runpytest_subprocess(*AS_A_USER).assert_outcomes(passed=4)
+
+
+def test_a_session_that_builds_no_runtime_imports_none(project: pytest.Pytester) -> None:
+    """The plugin keeps a session light: neither the runtime nor the simulations are
+    imported until a test needs them (a fixture that builds a runtime, a simulation)."""
+    project.makepyfile(
+        test_light="""
+        import sys
+
+        def test_light(virtual_clock):
+            assert virtual_clock.now_ms() == 1_700_000_000_000
+            assert "durability.runtime" not in sys.modules
+            assert "durability._simulation" not in sys.modules
+        """
+    )
+    project.runpytest_subprocess(*AS_A_USER).assert_outcomes(passed=1)
 
 
 def test_runtime_without_bindings_says_what_to_define(project: pytest.Pytester) -> None:
@@ -91,7 +153,7 @@ def test_runtime_without_bindings_says_what_to_define(project: pytest.Pytester) 
             pass
         """
     )
-    result = project.runpytest_subprocess()
+    result = project.runpytest_subprocess(*AS_A_USER)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*define a fixture `durability_bindings`*"])
 
@@ -114,7 +176,7 @@ def test_bindings_fixture_can_live_in_conftest(project: pytest.Pytester) -> None
             assert await runtime.env.COUNTERS.get_by_name("x").increment() == 1
         """
     )
-    project.runpytest_subprocess().assert_outcomes(passed=1)
+    project.runpytest_subprocess(*AS_A_USER).assert_outcomes(passed=1)
 
 
 def test_fixtures_work_in_strict_mode_with_the_marker(pytester: pytest.Pytester) -> None:
@@ -134,7 +196,7 @@ def test_fixtures_work_in_strict_mode_with_the_marker(pytester: pytest.Pytester)
             assert await runtime.env.COUNTERS.get_by_name("a").increment() == 1
         """
     )
-    pytester.runpytest_subprocess().assert_outcomes(passed=1)
+    pytester.runpytest_subprocess(*AS_A_USER).assert_outcomes(passed=1)
 
 
 def test_runtime_without_pytest_asyncio_says_what_to_install(project: pytest.Pytester) -> None:
@@ -152,7 +214,7 @@ def test_runtime_without_pytest_asyncio_says_what_to_install(project: pytest.Pyt
             assert virtual_clock.now_ms() == 1_700_000_000_000
         """,
     )
-    result = project.runpytest_subprocess("-p", "no:asyncio")
+    result = project.runpytest_subprocess(*AS_A_USER, "-p", "no:asyncio")
     result.assert_outcomes(passed=1, errors=2)
     message = (
         "the `runtime` fixture needs pytest-asyncio, which is not installed: "
@@ -208,7 +270,7 @@ def test_workflows_fixture_sends_events_and_moves_time(project: pytest.Pytester)
             assert (await workflows.status(stub, "u1")).status == "complete"
         """
     )
-    project.runpytest_subprocess().assert_outcomes(passed=1)
+    project.runpytest_subprocess(*AS_A_USER).assert_outcomes(passed=1)
 
 
 SIMULATED = """
@@ -240,8 +302,8 @@ def test_simulation_options_replay_one_run_or_run_more_seeds(project: pytest.Pyt
     """`--durability-seeds=N` runs seeds 0 to N-1 (a failing one names the command that
     replays it), and `--durability-seed=TOKEN` runs exactly that run."""
     project.makepyfile(test_simulated=SIMULATED)
-    project.runpytest_subprocess().assert_outcomes(passed=1)
-    more = project.runpytest_subprocess("--durability-seeds=5")
+    project.runpytest_subprocess(*AS_A_USER).assert_outcomes(passed=1)
+    more = project.runpytest_subprocess(*AS_A_USER, "--durability-seeds=5")
     more.assert_outcomes(failed=1)
     more.stdout.fnmatch_lines(
         [
@@ -255,9 +317,9 @@ def test_simulation_options_replay_one_run_or_run_more_seeds(project: pytest.Pyt
         for line in more.outlines
         if "--durability-seed=" in line
     )
-    again = project.runpytest_subprocess(f"--durability-seed={token}")
+    again = project.runpytest_subprocess(*AS_A_USER, f"--durability-seed={token}")
     again.assert_outcomes(failed=1)
     again.stdout.fnmatch_lines(["*simulation failed with seed 3 in the scenario*"])
-    one = project.runpytest_subprocess("--durability-seed=1")
+    one = project.runpytest_subprocess(*AS_A_USER, "--durability-seed=1")
     one.assert_outcomes(failed=1)
     one.stdout.fnmatch_lines(["seeds run: [[]1[]]"])

@@ -15,7 +15,8 @@ from typing import Any
 import cronsim
 import pytest
 
-from _alarm_probe import Clockwork, Probe
+from _alarm_probe import Clockwork
+from _probe import Probe
 from conftest import START_MS
 from durability.runtime import Runtime
 from durability.testing import VirtualClock
@@ -76,6 +77,7 @@ async def _minutely_then_down(
     return probe
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["latest", "skip"])
 async def test_fifty_objects_back_after_thirty_days_compute_a_few_slots_each(
     tmp_path: Path, steps: Steps, policy: str
@@ -101,6 +103,7 @@ async def test_fifty_objects_back_after_thirty_days_compute_a_few_slots_each(
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["latest", "skip", "all"])
 async def test_one_object_back_after_a_year(tmp_path: Path, steps: Steps, policy: str) -> None:
     """Down for 365 days (525,600 missed slots): "latest" runs occurrence 525,600 and

@@ -112,7 +112,7 @@ def test_catch_up_policies(policy: str, slot: RecurrenceSlot, runs: bool) -> Non
 def test_a_single_late_slot_runs_whatever_the_policy() -> None:
     """A slot that is due while its next one is not is late, not missed: it runs."""
     for policy in ("latest", "skip", "all"):
-        recurrence = Recurrence(kind="every", interval_ms=1_000, catch_up=policy)  # type: ignore[arg-type]
+        recurrence = Recurrence(kind="every", interval_ms=1_000, catch_up=policy)
         assert catch_up(recurrence, RecurrenceSlot(0, 0), 999) == (RecurrenceSlot(0, 0), True)
 
 

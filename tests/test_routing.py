@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conftest import START_MS
+from conftest import MakeRuntime
 from durability import (
     DurabilityLog,
     DurabilityScheduler,
@@ -17,7 +17,7 @@ from durability import (
     RoutingLoad,
 )
 from durability.routing import DurabilityRouting, RoutingAddress
-from durability.runtime import DurableObject, Runtime
+from durability.runtime import DurableObject
 from durability.testing import VirtualClock
 from durability.transforms import CallerTimeoutError, define_transform, timeout
 
@@ -62,9 +62,9 @@ def test_durability_routing_is_a_routing_load() -> None:
     assert isinstance(DurabilityRouting(), RoutingLoad)
 
 
-async def test_push_reaches_the_shard_and_learns_its_backlog() -> None:
+async def test_push_reaches_the_shard_and_learns_its_backlog(make_runtime: MakeRuntime) -> None:
     """A push appends on the chosen object; its load (a group's backlog) is observed."""
-    async with Runtime(bindings={"PARTITIONS": Partition}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"PARTITIONS": Partition}) as rt:
         client = DurabilityRouting.client(
             namespace=lambda: rt.env.PARTITIONS, invoke=append, sharding=by_key
         )
@@ -79,15 +79,15 @@ async def test_push_reaches_the_shard_and_learns_its_backlog() -> None:
         assert observed["key-a"].outbound.pending_deliveries == 3
 
 
-async def test_builtin_selector_creates_shards_on_demand() -> None:
+async def test_builtin_selector_creates_shards_on_demand(make_runtime: MakeRuntime) -> None:
     """Without sharding the first push goes to shard-0 of the namespace."""
-    async with Runtime(bindings={"PARTITIONS": Partition}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"PARTITIONS": Partition}) as rt:
         client = DurabilityRouting.client(namespace=lambda: rt.env.PARTITIONS, invoke=append)
         await client.push(["x"])
         assert await rt.env.PARTITIONS.get_by_name("shard-0").records() == ["x"]
 
 
-async def test_namespace_is_resolved_on_every_push() -> None:
+async def test_namespace_is_resolved_on_every_push(make_runtime: MakeRuntime) -> None:
     """The namespace callable runs per push, so it can read an env that arrives later."""
     current: dict[str, Any] = {}
     calls = 0
@@ -98,16 +98,16 @@ async def test_namespace_is_resolved_on_every_push() -> None:
         return current["env"].PARTITIONS
 
     client = DurabilityRouting.client(namespace=namespace, invoke=append, sharding=by_key)
-    async with Runtime(bindings={"PARTITIONS": Partition}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"PARTITIONS": Partition}) as rt:
         current["env"] = rt.env
         await client.push([{"key": "b"}])
         await client.push([{"key": "b"}])
     assert calls == 2
 
 
-async def test_export_name_is_looked_up_in_env() -> None:
+async def test_export_name_is_looked_up_in_env(make_runtime: MakeRuntime) -> None:
     """export_name names the binding in env (an object or a callable returning one)."""
-    async with Runtime(bindings={"PARTITIONS": Partition}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"PARTITIONS": Partition}) as rt:
         for env in (rt.env, lambda: rt.env):
             client = DurabilityRouting.client(
                 export_name="PARTITIONS", env=env, invoke=append, sharding=by_key
@@ -166,7 +166,7 @@ async def test_location_hint_is_passed_to_get_by_name_on_cloudflare() -> None:
     assert seen == [("eu-1", {"locationHint": "weur"}), ("us-1",)]
 
 
-async def test_transform_context_reaches_sharding() -> None:
+async def test_transform_context_reaches_sharding(make_runtime: MakeRuntime) -> None:
     """Context added by a caller transform is merged over the positional context."""
     lane = define_transform().caller(
         lambda options: lambda call: call.next(context={"lane": options})
@@ -177,7 +177,7 @@ async def test_transform_context_reaches_sharding() -> None:
         seen.append(context)
         return str(context["lane"])
 
-    async with Runtime(bindings={"PARTITIONS": Partition}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"PARTITIONS": Partition}) as rt:
         client = DurabilityRouting.client(
             namespace=lambda: rt.env.PARTITIONS, invoke=append, sharding=sharding
         )
@@ -197,10 +197,11 @@ async def test_context_pushes_check_method_and_context_type() -> None:
         await client.with_(lane).observations()
 
 
-async def test_timeout_transform_bounds_a_push() -> None:
+async def test_timeout_transform_bounds_a_push(
+    make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """client.with_(timeout, ms).push raises CallerTimeoutError; the append still lands."""
-    clock = VirtualClock(START_MS)
-    async with Runtime(bindings={"PARTITIONS": Partition}, clock=clock) as rt:
+    async with make_runtime(bindings={"PARTITIONS": Partition}) as rt:
         client = DurabilityRouting.client(
             namespace=lambda: rt.env.PARTITIONS,
             invoke=lambda stub, input: stub.slow_append(input),

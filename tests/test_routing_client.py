@@ -110,7 +110,7 @@ async def test_invoke_error_propagates_without_retry_or_record() -> None:
     ],
 )
 async def test_sharding_targets_normalise_to_an_address(
-    target: object, expected: RoutingAddress
+    target: Any, expected: RoutingAddress
 ) -> None:
     """A str, a RoutingAddress or a dict (with an optional location hint) names the shard."""
     invoke = Recorder()
@@ -122,7 +122,7 @@ async def test_sharding_targets_normalise_to_an_address(
 @pytest.mark.parametrize(
     "target", ["", None, {}, {"shard": ""}, {"shard": 7}, 7, RoutingAddress("")]
 )
-async def test_bad_shard_raises_before_invoke(target: object) -> None:
+async def test_bad_shard_raises_before_invoke(target: Any) -> None:
     """A missing, empty or non-string shard raises RoutingError and invokes nothing."""
     invoke = Recorder()
     async with VirtualClock(START_MS):
@@ -168,7 +168,7 @@ async def test_json_response_load_is_copied_not_shared() -> None:
     async with VirtualClock(START_MS):
         client = RoutingClient(invoke=Recorder(response), sharding=lambda i, c, o: "a")
         assert await client.push(1) is response
-        response["load"]["outbound"]["pendingDeliveries"] = 99  # type: ignore[index,call-overload]
+        response["load"]["outbound"]["pendingDeliveries"] = 99
         assert client.observations()["a"].outbound.pending_deliveries == 4
 
 

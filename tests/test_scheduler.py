@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from _lab import Lab, open_lab
+from _probe import Probe, sleeps
 from conftest import START_MS, LiveObject, noop
 from durability import (
     AlarmRetryInfo,
@@ -27,7 +28,7 @@ from durability import (
     now_ms,
 )
 from durability._engine.options import SchedulerOptions
-from durability._engine.participants import Participant
+from durability._engine.participants import HostAlarmInfo, Participant
 from durability._engine.permits import PermitPool
 from durability._engine.reconcile import TimerTimes
 from durability._engine.scheduler import attach
@@ -37,20 +38,18 @@ from durability.runtime import AlarmInvocationInfo, DurableObject
 from durability.testing import VirtualClock
 
 
-class Probe:
-    """The test's side of the object: options and behaviours in, observations out."""
+class SchedulerProbe(Probe):
+    """The probe, with what the host breaks (`set_alarm`, the claims of some keys,
+    `waitUntil`, alarm delivery, a pass failing at `failing_at`) and what it saw."""
 
     def __init__(self, **scheduler_options: Any) -> None:
+        super().__init__()
         self.scheduler_options = scheduler_options
         self.alarm_names: tuple[str, ...] = ("slow", "quick", "renew")
-        self.alarm_sleep_ms: dict[str, int] = {}
-        self.gate = asyncio.Event()
         self.started: list[tuple[str, int]] = []
-        self.platforms: list[AlarmInvocationInfo | None] = []
-        self.running = 0
-        self.max_running = 0
+        self.platforms: list[HostAlarmInfo | None] = []
         self.failing_at: int | None = None
-        self.failing_passes: list[AlarmInvocationInfo | None] = []
+        self.failing_passes: list[HostAlarmInfo | None] = []
         self.break_set_alarm = False
         self.host_wait_until = True
         self.deliver_alarms = True
@@ -62,7 +61,7 @@ class Probe:
 class _Sql:
     """The object's SQL with the attempt claims of `probe.broken_claims` keys failing."""
 
-    def __init__(self, sql: Any, probe: Probe) -> None:
+    def __init__(self, sql: Any, probe: SchedulerProbe) -> None:
         self._sql = sql
         self._probe = probe
 
@@ -76,7 +75,7 @@ class _Sql:
 class _Storage:
     """The object's storage with a `set_alarm` and attempt claims the test can break."""
 
-    def __init__(self, storage: Any, probe: Probe) -> None:
+    def __init__(self, storage: Any, probe: SchedulerProbe) -> None:
         self._storage = storage
         self._probe = probe
         self.sql = _Sql(storage.sql, probe)
@@ -99,7 +98,7 @@ class Sched(DurableObject):
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
-        probe: Probe = env["PROBE"]
+        probe: SchedulerProbe = env["PROBE"]
         self.probe = probe
         context = SimpleNamespace(id=ctx.id, storage=_Storage(ctx.storage, probe))
         if probe.host_wait_until:
@@ -122,27 +121,20 @@ class Sched(DurableObject):
                 )
             )
 
-    async def _failing_pass(self, now: int, info: AlarmInvocationInfo | None) -> None:
+    async def _failing_pass(self, now: int, info: HostAlarmInfo | None) -> None:
         self.probe.failing_passes.append(info)
         raise RuntimeError("disk full")
 
     async def _work(self, call: DurableCall) -> None:
-        await self._track(f"op:{call.id}", self.probe.gate.wait())
+        label = f"op:{call.id}"
+        self.probe.started.append((label, now_ms()))
+        await self.probe.counted(label, self.probe.gate("work").wait())
 
     async def _alarm(self, info: DurableAlarmInfo) -> None:
         self.probe.platforms.append(info.platform)
-        sleep_ms = self.probe.alarm_sleep_ms.get(info.name, 0)
-        await self._track(info.name, asyncio.sleep(sleep_ms / 1000))
-
-    async def _track(self, label: str, work: Any) -> None:
-        probe = self.probe
-        probe.started.append((label, now_ms()))
-        probe.running += 1
-        probe.max_running = max(probe.max_running, probe.running)
-        try:
-            await work
-        finally:
-            probe.running -= 1
+        self.probe.started.append((info.name, now_ms()))
+        behaviour = self.probe.behaviour.get(info.name, sleeps(0))
+        await self.probe.counted(info.name, behaviour(info))
 
     async def register(self, id: str, delay_ms: int | None = None) -> None:
         await self.durability.work(id=id, delay_ms=delay_ms)
@@ -161,7 +153,7 @@ class Sched(DurableObject):
             await self.scheduler.alarm(info)
 
 
-def lab(probe: Probe) -> AbstractAsyncContextManager[Lab[Probe]]:
+def lab(probe: SchedulerProbe) -> AbstractAsyncContextManager[Lab[SchedulerProbe]]:
     return open_lab("SCHED", Sched, probe)
 
 
@@ -207,7 +199,7 @@ def test_attach_needs_exactly_one_of_scheduler_and_context() -> None:
     with pytest.raises(TypeError, match="unknown scheduler option storage_backend"):
         attach(scheduler=None, context=context, kind="k", options={"storage_backend": "kv"})
     with pytest.raises(TypeError, match="scheduler must be a DurabilityScheduler"):
-        attach(scheduler=object(), context=None, kind="k", options={})
+        attach(scheduler=object(), context=None, kind="k", options={})  # type: ignore[arg-type]
     private = attach(
         scheduler=None,
         context=fake_context(),
@@ -289,7 +281,7 @@ async def test_rejected_helper_leaves_the_scheduler_free(live: LiveObject) -> No
     """A helper rejected at construction does not claim its kind on the shared scheduler."""
     scheduler = DurabilityScheduler(context=live.ctx)
     with pytest.raises(TypeError):
-        Durability(scheduler=scheduler, handlers={"charge": noop}, on_lifecycle_event=1)
+        Durability(scheduler=scheduler, handlers={"charge": noop}, on_lifecycle_event=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         DurabilityAlarms(scheduler=scheduler, handlers={"renew": noop}, attempt_timeout_ms=0)
     assert live.tables() == []
@@ -305,7 +297,7 @@ async def test_a_log_given_context_takes_scheduler_options_as_every_helper(
     `scheduler=` an option is refused, and an unknown value is reported by name."""
     with pytest.raises(ValueError, match="alarm_min_delay_ms"):
         DurabilityLog(context=live.ctx, alarm_min_delay_ms=50)
-    log = DurabilityLog(context=live.ctx, alarm_concurrency=3, live_timers=True)
+    log: DurabilityLog[Any] = DurabilityLog(context=live.ctx, alarm_concurrency=3, live_timers=True)
     scheduler = DurabilityScheduler.of(live.ctx)
     assert scheduler is not None
     assert scheduler._engine.options.alarm_concurrency == 3
@@ -330,7 +322,7 @@ async def test_helpers_of_different_kinds_share_a_scheduler(live: LiveObject) ->
 
 async def test_alarm_target_is_the_later_of_earliest_and_min_delay() -> None:
     """The alarm is max(earliest pending, now + alarm_min_delay_ms)."""
-    probe = Probe(alarm_min_delay_ms=5_000)
+    probe = SchedulerProbe(alarm_min_delay_ms=5_000)
     async with lab(probe) as t:
         await t.obj.schedule("renew", START_MS + 1_000)
         assert await t.obj.alarm_at() == START_MS + 5_000
@@ -340,7 +332,7 @@ async def test_alarm_target_is_the_later_of_earliest_and_min_delay() -> None:
 
 async def test_alarm_inside_the_window_is_left_alone() -> None:
     """An alarm in [earliest, target] is not pushed later; one before earliest is moved."""
-    probe = Probe()
+    probe = SchedulerProbe()
     async with lab(probe) as t:
         await t.obj.schedule("slow", START_MS + 60_000)
         await t.clock.advance(50_000)
@@ -352,7 +344,7 @@ async def test_alarm_inside_the_window_is_left_alone() -> None:
 
 async def test_no_pending_work_deletes_the_alarm() -> None:
     """When the last pending row is gone, reconciliation deletes the alarm."""
-    probe = Probe()
+    probe = SchedulerProbe()
     async with lab(probe) as t:
         await t.obj.schedule("renew", START_MS + 60_000)
         assert await t.obj.alarm_at() == START_MS + 60_000
@@ -368,8 +360,8 @@ async def test_live_timers_run_due_work_beside_a_long_handler(
     live_timers: bool, quick_at: int
 ) -> None:
     """With live timers a pass skips running keys, so work due later starts on time."""
-    probe = Probe(live_timers=live_timers)
-    probe.alarm_sleep_ms["slow"] = 200_000
+    probe = SchedulerProbe(live_timers=live_timers)
+    probe.behaviour["slow"] = sleeps(200_000)
     async with lab(probe) as t:
         await t.obj.schedule("slow", START_MS)
         await t.obj.schedule("quick", START_MS + 40_000)
@@ -381,8 +373,8 @@ async def test_live_timers_run_due_work_beside_a_long_handler(
 async def test_near_work_starts_on_time_beside_a_long_handler(live_timers: bool) -> None:
     """Work due within the min delay gets the timer even while an earlier row is still
     running: the timer skips running keys in both modes."""
-    probe = Probe(live_timers=live_timers)
-    probe.alarm_sleep_ms["slow"] = 200_000
+    probe = SchedulerProbe(live_timers=live_timers)
+    probe.behaviour["slow"] = sleeps(200_000)
     async with lab(probe) as t:
         await t.obj.schedule("slow", START_MS)
         await t.clock.advance(1_000)
@@ -399,7 +391,7 @@ async def test_timer_serves_near_work_and_with_live_timers_all_work(
     live_timers: bool, due_in_ms: int, runs: bool
 ) -> None:
     """With the object's alarm ignored, only the in-memory timer can start work."""
-    probe = Probe(live_timers=live_timers)
+    probe = SchedulerProbe(live_timers=live_timers)
     probe.deliver_alarms = False
     async with lab(probe) as t:
         await t.obj.schedule("renew", START_MS + due_in_ms)
@@ -409,7 +401,7 @@ async def test_timer_serves_near_work_and_with_live_timers_all_work(
 
 async def test_permits_are_fifo_and_eager_start_needs_a_free_permit() -> None:
     """With 2 permits, registrations beyond 2 (and due alarms) wait for a permit."""
-    probe = Probe(alarm_concurrency=2)
+    probe = SchedulerProbe(alarm_concurrency=2)
     async with lab(probe) as t:
         for id in "abcde":
             await t.obj.register(id)
@@ -417,8 +409,8 @@ async def test_permits_are_fifo_and_eager_start_needs_a_free_permit() -> None:
         assert [label for label, _ in probe.started] == ["op:a", "op:b"]
         await t.obj.schedule("renew", START_MS)
         await t.clock.advance(1_000)
-        assert probe.running == 2 and len(probe.started) == 2
-        probe.gate.set()
+        assert sum(probe.running.values()) == 2 and len(probe.started) == 2
+        probe.gate("work").set()
         await t.clock.run_until_idle()
         labels = [label for label, _ in probe.started]
         assert labels[:2] == ["op:a", "op:b"]
@@ -456,7 +448,7 @@ async def test_permit_pool_is_fifo_and_releases_are_idempotent() -> None:
 
 async def test_a_pass_takes_100_due_rows_per_helper() -> None:
     """150 due alarms: the physical alarm's pass runs 100, the timer's pass the other 50."""
-    probe = Probe(alarm_concurrency=200)
+    probe = SchedulerProbe(alarm_concurrency=200)
     probe.alarm_names = tuple(f"n{index}" for index in range(150))
     async with lab(probe) as t:
         for name in probe.alarm_names:
@@ -469,8 +461,8 @@ async def test_a_pass_takes_100_due_rows_per_helper() -> None:
 
 async def test_long_pass_hands_off_and_the_next_pass_attaches() -> None:
     """After alarm_handoff_ms the pass re-arms and returns; later passes attach, not rerun."""
-    probe = Probe(alarm_handoff_ms=60_000)
-    probe.alarm_sleep_ms["slow"] = 200_000
+    probe = SchedulerProbe(alarm_handoff_ms=60_000)
+    probe.behaviour["slow"] = sleeps(200_000)
     async with lab(probe) as t:
         await t.obj.schedule("slow", START_MS + 20_000)
         await t.clock.advance(20_000 + 60_000 + 1)
@@ -484,7 +476,7 @@ async def test_failing_pass_arms_its_own_retry_and_returns(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A raising pass sets the alarm at now + min delay, logs, calls on_alarm_retry."""
-    probe = Probe()
+    probe = SchedulerProbe()
     probe.failing_at = START_MS + 20_000
     async with lab(probe) as t:
         with caplog.at_level(logging.ERROR, logger="durability"):
@@ -509,8 +501,8 @@ async def test_failing_pass_arms_its_own_retry_and_returns(
 
 async def test_a_storage_failure_on_one_operation_fails_the_pass_after_the_others() -> None:
     """A failing claim fails the pass (fallback, on_alarm_retry) once the other rows ran."""
-    probe = Probe()
-    probe.gate.set()
+    probe = SchedulerProbe()
+    probe.gate("work").set()
     probe.broken_claims = {"a", "b", "c"}
     async with lab(probe) as t:
         for id in "abc":
@@ -534,7 +526,7 @@ async def test_a_storage_failure_on_one_operation_fails_the_pass_after_the_other
 
 async def test_a_storage_failure_on_one_alarm_fails_the_pass_after_the_others() -> None:
     """Named alarms keep the same pass rule: the other names run, the failed one later."""
-    probe = Probe()
+    probe = SchedulerProbe()
     probe.broken_claims = {"quick"}
     async with lab(probe) as t:
         for name in probe.alarm_names:
@@ -550,7 +542,7 @@ async def test_a_storage_failure_on_one_alarm_fails_the_pass_after_the_others() 
 
 async def test_failed_fallback_reaches_the_hosts_retries() -> None:
     """When even the fallback set_alarm fails, the error propagates and the host retries."""
-    probe = Probe()
+    probe = SchedulerProbe()
     probe.failing_at = START_MS + 20_000
     async with lab(probe) as t:
         await t.obj.arm()
@@ -579,9 +571,9 @@ async def test_retry_hook_failure_is_only_logged(
     broken: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """on_alarm_retry raising (sync or async) is only logged; scheduling is unchanged."""
-    probe = Probe()
+    probe = SchedulerProbe()
     probe.failing_at = START_MS + 20_000
-    probe.retries = _Raising(broken)  # type: ignore[assignment]
+    probe.retries = _Raising(broken)
     async with lab(probe) as t:
         with caplog.at_level(logging.ERROR, logger="durability"):
             await t.obj.arm()
@@ -596,20 +588,20 @@ class _Raising(list[Any]):
         super().__init__()
         self._hook = hook
 
-    def append(self, item: Any) -> Any:  # type: ignore[override]
+    def append(self, item: Any) -> Any:
         return self._hook(item)
 
 
 async def test_engine_runs_without_a_host_wait_until() -> None:
     """A context without wait_until still runs eager work and timer passes."""
-    probe = Probe(alarm_concurrency=1)
+    probe = SchedulerProbe(alarm_concurrency=1)
     probe.host_wait_until = False
     async with lab(probe) as t:
         await t.obj.register("a")
         await t.obj.register("b")
         await t.clock.run_until_idle()
         assert [label for label, _ in probe.started] == ["op:a"]
-        probe.gate.set()
+        probe.gate("work").set()
         await t.clock.run_until_idle()
         assert [label for label, _ in probe.started] == ["op:a", "op:b"]
 
@@ -617,7 +609,7 @@ async def test_engine_runs_without_a_host_wait_until() -> None:
 @pytest.mark.parametrize("live_timers", [False, True])
 async def test_operations_starved_of_permits_leave_the_loop_idle(live_timers: bool) -> None:
     """Operations waiting for the one permit cost no transactions until it frees."""
-    probe = Probe(alarm_concurrency=1, live_timers=live_timers)
+    probe = SchedulerProbe(alarm_concurrency=1, live_timers=live_timers)
     async with lab(probe) as t:
         for id in "abc":
             await t.obj.register(id)
@@ -627,7 +619,7 @@ async def test_operations_starved_of_permits_leave_the_loop_idle(live_timers: bo
         await t.clock.advance(100_000)
         assert probe.transactions - settled <= 3
         assert [label for label, _ in probe.started] == ["op:a"]
-        probe.gate.set()
+        probe.gate("work").set()
         await t.clock.run_until_idle()
         labels = [label for label, _ in probe.started]
         assert labels[:2] == ["op:a", "op:b"]
@@ -638,10 +630,10 @@ async def test_operations_starved_of_permits_leave_the_loop_idle(live_timers: bo
 @pytest.mark.parametrize("live_timers", [False, True])
 async def test_named_alarms_starved_of_permits_leave_the_loop_idle(live_timers: bool) -> None:
     """Named alarms waiting for the one permit cost no transactions until it frees."""
-    probe = Probe(alarm_concurrency=1, live_timers=live_timers)
+    probe = SchedulerProbe(alarm_concurrency=1, live_timers=live_timers)
     probe.alarm_names = ("slow", "quick", "renew", "later")
-    probe.alarm_sleep_ms["slow"] = 200_000
-    probe.gate.set()
+    probe.behaviour["slow"] = sleeps(200_000)
+    probe.gate("work").set()
     async with lab(probe) as t:
         await t.obj.schedule("slow", START_MS)
         await t.obj.schedule("quick", START_MS + 1_000)
@@ -662,7 +654,7 @@ async def test_named_alarms_starved_of_permits_leave_the_loop_idle(live_timers: 
 @pytest.mark.parametrize("live_timers", [False, True])
 async def test_work_behind_a_starved_pass_starts_at_its_exact_time(live_timers: bool) -> None:
     """Near-term work scheduled while a pass waits for permits starts on time once they free."""
-    probe = Probe(alarm_concurrency=1, live_timers=live_timers)
+    probe = SchedulerProbe(alarm_concurrency=1, live_timers=live_timers)
     probe.alarm_names = ("quick", "renew", "later")
     probe.deliver_alarms = False
     async with lab(probe) as t:
@@ -673,7 +665,7 @@ async def test_work_behind_a_starved_pass_starts_at_its_exact_time(live_timers: 
         await t.obj.schedule("later", START_MS + 5_000)
         await t.clock.advance(1_000)
         assert [label for label, _ in probe.started] == ["op:a"]
-        probe.gate.set()
+        probe.gate("work").set()
         await t.clock.advance(10_000)
         assert probe.started == [
             ("op:a", START_MS),

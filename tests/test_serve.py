@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from _served import free_port, start, stop
-from conftest import START_MS
+from conftest import START_MS, MakeRuntime
 from durability.runtime import AlarmInvocationInfo, Request, Response, Runtime
 from durability.runtime.server import WorkerApp, WorkerModule, WorkerModuleError, load_worker
 from durability.testing import VirtualClock
@@ -26,10 +26,11 @@ COUNTER = ROOT / "examples" / "counter"
 
 
 @pytest.fixture
-async def counter_client(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, VirtualClock]]:
+async def counter_client(
+    tmp_path: Path, make_runtime: MakeRuntime, clock: VirtualClock
+) -> AsyncIterator[tuple[httpx.AsyncClient, VirtualClock]]:
     worker = load_worker(str(COUNTER))
-    clock = VirtualClock()
-    async with Runtime(path=str(tmp_path), bindings=worker.bindings, clock=clock) as runtime:
+    async with make_runtime(path=str(tmp_path), bindings=worker.bindings) as runtime:
         transport = httpx.ASGITransport(app=WorkerApp(worker, runtime))
         async with httpx.AsyncClient(transport=transport, base_url="http://demo") as client:
             yield client, clock
@@ -264,6 +265,7 @@ def _request(method: str, url: str) -> Any:
         return json.loads(response.read())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.name != "posix", reason="sends SIGINT")
 def test_real_server_serves_stops_on_sigint_and_keeps_data(tmp_path: Path) -> None:
     """`durability serve` answers HTTP, exits 0 on SIGINT, and a restart sees the data."""

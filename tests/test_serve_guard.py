@@ -216,6 +216,7 @@ def half_open(port: int, count: int) -> list[socket.socket]:
     return held
 
 
+@pytest.mark.slow
 def test_half_open_connections_do_not_starve_real_requests(tmp_path: Path) -> None:
     """1,100 connections that never finish their headers, against a server with 1,024
     descriptors: real requests still get their answers, and no accept error is logged."""
@@ -232,6 +233,7 @@ def test_half_open_connections_do_not_starve_real_requests(tmp_path: Path) -> No
     assert "Too many open files" not in (tmp_path / "serve.log").read_text()
 
 
+@pytest.mark.slow
 def test_a_connection_that_never_finishes_its_headers_is_closed(tmp_path: Path) -> None:
     """A slow client (headers never completed) is disconnected after --header-timeout,
     whether it sent nothing or part of a request."""
@@ -244,6 +246,7 @@ def test_a_connection_that_never_finishes_its_headers_is_closed(tmp_path: Path) 
             assert trickle.recv(1) == b""
 
 
+@pytest.mark.slow
 def test_an_accept_error_storm_is_logged_once_per_interval(tmp_path: Path) -> None:
     """With descriptors exhausted (64, and a connection cap above that), accept() fails
     over and over: the log says so once, not per failure; once the connections close

@@ -22,7 +22,8 @@ from durability.testing import (
     nothing_stranded,
 )
 
-QUIET = FaultRates(**{f.name: 0.0 for f in fields(FaultRates) if not f.name.startswith("max_")})
+ZERO: dict[str, Any] = {f.name: 0.0 for f in fields(FaultRates) if not f.name.startswith("max_")}
+QUIET = FaultRates(**ZERO)
 HOUR_MS = 3_600_000
 
 
@@ -60,7 +61,7 @@ class Journal(DurableObject):
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
-        self.log = DurabilityLog(context=ctx)
+        self.log: DurabilityLog[Any] = DurabilityLog(context=ctx)
 
     async def append(self, body: str) -> int:
         result = await self.log.append([LogAppendInput(body)])

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability.runtime import Request, Runtime
 from durability.runtime.server import WorkerModule, load_worker
 from durability.testing import VirtualClock
@@ -114,13 +115,14 @@ class Shop:
 
 
 @pytest.fixture
-async def shop(tmp_path: Path) -> AsyncIterator[Shop]:
+async def shop(
+    tmp_path: Path, make_runtime: MakeRuntime, clock: VirtualClock
+) -> AsyncIterator[Shop]:
     worker = load_worker(str(EXAMPLE))
     module = sys.modules[worker.name]
     payments = PaymentsService(failure_rate=0.25, max_latency_ms=5_000, seed=2024)
     bindings = {**worker.bindings, "PAYMENTS": payments}
-    clock = VirtualClock()
-    async with Runtime(path=str(tmp_path), bindings=bindings, clock=clock) as rt:
+    async with make_runtime(path=str(tmp_path), bindings=bindings) as rt:
         yield Shop(worker, rt, clock, payments, module.RENEWAL_PERIOD_MS)
 
 
@@ -258,13 +260,15 @@ async def test_a_year_with_crashes_and_failing_payments(shop: Shop) -> None:
         assert await shop.state(customer) == {"customer_id": None, "next_renewal_at": None}
 
 
-async def test_a_period_renewed_twice_is_charged_once(tmp_path: Path) -> None:
+async def test_a_period_renewed_twice_is_charged_once(
+    tmp_path: Path, make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """Charges dedupe per billing period, not per alarm occurrence: a period whose renewal
     runs again (an operator restarts the recurrence from it) is not charged a second time."""
     worker = load_worker(str(EXAMPLE))
     module = sys.modules[worker.name]
 
-    class Operated(module.Subscription):  # type: ignore[name-defined,misc]
+    class Operated(module.Subscription):  # type: ignore[name-defined]
         """The example's object plus what an operator re-running a renewal would call."""
 
         async def renew_again(self, period_start: int, period_ms: int) -> None:
@@ -272,8 +276,7 @@ async def test_a_period_renewed_twice_is_charged_once(tmp_path: Path) -> None:
 
     payments = PaymentsService(failure_rate=0.0, max_latency_ms=0, seed=1)
     bindings = {**worker.bindings, "SUBSCRIPTIONS": Operated, "PAYMENTS": payments}
-    clock = VirtualClock()
-    async with Runtime(path=str(tmp_path), bindings=bindings, clock=clock) as rt:
+    async with make_runtime(path=str(tmp_path), bindings=bindings) as rt:
         period = module.RENEWAL_PERIOD_MS
         frank = rt.env.SUBSCRIPTIONS.get_by_name("frank")
         first = await frank.subscribe("frank")
@@ -299,11 +302,12 @@ async def test_purge_history_removes_old_settled_charges(shop: Shop) -> None:
     assert purged["alarms"] == 0
 
 
-async def test_the_example_payments_object_takes_each_charge_once(tmp_path: Path) -> None:
+async def test_the_example_payments_object_takes_each_charge_once(
+    tmp_path: Path, make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """With the example's own Payments object bound, each renewal charges it exactly once."""
     worker = load_worker(str(EXAMPLE))
-    clock = VirtualClock()
-    async with Runtime(path=str(tmp_path), bindings=worker.bindings, clock=clock) as rt:
+    async with make_runtime(path=str(tmp_path), bindings=worker.bindings) as rt:
         module = sys.modules[worker.name]
         started = clock.now_ms()
         subscribe = Request("http://shop/erin/subscribe", method="POST")

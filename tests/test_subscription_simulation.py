@@ -17,6 +17,8 @@ import pytest
 
 from durability.testing import SimulationFailure
 
+pytestmark = pytest.mark.slow
+
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "subscription_renewals"
 RIGHT_ID = 'f"period:{period_start}"'
 WRONG_ID = 'f"period:{now_ms()}"'

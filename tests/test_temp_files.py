@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from durability.runtime import DurableObject, Runtime
+from conftest import MakeRuntime
+from durability.runtime import DurableObject
 
 FDS = Path("/proc/self/fd")
 
@@ -87,8 +88,10 @@ def test_sqlite_by_default_spills_this_write_to_a_temporary_file(tmp_path: Path)
         connection.close()
 
 
-async def test_a_large_write_in_a_savepoint_opens_no_temporary_file(tmp_path: Path) -> None:
-    async with Runtime(path=tmp_path, bindings={"FILL": Filler}) as rt:
+async def test_a_large_write_in_a_savepoint_opens_no_temporary_file(
+    tmp_path: Path, make_runtime: MakeRuntime
+) -> None:
+    async with make_runtime(path=tmp_path, bindings={"FILL": Filler}) as rt:
         filler = rt.env.FILL.get_by_name("big")
         assert await filler.fill() == []
         assert await filler.count() == ROWS + 1

@@ -6,10 +6,9 @@ from typing import Any
 
 import pytest
 
-from conftest import START_MS
+from conftest import MakeRuntime
 from durability import DurabilityError
-from durability.runtime import DurableObject, Runtime
-from durability.testing import VirtualClock
+from durability.runtime import DurableObject
 from durability.transforms import (
     CalleeCall,
     CallerCall,
@@ -98,7 +97,7 @@ async def test_definition_sides_chain_in_either_order() -> None:
         return lambda call: call.next()
 
     both = define_transform().callee(side).caller(side)
-    assert both.caller_factory is side and both.callee_factory is side
+    assert both.caller_factory is side and both.callee_factory is side  # type: ignore[comparison-overlap]
     assert both.type == "do-transform"
     assert define_transform().caller_factory is None
 
@@ -108,7 +107,7 @@ def test_with_needs_a_caller_side_returning_a_function() -> None:
     stub = create_transform_stub(object())
     with pytest.raises(TypeError, match="Transform does not define a caller"):
         stub.with_(RECORDING)
-    broken = define_transform().caller(lambda options: 42)
+    broken = define_transform().caller(lambda options: 42)  # type: ignore[arg-type,return-value]
     with pytest.raises(TypeError, match="Caller transform factory must return a function"):
         stub.with_(broken)
 
@@ -178,9 +177,9 @@ async def test_next_can_replace_the_arguments() -> None:
     assert await create_transform_stub(Target()).with_(upper).show("hi") == "HI"
 
 
-async def test_context_reaches_the_callee_chain_over_the_runtime() -> None:
+async def test_context_reaches_the_callee_chain_over_the_runtime(make_runtime: MakeRuntime) -> None:
     """Caller context travels through set_context; base transforms run outermost, all first."""
-    async with Runtime(bindings={"COUNTERS": Counter}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"COUNTERS": Counter}) as rt:
         stub = create_transform_stub(rt.env.COUNTERS.get_by_name("c1"))
         assert await stub.with_(OUTER, "req-1").add(2) == 2
     assert LOG == [
@@ -192,9 +191,9 @@ async def test_context_reaches_the_callee_chain_over_the_runtime() -> None:
     ]
 
 
-async def test_plain_calls_still_run_callee_transforms() -> None:
+async def test_plain_calls_still_run_callee_transforms(make_runtime: MakeRuntime) -> None:
     """A call without transform context runs the callee chain with an empty context."""
-    async with Runtime(bindings={"COUNTERS": Counter}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"COUNTERS": Counter}) as rt:
         assert await rt.env.COUNTERS.get_by_name("c2").ping() == "pong"
     assert [entry[:3] for entry in LOG] == [
         ("callee", "outer", "ping"),
@@ -203,9 +202,9 @@ async def test_plain_calls_still_run_callee_transforms() -> None:
     ]
 
 
-async def test_reserved_sync_and_private_methods_are_not_wrapped() -> None:
+async def test_reserved_sync_and_private_methods_are_not_wrapped(make_runtime: MakeRuntime) -> None:
     """alarm, plain (sync) methods and set_context are left as they are."""
-    async with Runtime(bindings={"COUNTERS": Counter}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"COUNTERS": Counter}) as rt:
         stub = rt.env.COUNTERS.get_by_name("c3")
         assert await stub.plain() == "plain"
     assert LOG == []
@@ -251,9 +250,9 @@ async def test_context_target_refuses_reserved_and_unknown_methods() -> None:
         await target.invoke("_secret", [])
 
 
-async def test_with_transforms_wraps_namespace_stubs() -> None:
+async def test_with_transforms_wraps_namespace_stubs(make_runtime: MakeRuntime) -> None:
     """with_transforms(namespace).get_by_name() gives transform stubs; other members pass."""
-    async with Runtime(bindings={"COUNTERS": Counter}, clock=VirtualClock(START_MS)) as rt:
+    async with make_runtime(bindings={"COUNTERS": Counter}) as rt:
         namespace = with_transforms(rt.env.COUNTERS)
         assert namespace.name == "COUNTERS"
         stub = namespace.get_by_name("c4").with_(OUTER, "r")

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from conftest import START_MS
+from conftest import START_MS, MakeRuntime
 from durability import now_ms
-from durability.runtime import DurableObject, Runtime
+from durability.runtime import DurableObject
 from durability.testing import VirtualClock
 from durability.transforms import (
     CallerTimeoutError,
@@ -52,10 +52,11 @@ class Flaky:
         return value
 
 
-async def test_timeout_raises_and_leaves_the_remote_call_running() -> None:
+async def test_timeout_raises_and_leaves_the_remote_call_running(
+    make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """After the limit the caller gets CallerTimeoutError; the object's work still finishes."""
-    clock = VirtualClock(START_MS)
-    async with Runtime(bindings={"SLOW": Slow}, clock=clock) as rt:
+    async with make_runtime(bindings={"SLOW": Slow}) as rt:
         stub = rt.env.SLOW.get_by_name("s")
         call = asyncio.ensure_future(create_transform_stub(stub).with_(timeout, 5_000).work(10_000))
         await clock.advance(4_999)
@@ -69,10 +70,11 @@ async def test_timeout_raises_and_leaves_the_remote_call_running() -> None:
         assert await stub.done() is True
 
 
-async def test_timeout_returns_a_result_in_time() -> None:
+async def test_timeout_returns_a_result_in_time(
+    make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """A call that finishes within the limit returns its result."""
-    clock = VirtualClock(START_MS)
-    async with Runtime(bindings={"SLOW": Slow}, clock=clock) as rt:
+    async with make_runtime(bindings={"SLOW": Slow}) as rt:
         stub = create_transform_stub(rt.env.SLOW.get_by_name("s")).with_(timeout, 5_000)
         call = asyncio.ensure_future(stub.work(1_000))
         await clock.advance(1_000)

@@ -9,7 +9,7 @@ import time
 import pytest
 
 import durability
-from conftest import START_MS, LiveObject
+from conftest import START_MS, LiveObject, MakeRuntime
 from durability import _virtual_loop
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
 from durability.testing import VirtualClock
@@ -349,10 +349,11 @@ class _HourlyTicker(DurableObject):
         return [row["at_ms"] for row in rows]
 
 
-async def test_thirty_days_of_runtime_alarms() -> None:
+async def test_thirty_days_of_runtime_alarms(
+    make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """Through a Runtime, 30 days of hourly alarms each fire once, exactly on time."""
-    clock = VirtualClock()
-    async with Runtime(bindings={"TICKERS": _HourlyTicker}, clock=clock) as runtime:
+    async with make_runtime(bindings={"TICKERS": _HourlyTicker}) as runtime:
         ticker = runtime.env.TICKERS.get_by_name("t")
         await ticker.start()
         await clock.advance(30 * DAY_MS)

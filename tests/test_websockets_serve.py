@@ -19,7 +19,10 @@ import websocket
 
 from _served import free_port, start, stop
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="stops the server with SIGINT")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.name != "posix", reason="stops the server with SIGINT"),
+]
 
 ENTRY = """
 import json
@@ -134,7 +137,8 @@ def server(tmp_path: Path) -> Iterator[Server]:
 def test_text_and_binary_frames_and_the_upgrade_headers(server: Server) -> None:
     """Text arrives as text, binary as binary, and the 101 carries the worker's headers."""
     client = server.connect("user=ann")
-    assert client.getheaders()["x-room"] == "echo"
+    headers = client.getheaders()
+    assert headers is not None and headers["x-room"] == "echo"
     client.send("hi")
     assert client.recv_data() == (websocket.ABNF.OPCODE_TEXT, b"text:hi")
     client.send_binary(b"\x00\x01\x02")
@@ -164,6 +168,7 @@ def test_close_codes_reach_the_object_and_the_client(server: Server) -> None:
     ann = server.connect("user=ann&room=closes")
     ann.close(status=4001, reason=b"leaving")
     dropped = server.connect("user=bob&room=closes")
+    assert dropped.sock is not None
     dropped.sock.shutdown(socket.SHUT_RDWR)
     dropped.sock.close()
     carl = server.connect("user=carl&room=closes")

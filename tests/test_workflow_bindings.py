@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability import WorkflowError
 from durability.cli._serve.project import ProjectError, load_project
 from durability.runtime import Request, Runtime
@@ -77,13 +78,14 @@ async def _fetch(loaded: Any, rt: Runtime, method: str, path: str, body: Any = N
     return await response.json()
 
 
-async def test_a_bound_workflow_runs_and_survives_a_restart(project: Path, tmp_path: Path) -> None:
+async def test_a_bound_workflow_runs_and_survives_a_restart(
+    project: Path, tmp_path: Path, make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """A project's workflow instance runs in an object of its own, sleeps across a runtime
     restart, then takes its event through the binding and completes."""
     loaded = load_project(project)
-    clock = VirtualClock()
     data = tmp_path / "data"
-    async with Runtime(path=data, bindings=loaded.bindings, clock=clock) as rt:
+    async with make_runtime(path=data, bindings=loaded.bindings) as rt:
         assert await _fetch(loaded, rt, "POST", "/start/order-7", {"items": [1, 2, 3]}) == {
             "id": "order-7"
         }
@@ -91,7 +93,7 @@ async def test_a_bound_workflow_runs_and_survives_a_restart(project: Path, tmp_p
         status = await _fetch(loaded, rt, "GET", "/status/order-7")
         assert status == {"status": "waiting", "error": None, "output": None}
     assert [file.name for file in (data / "PIPELINE").iterdir() if file.suffix == ".sqlite3"]
-    async with Runtime(path=data, bindings=loaded.bindings, clock=clock) as rt:
+    async with make_runtime(path=data, bindings=loaded.bindings) as rt:
         await clock.advance(2 * 86_400_000)
         await _fetch(loaded, rt, "POST", "/approve/order-7", {"ok": True, "by": "ann"})
         await clock.advance(0)
@@ -102,11 +104,12 @@ async def test_a_bound_workflow_runs_and_survives_a_restart(project: Path, tmp_p
         }
 
 
-async def test_the_binding_api_matches_cloudflare(project: Path) -> None:
+async def test_the_binding_api_matches_cloudflare(
+    project: Path, make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """`create`, `create_batch`, `get` and the instance calls behave as Cloudflare's."""
     loaded = load_project(project)
-    clock = VirtualClock()
-    async with Runtime(bindings=loaded.bindings, clock=clock) as rt:
+    async with make_runtime(bindings=loaded.bindings) as rt:
         binding = rt.env.PIPELINE
         first = await binding.create({"id": "a", "params": {"items": []}})
         with pytest.raises(WorkflowError, match='already has an instance "a"'):
@@ -143,14 +146,15 @@ def test_a_workflow_binding_needs_its_class(project: Path) -> None:
         load_project(project)
 
 
-async def test_the_driver_reaches_instances_through_a_binding(project: Path) -> None:
+async def test_the_driver_reaches_instances_through_a_binding(
+    project: Path, make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """`WorkflowDriver` runs a bound instance to its sleep, sends the event it will wait
     for, and runs it to its end."""
     from durability.testing import WorkflowDriver
 
     loaded = load_project(project)
-    clock = VirtualClock()
-    async with Runtime(bindings=loaded.bindings, clock=clock) as rt:
+    async with make_runtime(bindings=loaded.bindings) as rt:
         driver = WorkflowDriver(rt, clock)
         await rt.env.PIPELINE.create(id="p1", params={"items": [1]})
         assert (await driver.run_until(rt.env.PIPELINE, "p1", ["waiting"])).status == "waiting"

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from _workflow_host import Flows, World, lab
-from conftest import START_MS
+from conftest import START_MS, MakeRuntime
 from durability import Durable, DurableCall, WorkflowError, operation, workflow
-from durability.runtime import DurableObject, Runtime
+from durability.runtime import DurableObject
 from durability.testing import VirtualClock
 
 HOUR_MS = 3_600_000
@@ -60,17 +60,19 @@ class Batches(Flows):
         return [instance.id for instance in await self.flow.create_batch(items)]
 
 
-async def test_create_batch_keeps_existing_ids_and_checks_its_size() -> None:
+async def test_create_batch_keeps_existing_ids_and_checks_its_size(
+    make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """`create_batch` starts up to 100 instances, leaves ids that exist alone, and refuses
     an empty or oversized batch."""
     world = World(scripts={"one_step_then_sleep": one_step_then_sleep})
-    async with Runtime(bindings={"FLOWS": Batches, "WORLD": world}, clock=VirtualClock()) as rt:
+    async with make_runtime(bindings={"FLOWS": Batches, "WORLD": world}) as rt:
         stub = rt.env.FLOWS.get_by_name("b")
         script = {"script": "one_step_then_sleep"}
         await stub.create("a", "one_step_then_sleep")
         ids = await stub.batch([{"id": "a", "params": script}, {"id": "b", "params": script}])
         assert ids == ["a", "b"]
-        await rt.clock.advance(0)
+        await clock.advance(0)
         assert world.labels() == ["first", "first"]
         with pytest.raises(WorkflowError, match="at least 1 instance"):
             await stub.batch([])
@@ -326,14 +328,16 @@ class Mixed(Durable, DurableObject):
         return dict(await (await self.onboard.get(user)).status())
 
 
-async def test_workflows_share_the_object_scheduler_with_operations() -> None:
+async def test_workflows_share_the_object_scheduler_with_operations(
+    make_runtime: MakeRuntime, clock: VirtualClock
+) -> None:
     """A `Durable` class may declare operations and workflows: one scheduler runs both,
     and a step may register an operation."""
     world = World()
-    async with Runtime(bindings={"MIXED": Mixed, "WORLD": world}, clock=VirtualClock()) as rt:
+    async with make_runtime(bindings={"MIXED": Mixed, "WORLD": world}) as rt:
         stub = rt.env.MIXED.get_by_name("m")
         await stub.start("ann")
-        await rt.clock.advance(1_000)
+        await clock.advance(1_000)
         assert (await stub.status("ann"))["output"] == "registered"
         assert world.labels() == [("notified", "welcome-ann")]
 

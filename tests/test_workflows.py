@@ -9,7 +9,7 @@ import pytest
 
 from _workflow_host import lab
 from conftest import START_MS
-from durability import NonRetryableError, WorkflowTimeoutError, now_ms
+from durability import NonRetryableError, WorkflowStepError, WorkflowTimeoutError, now_ms
 
 on_hosts = pytest.mark.usefixtures("host")
 """On the embedded runtime and on both Cloudflare doubles."""
@@ -98,7 +98,7 @@ async def test_step_config_sets_limit_delay_backoff_and_ctx_shows_it() -> None:
 
         try:
             await linear()
-        except Exception as error:
+        except WorkflowStepError as error:
             return [type(error).__name__, error.name, error.message, error.step]
         return None
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -25,6 +26,8 @@ from conftest import START_MS
 from durability import Durable, WorkflowError, now_ms, workflow
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
+
+pytestmark = pytest.mark.slow
 
 IDS = [f"w{n}" for n in range(5)]
 LIMIT = 2

@@ -18,7 +18,10 @@ import pytest
 
 from _served import free_port, start, stop
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="stops the server with SIGINT")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.name != "posix", reason="stops the server with SIGINT"),
+]
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -58,9 +58,10 @@ class ReadRows(ABC, Generic[RowT]):
     def __next__(self) -> RowT:
         return self._row(zip(self._columns, next(self._rows), strict=True))
 
-    def to_list(self) -> list[RowT]:
-        """Every remaining row as a dict."""
-        return list(self)
+    def to_list(self) -> list[dict[str, Any]]:
+        """Every remaining row as a dict (typed as `SqlCursor.to_list` has it: a list is
+        invariant, and a host's rows may be a dict subclass)."""
+        return list[dict[str, Any]](self)
 
     def one(self) -> RowT:
         """The only remaining row; `ValueError` unless there is exactly one."""

@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from conftest import MakeRuntime
 from durability import now_ms
 from durability.runtime import AlarmInvocationInfo, DurableObject
 from durability.testing import VirtualClock
-
-from .conftest import RuntimeFactory
 
 
 class Script:
@@ -57,10 +56,10 @@ class NoArgument(DurableObject):
         self.env.SCRIPT.calls.append((now_ms(), 0, False, None))
 
 
-async def test_alarm_fires_at_its_time(make_runtime: RuntimeFactory, clock: VirtualClock) -> None:
+async def test_alarm_fires_at_its_time(make_runtime: MakeRuntime, clock: VirtualClock) -> None:
     """alarm() runs when the clock reaches the alarm time, not before, and only once."""
     script = Script()
-    async with make_runtime({"A": Alarmed, "SCRIPT": script}) as rt:
+    async with make_runtime(bindings={"A": Alarmed, "SCRIPT": script}) as rt:
         stub = rt.env.A.get_by_name("a")
         start = clock.now_ms()
         await stub.arm(start + 10_000)
@@ -74,11 +73,11 @@ async def test_alarm_fires_at_its_time(make_runtime: RuntimeFactory, clock: Virt
 
 
 async def test_set_alarm_replaces_and_past_time_fires_now(
-    make_runtime: RuntimeFactory, clock: VirtualClock
+    make_runtime: MakeRuntime, clock: VirtualClock
 ) -> None:
     """A second set_alarm replaces the first; a time in the past fires at once."""
     script = Script()
-    async with make_runtime({"A": Alarmed, "SCRIPT": script}) as rt:
+    async with make_runtime(bindings={"A": Alarmed, "SCRIPT": script}) as rt:
         stub = rt.env.A.get_by_name("a")
         start = clock.now_ms()
         await stub.arm(start + 5_000)
@@ -93,12 +92,12 @@ async def test_set_alarm_replaces_and_past_time_fires_now(
 
 
 async def test_retry_schedule_and_drop_after_seven_calls(
-    make_runtime: RuntimeFactory, clock: VirtualClock
+    make_runtime: MakeRuntime, clock: VirtualClock
 ) -> None:
     """A raising alarm() is retried after 2, 4, 8, 16, 32, 64 s, then dropped."""
     script = Script()
     script.fail_times = 100
-    async with make_runtime({"A": Alarmed, "SCRIPT": script}) as rt:
+    async with make_runtime(bindings={"A": Alarmed, "SCRIPT": script}) as rt:
         stub = rt.env.A.get_by_name("a")
         start = clock.now_ms()
         await stub.arm(start)
@@ -111,26 +110,24 @@ async def test_retry_schedule_and_drop_after_seven_calls(
         assert await stub.alarm_time() is None
 
 
-async def test_retry_stops_after_a_success(
-    make_runtime: RuntimeFactory, clock: VirtualClock
-) -> None:
+async def test_retry_stops_after_a_success(make_runtime: MakeRuntime, clock: VirtualClock) -> None:
     """After a retry succeeds nothing else fires."""
     script = Script()
     script.fail_times = 2
-    async with make_runtime({"A": Alarmed, "SCRIPT": script}) as rt:
+    async with make_runtime(bindings={"A": Alarmed, "SCRIPT": script}) as rt:
         await rt.env.A.get_by_name("a").arm(clock.now_ms())
         await clock.advance(3_600_000)
         assert [c[1] for c in script.calls] == [0, 1, 2]
 
 
 async def test_set_alarm_during_a_failing_alarm_replaces_the_retry(
-    make_runtime: RuntimeFactory, clock: VirtualClock
+    make_runtime: MakeRuntime, clock: VirtualClock
 ) -> None:
     """An alarm set inside a raising alarm() stands, and no retry is made."""
     script = Script()
     script.fail_times = 1
     script.rearm_in_ms = 60_000
-    async with make_runtime({"A": Alarmed, "SCRIPT": script}) as rt:
+    async with make_runtime(bindings={"A": Alarmed, "SCRIPT": script}) as rt:
         stub = rt.env.A.get_by_name("a")
         start = clock.now_ms()
         await stub.arm(start)
@@ -141,12 +138,12 @@ async def test_set_alarm_during_a_failing_alarm_replaces_the_retry(
         assert [(c[0] - start, c[1]) for c in script.calls] == [(0, 0), (60_000, 0)]
 
 
-async def test_alarms_are_single_flight(make_runtime: RuntimeFactory, clock: VirtualClock) -> None:
+async def test_alarms_are_single_flight(make_runtime: MakeRuntime, clock: VirtualClock) -> None:
     """An alarm that comes due while alarm() runs waits for it to finish."""
     script = Script()
     script.hold = hold = asyncio.Event()
     script.rearm_in_ms = 0
-    async with make_runtime({"A": Alarmed, "SCRIPT": script}) as rt:
+    async with make_runtime(bindings={"A": Alarmed, "SCRIPT": script}) as rt:
         await rt.env.A.get_by_name("a").arm(clock.now_ms())
         await clock.advance(1_000)
         assert len(script.calls) == 1 and script.running == 1
@@ -159,31 +156,31 @@ async def test_alarms_are_single_flight(make_runtime: RuntimeFactory, clock: Vir
 
 
 async def test_get_alarm_during_alarm_is_none(
-    make_runtime: RuntimeFactory, clock: VirtualClock
+    make_runtime: MakeRuntime, clock: VirtualClock
 ) -> None:
     """Inside alarm(), get_alarm() is None unless set_alarm was called during the run."""
     script = Script()
-    async with make_runtime({"A": Alarmed, "SCRIPT": script}) as rt:
+    async with make_runtime(bindings={"A": Alarmed, "SCRIPT": script}) as rt:
         await rt.env.A.get_by_name("a").arm(clock.now_ms() + 1)
         await clock.advance(1)
         assert script.calls[0][3] is None
 
 
-async def test_alarm_without_parameter(make_runtime: RuntimeFactory, clock: VirtualClock) -> None:
+async def test_alarm_without_parameter(make_runtime: MakeRuntime, clock: VirtualClock) -> None:
     """An `alarm(self)` with no parameter is called without the info argument."""
     script = Script()
-    async with make_runtime({"N": NoArgument, "SCRIPT": script}) as rt:
+    async with make_runtime(bindings={"N": NoArgument, "SCRIPT": script}) as rt:
         await rt.env.N.get_by_name("a").arm(clock.now_ms() + 5)
         await clock.advance(5)
         assert len(script.calls) == 1
 
 
 async def test_each_object_has_its_own_alarm(
-    make_runtime: RuntimeFactory, clock: VirtualClock
+    make_runtime: MakeRuntime, clock: VirtualClock
 ) -> None:
     """Alarms of different objects fire independently, each at its own time."""
     script = Script()
-    async with make_runtime({"A": Alarmed, "SCRIPT": script}) as rt:
+    async with make_runtime(bindings={"A": Alarmed, "SCRIPT": script}) as rt:
         start = clock.now_ms()
         for index in range(5):
             await rt.env.A.get_by_name(f"o{index}").arm(start + 1_000 * (5 - index))
@@ -192,7 +189,7 @@ async def test_each_object_has_its_own_alarm(
 
 
 async def test_now_ms_inside_objects_follows_the_clock(
-    make_runtime: RuntimeFactory, clock: VirtualClock
+    make_runtime: MakeRuntime, clock: VirtualClock
 ) -> None:
     """durability.now_ms() inside an object reads the runtime's virtual clock."""
 
@@ -200,7 +197,7 @@ async def test_now_ms_inside_objects_follows_the_clock(
         async def now(self) -> int:
             return now_ms()
 
-    async with make_runtime({"T": Timer}) as rt:
+    async with make_runtime(bindings={"T": Timer}) as rt:
         await clock.advance(12_345)
         assert await rt.env.T.get_by_name("t").now() == clock.now_ms()
 
@@ -246,12 +243,12 @@ class Undone(DurableObject):
 
 
 async def test_alarm_changes_rolled_back_with_their_transaction(
-    make_runtime: RuntimeFactory, clock: VirtualClock
+    make_runtime: MakeRuntime, clock: VirtualClock
 ) -> None:
     """set_alarm/delete_alarm undone by a transaction's rollback are undone everywhere:
     get_alarm() reports the earlier alarm, and only the earlier alarm fires."""
     script = Script()
-    async with make_runtime({"U": Undone, "SCRIPT": script}) as rt:
+    async with make_runtime(bindings={"U": Undone, "SCRIPT": script}) as rt:
         start = clock.now_ms()
         fresh = rt.env.U.get_by_name("fresh")
         assert await fresh.arm_and_abort(start + 1_000) is None
@@ -278,12 +275,12 @@ class RawAlarmSql(DurableObject):
 
 
 async def test_sql_on_the_alarm_table_is_seen(
-    make_runtime: RuntimeFactory, clock: VirtualClock
+    make_runtime: MakeRuntime, clock: VirtualClock
 ) -> None:
     """SQL that writes the runtime's alarm table directly is not lost behind the alarm
     row the runtime keeps in memory: get_alarm() reports it and the alarm fires then."""
     script = Script()
-    async with make_runtime({"R": RawAlarmSql, "SCRIPT": script}) as rt:
+    async with make_runtime(bindings={"R": RawAlarmSql, "SCRIPT": script}) as rt:
         start = clock.now_ms()
         stub = rt.env.R.get_by_name("r")
         await stub.arm(start + 5_000)
@@ -307,8 +304,8 @@ class TriggerMaker(DurableObject):
         return "created"
 
 
-async def test_a_trigger_on_the_alarm_table_is_refused(make_runtime: RuntimeFactory) -> None:
+async def test_a_trigger_on_the_alarm_table_is_refused(make_runtime: MakeRuntime) -> None:
     """Trigger writes to the alarm table would bypass the runtime: refused, named."""
-    async with make_runtime({"T": TriggerMaker}) as rt:
+    async with make_runtime(bindings={"T": TriggerMaker}) as rt:
         message = await rt.env.T.get_by_name("t").make()
         assert message.startswith("a trigger may not name _durability_alarm")

@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability.runtime import DurableObject, Runtime
-
-from .conftest import RuntimeFactory
 
 
 class Recorder(DurableObject):
@@ -67,9 +66,9 @@ class Recorder(DurableObject):
         return cls.__name__
 
 
-async def test_a_call_waits_behind_deliveries_already_queued(make_runtime: RuntimeFactory) -> None:
+async def test_a_call_waits_behind_deliveries_already_queued(make_runtime: MakeRuntime) -> None:
     """A call that cannot suspend, made after a queued one, runs after it starts, in order."""
-    async with make_runtime({"R": Recorder}) as rt:
+    async with make_runtime(bindings={"R": Recorder}) as rt:
         stub = rt.env.R.get_by_name("r")
         await stub.mark("ready")
         await asyncio.gather(stub.slow_mark("a"), stub.mark("b"), stub.plain_mark("c"))
@@ -77,10 +76,10 @@ async def test_a_call_waits_behind_deliveries_already_queued(make_runtime: Runti
 
 
 async def test_an_inner_call_does_not_take_over_the_callers_output_gate(
-    make_runtime: RuntimeFactory,
+    make_runtime: MakeRuntime,
 ) -> None:
     """A call made from inside another object's call keeps that call's writes gated."""
-    async with make_runtime({"R": Recorder}) as rt:
+    async with make_runtime(bindings={"R": Recorder}) as rt:
         stub = rt.env.R.get_by_name("r")
         with pytest.raises(sqlite3.IntegrityError):
             await stub.add_via_other_then_lose(1)
@@ -88,9 +87,9 @@ async def test_an_inner_call_does_not_take_over_the_callers_output_gate(
         assert await rt.env.R.get_by_name("other").marks() == [1]
 
 
-async def test_a_shadowed_method_that_awaits_still_completes(make_runtime: RuntimeFactory) -> None:
+async def test_a_shadowed_method_that_awaits_still_completes(make_runtime: MakeRuntime) -> None:
     """A method shadowed by an awaiting instance attribute runs to its end, in call order."""
-    async with make_runtime({"R": Recorder}) as rt:
+    async with make_runtime(bindings={"R": Recorder}) as rt:
         stub = rt.env.R.get_by_name("r")
         await stub.shadow_mark()
         shadowed, plain = await asyncio.gather(stub.mark("x"), stub.plain_mark("y"))
@@ -99,9 +98,9 @@ async def test_a_shadowed_method_that_awaits_still_completes(make_runtime: Runti
         assert await stub.with_timeout() == "done"
 
 
-async def test_a_cancelled_caller_does_not_undo_the_call(make_runtime: RuntimeFactory) -> None:
+async def test_a_cancelled_caller_does_not_undo_the_call(make_runtime: MakeRuntime) -> None:
     """Cancelling a caller whose call already ran leaves its write in place."""
-    async with make_runtime({"R": Recorder}) as rt:
+    async with make_runtime(bindings={"R": Recorder}) as rt:
         stub = rt.env.R.get_by_name("r")
         await stub.marks()
         caller = asyncio.ensure_future(stub.add(7))

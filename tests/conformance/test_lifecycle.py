@@ -11,12 +11,10 @@ from typing import Any
 
 import pytest
 
-from conftest import START_MS, Holder, LiveObject
+from conftest import START_MS, Holder, LiveObject, MakeRuntime
 from durability import now_ms
 from durability.runtime import AlarmInvocationInfo, DurableObject, ObjectEvictedError, Runtime
 from durability.testing import VirtualClock
-
-from .conftest import RuntimeFactory
 
 
 class World:
@@ -106,10 +104,10 @@ class Keeper(DurableObject):
             await asyncio.Event().wait()
 
 
-async def test_evict_keeps_committed_data_and_rebuilds(make_runtime: RuntimeFactory) -> None:
+async def test_evict_keeps_committed_data_and_rebuilds(make_runtime: MakeRuntime) -> None:
     """After evict, committed data stays and the next call builds a new instance."""
     world = World()
-    async with make_runtime({"K": Keeper, "WORLD": world}) as rt:
+    async with make_runtime(bindings={"K": Keeper, "WORLD": world}) as rt:
         stub = rt.env.K.get_by_name("k")
         await stub.write("a")
         await rt.evict(stub)
@@ -120,10 +118,10 @@ async def test_evict_keeps_committed_data_and_rebuilds(make_runtime: RuntimeFact
         assert world.built == 2
 
 
-async def test_old_ctx_is_fenced(make_runtime: RuntimeFactory) -> None:
+async def test_old_ctx_is_fenced(make_runtime: MakeRuntime) -> None:
     """Every storage call through an evicted instance's ctx raises ObjectEvictedError."""
     world = World()
-    async with make_runtime({"K": Keeper, "WORLD": world}) as rt:
+    async with make_runtime(bindings={"K": Keeper, "WORLD": world}) as rt:
         stub = rt.env.K.get_by_name("k")
         await stub.write("a")
         await rt.evict(stub)
@@ -141,10 +139,10 @@ async def test_old_ctx_is_fenced(make_runtime: RuntimeFactory) -> None:
         assert await stub.values() == ["a"]
 
 
-async def test_crash_loses_uncommitted_writes(make_runtime: RuntimeFactory) -> None:
+async def test_crash_loses_uncommitted_writes(make_runtime: MakeRuntime) -> None:
     """crash drops writes not yet committed; the interrupted caller gets ObjectEvictedError."""
     world = World()
-    async with make_runtime({"K": Keeper, "WORLD": world}) as rt:
+    async with make_runtime(bindings={"K": Keeper, "WORLD": world}) as rt:
         world.rt = rt
         stub = rt.env.K.get_by_name("k")
         await stub.write("kept")
@@ -153,10 +151,10 @@ async def test_crash_loses_uncommitted_writes(make_runtime: RuntimeFactory) -> N
         assert await stub.values() == ["kept"]
 
 
-async def test_evict_commits_finished_turns(make_runtime: RuntimeFactory) -> None:
+async def test_evict_commits_finished_turns(make_runtime: MakeRuntime) -> None:
     """evict keeps the writes of turns already run, even if their commit was pending."""
     world = World()
-    async with make_runtime({"K": Keeper, "WORLD": world}) as rt:
+    async with make_runtime(bindings={"K": Keeper, "WORLD": world}) as rt:
         world.rt = rt
         stub = rt.env.K.get_by_name("k")
         with pytest.raises(ObjectEvictedError):
@@ -164,10 +162,10 @@ async def test_evict_commits_finished_turns(make_runtime: RuntimeFactory) -> Non
         assert await stub.values() == ["kept"]
 
 
-async def test_evict_cancels_calls_and_background_work(make_runtime: RuntimeFactory) -> None:
+async def test_evict_cancels_calls_and_background_work(make_runtime: MakeRuntime) -> None:
     """In-flight calls fail with ObjectEvictedError and wait_until work is cancelled."""
     world = World()
-    async with make_runtime({"K": Keeper, "WORLD": world}) as rt:
+    async with make_runtime(bindings={"K": Keeper, "WORLD": world}) as rt:
         stub = rt.env.K.get_by_name("k")
         await stub.background()
         pending = asyncio.ensure_future(stub.wait_forever())
@@ -179,11 +177,11 @@ async def test_evict_cancels_calls_and_background_work(make_runtime: RuntimeFact
 
 
 async def test_wait_until_work_runs_after_the_call(
-    make_runtime: RuntimeFactory, clock: VirtualClock
+    make_runtime: MakeRuntime, clock: VirtualClock
 ) -> None:
     """Work passed to wait_until keeps running after the call returned."""
     world = World()
-    async with make_runtime({"K": Keeper, "WORLD": world}) as rt:
+    async with make_runtime(bindings={"K": Keeper, "WORLD": world}) as rt:
         stub = rt.env.K.get_by_name("k")
         await stub.later_write("late", 5)
         assert await stub.values() == []
@@ -193,10 +191,10 @@ async def test_wait_until_work_runs_after_the_call(
             world.contexts[0].wait_until(42)
 
 
-async def test_block_concurrency_while_holds_other_calls(make_runtime: RuntimeFactory) -> None:
+async def test_block_concurrency_while_holds_other_calls(make_runtime: MakeRuntime) -> None:
     """No other call is delivered while block_concurrency_while runs; they follow in order."""
     world = World()
-    async with make_runtime({"K": Keeper, "WORLD": world}) as rt:
+    async with make_runtime(bindings={"K": Keeper, "WORLD": world}) as rt:
         stub = rt.env.K.get_by_name("k")
         blocker = asyncio.ensure_future(stub.blocking())
         await asyncio.sleep(0)
@@ -212,18 +210,18 @@ async def test_block_concurrency_while_holds_other_calls(make_runtime: RuntimeFa
 
 
 async def test_block_concurrency_while_takes_a_plain_function(
-    make_runtime: RuntimeFactory,
+    make_runtime: MakeRuntime,
 ) -> None:
     """A plain function's result is returned as is; a coroutine's is awaited."""
     world = World()
-    async with make_runtime({"K": Keeper, "WORLD": world}) as rt:
+    async with make_runtime(bindings={"K": Keeper, "WORLD": world}) as rt:
         assert await rt.env.K.get_by_name("k").plain_block() == [3, 4]
 
 
-async def test_idle_instances_hibernate(make_runtime: RuntimeFactory, clock: VirtualClock) -> None:
+async def test_idle_instances_hibernate(make_runtime: MakeRuntime, clock: VirtualClock) -> None:
     """An instance idle for idle_evict_ms is evicted; its data and alarm stay."""
     world = World()
-    async with make_runtime({"K": Keeper, "WORLD": world}, idle_evict_ms=60_000) as rt:
+    async with make_runtime(bindings={"K": Keeper, "WORLD": world}, idle_evict_ms=60_000) as rt:
         stub = rt.env.K.get_by_name("k")
         await stub.write("a")
         await stub.arm(now_ms() + 3_600_000)
@@ -240,12 +238,10 @@ async def test_idle_instances_hibernate(make_runtime: RuntimeFactory, clock: Vir
         assert [entry[0] for entry in world.log if isinstance(entry, tuple)] == ["alarm"]
 
 
-async def test_hibernation_can_be_disabled(
-    make_runtime: RuntimeFactory, clock: VirtualClock
-) -> None:
+async def test_hibernation_can_be_disabled(make_runtime: MakeRuntime, clock: VirtualClock) -> None:
     """idle_evict_ms=None keeps instances until evicted explicitly."""
     world = World()
-    async with make_runtime({"K": Keeper, "WORLD": world}, idle_evict_ms=None) as rt:
+    async with make_runtime(bindings={"K": Keeper, "WORLD": world}, idle_evict_ms=None) as rt:
         await rt.env.K.get_by_name("k").write("a")
         await clock.advance(86_400_000)
         await rt.env.K.get_by_name("k").write("b")
@@ -253,12 +249,12 @@ async def test_hibernation_can_be_disabled(
 
 
 async def test_alarm_interrupted_by_eviction_is_retried(
-    make_runtime: RuntimeFactory, clock: VirtualClock
+    make_runtime: MakeRuntime, clock: VirtualClock
 ) -> None:
     """An alarm() cut off by eviction runs again as a retry on a new instance."""
     world = World()
     world.log.append("hang first alarm")
-    async with make_runtime({"K": Keeper, "WORLD": world}) as rt:
+    async with make_runtime(bindings={"K": Keeper, "WORLD": world}) as rt:
         stub = rt.env.K.get_by_name("k")
         start = now_ms()
         await stub.arm(start)
@@ -279,10 +275,10 @@ class Stubborn(DurableObject):
 
 
 async def test_evict_does_not_hang_on_work_ignoring_cancellation(
-    make_runtime: RuntimeFactory,
+    make_runtime: MakeRuntime,
 ) -> None:
     """A call that swallows cancellation is left behind fenced; evict still returns."""
-    async with make_runtime({"S": Stubborn}) as rt:
+    async with make_runtime(bindings={"S": Stubborn}) as rt:
         stub = rt.env.S.get_by_name("s")
         pending = asyncio.ensure_future(stub.ignore_cancellation())
         await asyncio.sleep(0)
@@ -303,10 +299,10 @@ class Flaky(DurableObject):
         return "pong"
 
 
-async def test_failed_construction_is_retried_on_next_call(make_runtime: RuntimeFactory) -> None:
+async def test_failed_construction_is_retried_on_next_call(make_runtime: MakeRuntime) -> None:
     """A constructor that raises fails that call; the next call constructs again."""
     attempts: list[int] = []
-    async with make_runtime({"F": Flaky, "ATTEMPTS": attempts}) as rt:
+    async with make_runtime(bindings={"F": Flaky, "ATTEMPTS": attempts}) as rt:
         stub = rt.env.F.get_by_name("f")
         with pytest.raises(LookupError):
             await stub.ping()
@@ -314,10 +310,10 @@ async def test_failed_construction_is_retried_on_next_call(make_runtime: Runtime
         assert len(attempts) == 2
 
 
-async def test_close_fails_calls_in_flight(make_runtime: RuntimeFactory) -> None:
+async def test_close_fails_calls_in_flight(make_runtime: MakeRuntime) -> None:
     """Closing the runtime ends calls still running with ObjectEvictedError."""
     world = World()
-    rt = make_runtime({"K": Keeper, "WORLD": world})
+    rt = make_runtime(bindings={"K": Keeper, "WORLD": world})
     await rt.start()
     pending = asyncio.ensure_future(rt.env.K.get_by_name("k").wait_forever())
     await asyncio.sleep(0)
@@ -342,12 +338,14 @@ class Tally(DurableObject):
 
 
 async def test_live_objects_are_capped_least_recently_used_first(
-    make_runtime: RuntimeFactory,
+    make_runtime: MakeRuntime,
 ) -> None:
     """Past max_live_objects the least recently used idle instance is evicted, never a busy one."""
     built: list[str] = []
     gate = asyncio.Event()
-    rt = make_runtime({"T": Tally, "BUILT": built, "GATES": {"g": gate}}, max_live_objects=3)
+    rt = make_runtime(
+        bindings={"T": Tally, "BUILT": built, "GATES": {"g": gate}}, max_live_objects=3
+    )
     async with rt:
         ns = rt.env.T
         for name in ("a", "b", "c"):
@@ -376,9 +374,9 @@ def test_live_and_open_caps_are_checked_and_open_files_default_from_the_fd_limit
     """Both caps must be positive ints; open files by default leave a quarter of fds free."""
     for option in ("max_live_objects", "max_open_databases"):
         with pytest.raises(ValueError, match=option):
-            Runtime(**{option: 0})
+            Runtime(**{option: 0})  # type: ignore[arg-type]
         with pytest.raises(TypeError, match=option):
-            Runtime(**{option: "9"})
+            Runtime(**{option: "9"})  # type: ignore[arg-type]
     assert Runtime(max_live_objects=7).max_live_objects == 7
     assert Runtime(max_open_databases=5).max_open_databases == 5
     assert Runtime().max_live_objects == 10_000
@@ -429,7 +427,7 @@ async def test_start_refuses_a_loop_that_starts_tasks_eagerly(tmp_path: Path) ->
     loop = asyncio.get_running_loop()
     probe = SimpleNamespace(ctx=None, alarms=[])
     runtime = Runtime(path=tmp_path, bindings={"OBJ": Holder, "PROBE": probe}, clock=VirtualClock())
-    loop.set_task_factory(asyncio.eager_task_factory)
+    loop.set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined]  # 3.12+
     try:
         with pytest.raises(RuntimeError, match="task factory starts tasks eagerly"):
             await runtime.start()

@@ -8,13 +8,16 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from durability import now_ms
 from durability.runtime import AlarmInvocationInfo, DurableObject, PathInUseError, Runtime
 from durability.testing import VirtualClock
+
+if TYPE_CHECKING:  # a child process imports this module without the tests' conftest
+    from conftest import MakeRuntime, Restart
 
 
 class Ledger(DurableObject):
@@ -44,55 +47,68 @@ class Ledger(DurableObject):
         self.env.FIRED.append((self.ctx.id.name, now_ms(), info.retry_count))
 
 
+@pytest.fixture
+def fired() -> list[Any]:
+    """The alarms the objects ran: (name, when, retry count)."""
+    return []
+
+
+@pytest.fixture
+def durability_bindings(fired: list[Any]) -> dict[str, object]:
+    """Every class of this module, and the list their alarms write to."""
+    return {"LEDGER": Ledger, "FIRED": fired, "F": Fragile, "SYNCED": Synced}
+
+
+@pytest.fixture
+def durability_path(tmp_path: Path) -> Path:
+    """This module's runtimes keep their objects in files under `tmp_path`."""
+    return tmp_path
+
+
 def object_file(root: Path, rt: Runtime, name: str) -> Path:
     return root / "LEDGER" / f"{rt.env.LEDGER.id_from_name(name)}.sqlite3"
 
 
-async def test_restart_keeps_data_and_alarms(tmp_path: Path) -> None:
+async def test_restart_keeps_data_and_alarms(
+    runtime: Runtime, restart: Restart, clock: VirtualClock, fired: list[Any]
+) -> None:
     """A new Runtime on the same path finds every object, its data and its armed alarm."""
-    clock = VirtualClock()
-    fired: list[Any] = []
-    bindings = {"LEDGER": Ledger, "FIRED": fired}
     start = clock.now_ms()
-    async with Runtime(path=tmp_path, bindings=bindings, clock=clock) as rt:
-        for index in range(3):
-            stub = rt.env.LEDGER.get_by_name(f"o{index}")
-            await stub.add(index)
-            await stub.remember("k", {"i": index}, start + 10_000 * (index + 1))
-        await stub.remember("k", {"i": 2}, None)
-    async with Runtime(path=tmp_path, bindings=bindings, clock=clock) as rt:
-        stub = rt.env.LEDGER.get_by_name("o2")
-        assert await stub.entries() == [2]
-        assert await stub.recall("k") == [{"i": 2}, start + 30_000]
-        await clock.advance(30_000)
-        assert fired == [(f"o{i}", start + 10_000 * (i + 1), 0) for i in range(3)]
+    for index in range(3):
+        stub = runtime.env.LEDGER.get_by_name(f"o{index}")
+        await stub.add(index)
+        await stub.remember("k", {"i": index}, start + 10_000 * (index + 1))
+    await stub.remember("k", {"i": 2}, None)
+    rt = await restart()
+    stub = rt.env.LEDGER.get_by_name("o2")
+    assert await stub.entries() == [2]
+    assert await stub.recall("k") == [{"i": 2}, start + 30_000]
+    await clock.advance(30_000)
+    assert fired == [(f"o{i}", start + 10_000 * (i + 1), 0) for i in range(3)]
 
 
-async def test_overdue_alarms_fire_at_start(tmp_path: Path) -> None:
+async def test_overdue_alarms_fire_at_start(
+    runtime: Runtime, restart: Restart, clock: VirtualClock, fired: list[Any]
+) -> None:
     """An alarm that came due while no runtime ran fires when the next one starts."""
-    clock = VirtualClock()
-    fired: list[Any] = []
-    bindings = {"LEDGER": Ledger, "FIRED": fired}
-    async with Runtime(path=tmp_path, bindings=bindings, clock=clock) as rt:
-        await rt.env.LEDGER.get_by_name("late").remember("k", 1, clock.now_ms() + 5_000)
+    await runtime.env.LEDGER.get_by_name("late").remember("k", 1, clock.now_ms() + 5_000)
     clock_later = VirtualClock(start_ms=clock.now_ms() + 3_600_000)
-    async with Runtime(path=tmp_path, bindings=bindings, clock=clock_later):
-        await clock_later.run_until_idle()
-        assert fired == [("late", clock_later.now_ms(), 0)]
+    await restart(clock=clock_later)
+    await clock_later.run_until_idle()
+    assert fired == [("late", clock_later.now_ms(), 0)]
 
 
-async def test_deleted_alarm_does_not_fire_after_restart(tmp_path: Path) -> None:
+async def test_deleted_alarm_does_not_fire_after_restart(
+    tmp_path: Path, make_runtime: MakeRuntime, clock: VirtualClock, fired: list[Any]
+) -> None:
     """An alarm deleted before shutdown stays deleted; its catalog entry is gone."""
-    clock = VirtualClock()
-    fired: list[Any] = []
-    bindings = {"LEDGER": Ledger, "FIRED": fired}
-    async with Runtime(path=tmp_path, bindings=bindings, clock=clock) as rt:
+    async with make_runtime() as rt:
         stub = rt.env.LEDGER.get_by_name("a")
         await stub.remember("k", 1, clock.now_ms() + 5_000)
         await stub.forget_alarm()
     catalog = sqlite3.connect(tmp_path / "_catalog.sqlite3")
     assert catalog.execute("SELECT count(*) FROM alarms").fetchone() == (0,)
-    async with Runtime(path=tmp_path, bindings=bindings, clock=clock) as rt:
+    async with make_runtime() as rt:
         await clock.advance(10_000)
         assert await rt.env.LEDGER.get_by_name("a").recall("k") == [1, None]
     assert fired == []
@@ -120,16 +136,15 @@ async def test_second_runtime_on_a_path_fails_at_once(tmp_path: Path) -> None:
         pass
 
 
-async def test_result_is_released_only_after_commit(tmp_path: Path) -> None:
+async def test_result_is_released_only_after_commit(tmp_path: Path, runtime: Runtime) -> None:
     """When a call returns, its write is already committed in the object's file."""
-    async with Runtime(path=tmp_path, bindings={"LEDGER": Ledger}) as rt:
-        stub = rt.env.LEDGER.get_by_name("g")
-        await stub.entries()
-        reader = sqlite3.connect(object_file(tmp_path, rt, "g"))
-        for n in range(5):
-            assert await stub.add(n) == n
-            assert [r[0] for r in reader.execute("SELECT n FROM entries")] == list(range(n + 1))
-        reader.close()
+    stub = runtime.env.LEDGER.get_by_name("g")
+    await stub.entries()
+    reader = sqlite3.connect(object_file(tmp_path, runtime, "g"))
+    for n in range(5):
+        assert await stub.add(n) == n
+        assert [r[0] for r in reader.execute("SELECT n FROM entries")] == list(range(n + 1))
+    reader.close()
 
 
 class Fragile(DurableObject):
@@ -162,41 +177,41 @@ class Fragile(DurableObject):
         return [row["k"] for row in self.ctx.storage.sql.exec("SELECT k FROM u ORDER BY k")]
 
 
-async def test_lost_writes_fail_every_call_that_joined_them(tmp_path: Path) -> None:
+async def test_lost_writes_fail_every_call_that_joined_them(runtime: Runtime) -> None:
     """If a turn's writes never commit, every call that wrote in it fails, even if it returned."""
-    async with Runtime(path=tmp_path, bindings={"F": Fragile}) as rt:
-        stub = rt.env.F.get_by_name("f")
-        await stub.insert("a")
-        results = await asyncio.gather(
-            stub.insert("b"), stub.insert_or_rollback("a"), return_exceptions=True
-        )
-        assert all(isinstance(r, sqlite3.IntegrityError) for r in results), results
-        assert await stub.keys() == ["a"]
-        assert await stub.insert("c") == "ok"
-        assert await stub.keys() == ["a", "c"]
-        with pytest.raises(sqlite3.IntegrityError):
-            await stub.lost_inside_transaction("a")
-        assert await stub.keys() == ["a", "after", "c"]
+    stub = runtime.env.F.get_by_name("f")
+    await stub.insert("a")
+    results = await asyncio.gather(
+        stub.insert("b"), stub.insert_or_rollback("a"), return_exceptions=True
+    )
+    assert all(isinstance(r, sqlite3.IntegrityError) for r in results), results
+    assert await stub.keys() == ["a"]
+    assert await stub.insert("c") == "ok"
+    assert await stub.keys() == ["a", "c"]
+    with pytest.raises(sqlite3.IntegrityError):
+        await stub.lost_inside_transaction("a")
+    assert await stub.keys() == ["a", "after", "c"]
 
 
-async def test_concurrent_writes_share_one_commit(tmp_path: Path) -> None:
+async def test_concurrent_writes_share_one_commit(tmp_path: Path, runtime: Runtime) -> None:
     """Many concurrent writing calls are acknowledged after one shared commit, not one each."""
-    async with Runtime(path=tmp_path, bindings={"LEDGER": Ledger}) as rt:
-        stub = rt.env.LEDGER.get_by_name("c")
-        await stub.entries()
-        file = object_file(tmp_path, rt, "c")
-        reader = sqlite3.connect(file)
-        (page_size,) = reader.execute("PRAGMA page_size").fetchone()
-        reader.close()
-        wal = file.with_name(file.name + "-wal")
-        before = wal.stat().st_size
-        assert await asyncio.gather(*(stub.add(n) for n in range(200))) == list(range(200))
-        frames_written = (wal.stat().st_size - before) // (page_size + 24)
-        assert frames_written < 10
-        assert len(await stub.entries()) == 200
+    stub = runtime.env.LEDGER.get_by_name("c")
+    await stub.entries()
+    file = object_file(tmp_path, runtime, "c")
+    reader = sqlite3.connect(file)
+    (page_size,) = reader.execute("PRAGMA page_size").fetchone()
+    reader.close()
+    wal = file.with_name(file.name + "-wal")
+    before = wal.stat().st_size
+    assert await asyncio.gather(*(stub.add(n) for n in range(200))) == list(range(200))
+    frames_written = (wal.stat().st_size - before) // (page_size + 24)
+    assert frames_written < 10
+    assert len(await stub.entries()) == 200
 
 
-async def test_writes_and_alarms_survive_a_kill(tmp_path: Path) -> None:
+async def test_writes_and_alarms_survive_a_kill(
+    tmp_path: Path, make_runtime: MakeRuntime, fired: list[Any]
+) -> None:
     """Acknowledged writes and alarms survive a process that exits without closing."""
     code = (
         "import asyncio, os\n"
@@ -216,11 +231,8 @@ async def test_writes_and_alarms_survive_a_kill(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, cwd=root)
     assert result.returncode == 0, result.stderr
-    fired: list[Any] = []
     clock = VirtualClock(start_ms=VirtualClock().now_ms() + 3_600_000)
-    async with Runtime(
-        path=tmp_path, bindings={"LEDGER": Ledger, "FIRED": fired}, clock=clock
-    ) as rt:
+    async with make_runtime(clock=clock) as rt:
         await clock.run_until_idle()
         assert fired == [("k", clock.now_ms(), 0)]
         stub = rt.env.LEDGER.get_by_name("k")
@@ -228,17 +240,16 @@ async def test_writes_and_alarms_survive_a_kill(tmp_path: Path) -> None:
         assert await stub.recall("key") == ["v", None]
 
 
-async def test_alarms_of_unbound_classes_wait_for_their_class(tmp_path: Path) -> None:
+async def test_alarms_of_unbound_classes_wait_for_their_class(
+    make_runtime: MakeRuntime, clock: VirtualClock, fired: list[Any]
+) -> None:
     """A runtime without an object's class skips its alarm; one with the class fires it."""
-    clock = VirtualClock()
-    fired: list[Any] = []
-    bindings = {"LEDGER": Ledger, "FIRED": fired}
-    async with Runtime(path=tmp_path, bindings=bindings, clock=clock) as rt:
+    async with make_runtime() as rt:
         await rt.env.LEDGER.get_by_name("a").remember("k", 1, clock.now_ms() + 1_000)
-    async with Runtime(path=tmp_path, bindings={"FIRED": fired}, clock=clock):
+    async with make_runtime(bindings={"FIRED": fired}):
         await clock.advance(10_000)
     assert fired == []
-    async with Runtime(path=tmp_path, bindings=bindings, clock=clock):
+    async with make_runtime():
         await clock.run_until_idle()
     assert fired == [("a", clock.now_ms(), 0)]
 
@@ -259,10 +270,11 @@ class Synced(DurableObject):
             reader.close()
 
 
-async def test_sync_waits_until_the_writes_so_far_are_durable(tmp_path: Path) -> None:
+async def test_sync_waits_until_the_writes_so_far_are_durable(
+    tmp_path: Path, runtime: Runtime
+) -> None:
     """`await storage.sync()` inside a call returns once its writes are committed to the file."""
-    async with Runtime(path=tmp_path, bindings={"SYNCED": Synced}) as rt:
-        stub = rt.env.SYNCED.get_by_name("s")
-        file = str(tmp_path / "SYNCED" / f"{rt.env.SYNCED.id_from_name('s')}.sqlite3")
-        assert await stub.mark_and_look(1, file) == [1]
-        assert await stub.mark_and_look(2, file) == [1, 2]
+    stub = runtime.env.SYNCED.get_by_name("s")
+    file = str(tmp_path / "SYNCED" / f"{runtime.env.SYNCED.id_from_name('s')}.sqlite3")
+    assert await stub.mark_and_look(1, file) == [1]
+    assert await stub.mark_and_look(2, file) == [1, 2]

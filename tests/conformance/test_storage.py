@@ -8,11 +8,9 @@ from typing import Any
 
 import pytest
 
-from conftest import START_MS, LiveObject
+from conftest import START_MS, LiveObject, MakeRuntime
 from durability.runtime import DurableObject
 from durability.runtime._js_errors import JsException
-
-from .conftest import RuntimeFactory
 
 Probe = Callable[[Any], Awaitable[Any]]
 
@@ -24,13 +22,13 @@ class Lab(DurableObject):
         return await self.env.PROBES[name](self.ctx.storage)
 
 
-async def run_probes(make_runtime: RuntimeFactory, **probes: Probe) -> dict[str, Any]:
-    async with make_runtime({"LAB": Lab, "PROBES": probes}) as rt:
+async def run_probes(make_runtime: MakeRuntime, **probes: Probe) -> dict[str, Any]:
+    async with make_runtime(bindings={"LAB": Lab, "PROBES": probes}) as rt:
         stub = rt.env.LAB.get_by_name("lab")
         return {name: await stub.probe(name) for name in probes}
 
 
-async def test_cursor_api(make_runtime: RuntimeFactory) -> None:
+async def test_cursor_api(make_runtime: MakeRuntime) -> None:
     """Rows iterate as dicts; to_list, one, raw, column names and counters work."""
 
     async def probe(storage: Any) -> Any:
@@ -71,7 +69,7 @@ async def test_cursor_api(make_runtime: RuntimeFactory) -> None:
     }
 
 
-async def test_cursor_is_consumed_once_by_rows_and_raw(make_runtime: RuntimeFactory) -> None:
+async def test_cursor_is_consumed_once_by_rows_and_raw(make_runtime: MakeRuntime) -> None:
     """Rows, raw tuples and one() read from one position: what one takes, the others skip."""
 
     async def probe(storage: Any) -> Any:
@@ -104,7 +102,7 @@ async def test_cursor_is_consumed_once_by_rows_and_raw(make_runtime: RuntimeFact
     }
 
 
-async def test_cancelled_sync_leaves_the_commit_to_the_others(make_runtime: RuntimeFactory) -> None:
+async def test_cancelled_sync_leaves_the_commit_to_the_others(make_runtime: MakeRuntime) -> None:
     """Cancelling one `sync()` waiter cancels neither the commit nor another waiter on it."""
 
     async def probe(storage: Any) -> Any:
@@ -128,7 +126,7 @@ async def test_cancelled_sync_leaves_the_commit_to_the_others(make_runtime: Runt
     assert (await run_probes(make_runtime, p=probe))["p"] == [1, 2]
 
 
-async def test_transaction_statements_are_refused(make_runtime: RuntimeFactory) -> None:
+async def test_transaction_statements_are_refused(make_runtime: MakeRuntime) -> None:
     """BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE and END raise Cloudflare's error (also
     a ValueError)."""
 
@@ -154,7 +152,7 @@ async def test_transaction_statements_are_refused(make_runtime: RuntimeFactory) 
     assert (await run_probes(make_runtime, p=probe))["p"] == 9
 
 
-async def test_binding_rules(make_runtime: RuntimeFactory) -> None:
+async def test_binding_rules(make_runtime: MakeRuntime) -> None:
     """Ints beyond 2**53-1 raise Cloudflare's TypeError, bools are 0/1, odd types are
     refused.
 
@@ -194,7 +192,7 @@ async def test_binding_rules(make_runtime: RuntimeFactory) -> None:
     assert (await run_probes(make_runtime, p=probe))["p"] == [1, 0, 2**53 - 1]
 
 
-async def test_multiple_statements_return_the_last(make_runtime: RuntimeFactory) -> None:
+async def test_multiple_statements_return_the_last(make_runtime: MakeRuntime) -> None:
     """Several statements in one exec all run; the cursor holds the last one's rows."""
 
     async def probe(storage: Any) -> Any:
@@ -211,7 +209,7 @@ async def test_multiple_statements_return_the_last(make_runtime: RuntimeFactory)
     assert (await run_probes(make_runtime, p=probe))["p"] == [[{"x": "a;b"}], [{"b": 5}]]
 
 
-async def test_transaction_sync_rolls_back_and_nests(make_runtime: RuntimeFactory) -> None:
+async def test_transaction_sync_rolls_back_and_nests(make_runtime: MakeRuntime) -> None:
     """transaction_sync undoes its writes on an exception (which propagates) and nests."""
 
     async def probe(storage: Any) -> Any:
@@ -243,7 +241,7 @@ async def test_transaction_sync_rolls_back_and_nests(make_runtime: RuntimeFactor
     assert (await run_probes(make_runtime, p=probe))["p"] == [1]
 
 
-async def test_async_transaction(make_runtime: RuntimeFactory) -> None:
+async def test_async_transaction(make_runtime: MakeRuntime) -> None:
     """transaction() commits txn writes, rolls back on error and refuses real suspension."""
 
     async def probe(storage: Any) -> Any:
@@ -273,7 +271,7 @@ async def test_async_transaction(make_runtime: RuntimeFactory) -> None:
     assert (await run_probes(make_runtime, p=probe))["p"] == [{"a": 1}, 5_000_000_000_000]
 
 
-async def test_kv_api(make_runtime: RuntimeFactory) -> None:
+async def test_kv_api(make_runtime: MakeRuntime) -> None:
     """get/put/delete/list with prefix and limit; bad values are refused, other keys are
     made strings (as on Cloudflare)."""
 
@@ -312,7 +310,7 @@ async def test_kv_api(make_runtime: RuntimeFactory) -> None:
     assert result["bad_absent"] is None
 
 
-async def test_delete_all_leaves_the_object_as_new(make_runtime: RuntimeFactory) -> None:
+async def test_delete_all_leaves_the_object_as_new(make_runtime: MakeRuntime) -> None:
     """delete_all drops every table, key and the alarm, and the storage stays usable."""
 
     async def fill(storage: Any) -> Any:
@@ -330,7 +328,7 @@ async def test_delete_all_leaves_the_object_as_new(make_runtime: RuntimeFactory)
     assert (await run_probes(make_runtime, p=fill))["p"] == [[], {"after": 2}, None]
 
 
-async def test_alarm_api(make_runtime: RuntimeFactory) -> None:
+async def test_alarm_api(make_runtime: MakeRuntime) -> None:
     """get/set/delete alarm: one alarm, replaced by set, datetimes accepted, bad input refused."""
     from datetime import UTC, datetime
 
@@ -355,7 +353,7 @@ async def test_alarm_api(make_runtime: RuntimeFactory) -> None:
     assert (await run_probes(make_runtime, p=probe))["p"] == [None, expected, expected, None]
 
 
-async def test_kv_list_prefix_edges(make_runtime: RuntimeFactory) -> None:
+async def test_kv_list_prefix_edges(make_runtime: MakeRuntime) -> None:
     """Prefix listing is exact for any code points, including the highest one."""
     top = chr(0x10FFFF)
 

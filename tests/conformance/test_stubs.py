@@ -8,10 +8,8 @@ from typing import Any
 
 import pytest
 
-from conftest import START_MS, LiveObject
+from conftest import START_MS, LiveObject, MakeRuntime
 from durability.runtime import DurableObject, ObjectId, Runtime
-
-from .conftest import RuntimeFactory
 
 
 class Boom(Exception):
@@ -53,9 +51,9 @@ class Box(DurableObject):
     value = 3
 
 
-async def test_returned_values_are_copies(make_runtime: RuntimeFactory) -> None:
+async def test_returned_values_are_copies(make_runtime: MakeRuntime) -> None:
     """Mutating a result or an argument after the call does not touch the object."""
-    async with make_runtime({"BOX": Box}) as rt:
+    async with make_runtime(bindings={"BOX": Box}) as rt:
         stub = rt.env.BOX.get_by_name("a")
         item = {"k": [1]}
         await stub.add(item)
@@ -65,16 +63,16 @@ async def test_returned_values_are_copies(make_runtime: RuntimeFactory) -> None:
         assert await stub.snapshot() == {"items": [{"k": [1]}]}
 
 
-async def test_user_exception_keeps_class_and_message(make_runtime: RuntimeFactory) -> None:
+async def test_user_exception_keeps_class_and_message(make_runtime: MakeRuntime) -> None:
     """An exception raised by the method reaches the caller with its class and message."""
-    async with make_runtime({"BOX": Box}) as rt:
+    async with make_runtime(bindings={"BOX": Box}) as rt:
         with pytest.raises(Boom, match=r"^bad thing$"):
             await rt.env.BOX.get_by_name("a").fail("bad thing")
 
 
-async def test_private_unknown_and_non_method_names_raise(make_runtime: RuntimeFactory) -> None:
+async def test_private_unknown_and_non_method_names_raise(make_runtime: MakeRuntime) -> None:
     """Private names, unknown names and non-method attributes raise AttributeError."""
-    async with make_runtime({"BOX": Box}) as rt:
+    async with make_runtime(bindings={"BOX": Box}) as rt:
         stub = rt.env.BOX.get_by_name("a")
         for name in ("_secret", "nope", "value", "data", "ctx"):
             with pytest.raises(AttributeError):
@@ -82,10 +80,10 @@ async def test_private_unknown_and_non_method_names_raise(make_runtime: RuntimeF
 
 
 async def test_non_json_argument_is_rejected_before_delivery(
-    make_runtime: RuntimeFactory,
+    make_runtime: MakeRuntime,
 ) -> None:
     """A non-JSON argument is a TypeError at the call, and the object never sees it."""
-    async with make_runtime({"BOX": Box}) as rt:
+    async with make_runtime(bindings={"BOX": Box}) as rt:
         stub = rt.env.BOX.get_by_name("a")
         for bad in ((1, 2), {1: "x"}, float("nan"), {"s": {1, 2}}, b"x"):
             with pytest.raises(TypeError):
@@ -93,15 +91,15 @@ async def test_non_json_argument_is_rejected_before_delivery(
         assert await stub.snapshot() == {"items": []}
 
 
-async def test_plain_methods_and_keyword_arguments(make_runtime: RuntimeFactory) -> None:
+async def test_plain_methods_and_keyword_arguments(make_runtime: MakeRuntime) -> None:
     """Plain (non-async) methods work and keyword arguments are passed through."""
-    async with make_runtime({"BOX": Box}) as rt:
+    async with make_runtime(bindings={"BOX": Box}) as rt:
         assert await rt.env.BOX.get_by_name("a").plain(2, y=5) == 7
 
 
-async def test_calls_are_delivered_in_order(make_runtime: RuntimeFactory) -> None:
+async def test_calls_are_delivered_in_order(make_runtime: MakeRuntime) -> None:
     """Calls start in the order made and interleave only at awaits."""
-    async with make_runtime({"BOX": Box}) as rt:
+    async with make_runtime(bindings={"BOX": Box}) as rt:
         stub = rt.env.BOX.get_by_name("a")
         results = await asyncio.gather(
             stub.record(1, True), stub.record(2, False), stub.record(3, True)
@@ -109,10 +107,10 @@ async def test_calls_are_delivered_in_order(make_runtime: RuntimeFactory) -> Non
         assert results[-1] == [1, 2, -2, 3, -1, -3]
 
 
-async def test_ids_are_stable_and_env_passes_values(make_runtime: RuntimeFactory) -> None:
+async def test_ids_are_stable_and_env_passes_values(make_runtime: MakeRuntime) -> None:
     """Names map to stable 64-hex ids; non-object bindings pass through as given."""
     service = object()
-    async with make_runtime({"BOX": Box, "EXT": "external"}) as rt:
+    async with make_runtime(bindings={"BOX": Box, "EXT": "external"}) as rt:
         namespace = rt.namespace("BOX")
         assert rt.env["BOX"] is namespace and rt.env.EXT == "external"
         first, second = namespace.id_from_name("a"), namespace.id_from_name("a")
@@ -125,11 +123,11 @@ async def test_ids_are_stable_and_env_passes_values(make_runtime: RuntimeFactory
     assert Runtime(bindings={"S": service}).env.S is service
 
 
-async def test_bad_ids_and_bindings_are_refused(make_runtime: RuntimeFactory) -> None:
+async def test_bad_ids_and_bindings_are_refused(make_runtime: MakeRuntime) -> None:
     """Wrong id types, ids of other namespaces and bad binding names are refused."""
     with pytest.raises(ValueError, match="identifiers"):
         Runtime(bindings={"not valid": Box})
-    async with make_runtime({"BOX": Box, "OTHER": Box}) as rt:
+    async with make_runtime(bindings={"BOX": Box, "OTHER": Box}) as rt:
         with pytest.raises(TypeError):
             rt.env.BOX.id_from_name(3)
         with pytest.raises(TypeError):

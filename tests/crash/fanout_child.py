@@ -88,7 +88,10 @@ class PoisonNoDlq(Poison):
     use_dlq = False
 
 
-bindings = {"dlq": {"POISON": Poison}, "drop": {"POISON": PoisonNoDlq}}
+bindings: dict[str, dict[str, object]] = {
+    "dlq": {"POISON": Poison},
+    "drop": {"POISON": PoisonNoDlq},
+}
 
 
 async def main(path: str, kind: str) -> None:

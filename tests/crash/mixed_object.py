@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Sequence
 from typing import Any
 
 from durability import (
@@ -176,7 +177,7 @@ class Mixed(DurableObject):
     async def _tick(self, info: DurableAlarmInfo) -> None:
         await self._ledger().ring(str(self.ctx.id.name), info.scheduled_time, self.run)
 
-    async def _fan(self, messages: list[FanoutMessage[Any]]) -> None:
+    async def _fan(self, messages: Sequence[FanoutMessage[Any]]) -> None:
         deliveries = [[message.id, message.attempt] for message in messages]
         await self._ledger().fan(deliveries, self.run)
 
@@ -202,7 +203,7 @@ class Mixed(DurableObject):
     async def _poison_ring(self, info: DurableAlarmInfo) -> None:
         await self._poison("alarm", info.name, info.attempt)
 
-    async def _poison_fan(self, messages: list[FanoutMessage[Any]]) -> None:
+    async def _poison_fan(self, messages: Sequence[FanoutMessage[Any]]) -> None:
         for message in messages:
             await self._poison("fan", message.id, message.attempt)
 

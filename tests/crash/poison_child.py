@@ -16,6 +16,7 @@ import asyncio
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from durability import (
@@ -110,7 +111,7 @@ class Items(DurableObject):
     async def ring(self, info: DurableAlarmInfo) -> None:
         await self._run(info.name, info.attempt)
 
-    async def deliver(self, messages: list[FanoutMessage[str]]) -> None:
+    async def deliver(self, messages: Sequence[FanoutMessage[str]]) -> None:
         for message in messages:
             await self._run(message.id, message.attempt)
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from ._kill import run_child
 from .alarm_child import MAX_ATTEMPTS
+
+pytestmark = pytest.mark.slow
 
 CHILD = Path(__file__).with_name("alarm_child.py")
 

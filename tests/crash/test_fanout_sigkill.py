@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
 from ._kill import run_child
 from .fanout_child import MAX_ATTEMPTS
+
+pytestmark = pytest.mark.slow
 
 CHILD = Path(__file__).with_name("fanout_child.py")
 
@@ -33,7 +36,7 @@ def test_a_consumer_that_kills_its_process_exhausts_its_attempts(tmp_path: Path,
     if kind == "drop":
         assert state["dead"] == []
         return
-    [dead] = state["dead"]  # type: ignore[misc]
+    [dead] = cast(list[Any], state["dead"])
     assert (dead["messageId"], dead["attempts"]) == ("m-1", MAX_ATTEMPTS + 1)
     assert dead["failure"]["reason"] == "interrupted"
     assert f"({MAX_ATTEMPTS + 1} interrupted" in dead["failure"]["error"]["message"]

@@ -9,10 +9,14 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from durability.runtime import Runtime
 
 from ._kill import run_and_kill
 from .log_child import PARTITIONS, bindings
+
+pytestmark = pytest.mark.slow
 
 CHILD = Path(__file__).with_name("log_child.py")
 RUNS = 4

@@ -6,7 +6,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
+
 from .mixed_soak import soak
+
+pytestmark = pytest.mark.slow
 
 QUICK_KILLS = 4
 

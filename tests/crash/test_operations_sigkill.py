@@ -9,10 +9,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from durability.runtime import Runtime
 
 from ._kill import run_and_kill
 from .ops_child import MAX_ATTEMPTS, RUNS, bindings, targets
+
+pytestmark = pytest.mark.slow
 
 CHILD = Path(__file__).with_name("ops_child.py")
 RECOVERY_TIMEOUT_S = 20.0

@@ -10,6 +10,8 @@ import pytest
 from ._kill import run_child
 from .poison_child import ITEMS, MAX_ATTEMPTS, POISON, name_of
 
+pytestmark = pytest.mark.slow
+
 CHILD = Path(__file__).with_name("poison_child.py")
 MAX_RUNS = 4 * MAX_ATTEMPTS + 4
 """Runs the test allows: the first, then one per item run alone at most until it

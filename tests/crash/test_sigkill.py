@@ -5,10 +5,14 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
+
 from durability.runtime import Runtime
 
 from ._kill import run_and_kill
 from .child import OBJECTS, bindings
+
+pytestmark = pytest.mark.slow
 
 CHILD = Path(__file__).with_name("child.py")
 RUNS = 5

@@ -11,10 +11,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from durability.runtime import Runtime
 
 from ._kill import run_and_kill
 from .workflow_child import STEPS, bindings, objects
+
+pytestmark = pytest.mark.slow
 
 CHILD = Path(__file__).with_name("workflow_child.py")
 RUNS = 3

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability.runtime import Runtime, _catalog
 from durability.testing import VirtualClock
 
@@ -78,7 +79,11 @@ async def test_catalog_older_than_the_objects_is_corrected(
 
 
 async def test_clean_restart_opens_no_object(
-    tmp_path: Path, clock: VirtualClock, faults: StorageFaults, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    clock: VirtualClock,
+    faults: StorageFaults,
+    caplog: pytest.LogCaptureFixture,
+    make_runtime: MakeRuntime,
 ) -> None:
     """After a clean close, start() arms every alarm from the catalog without opening objects."""
     await arm(tmp_path, clock, {f"o{index}": 1_000 * (index + 1) for index in range(5)})
@@ -91,7 +96,7 @@ async def test_clean_restart_opens_no_object(
     faults.opened.clear()
     fired: list[Any] = []
     with caplog.at_level(logging.WARNING, "durability.runtime"):
-        async with Runtime(path=tmp_path, bindings=bindings(fired), clock=clock) as rt:
+        async with make_runtime(path=tmp_path, bindings=bindings(fired), clock=clock) as rt:
             assert [Path(file).name for file in faults.opened] == ["_catalog.sqlite3"]
             await clock.advance(0)
             assert len(fired) == 5
@@ -144,7 +149,10 @@ async def test_new_object_killed_before_its_catalog_entry_keeps_its_alarm(
 
 
 async def test_after_a_crash_only_what_the_crashed_run_touched_is_read(
-    tmp_path: Path, faults: StorageFaults, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    faults: StorageFaults,
+    monkeypatch: pytest.MonkeyPatch,
+    make_runtime: MakeRuntime,
 ) -> None:
     """Each start records that the catalog agrees with the objects: after two crashed
     runs, start() reads only the object the last one wrote, not the earlier one's."""
@@ -155,6 +163,6 @@ async def test_after_a_crash_only_what_the_crashed_run_touched_is_read(
     abandoned_run(tmp_path, "o1")
     monkeypatch.setattr(_catalog, "AGREED_MARGIN_NS", 0)
     faults.opened.clear()
-    async with Runtime(path=tmp_path, bindings=bindings([]), clock=clock) as rt:
+    async with make_runtime(path=tmp_path, bindings=bindings([]), clock=clock) as rt:
         read = sorted(Path(file).name for file in faults.opened)
         assert read == sorted(["_catalog.sqlite3", f"{rt.env.NOTES.id_from_name('o1')}.sqlite3"])

@@ -18,7 +18,7 @@ from durability import Durability, DurabilityAlarms, DurabilityScheduler
 from durability.runtime import DurableObject, Runtime
 
 
-class Probe(DurableObject):
+class ClaimWatcher(DurableObject):
     """An operation and a named alarm whose handlers read their own row's attempt from
     another connection."""
 
@@ -67,7 +67,7 @@ class Probe(DurableObject):
 
 async def test_claim_is_committed_before_the_handler_starts(tmp_path: Path) -> None:
     """On the real clock (commits in worker threads) a handler sees its claim committed."""
-    async with Runtime(path=tmp_path, bindings={"P": Probe}) as rt:
+    async with Runtime(path=tmp_path, bindings={"P": ClaimWatcher}) as rt:
         stub = rt.env.P.get_by_name("p")
         await stub.ready()
         (file,) = (tmp_path / "P").glob("*.sqlite3")
@@ -77,7 +77,7 @@ async def test_claim_is_committed_before_the_handler_starts(tmp_path: Path) -> N
 
 async def test_named_alarm_claim_is_committed_before_the_handler_starts(tmp_path: Path) -> None:
     """On the real clock a named-alarm handler sees its claim (attempt 1) committed."""
-    async with Runtime(path=tmp_path, bindings={"P": Probe}) as rt:
+    async with Runtime(path=tmp_path, bindings={"P": ClaimWatcher}) as rt:
         stub = rt.env.P.get_by_name("p")
         await stub.ready()
         (file,) = (tmp_path / "P").glob("*.sqlite3")

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability.runtime import DurableObject, Runtime, _catalog
 from durability.testing import VirtualClock
 
@@ -50,14 +51,14 @@ def no_scan(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_clean_close_leaves_a_mark_and_the_next_start_scans_nothing(
-    tmp_path: Path, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch, make_runtime: MakeRuntime
 ) -> None:
     """After a clean close start() lists no object file; the mark is gone while running."""
     await arm(tmp_path, clock, {"a": 1_000, "b": 2_000})
     assert (tmp_path / ".clean").exists()
     no_scan(monkeypatch)
     fired: list[Any] = []
-    async with Runtime(path=tmp_path, bindings=bindings(fired), clock=clock):
+    async with make_runtime(path=tmp_path, bindings=bindings(fired)):
         assert not (tmp_path / ".clean").exists()
         await clock.advance(5_000)
     assert sorted(name for name, _, _ in fired) == ["a", "b"]

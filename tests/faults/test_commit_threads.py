@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability.runtime import DurableObject, Runtime, _log_syncs
 from durability.runtime import _commit_threads as commit_threads
 from durability.testing import VirtualClock
@@ -66,10 +67,12 @@ async def test_real_clock_commits_run_in_worker_threads(
         assert await rt.env.C.get_by_name("c0").count() == 2
 
 
-async def test_virtual_clock_commits_run_on_the_loop(tmp_path: Path, faults: StorageFaults) -> None:
+async def test_virtual_clock_commits_run_on_the_loop(
+    tmp_path: Path, faults: StorageFaults, make_runtime: MakeRuntime
+) -> None:
     """Under a VirtualClock every commit runs on the loop's thread (deterministic runs)."""
     threads = _commit_threads(faults)
-    async with Runtime(path=tmp_path, bindings={"C": Counter}, clock=VirtualClock()) as rt:
+    async with make_runtime(path=tmp_path, bindings={"C": Counter}) as rt:
         await asyncio.gather(*(rt.env.C.get_by_name(f"c{n}").add() for n in range(3)))
     assert threads and set(threads) == {threading.current_thread().name}
 
@@ -110,12 +113,11 @@ async def test_failed_catalog_write_fails_the_threaded_commit_that_needs_it(
 
 
 async def test_alarm_delivery_costs_two_object_commits(
-    tmp_path: Path, faults: StorageFaults
+    tmp_path: Path, faults: StorageFaults, make_runtime: MakeRuntime, clock: VirtualClock
 ) -> None:
     """The retry fallback joins alarm()'s own first commit: a delivery is two commits in all."""
-    clock = VirtualClock()
     commits: list[str] = []
-    async with Runtime(path=tmp_path, bindings={"C": Counter}, clock=clock) as rt:
+    async with make_runtime(path=tmp_path, bindings={"C": Counter}) as rt:
         stub = rt.env.C.get_by_name("c")
         await stub.arm(clock.now_ms() + 1_000)
         faults.watch("/C/", "COMMIT", lambda: commits.append("commit"))
@@ -181,10 +183,10 @@ class Disarming(Counter):
 async def test_alarm_coming_due_while_a_failing_disarm_commits_still_fires(
     tmp_path: Path, faults: StorageFaults
 ) -> None:
-    """The alarm comes due while the commit of a `delete_alarm()` is still running in a
-    worker thread, and that commit then fails: the alarm was never disarmed, so it
-    fires (the delivery must look at the row once the commit has ended, not at the
-    uncommitted delete)."""
+    """The alarm comes due while the commit of a `delete_alarm()` is still running (on
+    the loop or in a commit thread), and that commit then fails: the alarm was never
+    disarmed, so it fires (the delivery must look at the row once the commit has ended,
+    not at the uncommitted delete)."""
     entered, release = threading.Event(), threading.Event()
     async with Runtime(path=tmp_path, bindings={"C": Disarming}) as rt:
         stub = rt.env.C.get_by_name("c")
@@ -198,11 +200,12 @@ async def test_alarm_coming_due_while_a_failing_disarm_commits_still_fires(
 
         faults.watch("/C/", "COMMIT", hold)
         faults.fail("/C/", "COMMIT", message="disarm lost (injected)")
-        disarm = asyncio.ensure_future(stub.disarm())
-        await asyncio.to_thread(entered.wait, 10)
+        # A timer thread releases the commit past the alarm's time, wherever it runs
+        # (a commit on the loop holds the loop until then).
         threading.Timer(due_s + 0.2, release.set).start()
         with pytest.raises(sqlite3.OperationalError, match="injected"):
-            await disarm
+            await stub.disarm()
+        assert entered.is_set()
         for _ in range(100):
             if await stub.count() == 1:
                 break

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability.runtime import DurableObject, Runtime, _opening
 from durability.testing import VirtualClock
 
@@ -34,12 +35,12 @@ def _object_file(rt: Runtime, name: str) -> Path:
 
 
 async def test_first_call_to_a_new_object_is_one_commit(
-    tmp_path: Path, faults: StorageFaults, clock: VirtualClock
+    tmp_path: Path, faults: StorageFaults, clock: VirtualClock, make_runtime: MakeRuntime
 ) -> None:
     """Creating an object costs one commit in its file: its table, row, alarm and name."""
     commits: list[str] = []
     faults.watch("/T/", "COMMIT", lambda: commits.append("commit"))
-    async with Runtime(path=tmp_path, bindings={"T": Tally}, clock=clock) as rt:
+    async with make_runtime(path=tmp_path, bindings={"T": Tally}) as rt:
         assert await rt.env.T.get_by_name("a").add(clock.now_ms() + 60_000) == 1
         assert commits == ["commit"]
         file = _object_file(rt, "a")
@@ -54,10 +55,10 @@ async def test_first_call_to_a_new_object_is_one_commit(
 
 
 async def test_leftovers_of_a_crashed_creation_are_replaced(
-    tmp_path: Path, clock: VirtualClock
+    tmp_path: Path, clock: VirtualClock, make_runtime: MakeRuntime
 ) -> None:
     """A staging file cut short and a log without its database do not reach the object."""
-    async with Runtime(path=tmp_path, bindings={"T": Tally}, clock=clock) as rt:
+    async with make_runtime(path=tmp_path, bindings={"T": Tally}) as rt:
         file = _object_file(rt, "a")
         file.parent.mkdir(parents=True)
         file.with_name(file.name + _opening.STAGING_SUFFIX).write_bytes(b"SQLite form")
@@ -71,13 +72,17 @@ async def test_leftovers_of_a_crashed_creation_are_replaced(
             donor.close()
         file.with_name(file.name + "-wal").write_bytes(wal)
         assert await rt.env.T.get_by_name("a").add(clock.now_ms() + 60_000) == 1
-    async with Runtime(path=tmp_path, bindings={"T": Tally}, clock=clock) as rt:
+    async with make_runtime(path=tmp_path, bindings={"T": Tally}) as rt:
         assert await rt.env.T.get_by_name("a").add(clock.now_ms() + 60_000) == 2
 
 
 @pytest.mark.parametrize("sqlite_syncs", [True, False])
 async def test_directory_synced_by_the_runtime_only_when_sqlite_does_not(
-    tmp_path: Path, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch, sqlite_syncs: bool
+    tmp_path: Path,
+    clock: VirtualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    sqlite_syncs: bool,
+    make_runtime: MakeRuntime,
 ) -> None:
     """A new file's name is made durable by SQLite's directory sync at its first commit;
     the runtime syncs the directory itself only for a SQLite built without it."""
@@ -85,6 +90,6 @@ async def test_directory_synced_by_the_runtime_only_when_sqlite_does_not(
     monkeypatch.setattr(_opening, "sync_directory", synced.append)
     monkeypatch.setattr(_opening, "_sqlite_syncs_directories", lambda: sqlite_syncs)
     (tmp_path / "T").mkdir()
-    async with Runtime(path=tmp_path, bindings={"T": Tally}, clock=clock) as rt:
+    async with make_runtime(path=tmp_path, bindings={"T": Tally}) as rt:
         await rt.env.T.get_by_name("a").add(clock.now_ms() + 60_000)
     assert synced == ([] if sqlite_syncs else [tmp_path / "T"])

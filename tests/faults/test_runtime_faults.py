@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability import now_ms
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
 from durability.testing import VirtualClock
@@ -38,10 +39,10 @@ def bindings(fired: list[Any]) -> dict[str, object]:
 
 
 async def test_failed_commit_reports_its_own_error(
-    tmp_path: Path, faults: StorageFaults, clock: VirtualClock
+    tmp_path: Path, faults: StorageFaults, clock: VirtualClock, make_runtime: MakeRuntime
 ) -> None:
     """A call whose COMMIT fails gets the commit's error, not ObjectEvictedError."""
-    async with Runtime(path=tmp_path, bindings=bindings([]), clock=clock) as rt:
+    async with make_runtime(path=tmp_path, bindings=bindings([])) as rt:
         stub = rt.env.NOTES.get_by_name("a")
         assert await stub.put("k", 1) == 1
         faults.fail("NOTES", "COMMIT")
@@ -53,7 +54,7 @@ async def test_failed_commit_reports_its_own_error(
 
 
 async def test_failed_close_still_releases_the_path(
-    tmp_path: Path, faults: StorageFaults, clock: VirtualClock
+    tmp_path: Path, faults: StorageFaults, clock: VirtualClock, make_runtime: MakeRuntime
 ) -> None:
     """When close() fails it raises, yet the path is free and nothing stays open."""
     rt = Runtime(path=tmp_path, bindings=bindings([]), clock=clock)
@@ -68,18 +69,18 @@ async def test_failed_close_still_releases_the_path(
     await rt.close()
     faults.stop()
     fired: list[Any] = []
-    async with Runtime(path=tmp_path, bindings=bindings(fired), clock=clock) as again:
+    async with make_runtime(path=tmp_path, bindings=bindings(fired)) as again:
         assert await again.env.NOTES.get_by_name("b").get("k") is None
         await clock.advance(60_000)
     assert sorted(name for name, _, _ in fired) == ["a", "b"]
 
 
 async def test_failed_alarm_bookkeeping_is_retried_with_backoff(
-    tmp_path: Path, faults: StorageFaults, clock: VirtualClock
+    tmp_path: Path, faults: StorageFaults, clock: VirtualClock, make_runtime: MakeRuntime
 ) -> None:
     """An alarm whose delivery cannot record its outcome is retried with backoff, not lost."""
     fired: list[Any] = []
-    async with Runtime(path=tmp_path, bindings=bindings(fired), clock=clock) as rt:
+    async with make_runtime(path=tmp_path, bindings=bindings(fired)) as rt:
         stub = rt.env.NOTES.get_by_name("a")
         start = clock.now_ms()
         await stub.arm(start + 1_000)
@@ -101,16 +102,16 @@ async def test_failed_alarm_bookkeeping_is_retried_with_backoff(
 
 
 async def test_corrupt_object_file_is_named_and_others_keep_working(
-    tmp_path: Path, clock: VirtualClock
+    tmp_path: Path, clock: VirtualClock, make_runtime: MakeRuntime
 ) -> None:
     """A corrupt object file raises an error naming the object and the file; others work."""
-    async with Runtime(path=tmp_path, bindings=bindings([]), clock=clock) as rt:
+    async with make_runtime(path=tmp_path, bindings=bindings([])) as rt:
         await rt.env.NOTES.get_by_name("bad").put("k", 1)
         await rt.env.NOTES.get_by_name("good").put("k", 2)
         object_id = str(rt.env.NOTES.id_from_name("bad"))
     file = tmp_path / "NOTES" / f"{object_id}.sqlite3"
     file.write_bytes(b"this is not a database" * 200)
-    async with Runtime(path=tmp_path, bindings=bindings([]), clock=clock) as rt:
+    async with make_runtime(path=tmp_path, bindings=bindings([])) as rt:
         for _ in range(2):
             with pytest.raises(sqlite3.DatabaseError) as caught:
                 await rt.env.NOTES.get_by_name("bad").get("k")
@@ -120,10 +121,10 @@ async def test_corrupt_object_file_is_named_and_others_keep_working(
 
 
 async def test_catalog_entry_of_a_failed_write_is_written_by_the_next_arm(
-    tmp_path: Path, faults: StorageFaults, clock: VirtualClock
+    tmp_path: Path, faults: StorageFaults, clock: VirtualClock, make_runtime: MakeRuntime
 ) -> None:
     """After a catalog write fails, arming again has the entry on disk before the commit."""
-    async with Runtime(path=tmp_path, bindings=bindings([]), clock=clock) as rt:
+    async with make_runtime(path=tmp_path, bindings=bindings([])) as rt:
         stub = rt.env.NOTES.get_by_name("a")
         # A file created in this run does not wait for its entry: reopen it first.
         assert await stub.get("k") is None

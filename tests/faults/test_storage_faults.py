@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeRuntime
 from durability import (
     Durability,
     DurabilityAlarms,
@@ -23,7 +24,7 @@ from durability import (
     now_ms,
 )
 from durability.cold import FileColdStorage
-from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
+from durability.runtime import AlarmInvocationInfo, DurableObject
 from durability.testing import VirtualClock
 
 from ._inject import StorageFaults
@@ -82,7 +83,11 @@ FAULTS = {
 
 @pytest.mark.parametrize("fault", list(FAULTS))
 async def test_everything_acknowledged_completes_after_faults_stop(
-    tmp_path: Path, faults: StorageFaults, clock: VirtualClock, fault: str
+    tmp_path: Path,
+    faults: StorageFaults,
+    clock: VirtualClock,
+    fault: str,
+    make_runtime: MakeRuntime,
 ) -> None:
     """With one kind of write failing, acknowledged work still all completes once it stops.
 
@@ -95,7 +100,7 @@ async def test_everything_acknowledged_completes_after_faults_stop(
     file_part, statement, every = FAULTS[fault]
     bindings = {"WORKERS": Worker, "EFFECTS": effects}
     acknowledged: set[str] = set()
-    async with Runtime(path=tmp_path, bindings=bindings, clock=clock) as rt:
+    async with make_runtime(path=tmp_path, bindings=bindings) as rt:
         worker = rt.env.WORKERS.get_by_name("w")
         await worker.pending()
         rule = faults.fail(file_part, statement, times=10_000, every=every)
@@ -191,12 +196,12 @@ class Partition(DurableObject):
 
 
 async def test_trim_under_failing_cold_writes_catches_up_once_they_stop(
-    tmp_path: Path, clock: VirtualClock
+    tmp_path: Path, clock: VirtualClock, make_runtime: MakeRuntime
 ) -> None:
     """Cold writes failing (some after the file landed) keep records hot; then trim catches up."""
     cold = FlakyCold(tmp_path / "cold")
     bindings = {"PARTS": Partition, "COLD": cold}
-    async with Runtime(path=tmp_path / "objects", bindings=bindings, clock=clock) as rt:
+    async with make_runtime(path=tmp_path / "objects", bindings=bindings) as rt:
         part = rt.env.PARTS.get_by_name("p")
         await part.start()
         cold.failing = True

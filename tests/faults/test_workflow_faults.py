@@ -9,8 +9,9 @@ from typing import Any, ClassVar
 
 import pytest
 
+from conftest import MakeRuntime
 from durability import Durable, workflow
-from durability.runtime import DurableObject, Runtime
+from durability.runtime import DurableObject
 from durability.testing import VirtualClock
 
 from ._inject import StorageFaults
@@ -91,7 +92,11 @@ FAULTS = {
 
 @pytest.mark.parametrize("fault", list(FAULTS))
 async def test_instances_complete_after_storage_faults_stop(
-    tmp_path: Path, faults: StorageFaults, clock: VirtualClock, fault: str
+    tmp_path: Path,
+    faults: StorageFaults,
+    clock: VirtualClock,
+    fault: str,
+    make_runtime: MakeRuntime,
 ) -> None:
     """Writes failing while instances start and run (the object evicted often), then
     failing for 30 s with no call coming in: once the disk heals, every acknowledged
@@ -99,9 +104,7 @@ async def test_instances_complete_after_storage_faults_stop(
     effects: list[Any] = []
     file_part, statement, every = FAULTS[fault]
     acknowledged: set[str] = set()
-    async with Runtime(
-        path=tmp_path, bindings={"JOBS": Jobs, "EFFECTS": effects}, clock=clock
-    ) as rt:
+    async with make_runtime(path=tmp_path, bindings={"JOBS": Jobs, "EFFECTS": effects}) as rt:
         jobs = rt.env.JOBS.get_by_name("j")
         await jobs.outcomes()
         rule = faults.fail(file_part, statement, times=10_000, every=every)
@@ -125,14 +128,12 @@ async def test_instances_complete_after_storage_faults_stop(
 
 
 async def test_eviction_between_steps_runs_each_step_once(
-    tmp_path: Path, clock: VirtualClock
+    tmp_path: Path, clock: VirtualClock, make_runtime: MakeRuntime
 ) -> None:
     """Evicted at every moment between steps, instances complete and no step (whose body
     cannot be interrupted) runs twice."""
     effects: list[Any] = []
-    async with Runtime(
-        path=tmp_path, bindings={"JOBS": Jobs, "EFFECTS": effects}, clock=clock
-    ) as rt:
+    async with make_runtime(path=tmp_path, bindings={"JOBS": Jobs, "EFFECTS": effects}) as rt:
         jobs = rt.env.JOBS.get_by_name("j")
         for index in range(5):
             await jobs.start(f"i{index}")

@@ -14,7 +14,7 @@ exactly what must have happened.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from durability.testing import (
     Scenario,
@@ -101,8 +101,13 @@ async def scenario(run: SimulationRun) -> None:
         await _cancel(run, name, customer)
     await run.advance(2 * PERIOD_MS)
     for name, customer in customers.items():
-        charged = sorted(start for who, start in run.ledger.keys().values() if who == name)
+        charged = sorted(start for who, start in _subjects(run) if who == name)
         assert charged == sorted(customer.slots()), name
+
+
+def _subjects(run: SimulationRun) -> list[tuple[str, int]]:
+    """What each charge key was first recorded for: (customer, period start)."""
+    return [cast(tuple[str, int], subject) for subject in run.ledger.keys().values()]
 
 
 async def cycle(run: SimulationRun) -> None:
@@ -113,7 +118,7 @@ async def cycle(run: SimulationRun) -> None:
     await _cancel(run, "s0", customer)
     run.disarm()
     await run.advance(PERIOD_MS)
-    charged = sorted(start for _, start in run.ledger.keys().values())
+    charged = sorted(start for _, start in _subjects(run))
     assert charged == customer.slots() and len(charged) == 1, charged
 
 

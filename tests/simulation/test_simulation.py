@@ -17,6 +17,8 @@ from durability.testing import SimulationRun
 
 from . import _counter, _renewals, _rpc, _topics, _topics_concurrent
 
+pytestmark = pytest.mark.slow
+
 SCENARIOS: dict[str, ModuleType] = {
     "counter": _counter,
     "subscription_renewals": _renewals,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 from .._alarm_info import AlarmInvocationInfo as AlarmInvocationInfo
 from ._errors import DurableObjectAbort
@@ -51,7 +51,13 @@ class ObjectContext(WebSocketMethods):
         if isinstance(awaitable, Awaitable):
             self._instance.keep(awaitable)
 
-    def block_concurrency_while(self, fn: Callable[[], Awaitable[T] | T]) -> Awaitable[T]:
+    @overload
+    def block_concurrency_while(self, fn: Callable[[], Awaitable[T]]) -> Awaitable[T]: ...
+
+    @overload
+    def block_concurrency_while(self, fn: Callable[[], T]) -> Awaitable[T]: ...
+
+    def block_concurrency_while(self, fn: Callable[[], Any]) -> Awaitable[Any]:
         """Call `fn()` now and deliver no other call or alarm to this object until its
         result (awaited when it is awaitable) is ready; the returned awaitable gives it.
 
@@ -61,7 +67,13 @@ class ObjectContext(WebSocketMethods):
         """
         return self._instance.block_while(fn)
 
-    def blockConcurrencyWhile(self, fn: Callable[[], Awaitable[T] | T]) -> Awaitable[T]:
+    @overload
+    def blockConcurrencyWhile(self, fn: Callable[[], Awaitable[T]]) -> Awaitable[T]: ...
+
+    @overload
+    def blockConcurrencyWhile(self, fn: Callable[[], T]) -> Awaitable[T]: ...
+
+    def blockConcurrencyWhile(self, fn: Callable[[], Any]) -> Awaitable[Any]:
         """`block_concurrency_while` under its Cloudflare name (with Cloudflare's error
         for an `fn` that is not callable)."""
         if not callable(fn):
