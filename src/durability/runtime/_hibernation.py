@@ -23,8 +23,17 @@ from .._clock import now_ms
 from ._catalog import Key
 from ._errors import ObjectEvictedError
 from ._ids import ObjectId
+from ._relaxed import call_relaxed
 from ._websocket import WebSocket, WebSocketRequestResponsePair
-from ._ws_events import CloseEvent, ErrorEvent, MessageEvent, SocketEvent, js_error
+from ._ws_events import (
+    ABNORMAL_CLOSE,
+    ABNORMAL_REASON,
+    CloseEvent,
+    ErrorEvent,
+    MessageEvent,
+    SocketEvent,
+    js_error,
+)
 
 if TYPE_CHECKING:
     from ._host import Runtime
@@ -134,8 +143,11 @@ class ObjectSockets:
         future.add_done_callback(ended)
 
     def _forget(self, ws: WebSocket) -> None:
+        """`webSocketClose` ran: the socket is no longer the object's. If the handler left
+        it open, the connection is dropped without a close frame, as workerd does."""
         self._sockets.pop(ws, None)
         self._hub.release(self._key, self)
+        ws._close_with(CloseEvent(ABNORMAL_CLOSE, ABNORMAL_REASON, False))
 
 
 class SocketHub:
@@ -206,7 +218,7 @@ class SocketHub:
 
         async def run(target: DurableObject) -> object:
             try:
-                result = getattr(target, handler)(*args)
+                result = call_relaxed(getattr(target, handler), *args)
                 return await result if inspect.isawaitable(result) else result
             finally:
                 if done is not None:

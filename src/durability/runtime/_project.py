@@ -26,9 +26,11 @@ from urllib.parse import urlsplit
 
 from ._assets import AssetsBinding, StaticAssets
 from ._class_migrations import MigrationError, Migrations, parse_migrations
+from ._compat import set_compatibility
 from ._http import Response
 from ._object import DurableObject
 from ._project_config import read_assets, read_vars, unserved_keys
+from ._relaxed import call_relaxed
 from ._scheduled import (
     MANUAL_PATHS,
     TEST_PATH,
@@ -93,7 +95,7 @@ class Project:
                 return assets.not_found(request)
         if self.entrypoint is None:
             return Response("Not Found\n", status=404)
-        result = self.entrypoint(self.context, env).fetch(request)
+        result = call_relaxed(self.entrypoint(self.context, env).fetch, request)
         if inspect.isawaitable(result):
             result = await result
         return result
@@ -265,6 +267,7 @@ def _entry(
     entry = root / main
     if not entry.is_file():
         raise ProjectError(f"{where}: the entry module {main} does not exist")
+    set_compatibility(config.get("compatibility_date"), config.get("compatibility_flags"))
     with importing_with(variables):
         module = _import_entry(entry, config.get("name"))
     entrypoint = getattr(module, "Default", None)

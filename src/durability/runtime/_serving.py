@@ -17,6 +17,7 @@ from ._connections import (
 )
 from ._guard import DEFAULT_MAX_BODY_BYTES, AllowedHosts, RequestGuard
 from ._virtual_server import VirtualTimeServer
+from ._ws_protocol import WorkerWSProtocol
 from .server import WorkerApp
 
 MAX_BACKLOG = 2_048
@@ -52,7 +53,7 @@ def build_server(
         backlog=min(MAX_BACKLOG, limits.max_connections),
         # The virtual clock drives a stdlib selector loop: never uvloop.
         loop="asyncio" if virtual_time else "auto",
-        ws="wsproto",
+        ws=WorkerWSProtocol,
         # Keepalive pings would run on virtual time too: advancing it would time out
         # every WebSocket client, so under it there are none.
         ws_ping_interval=None if virtual_time else 20.0,

@@ -10,6 +10,10 @@ exception closest to the JavaScript one (`js_error`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._blob import JsBlob
 
 __all__ = [
     "BinaryMessage",
@@ -51,9 +55,10 @@ class BinaryMessage(bytes):
 
 @dataclass(frozen=True)
 class MessageEvent:
-    """A message arrived: `data` is a `str` (text frame) or a `BinaryMessage`."""
+    """A message arrived: `data` is a `str` (text frame), a `BinaryMessage`, or a
+    `JsBlob` (binary, where the end's `binaryType` is `"blob"`)."""
 
-    data: str | BinaryMessage
+    data: str | BinaryMessage | JsBlob
     type: str = field(default="message", init=False)
 
 
