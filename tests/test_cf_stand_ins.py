@@ -63,12 +63,24 @@ def test_the_adapter_does_not_take_the_stand_ins_for_pyodide() -> None:
 
 
 def test_pyodide_ffi_keeps_python_values() -> None:
-    """to_js gives its argument back; proxies call until destroyed; jsnull is not None;
-    nothing local is a JsProxy."""
+    """to_js gives its argument back as Python values marked as JavaScript ones (to_py
+    undoes it); proxies call until destroyed; jsnull is not None; nothing local is a
+    JsProxy."""
     from pyodide.ffi import IN_PYODIDE, JsProxy, create_proxy, jsnull, to_js
 
-    value = {"a": [1, None]}
-    assert to_js(value, dict_converter=dict) is value
+    value = {"a": [1, None], "b": (b"x", {2})}
+    converted = to_js(value)
+    assert converted == {"a": [1, None], "b": [b"x", {2}]}
+    assert [type(part).__name__ for part in (converted, converted["a"], *converted["b"])] == [
+        "JsMap",
+        "JsArray",
+        "JsBuffer",
+        "JsSet",
+    ]
+    assert type(to_js(value, dict_converter=dict)).__name__ == "JsObject"
+    assert converted.to_py() == {"a": [1, None], "b": [b"x", {2}]}
+    assert type(converted.to_py()["a"]) is list
+    assert to_js(converted) is converted and to_js("text") == "text"
     proxy = create_proxy(lambda x: x + 1)
     assert proxy(1) == 2
     proxy.destroy()

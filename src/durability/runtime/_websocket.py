@@ -30,6 +30,7 @@ from typing import Any
 from .._serialization import check_json_value
 from ._blob import JsBlob
 from ._compat import AUTO_REPLY_TO_CLOSE, STANDARD_BINARY_TYPE, enabled
+from ._structured_clone import clone_attachment, clone_size
 from ._ws_events import (
     ABNORMAL_CLOSE,
     ABNORMAL_REASON,
@@ -76,7 +77,8 @@ class WebSocket:
         self._taken_by: str | None = None
         self._close_sent = False
         self._close_received = False
-        self._attachment: str | None = None
+        self._attachment: Any = None
+        self._cloudflare_values = False
         self._listeners: dict[str, list[Callable[[Any], Any]]] = {}
         self._background: set[asyncio.Future[Any]] = set()
         self._tags: tuple[str, ...] = ()
@@ -200,21 +202,29 @@ class WebSocket:
             listeners.remove(listener)
 
     def serializeAttachment(self, value: object) -> None:
-        """Keep a copy of `value` (a JSON value) with this end; it survives hibernation
-        and eviction of the object. At most 16384 bytes (as JSON text here)."""
-        text = json.dumps(check_json_value(value, "attachment"), allow_nan=False)
-        size = len(text.encode("utf-8"))
+        """Keep a copy of `value` with this end; it survives hibernation and eviction of
+        the object. At most 16384 bytes: for an end of `js.WebSocketPair`, a value
+        JavaScript can clone (see `_structured_clone`), counted as V8 serializes it, as on
+        Cloudflare; otherwise a JSON value, counted as JSON text."""
+        if self._cloudflare_values:
+            copy: Any = clone_attachment(value)
+            size = clone_size(copy)
+        else:
+            copy = json.dumps(check_json_value(value, "attachment"), allow_nan=False)
+            size = len(copy.encode("utf-8"))
         if size > MAX_ATTACHMENT_BYTES:
             raise js_error(
                 "Error",
                 f"A WebSocket 'attachment' cannot be larger than {MAX_ATTACHMENT_BYTES} "
                 f"bytes.'attachment' was {size} bytes.",
             )
-        self._attachment = None if value is None else text
+        self._attachment = None if value is None else copy
 
     def deserializeAttachment(self) -> Any:
         """A fresh copy of the value last given to `serializeAttachment` (or `None`)."""
-        return None if self._attachment is None else json.loads(self._attachment)
+        if self._attachment is None or self._cloudflare_values:
+            return clone_attachment(self._attachment)
+        return json.loads(self._attachment)
 
     def _dispatch(self, event: SocketEvent) -> None:
         """The standard API: run the listeners on a later turn, as workerd delivers (a
@@ -272,11 +282,15 @@ class WebSocketPair:
     spellings Python code on Cloudflare uses for the JavaScript class.
     """
 
+    _cloudflare_values = False
+    """Whether its ends take Cloudflare's values only (`js.WebSocketPair`'s do)."""
+
     def __init__(self) -> None:
         self.client = WebSocket()
         self.server = WebSocket()
         self.client._peer = self.server
         self.server._peer = self.client
+        self.client._cloudflare_values = self.server._cloudflare_values = self._cloudflare_values
 
     @classmethod
     def new(cls) -> WebSocketPair:

@@ -2,15 +2,17 @@
 
 Names and fields follow the Workers WebSocket API (`MessageEvent.data`,
 `CloseEvent.code`/`reason`/`wasClean`, `ErrorEvent.error`/`message`), so listeners
-written for Cloudflare read them unchanged. Error messages are workerd's, word for word;
-on Cloudflare they arrive wrapped in pyodide's `JsException`, here as the Python
-exception closest to the JavaScript one (`js_error`).
+written for Cloudflare read them unchanged. Errors are workerd's, word for word, and of
+its type: pyodide's `JsException`, that is also the Python exception closest to the
+JavaScript one (`js_error`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from ._js_errors import js_error as _js_error
 
 if TYPE_CHECKING:
     from ._blob import JsBlob
@@ -97,9 +99,8 @@ _PYTHON_TYPES: dict[str, type[Exception]] = {
 
 
 def js_error(name: str, message: str) -> Exception:
-    """The exception for workerd's JavaScript error `name` with `message`.
-
-    `TypeError` stays a `TypeError`; `RangeError` and `InvalidAccessError` (a bad
-    value) become `ValueError`; a plain `Error` becomes `RuntimeError`.
-    """
-    return _PYTHON_TYPES.get(name, RuntimeError)(message)
+    """The exception for workerd's JavaScript error `name` with `message`: a `JsException`
+    whose text is `name: message`, as on Cloudflare, that is also the closest Python
+    class (`TypeError` stays a `TypeError`; `RangeError` and `InvalidAccessError`, a bad
+    value, are a `ValueError`; a plain `Error` is a `RuntimeError`)."""
+    return _js_error(name, message, _PYTHON_TYPES.get(name, RuntimeError))

@@ -1,7 +1,8 @@
 """The `pyodide`, `pyodide.ffi` and `pyodide.http` stand-ins.
 
-`pyodide.ffi` has the names Worker code uses: `to_js` and `create_proxy` (which give
-back what they are given, as there is no JavaScript to hand it to), `JsException` (the
+`pyodide.ffi` has the names Worker code uses: `to_js` (its lists, dicts, sets and bytes
+marked as JavaScript ones, still Python values, see `_js_containers`), `create_proxy`
+(which gives back what it is given, as there is no JavaScript to hand it to), `JsException` (the
 type the embedded runtime raises for Cloudflare's errors), `JsProxy` and its kinds (for
 `isinstance` checks, which no local value passes), `jsnull`, `IN_PYODIDE` (False).
 `pyodide.http` has `pyfetch` (real outbound HTTP), `FetchResponse` and its errors.
@@ -15,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from .._http import FetchResponse, Request
+from .._js_containers import to_js
 from .._js_errors import AbortError, BodyUsedError, HttpStatusError, JsException, js_error
 from .._js_values import JsBigInt
 from .._outbound import fetch
@@ -58,11 +60,6 @@ class PyProxy:
 
     def destroy(self) -> None:
         self._destroyed = True
-
-
-def to_js(obj: Any, **options: Any) -> Any:
-    """`obj` unchanged: locally values keep their Python form."""
-    return obj
 
 
 def create_proxy(obj: Any, **options: Any) -> Any:

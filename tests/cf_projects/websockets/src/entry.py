@@ -84,6 +84,22 @@ class Room(DurableObject):
         rows = self.ctx.storage.sql.exec("SELECT user, text FROM said ORDER BY rowid")
         return json.dumps([[row.user, row.text] for row in rows])
 
+    async def refusals(self):
+        return "\n".join(refusal(self.ctx, case) for case in BAD_VALUES)
+
+    async def kept(self):
+        """Attachments and tags as they read back."""
+        lines = []
+        for value in (to_js({"a": [1, {"b": 2}]}), to_js([1, "x"]), 2**60, 2.0, "s", None):
+            _, server = WebSocketPair.new().object_values()
+            self.ctx.acceptWebSocket(server, to_js([1, True, "t"]))
+            server.serializeAttachment(value)
+            back = server.deserializeAttachment()
+            plain = back.to_py() if hasattr(back, "to_py") else back
+            lines.append(f"{type(plain).__name__} {plain!r} tags {list(self.ctx.getTags(server))}")
+            server.close()
+        return "\n".join(lines)
+
     async def connected(self):
         return json.dumps({"members": self.members(), "sockets": len(self.ctx.getWebSockets())})
 
@@ -95,6 +111,47 @@ class Room(DurableObject):
         for ws in self.ctx.getWebSockets():
             if ws != skip and ws.readyState == 1:
                 ws.send(text)
+
+
+BAD_VALUES = {
+    "long tag": lambda ctx, ws: ctx.acceptWebSocket(ws, to_js(["x" * 257])),
+    "eleven tags": lambda ctx, ws: ctx.acceptWebSocket(ws, to_js([str(n) for n in range(11)])),
+    "tags as a list": lambda ctx, ws: ctx.acceptWebSocket(ws, ["a"]),
+    "accept then hibernate": lambda ctx, ws: (ws.accept(), ctx.acceptWebSocket(ws)),
+    "hibernate then accept": lambda ctx, ws: (ctx.acceptWebSocket(ws), ws.accept()),
+    "hibernate twice": lambda ctx, ws: (ctx.acceptWebSocket(ws), ctx.acceptWebSocket(ws)),
+    "tags of unaccepted": lambda ctx, ws: ctx.getTags(ws),
+    "send unaccepted": lambda ctx, ws: ws.send("x"),
+    "send after close": lambda ctx, ws: (ws.accept(), ws.close(), ws.send("x")),
+    "close 999": lambda ctx, ws: (ws.accept(), ws.close(999)),
+    "close 1005": lambda ctx, ws: (ws.accept(), ws.close(1005)),
+    "close 5000": lambda ctx, ws: (ws.accept(), ws.close(5000)),
+    "close long reason": lambda ctx, ws: (ws.accept(), ws.close(1000, "r" * 124)),
+    "attachment too big": lambda ctx, ws: ws.serializeAttachment("a" * 20000),
+    "attachment a function": lambda ctx, ws: ws.serializeAttachment(print),
+    "attachment a dict": lambda ctx, ws: ws.serializeAttachment({"a": 1}),
+    "attachment a list": lambda ctx, ws: ws.serializeAttachment([1]),
+    "attachment bytes": lambda ctx, ws: ws.serializeAttachment(b"x"),
+    "attachment big list": lambda ctx, ws: ws.serializeAttachment(to_js(["x" * 16400])),
+    "attachment big map": lambda ctx, ws: ws.serializeAttachment(to_js({"k": "x" * 16400})),
+    "attachment two-byte": lambda ctx, ws: ws.serializeAttachment("\u20ac" * 9000),
+    "attachment astral": lambda ctx, ws: ws.serializeAttachment("\U0001f600" * 4200),
+    "attachment mixed": lambda ctx, ws: ws.serializeAttachment(
+        to_js([1, 2.5, True, None, -7, 2**31, 2**60, "x" * 16400])
+    ),
+    "attachment at the limit": lambda ctx, ws: ws.serializeAttachment("x" * 16379),
+    "attachment past the limit": lambda ctx, ws: ws.serializeAttachment("x" * 16380),
+}
+"""The values the WebSocket API refuses (each on a fresh pair's server end)."""
+
+
+def refusal(ctx, case):
+    _, server = WebSocketPair.new().object_values()
+    try:
+        BAD_VALUES[case](ctx, server)
+    except Exception as error:
+        return f"{case}: {type(error).__name__}: {(str(error).strip().splitlines() or [''])[-1]}"
+    return f"{case}: ok"
 
 
 class Echo(DurableObject):
@@ -139,6 +196,10 @@ class Default(WorkerEntrypoint):
                 return Response(await room.said())
             if parts[2] == "connected":
                 return Response(await room.connected())
+            if parts[2] == "refusals":
+                return Response(await room.refusals())
+            if parts[2] == "kept":
+                return Response(await room.kept())
             if parts[2] == "ws":
                 if not upgrade:
                     return Response(
