@@ -3,7 +3,7 @@
 On Cloudflare `to_js([1, 2])` is a JavaScript array, and a plain Python list handed to a
 JavaScript API arrives as a proxy of the Python object instead, which some APIs refuse
 (WebSocket tags must be an array, an attachment must be a value JavaScript can clone).
-Here `to_js` gives `JsArray`, `JsMap`, `JsObject`, `JsSet` and `JsBuffer`: still a
+Here `to_js` gives `JsArray`, `JsObject`, `JsSet` and `JsBuffer`: still a
 Python list, dict, set or bytes (code reading them works unchanged), with `to_py()`,
 and marked, so the runtime can refuse the unmarked ones where Cloudflare does.
 """
@@ -12,7 +12,18 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["JsArray", "JsBuffer", "JsContainer", "JsMap", "JsObject", "JsSet", "to_js", "to_py"]
+from ._js_values import MAX_SAFE_INTEGER, js_number_text
+
+__all__ = [
+    "JsArray",
+    "JsBuffer",
+    "JsContainer",
+    "JsObject",
+    "JsSet",
+    "js_text",
+    "to_js",
+    "to_py",
+]
 
 
 class JsArray(list[Any]):
@@ -22,15 +33,12 @@ class JsArray(list[Any]):
         return [to_py(item) for item in self]
 
 
-class JsMap(dict[Any, Any]):
-    """A JavaScript `Map` (from `to_js(dict)`)."""
+class JsObject(dict[Any, Any]):
+    """A plain JavaScript object (from `to_js(dict)`: the Pyodide of the workerd measured
+    makes an object of a dict, with or without `dict_converter=Object.fromEntries`)."""
 
     def to_py(self) -> dict[Any, Any]:
         return {to_py(key): to_py(item) for key, item in self.items()}
-
-
-class JsObject(JsMap):
-    """A plain JavaScript object (from `to_js(dict, dict_converter=Object.fromEntries)`)."""
 
 
 class JsSet(set[Any]):
@@ -50,27 +58,43 @@ class JsBuffer(bytes):
         return bytes(self)
 
 
-JsContainer = JsArray | JsMap | JsSet | JsBuffer
+JsContainer = JsArray | JsObject | JsSet | JsBuffer
 """A value `to_js` marked."""
 
 
-def to_js(value: Any, *, dict_converter: Any = None, **options: Any) -> Any:
+def to_js(value: Any, **options: Any) -> Any:
     """`value` with its lists, tuples, dicts, sets and bytes marked as JavaScript ones
     (deeply, as `to_js` converts); anything else unchanged."""
-    if isinstance(value, JsArray | JsMap | JsSet | JsBuffer):
+    if isinstance(value, JsArray | JsObject | JsSet | JsBuffer):
         return value
     if isinstance(value, list | tuple):
-        return JsArray(to_js(item, dict_converter=dict_converter) for item in value)
+        return JsArray(to_js(item) for item in value)
     if isinstance(value, dict):
-        kind = JsMap if dict_converter is None else JsObject
-        return kind(
-            (key, to_js(item, dict_converter=dict_converter)) for key, item in value.items()
-        )
+        return JsObject((key, to_js(item)) for key, item in value.items())
     if isinstance(value, set | frozenset):
         return JsSet(value)
     if isinstance(value, bytes | bytearray | memoryview):
         return JsBuffer(value)
     return value
+
+
+def js_text(value: Any) -> str:
+    """The text JavaScript's `String()` makes of a value Python hands it: numbers and
+    `None` (undefined) as JavaScript writes them, marked containers as JavaScript's
+    `toString()` does, and any other Python value (a proxy there) as Python's `str`."""
+    if value is None:
+        return "undefined"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return js_number_text(float(value)) if abs(value) <= MAX_SAFE_INTEGER else str(value)
+    if isinstance(value, JsArray):
+        return ",".join("" if item is None else js_text(item) for item in value)
+    if isinstance(value, JsObject):
+        return "[object Object]"
+    if isinstance(value, JsSet):
+        return "[object Set]"
+    return str(value)
 
 
 def to_py(value: Any) -> Any:

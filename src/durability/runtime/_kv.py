@@ -106,7 +106,14 @@ class KeyValue:
             if len(args) > 1 and not isinstance(args[1], dict):
                 raise js_error("TypeError", _PUT_FORMS, TypeError)
             pairs = [(js_string(key), value) for key, value in args[0].items()]
-        elif not args or _is_js_object(args[0]):
+        elif not args:
+            raise js_error(
+                "TypeError",
+                "Failed to execute 'put' on 'DurableObjectStorage': parameter 1 is not of "
+                "type 'string or object'.",
+                TypeError,
+            )
+        elif _is_js_object(args[0]):
             raise js_error("TypeError", _PUT_FORMS, TypeError)
         elif len(args) < 2:
             raise js_error("TypeError", "put() called with undefined value.", TypeError)

@@ -5,8 +5,8 @@
 converted with `to_js` (a plain Python list or dict reaches JavaScript as a proxy,
 which cannot be cloned: `DataCloneError`). The copy's size is that of V8's serializer,
 and workerd refuses more than 16384 bytes: `clone_size` counts those bytes (measured on
-a local workerd for strings of one and two bytes per character, numbers, arrays, maps
-and objects; sets and byte arrays are counted the same way, unmeasured).
+a local workerd for strings of one and two bytes per character, numbers, arrays and
+objects; sets and byte arrays are counted the same way, unmeasured).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ._js_containers import JsArray, JsBuffer, JsMap, JsObject, JsSet
+from ._js_containers import JsArray, JsBuffer, JsObject, JsSet
 from ._js_errors import js_error
 from ._js_values import MAX_SAFE_INTEGER, JsBigInt
 
@@ -39,9 +39,8 @@ def clone_attachment(value: Any) -> Any:
         return JsBigInt(value) if abs(value) > MAX_SAFE_INTEGER else int(value)
     if isinstance(value, JsArray):
         return JsArray(clone_attachment(item) for item in value)
-    if isinstance(value, JsMap):
-        items = ((clone_attachment(k), clone_attachment(v)) for k, v in value.items())
-        return (JsObject if isinstance(value, JsObject) else JsMap)(items)
+    if isinstance(value, JsObject):
+        return JsObject((k, clone_attachment(v)) for k, v in value.items())
     if isinstance(value, JsSet):
         return JsSet(clone_attachment(item) for item in value)
     if isinstance(value, JsBuffer):
@@ -92,11 +91,6 @@ def _size(value: Any, at: int) -> int:
             at = _size(int(index) if index.isdigit() else index, at)
             at = _size(item, at)
         return at + 1 + _varint(len(value))
-    if isinstance(value, JsMap):
-        at += 1
-        for key, item in value.items():
-            at = _size(item, _size(key, at))
-        return at + 1 + _varint(2 * len(value))
     if isinstance(value, JsSet):
         at += 1
         for item in value:

@@ -30,6 +30,7 @@ from typing import Any
 from .._serialization import check_json_value
 from ._blob import JsBlob
 from ._compat import AUTO_REPLY_TO_CLOSE, STANDARD_BINARY_TYPE, enabled
+from ._js_containers import JsBuffer, js_text
 from ._structured_clone import clone_attachment, clone_size
 from ._ws_events import (
     ABNORMAL_CLOSE,
@@ -130,14 +131,19 @@ class WebSocket:
         for event in waiting:
             sink(event)
 
-    def send(self, message: str | bytes | bytearray | memoryview) -> None:
-        """Send a text (`str`) or binary (bytes-like) message to the peer."""
+    def send(self, message: object) -> None:
+        """Send a text (`str`) or binary (bytes-like) message to the peer. An end of
+        `js.WebSocketPair` sends binary only what JavaScript holds as binary (`to_js(data)`,
+        a binary message received), and any other value as the text JavaScript's
+        `String()` makes of it, as on Cloudflare (`b"x"` is sent as the text `b'x'`)."""
         if self._taken_by is None:
             raise js_error("TypeError", _NOT_ACCEPTED)
         if self._close_sent:
             raise js_error("TypeError", "Can't call WebSocket send() after close().")
         if isinstance(message, str):
             data: str | BinaryMessage = message
+        elif self._cloudflare_values and not isinstance(message, JsBuffer | BinaryMessage):
+            data = js_text(message)
         elif isinstance(message, bytes | bytearray | memoryview):
             data = BinaryMessage(message)
         else:

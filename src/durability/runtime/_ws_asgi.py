@@ -190,7 +190,7 @@ class _Connection:
             kind = message["type"]
             if kind == "websocket.receive":
                 text = message.get("text")
-                data = text if text is not None else message.get("bytes") or b""
+                data = text if text is not None else BinaryMessage(message.get("bytes") or b"")
                 if not self._client._close_sent:
                     self._client.send(data)
             elif kind == "websocket.disconnect" and message.get(HALF_CLOSED):

@@ -181,6 +181,24 @@ class Store(DurableObject):
             await attempt("list", lambda: s.list()),
         ]
 
+    async def eager(self):
+        """Operations act when called: awaited later, or never."""
+        s = self.ctx.storage
+        await s.deleteAll()
+        s.put("k", 1)
+        s.setAlarm(4102444800000)
+        pending = s.get("k")
+        s.put("k", 2)
+        bad = s.put()
+        lines = [
+            await attempt("read started before a write", lambda: pending),
+            await attempt("a bad put raises when awaited", lambda: bad),
+            await attempt("alarm set unawaited", lambda: s.getAlarm()),
+            await attempt("value put unawaited", lambda: s.get("k")),
+        ]
+        await s.deleteAlarm()
+        return lines
+
     async def remember(self, value):
         await self.ctx.storage.put("remembered", value)
         return await self.ctx.storage.get("remembered")
@@ -206,4 +224,4 @@ class Default(WorkerEntrypoint):
         )
 
 
-SECTIONS = {"forms", "keys", "values", "listing", "sync_kv", "transaction"}
+SECTIONS = {"forms", "keys", "values", "listing", "sync_kv", "transaction", "eager"}

@@ -18,6 +18,23 @@ def kind(message):
     return f"bytes:{bytes(message).hex()}"
 
 
+SENT = (
+    b"\x01\x02",
+    bytearray(b"\x03"),
+    to_js(b"\x05"),
+    5,
+    2.5,
+    2**60,
+    True,
+    None,
+    to_js([1, None, "a"]),
+    to_js({"a": 1}),
+    [1, 2],
+    {"a": 1},
+)
+"""What `send` is given besides str: only JavaScript's binary values go as binary."""
+
+
 class Room(DurableObject):
     """Members join with ?user=NAME&team=TEAM; every socket is tagged with both."""
 
@@ -48,6 +65,10 @@ class Room(DurableObject):
             for target in targets:
                 target.send(f"{user} to team {team}: {text}")
             ws.send(f"told {len(targets)}")
+            return
+        if message == "values":
+            for value in SENT:
+                ws.send(value)
             return
         if message == "tags":
             ws.send(",".join(self.ctx.getTags(ws)))
