@@ -11,6 +11,7 @@ Cloudflare's errors.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -61,9 +62,21 @@ def _prefix_end(prefix: str) -> str | None:
 
 
 def _limit(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 1:
+    """The limit as JavaScript reads it (a number, or a string or bool made one,
+    truncated); below 1 (or not a number) is refused."""
+    number: float
+    if isinstance(value, bool | int | float):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip() or "0")
+        except ValueError:
+            number = math.nan
+    else:
+        number = math.nan
+    if not number >= 1:
         raise js_error("TypeError", "List limit must be positive.", ValueError)
-    return int(value)
+    return int(number) if math.isfinite(number) else sys.maxsize
 
 
 class KeyValue:

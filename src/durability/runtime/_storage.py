@@ -230,7 +230,8 @@ class ObjectStorage:
     async def transaction(self, fn: Callable[[Transaction], Awaitable[T]]) -> T:
         """Run `await fn(txn)` atomically, without letting other work interleave; its
         writes are undone if it raises, or once it returns after `txn.rollback()`."""
-        check_callable("fn", fn)
+        if not callable(fn):
+            raise js_error("TypeError", _not_a_function("transaction"), TypeError)
         txn = Transaction(self)
         result: T = self._atomically(lambda: _drive(fn(txn)), lambda: not txn.rolled_back)
         return result
@@ -356,7 +357,9 @@ class ObjectStorage:
         database.alarm_row = None
 
     def deleteAll(self, *options: Any, **keywords: Any) -> Started[None]:
-        """`delete_all` under its Cloudflare name."""
+        """`delete_all` under its Cloudflare name (its options must be an object)."""
+        if options and isinstance(options[0], str | int | float):
+            return _started(_refuse(_not_options("deleteAll")))
         return _started(self._delete_all)
 
 
@@ -382,6 +385,20 @@ def _started(run: Callable[[], T]) -> Started[T]:
         return result
 
     return done()
+
+
+def _refuse(message: str) -> Callable[[], None]:
+    def refuse() -> None:
+        raise js_error("TypeError", message, TypeError)
+
+    return refuse
+
+
+def _not_options(method: str) -> str:
+    return (
+        f"Failed to execute '{method}' on 'DurableObjectStorage': parameter 1 is not of type "
+        "'PutOptions'."
+    )
 
 
 def _not_a_function(method: str) -> str:
