@@ -1,21 +1,36 @@
 """Replaying a Cloudflare-shaped test project's requests, and comparing the answers.
 
-Each project under `tests/cf_projects/` has `requests.json`: a list of steps, each a
-request (`{"path", "method", "headers", "body"}`, headers as an object or a list of
-pairs), `{"restart": true}` (stop the host and start it again on the same storage) or
-`{"sleep_ms": N}` (let time pass). `expected.json` holds the answers a real workerd gave
-to its requests, in order (recorded by `scripts/cf-diff --record`).
+Each project under `tests/cf_projects/` has `requests.json`: a list of steps, each one of
+- an HTTP request: `{"path", "method", "headers", "body"}`, headers as an object or a
+  list of pairs;
+- a WebSocket action on a connection named by the step (connections stay open from step
+  to step): `{"open": NAME, "path", "headers"}` (the handshake: 101 and its headers, or
+  the HTTP answer that refused it), `{"send": NAME, "text": T}` or `{"send": NAME,
+  "bytes": HEX}`, `{"receive": NAME, "count": N}` (the next N frames), `{"close": NAME,
+  "code": C, "reason": R}` (the frames until the host's close frame), `{"drop": NAME}`
+  (the TCP connection lost, without a close frame); `receive` and `close` wait up to
+  10 s for each frame, or `"wait_ms"`;
+- `{"restart": true}` (stop the host and start it again on the same storage; open
+  connections are dropped) or `{"sleep_ms": N}` (let time pass).
+Any step may say `"only": "runtime"` or `"builtin"` (the one SDK flavour it is asked
+with) and `"mask": [REGEX, ...]` (matches in the body are replaced by `<masked>` on
+both hosts: times, random ids). `send` and `drop` have no answer; `expected.json`
+holds the answers a real workerd gave to the other steps, in order (recorded by
+`scripts/cf-diff --record`).
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from _cf_sockets import RECEIVE_TIMEOUT_S, Client, Frame, Refused
 
 PROJECTS = Path(__file__).resolve().parent / "cf_projects"
 
@@ -23,6 +38,13 @@ IGNORED_HEADERS = frozenset(
     {"connection", "content-length", "date", "keep-alive", "server", "transfer-encoding"}
 )
 """Headers that say how a host sent the answer, not what the worker answered."""
+
+HANDSHAKE_HEADERS = frozenset(
+    {"upgrade", "sec-websocket-accept", "sec-websocket-extensions", "sec-websocket-version"}
+)
+"""Headers of a 101 answer that the host's WebSocket server writes, not the worker."""
+
+SOCKET_ACTIONS = ("open", "send", "receive", "close", "drop")
 
 Answer = dict[str, Any]
 
@@ -45,6 +67,76 @@ def expected(project: Path) -> list[Answer] | None:
         return None
     answers: list[Answer] = json.loads(path.read_text())
     return answers
+
+
+def has_answer(step: dict[str, Any]) -> bool:
+    """Whether the step gets an answer (a request, or a WebSocket open/receive/close)."""
+    return not (step.get("restart") or "sleep_ms" in step or "send" in step or "drop" in step)
+
+
+class Replayer:
+    """Sends a project's steps to one host (at `base_url()`), keeping its WebSocket
+    connections open from step to step."""
+
+    def __init__(self, base_url: Callable[[], str]) -> None:
+        self.base_url = base_url
+        self.sockets: dict[str, Client] = {}
+
+    def step(self, step: dict[str, Any]) -> Answer | None:
+        """Send one request or WebSocket step; its answer, or `None` for `send`/`drop`."""
+        action = next((key for key in SOCKET_ACTIONS if key in step), None)
+        if action is None:
+            return ask(self.base_url(), step)
+        name = step[action]
+        label = step.get(
+            "name", f"{action} {name}" + (f" {step['path']}" if "path" in step else "")
+        )
+        if action == "open":
+            return self._open(name, label, step)
+        client = self.sockets[name]
+        if action == "send":
+            client.send(step["text"] if "text" in step else bytes.fromhex(step["bytes"]))
+            return None
+        if action == "drop":
+            client.close_socket()
+            del self.sockets[name]
+            return None
+        wait_s = step.get("wait_ms", RECEIVE_TIMEOUT_S * 1000) / 1000
+        if action == "receive":
+            frames = client.receive(step["count"], wait_s)
+        else:
+            frames = client.close(step.get("code", 1000), step.get("reason", ""), wait_s)
+            del self.sockets[name]
+        masked = [_masked(frame, step.get("mask", [])) for frame in frames]
+        body = json.dumps(masked, ensure_ascii=False).encode("utf-8")
+        return answer({"name": label}, 0, [], body)
+
+    def _open(self, name: str, label: str, step: dict[str, Any]) -> Answer:
+        client = Client(self.base_url(), step["path"], header_pairs(step))
+        labelled = {**step, "name": label}
+        try:
+            client.connect()
+        except Refused as refused:
+            return answer(labelled, refused.status, refused.headers, refused.body)
+        self.sockets[name] = client
+        kept = [(k, v) for k, v in client.headers if k.lower() not in HANDSHAKE_HEADERS]
+        return answer(labelled, client.status, kept, b"")
+
+    def drop_all(self) -> None:
+        """Drop every open connection (before the host restarts)."""
+        for client in self.sockets.values():
+            client.close_socket()
+        self.sockets.clear()
+
+
+def _masked(frame: Frame, patterns: list[str]) -> Frame:
+    """A received frame with the patterns in its text replaced by `<masked>`."""
+    if isinstance(frame, dict) and "text" in frame:
+        text = frame["text"]
+        for pattern in patterns:
+            text = re.sub(pattern, "<masked>", text)
+        return {"text": text}
+    return frame
 
 
 def ask(base_url: str, step: dict[str, Any]) -> Answer:
@@ -76,14 +168,18 @@ def header_pairs(step: dict[str, Any]) -> list[tuple[str, str]]:
 def answer(
     step: dict[str, Any], status: int, headers: list[tuple[str, str]], body: bytes
 ) -> Answer:
-    """An answer as compared: status, the headers that matter (sorted), body text."""
+    """An answer as compared: status, the headers that matter (sorted), body text (with
+    the step's `mask` patterns replaced)."""
+    text = body.decode("utf-8", "backslashreplace")
+    for pattern in step.get("mask", []):
+        text = re.sub(pattern, "<masked>", text)
     return {
-        "name": step.get("name", f"{step.get('method', 'GET')} {step['path']}"),
+        "name": step["name"] if "name" in step else f"{step.get('method', 'GET')} {step['path']}",
         "status": status,
         "headers": sorted(
             [name.lower(), value] for name, value in headers if name.lower() not in IGNORED_HEADERS
         ),
-        "body": body.decode("utf-8", "backslashreplace"),
+        "body": text,
     }
 
 
@@ -126,14 +222,20 @@ def replay_recording(
         return [f"{project.name} has no expected.json: run scripts/cf-diff --record"]
     answers = iter(recorded)
     problems: list[str] = []
-    for step in steps(project):
-        if step.get("restart"):
-            restart()
-        elif "sleep_ms" in step:
-            time.sleep(step["sleep_ms"] / 1000)
-        else:
-            want = next(answers)
-            if step.get("only", sdk) == sdk:
-                got = ask(base_url(), step)
-                problems += [f"{want['name']}: {line}" for line in differences(want, got)]
+    replayer = Replayer(base_url)
+    try:
+        for step in steps(project):
+            if step.get("restart"):
+                replayer.drop_all()
+                restart()
+            elif "sleep_ms" in step:
+                time.sleep(step["sleep_ms"] / 1000)
+            else:
+                want = next(answers) if has_answer(step) else None
+                if step.get("only", sdk) == sdk:
+                    got = replayer.step(step)
+                    if want is not None and got is not None:
+                        problems += [f"{want['name']}: {line}" for line in differences(want, got)]
+    finally:
+        replayer.drop_all()
     return problems

@@ -1,6 +1,9 @@
 """The test projects of tests/cf_projects, served by `durability serve`, answer every
 request as a real workerd did (its answers recorded in each project's expected.json by
-`scripts/cf-diff --record`): the table of Cloudflare behaviours the runtime reproduces."""
+`scripts/cf-diff --record`): the table of Cloudflare behaviours the runtime reproduces.
+
+Projects of HTTP requests only are served in-process on a virtual clock; projects with
+WebSocket steps by a real `durability serve` process, to a real WebSocket client."""
 
 from __future__ import annotations
 
@@ -13,14 +16,17 @@ import pytest
 
 from _cf_replay import (
     PROJECTS,
+    SOCKET_ACTIONS,
     Answer,
     answer,
     differences,
     expected,
     header_pairs,
     project_names,
+    replay_recording,
     steps,
 )
+from _served import free_port, start, stop
 from durability.runtime import Runtime
 from durability.runtime.server import WorkerApp, WorkerModule, load_worker
 from durability.testing import VirtualClock
@@ -66,7 +72,34 @@ class Host:
         return answer(step, response.status_code, pairs, response.content)
 
 
-@pytest.mark.parametrize("name", project_names())
+def _talks_websocket(name: str) -> bool:
+    return any(key in step for step in steps(PROJECTS / name) for key in SOCKET_ACTIONS)
+
+
+HTTP_ONLY = [name for name in project_names() if not _talks_websocket(name)]
+WITH_SOCKETS = [name for name in project_names() if _talks_websocket(name)]
+
+
+@pytest.mark.parametrize("name", WITH_SOCKETS)
+def test_project_answers_over_websockets_as_workerd_did(name: str, tmp_path: Path) -> None:
+    """A real `durability serve` gives every request and WebSocket exchange of the
+    project workerd's answer (handshakes, frames, close codes), across a restart."""
+    project = PROJECTS / name
+    port = free_port()
+    servers = [start(project, tmp_path / "data", port)]
+
+    def restart() -> None:
+        stop(servers.pop())
+        servers.append(start(project, tmp_path / "data", port))
+
+    try:
+        problems = replay_recording(project, "runtime", lambda: f"http://127.0.0.1:{port}", restart)
+    finally:
+        stop(servers.pop())
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("name", HTTP_ONLY)
 async def test_project_answers_as_workerd_did(name: str, tmp_path: Path) -> None:
     """Every request of the project gets workerd's status, headers and body, across a
     restart and with time passing (on a virtual clock here)."""

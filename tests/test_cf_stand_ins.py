@@ -14,7 +14,7 @@ import pytest
 
 import durability.runtime  # noqa: F401  (installs the stand-ins)
 from durability._cloudflare import _ffi
-from durability.runtime import Request, Response, Runtime
+from durability.runtime import DurableObject, Request, Response, Runtime
 from durability.runtime._js_errors import JsException
 from durability.runtime._js_values import JsDict
 from durability.runtime._kv_codec import decode, encode
@@ -62,12 +62,23 @@ def test_the_adapter_does_not_take_the_stand_ins_for_pyodide() -> None:
 
 
 def test_pyodide_ffi_keeps_python_values() -> None:
-    """to_js gives its argument back; proxies call until destroyed; jsnull is not None;
-    nothing local is a JsProxy."""
+    """to_js gives its argument back as Python values marked as JavaScript ones (to_py
+    undoes it); proxies call until destroyed; jsnull is not None; nothing local is a
+    JsProxy."""
     from pyodide.ffi import IN_PYODIDE, JsProxy, create_proxy, jsnull, to_js
 
-    value = {"a": [1, None]}
-    assert to_js(value, dict_converter=dict) is value
+    value = {"a": [1, None], "b": (b"x", {2})}
+    converted = to_js(value)
+    assert converted == {"a": [1, None], "b": [b"x", {2}]}
+    assert [type(part).__name__ for part in (converted, converted["a"], *converted["b"])] == [
+        "JsObject",
+        "JsArray",
+        "JsBuffer",
+        "JsSet",
+    ]
+    assert converted.to_py() == {"a": [1, None], "b": [b"x", {2}]}
+    assert type(converted.to_py()["a"]) is list
+    assert to_js(converted) is converted and to_js("text") == "text"
     proxy = create_proxy(lambda x: x + 1)
     assert proxy(1) == 2
     proxy.destroy()
@@ -212,3 +223,31 @@ def test_entry_modules_see_their_vars_at_import(tmp_path: Path) -> None:
     )
     worker = load_worker(str(tmp_path))
     assert sys.modules[worker.name].AT_IMPORT == "early"
+
+
+async def test_run_sync_waits_inside_a_handler_and_refuses_outside(tmp_path: Path) -> None:
+    """Inside a handler run_sync blocks until the awaitable is done (a sleep, an object's
+    storage, an exception raised through); outside a running loop there is no suspender."""
+    from pyodide.ffi import can_run_sync, run_sync
+
+    async def answer() -> int:
+        await asyncio.sleep(0.01)
+        return 41
+
+    async def fail() -> None:
+        raise KeyError("inner")
+
+    class Synced(DurableObject):
+        async def stored(self) -> object:
+            await self.ctx.storage.put("k", 5)
+            return run_sync(self.ctx.storage.get("k"))
+
+    async with Runtime(path=tmp_path, bindings={"SYNCED": Synced}) as runtime:
+        assert (can_run_sync(), run_sync(answer())) == (True, 41)
+        with pytest.raises(KeyError, match="inner"):
+            run_sync(fail())
+        assert await runtime.env.SYNCED.getByName("s").stored() == 5
+    pending = answer()
+    assert await asyncio.to_thread(can_run_sync) is False
+    with pytest.raises(RuntimeError, match="No suspender"):
+        await asyncio.to_thread(run_sync, pending)

@@ -143,3 +143,65 @@ def test_a_folder_without_config_is_refused(tmp_path: Path) -> None:
     """A folder that has no wrangler config is not a project."""
     with pytest.raises(WorkerModuleError, match="without wrangler"):
         load_worker(str(tmp_path))
+
+
+SHORT_HANDLERS = """
+from js import WebSocketPair
+from workers import DurableObject, Response, WorkerEntrypoint
+
+fired = []
+
+
+class Quiet(DurableObject):
+    async def fetch(self):
+        client, server = WebSocketPair.new().object_values()
+        self.ctx.acceptWebSocket(server)
+        return Response(None, status=101, web_socket=client)
+
+    async def webSocketMessage(self, ws):
+        ws.send("heard, without the message")
+
+    async def webSocketClose(self, ws):
+        fired.append("closed")
+
+
+class Default(WorkerEntrypoint):
+    async def fetch(self):
+        return Response("served without the request")
+
+    async def scheduled(self):
+        fired.append("scheduled")
+
+    async def socket(self):
+        return await self.env.QUIET.getByName("q").fetch("http://q/")
+"""
+
+
+async def test_handlers_declared_with_fewer_parameters_get_the_first_ones(
+    tmp_path: Path, make_runtime: MakeRuntime
+) -> None:
+    """As workerd does, `fetch(self)`, `scheduled(self)`, `webSocketMessage(self, ws)` and
+    `webSocketClose(self, ws)` are called with the arguments they declare."""
+    config = (
+        '{"main": "src/entry.py", "durable_objects": '
+        '{"bindings": [{"name": "QUIET", "class_name": "Quiet"}]}}'
+    )
+    worker = load_worker(str(_project(tmp_path, "wrangler.jsonc", config, SHORT_HANDLERS)))
+    module = sys.modules[worker.name]
+    async with make_runtime(bindings=worker.bindings) as runtime:
+        transport = httpx.ASGITransport(app=WorkerApp(worker, runtime))
+        async with httpx.AsyncClient(transport=transport, base_url="http://p") as client:
+            assert (await client.get("/x")).text == "served without the request"
+            fired = await client.get("/cdn-cgi/handler/scheduled?cron=*+*+*+*+*")
+            assert (fired.status_code, module.fired) == (200, ["scheduled"])
+        assert worker.project is not None
+        response = await module.Default(worker.project.context, runtime.env).socket()
+        client_end = response.web_socket
+        client_end.accept()
+        heard: list[object] = []
+        client_end.addEventListener("message", lambda event: heard.append(event.data))
+        client_end.send("hello")
+        client_end.close(1000, "bye")
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert (heard, module.fired) == (["heard, without the message"], ["scheduled", "closed"])

@@ -75,7 +75,7 @@ async def test_send_takes_str_or_bytes_only() -> None:
     _, server = WebSocketPair()
     server.accept()
     with pytest.raises(TypeError, match="str or bytes, got int"):
-        server.send(5)  # type: ignore[arg-type]
+        server.send(5)
 
 
 async def test_close_codes_follow_workerd_rules() -> None:
@@ -199,15 +199,15 @@ class Strict(Room):
 @pytest.mark.parametrize(
     ("case", "expected"),
     [
-        ("long-tag", 'RuntimeError: "' + "x" * 257 + '" is longer than the max tag length'),
-        ("many-tags", "RuntimeError: a Hibernatable WebSocket cannot have more than 10 tags"),
+        ("long-tag", 'JsException: Error: "' + "x" * 257 + '" is longer than the max tag'),
+        ("many-tags", "JsException: Error: a Hibernatable WebSocket cannot have more than 10 tags"),
         (
             "accept-then-hibernate",
-            "RuntimeError: Cannot call `acceptWebSocket()` if the WebSocket was already "
+            "JsException: Error: Cannot call `acceptWebSocket()` if the WebSocket was already "
             "accepted via `accept()`",
         ),
-        ("hibernate-then-accept", "TypeError: Can't accept() WebSocket after enabling"),
-        ("tags-of-unaccepted", "RuntimeError: you must call 'acceptWebSocket()' before"),
+        ("hibernate-then-accept", "JsException: TypeError: Can't accept() WebSocket after"),
+        ("tags-of-unaccepted", "JsException: Error: you must call 'acceptWebSocket()' before"),
     ],
 )
 async def test_hibernation_api_refuses_what_workerd_refuses(

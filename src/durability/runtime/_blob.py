@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote
 
 from .._clock import now_ms
+from ._ws_events import BinaryMessage
 
 
 class BlobEnding(StrEnum):
@@ -27,13 +28,28 @@ class BlobEnding(StrEnum):
 
 
 class JsBlob:
-    """A JavaScript `Blob` (what `Blob.js_object` gives): its bytes and type."""
+    """A JavaScript `Blob` (what `Blob.js_object` gives, and what a WebSocket listener
+    gets for a binary message where `binaryType` is `"blob"`): its bytes and type, read
+    as from JavaScript (`size`, `await arrayBuffer()`, `await text()`)."""
 
     __slots__ = ("data", "type")
 
     def __init__(self, data: bytes, content_type: str) -> None:
         self.data = data
         self.type = content_type
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    async def arrayBuffer(self) -> BinaryMessage:
+        return BinaryMessage(self.data)
+
+    async def bytes(self) -> BinaryMessage:
+        return BinaryMessage(self.data)
+
+    async def text(self) -> str:
+        return self.data.decode("utf-8", "replace")
 
 
 def _part_bytes(part: object) -> bytes:

@@ -23,8 +23,17 @@ from .._clock import now_ms
 from ._catalog import Key
 from ._errors import ObjectEvictedError
 from ._ids import ObjectId
+from ._relaxed import call_relaxed
 from ._websocket import WebSocket, WebSocketRequestResponsePair
-from ._ws_events import CloseEvent, ErrorEvent, MessageEvent, SocketEvent, js_error
+from ._ws_events import (
+    ABNORMAL_CLOSE,
+    ABNORMAL_REASON,
+    CloseEvent,
+    ErrorEvent,
+    MessageEvent,
+    SocketEvent,
+    js_error,
+)
 
 if TYPE_CHECKING:
     from ._host import Runtime
@@ -40,6 +49,10 @@ MAX_TAG_LENGTH = 256
 
 RESET_CODE = 1011
 """The close code the clients of a crashed (reset) object receive."""
+
+UNCLOSED_DROP_S = 10.0
+"""How long a connection lasts after `webSocketClose` returned without closing the
+socket (measured on workerd), before it is dropped without a close frame."""
 
 
 class ObjectSockets:
@@ -60,14 +73,12 @@ class ObjectSockets:
 
     def accept(self, ws: WebSocket, tags: tuple[str, ...]) -> None:
         """Take `ws`: from now on its events are delivered to the object's handlers."""
-        if ws._taken_by == "accept":
+        if ws._taken_by is not None:
             raise js_error(
                 "Error",
                 "Cannot call `acceptWebSocket()` if the WebSocket was already accepted via "
                 "`accept()`",
             )
-        if ws._taken_by is not None:
-            raise js_error("Error", "this WebSocket was already accepted")
         ws._tags = tags
         self._sockets[ws] = None
         ws._take("hibernation", lambda event: self._deliver(ws, event))
@@ -134,8 +145,18 @@ class ObjectSockets:
         future.add_done_callback(ended)
 
     def _forget(self, ws: WebSocket) -> None:
+        """`webSocketClose` ran: the socket is no longer the object's. If the handler left
+        it open, the connection is dropped without a close frame `UNCLOSED_DROP_S` later,
+        as workerd does."""
         self._sockets.pop(ws, None)
         self._hub.release(self._key, self)
+        if ws._close_sent:
+            return
+        event = CloseEvent(ABNORMAL_CLOSE, ABNORMAL_REASON, False)
+        try:
+            asyncio.get_running_loop().call_later(UNCLOSED_DROP_S, ws._close_with, event)
+        except RuntimeError:
+            ws._close_with(event)
 
 
 class SocketHub:
@@ -206,7 +227,7 @@ class SocketHub:
 
         async def run(target: DurableObject) -> object:
             try:
-                result = getattr(target, handler)(*args)
+                result = call_relaxed(getattr(target, handler), *args)
                 return await result if inspect.isawaitable(result) else result
             finally:
                 if done is not None:

@@ -7,6 +7,7 @@ import re
 
 from .._uuid import random_bytes
 from .._validate import check_utf8
+from ._js_errors import js_error
 
 _HEX_ID = re.compile(r"[0-9a-f]{64}")
 
@@ -43,7 +44,14 @@ class ObjectId:
         return self._hex
 
     def equals(self, other: object) -> bool:
-        """`id == other` under its Cloudflare name."""
+        """`id == other` under its Cloudflare name (which takes an id only)."""
+        if not isinstance(other, ObjectId):
+            raise js_error(
+                "TypeError",
+                "Failed to execute 'equals' on 'DurableObjectId': parameter 1 is not of type "
+                "'DurableObjectId'.",
+                TypeError,
+            )
         return self == other
 
     def __repr__(self) -> str:

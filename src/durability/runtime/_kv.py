@@ -11,6 +11,7 @@ Cloudflare's errors.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -61,9 +62,21 @@ def _prefix_end(prefix: str) -> str | None:
 
 
 def _limit(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 1:
+    """The limit as JavaScript reads it (a number, or a string or bool made one,
+    truncated); below 1 (or not a number) is refused."""
+    number: float
+    if isinstance(value, bool | int | float):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip() or "0")
+        except ValueError:
+            number = math.nan
+    else:
+        number = math.nan
+    if not number >= 1:
         raise js_error("TypeError", "List limit must be positive.", ValueError)
-    return int(value)
+    return int(number) if math.isfinite(number) else sys.maxsize
 
 
 class KeyValue:
@@ -106,7 +119,14 @@ class KeyValue:
             if len(args) > 1 and not isinstance(args[1], dict):
                 raise js_error("TypeError", _PUT_FORMS, TypeError)
             pairs = [(js_string(key), value) for key, value in args[0].items()]
-        elif not args or _is_js_object(args[0]):
+        elif not args:
+            raise js_error(
+                "TypeError",
+                "Failed to execute 'put' on 'DurableObjectStorage': parameter 1 is not of "
+                "type 'string or object'.",
+                TypeError,
+            )
+        elif _is_js_object(args[0]):
             raise js_error("TypeError", _PUT_FORMS, TypeError)
         elif len(args) < 2:
             raise js_error("TypeError", "put() called with undefined value.", TypeError)

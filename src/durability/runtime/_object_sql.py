@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from .._types import SqlValue
 from ._database import UNREAD, Database
+from ._js_values import js_string
 from ._sql import Cursor, check_bindings, names_alarm_table, parse_query, refuse_alarm_trigger
 from ._sql_errors import ONLY_LAST_HAS_PARAMETERS, from_sqlite, statement_error
 
@@ -27,7 +28,8 @@ class ObjectSql:
         """Run `query` (one or more statements; only the last may have parameters) now;
         the cursor holds the last one's rows."""
         if not isinstance(query, str):
-            raise TypeError(f"query must be a string, got {type(query).__name__}")
+            # JavaScript reads the query as the text it makes of the value.
+            query = js_string(query)
         checked = check_bindings(bindings)
         statements = parse_query(query)
         if not names_alarm_table(query):

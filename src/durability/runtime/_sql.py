@@ -59,22 +59,31 @@ def first_keyword(statement: str) -> str | None:
     return match.group(1).upper() if match else None
 
 
+_CONTENT = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$))*+[^\s;]", re.DOTALL)
+"""Matches text with something besides blanks, comments and semicolons (a statement,
+if only a wrong one, as `5` is)."""
+
+
+def _has_content(text: str) -> bool:
+    return _CONTENT.match(text) is not None
+
+
 def split_statements(query: str) -> list[str]:
     """The statements of `query`, split where SQLite sees a complete statement."""
     if ";" not in query:
-        return [query] if first_keyword(query) else []
+        return [query] if _has_content(query) else []
     statements: list[str] = []
     start = 0
     position = query.find(";")
     while position != -1:
         candidate = query[start : position + 1]
         if sqlite3.complete_statement(candidate):
-            if first_keyword(candidate):
+            if _has_content(candidate):
                 statements.append(candidate)
             start = position + 1
         position = query.find(";", position + 1)
     rest = query[start:]
-    if first_keyword(rest):
+    if _has_content(rest):
         statements.append(rest)
     return statements
 

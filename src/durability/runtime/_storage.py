@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
@@ -231,7 +231,8 @@ class ObjectStorage:
     async def transaction(self, fn: Callable[[Transaction], Awaitable[T]]) -> T:
         """Run `await fn(txn)` atomically, without letting other work interleave; its
         writes are undone if it raises, or once it returns after `txn.rollback()`."""
-        check_callable("fn", fn)
+        if not callable(fn):
+            raise js_error("TypeError", _not_a_function("transaction"), TypeError)
         txn = Transaction(self)
         result: T = self._atomically(lambda: _drive(fn(txn)), lambda: not txn.rolled_back)
         return result
@@ -266,6 +267,9 @@ class ObjectStorage:
 
     async def get_alarm(self) -> int | None:
         """The armed alarm time in ms since the epoch, or `None`."""
+        return self._alarm_ms()
+
+    def _alarm_ms(self) -> int | None:
         row = read_alarm(self.enter())
         return row.scheduled_ms if row is not None else None
 
@@ -273,10 +277,11 @@ class ObjectStorage:
         """Arm the object's one alarm (replacing any other, and any pending retry)."""
         self._arm(to_epoch_ms("scheduled_time", scheduled_time))
 
-    async def setAlarm(self, scheduled_time: object, *options: Any, **keywords: Any) -> None:
+    def setAlarm(self, scheduled_time: object, *options: Any, **keywords: Any) -> Started[None]:
         """`set_alarm` as Cloudflare's takes it: ms as an int or float, or a `datetime`
-        (a naive one is UTC); other values raise Cloudflare's errors."""
-        self._arm(cloudflare_alarm_ms(scheduled_time))
+        (a naive one is UTC); other values raise Cloudflare's errors when awaited. As
+        each Cloudflare-named method here, it acts when called, awaited or not."""
+        return _started(lambda: self._arm(cloudflare_alarm_ms(scheduled_time)))
 
     def _arm(self, scheduled_ms: int) -> None:
         database = self.enter()
@@ -290,36 +295,39 @@ class ObjectStorage:
 
     async def delete_alarm(self) -> None:
         """Disarm the alarm; a no-op when none is armed."""
+        self._disarm()
+
+    def _disarm(self) -> None:
         database = self.enter()
         row = read_alarm(database)
         if row is not None and row.scheduled_ms is not None:
             write_alarm(database, AlarmRow(None, row.retry_ms, row.retry_attempt))
 
-    async def getAlarm(self, *options: Any, **keywords: Any) -> int | None:
+    def getAlarm(self, *options: Any, **keywords: Any) -> Started[int | None]:
         """`get_alarm` (Cloudflare's options are accepted and have no effect here)."""
-        return await self.get_alarm()
+        return _started(self._alarm_ms)
 
-    async def deleteAlarm(self, *options: Any, **keywords: Any) -> None:
+    def deleteAlarm(self, *options: Any, **keywords: Any) -> Started[None]:
         """`delete_alarm` (Cloudflare's options are accepted and have no effect here)."""
-        await self.delete_alarm()
+        return _started(self._disarm)
 
-    async def get(self, *args: Any, **kwargs: Any) -> Any:
+    def get(self, *args: Any, **kwargs: Any) -> Started[Any]:
         """`get(key)`: the value stored under `key`, or `None`; `get([keys])`: a dict of
         the keys found (see `_kv`)."""
-        return self._kv.get(js_arguments(args, kwargs))
+        return _started(lambda: self._kv.get(js_arguments(args, kwargs)))
 
-    async def put(self, *args: Any, **kwargs: Any) -> None:
+    def put(self, *args: Any, **kwargs: Any) -> Started[None]:
         """`put(key, value)`, or `put({key: value, ...})` for several pairs at once."""
-        self._kv.put(js_arguments(args, kwargs))
+        return _started(lambda: self._kv.put(js_arguments(args, kwargs)))
 
-    async def delete(self, *args: Any, **kwargs: Any) -> Any:
+    def delete(self, *args: Any, **kwargs: Any) -> Started[Any]:
         """`delete(key)`: True if it existed; `delete([keys])`: how many existed."""
-        return self._kv.delete(js_arguments(args, kwargs))
+        return _started(lambda: self._kv.delete(js_arguments(args, kwargs)))
 
-    async def list(self, *args: Any, **kwargs: Any) -> dict[str, JsonValue]:
+    def list(self, *args: Any, **kwargs: Any) -> Started[dict[str, JsonValue]]:
         """The pairs in key order, with Cloudflare's options (`prefix`, `limit`, `start`,
         `startAfter`, `end`, `reverse`) given as a dict or as keywords."""
-        return self._kv.list(js_arguments(args, kwargs))
+        return _started(lambda: self._kv.list(js_arguments(args, kwargs)))
 
     def on_delete_all(self, hook: Callable[[], object]) -> None:
         """Have `hook()` (a bound method, held weakly) called after each `delete_all()`."""
@@ -329,6 +337,9 @@ class ObjectStorage:
         """Drop every table, key and the alarm: the object is as new (its name stays), and
         the helpers of this instance recreate their tables, all in one savepoint (if they
         cannot, nothing is dropped and the error propagates)."""
+        self._delete_all()
+
+    def _delete_all(self) -> None:
         database = self.enter()
 
         def empty() -> None:
@@ -348,9 +359,49 @@ class ObjectStorage:
         database.alarm_changed = True
         database.alarm_row = None
 
-    async def deleteAll(self, *options: Any, **keywords: Any) -> None:
-        """`delete_all` under its Cloudflare name."""
-        await self.delete_all()
+    def deleteAll(self, *options: Any, **keywords: Any) -> Started[None]:
+        """`delete_all` under its Cloudflare name (its options must be an object)."""
+        if options and isinstance(options[0], str | int | float):
+            return _started(_refuse(_not_options("deleteAll")))
+        return _started(self._delete_all)
+
+
+Started = Coroutine[Any, Any, T]
+"""What a Cloudflare-named storage method returns: its outcome, to await."""
+
+
+def _started(run: Callable[[], T]) -> Started[T]:
+    """`run()` done now, and its result (or its error) when awaited. On Cloudflare a
+    storage operation starts when the method is called: an alarm set or a value put
+    without `await` is set or put all the same, and a read sees the writes before it."""
+    try:
+        result = run()
+    except Exception as error:
+        failure = error
+
+        async def failed() -> T:
+            raise failure
+
+        return failed()
+
+    async def done() -> T:
+        return result
+
+    return done()
+
+
+def _refuse(message: str) -> Callable[[], None]:
+    def refuse() -> None:
+        raise js_error("TypeError", message, TypeError)
+
+    return refuse
+
+
+def _not_options(method: str) -> str:
+    return (
+        f"Failed to execute '{method}' on 'DurableObjectStorage': parameter 1 is not of type "
+        "'PutOptions'."
+    )
 
 
 def _not_a_function(method: str) -> str:

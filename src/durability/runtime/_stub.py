@@ -14,7 +14,7 @@ from ._copy import copy_arguments, copy_value
 from ._http import Request
 from ._ids import ObjectId, id_from_name, id_from_string, new_unique_id
 from ._js_errors import JsException, js_error, python_error
-from ._js_values import to_remote, to_remote_arguments
+from ._js_values import js_string, to_remote, to_remote_arguments
 from ._object import DurableObject, crosses_as_on_cloudflare
 from ._stub_fetch import fetch_object
 
@@ -83,10 +83,15 @@ class ObjectNamespace:
         """The id whose `str()` is `text` (64 hex)."""
         return id_from_string(self._name, text)
 
-    def get(self, id: ObjectId) -> ObjectStub:
-        """A stub for the object with `id`."""
+    def get(self, id: ObjectId, options: object = None) -> ObjectStub:
+        """A stub for the object with `id` (Cloudflare's options have no effect here)."""
         if not isinstance(id, ObjectId):
-            raise TypeError(f"id must be an ObjectId, got {type(id).__name__}")
+            raise js_error(
+                "TypeError",
+                "Failed to execute 'get' on 'DurableObjectNamespace': parameter 1 is not of "
+                "type 'DurableObjectId'.",
+                TypeError,
+            )
         if id.namespace != self._name:
             raise ValueError(f"id belongs to namespace {id.namespace!r}, not {self._name!r}")
         return ObjectStub(self, id)
@@ -95,11 +100,32 @@ class ObjectNamespace:
         """A stub for the object named `name`."""
         return self.get(self.id_from_name(name))
 
-    # Cloudflare's spelling of the same methods, so a Worker's code runs here unchanged.
-    idFromName = id_from_name
-    newUniqueId = new_unique_id
-    idFromString = id_from_string
-    getByName = get_by_name
+    # Cloudflare's spelling of the same methods, taking what Cloudflare's take, so a
+    # Worker's code runs here unchanged.
+    def idFromName(self, name: object) -> ObjectId:
+        """`id_from_name` of the text JavaScript makes of `name` (`5` is `"5"`, `None`,
+        which reaches it as `undefined`, is `"undefined"`)."""
+        return self.id_from_name("undefined" if name is None else js_string(name))
+
+    def newUniqueId(self, options: object = None) -> ObjectId:
+        """`new_unique_id`; a jurisdiction is refused, as workerd refuses it."""
+        found = options.get("jurisdiction") if isinstance(options, dict) else None
+        if found is not None or getattr(options, "jurisdiction", None) is not None:
+            raise js_error("Error", "Jurisdiction restrictions are not implemented in workerd.")
+        return self.new_unique_id()
+
+    def idFromString(self, text: object) -> ObjectId:
+        """`id_from_string`, with Cloudflare's error for what is not an id."""
+        try:
+            return self.id_from_string(js_string(text))
+        except ValueError:
+            raise js_error(
+                "TypeError", "Invalid Durable Object ID: must be 64 hex digits", ValueError
+            ) from None
+
+    def getByName(self, name: object, options: object = None) -> ObjectStub:
+        """`get_by_name` of the text JavaScript makes of `name`."""
+        return self.get(self.idFromName(name))
 
     def __repr__(self) -> str:
         return f"ObjectNamespace({self._name!r}, {self._cls.__name__})"
@@ -164,7 +190,7 @@ class ObjectStub:
         if self._namespace._cloudflare:
 
             def call(*args: Any, **kwargs: Any) -> Awaitable[Any]:
-                invoke = methodcaller(method, *to_remote_arguments(args, kwargs))
+                invoke = _CloudflareCall(method, to_remote_arguments(args, kwargs))
                 return _delivered(runtime, key, object_id, invoke, direct, _as_on_cloudflare)
 
         else:
@@ -201,6 +227,26 @@ async def _delivered(
     `direct`: the method's code when it cannot suspend (see `Instance.call`)."""
     result = await runtime._live_instance(key, object_id).call(invoke, direct=direct)
     return result if result is None else convert(result)
+
+
+class _CloudflareCall:
+    """`target.method(*args)`, as Cloudflare makes the call: arguments the method cannot
+    take raise `JsException: TypeError: <Python's message>` (not the object's error)."""
+
+    __slots__ = ("args", "method")
+
+    def __init__(self, method: str, args: list[Any]) -> None:
+        self.method, self.args = method, args
+
+    def __call__(self, target: DurableObject) -> object:
+        bound = getattr(target, self.method)
+        try:
+            return bound(*self.args)
+        except TypeError as error:
+            # Raised here, not in a frame of the method: its arguments did not bind.
+            if error.__traceback__ is not None and error.__traceback__.tb_next is None:
+                raise js_error("TypeError", str(error), TypeError) from None
+            raise
 
 
 def _json_copy(result: object) -> JsonValue:

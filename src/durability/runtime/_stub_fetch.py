@@ -11,12 +11,12 @@ evicting it anyway closes the socket with 1001 (going away).
 from __future__ import annotations
 
 import asyncio
-from operator import methodcaller
 from typing import TYPE_CHECKING
 
 from ._http import FetchResponse, Request, Response, crossed
 from ._ids import ObjectId
 from ._js_errors import AbortError
+from ._relaxed import call_relaxed
 from ._websocket import WebSocket
 from ._ws_events import SocketEvent
 
@@ -38,7 +38,7 @@ async def fetch_object(
         raise AbortError("Method fetch does not exist")
     key = (object_id.namespace, str(object_id))
     instance = namespace._runtime._live_instance(key, object_id)
-    result = await instance.call(methodcaller("fetch", request))
+    result = await instance.call(lambda target: call_relaxed(target.fetch, request))  # type: ignore[attr-defined]
     if not isinstance(result, FetchResponse):
         raise AbortError("Incorrect type for Promise: the Promise did not resolve to 'Response'.")
     if not isinstance(result, Response) or result.web_socket is None:

@@ -9,7 +9,13 @@ Durable Object's handlers, the Hibernation API, see `_hibernation`), or the HTTP
 
 Behaviour follows workerd (measured on a local workerd with both Python SDKs): sending
 before either accept raises, sending after `close()` raises, a close code must be 1000
-to 4999 and not 1004 to 1006 or 1015, and an end stays open until both sides closed.
+to 4999 and not 1004 to 1006 or 1015, and an end stays open until both sides closed
+(it may still send once the peer closed, until it closes too). From compatibility date
+2026-04-07 an end taken by `accept()` answers the peer's close itself, before its
+listeners run (unless accepted with `allowHalfOpen`), and from 2026-03-17 its
+`binaryType` starts as `"blob"`: listeners get binary messages as a `Blob` (see
+`_compat`). Ends taken by the Hibernation API keep the older behaviours. A listener
+that raises drops its connection.
 """
 
 from __future__ import annotations
@@ -22,7 +28,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .._serialization import check_json_value
+from ._blob import JsBlob
+from ._compat import AUTO_REPLY_TO_CLOSE, STANDARD_BINARY_TYPE, enabled
+from ._js_containers import JsBuffer, js_text
+from ._structured_clone import clone_attachment, clone_size
 from ._ws_events import (
+    ABNORMAL_CLOSE,
+    ABNORMAL_REASON,
     BinaryMessage,
     CloseEvent,
     MessageEvent,
@@ -66,7 +78,8 @@ class WebSocket:
         self._taken_by: str | None = None
         self._close_sent = False
         self._close_received = False
-        self._attachment: str | None = None
+        self._attachment: Any = None
+        self._cloudflare_values = False
         self._listeners: dict[str, list[Callable[[Any], Any]]] = {}
         self._background: set[asyncio.Future[Any]] = set()
         self._tags: tuple[str, ...] = ()
@@ -75,7 +88,8 @@ class WebSocket:
         self.onclose: Callable[[Any], Any] | None = None
         self.onerror: Callable[[Any], Any] | None = None
         self.onopen: Callable[[Any], Any] | None = None
-        self.binaryType = "arraybuffer"
+        self.binaryType = "blob" if enabled(STANDARD_BINARY_TYPE) else "arraybuffer"
+        self._half_open = False
         self.url: str | None = None
         self.protocol = ""
         self.extensions = ""
@@ -92,10 +106,17 @@ class WebSocket:
             return self.CLOSING
         return self.OPEN
 
-    def accept(self) -> None:
-        """Start delivering events to this end's listeners (the standard API)."""
+    def accept(self, options: object = None, *, allowHalfOpen: bool = False) -> None:
+        """Start delivering events to this end's listeners (the standard API).
+        `allowHalfOpen` (or an options object with it) keeps this end from answering
+        the peer's close itself, where the compatibility date would have it do so."""
         if self._taken_by == "hibernation":
             raise js_error("TypeError", "Can't accept() WebSocket after enabling hibernation.")
+        if isinstance(options, dict):
+            allowHalfOpen = bool(options.get("allowHalfOpen", allowHalfOpen))
+        elif options is not None:
+            allowHalfOpen = bool(getattr(options, "allowHalfOpen", allowHalfOpen))
+        self._half_open = allowHalfOpen
         if self._taken_by is None:
             self._take("accept", self._dispatch)
 
@@ -110,14 +131,19 @@ class WebSocket:
         for event in waiting:
             sink(event)
 
-    def send(self, message: str | bytes | bytearray | memoryview) -> None:
-        """Send a text (`str`) or binary (bytes-like) message to the peer."""
+    def send(self, message: object) -> None:
+        """Send a text (`str`) or binary (bytes-like) message to the peer. An end of
+        `js.WebSocketPair` sends binary only what JavaScript holds as binary (`to_js(data)`,
+        a binary message received), and any other value as the text JavaScript's
+        `String()` makes of it, as on Cloudflare (`b"x"` is sent as the text `b'x'`)."""
         if self._taken_by is None:
             raise js_error("TypeError", _NOT_ACCEPTED)
         if self._close_sent:
             raise js_error("TypeError", "Can't call WebSocket send() after close().")
         if isinstance(message, str):
             data: str | BinaryMessage = message
+        elif self._cloudflare_values and not isinstance(message, JsBuffer | BinaryMessage):
+            data = js_text(message)
         elif isinstance(message, bytes | bytearray | memoryview):
             data = BinaryMessage(message)
         else:
@@ -182,30 +208,50 @@ class WebSocket:
             listeners.remove(listener)
 
     def serializeAttachment(self, value: object) -> None:
-        """Keep a copy of `value` (a JSON value) with this end; it survives hibernation
-        and eviction of the object. At most 16384 bytes (as JSON text here)."""
-        text = json.dumps(check_json_value(value, "attachment"), allow_nan=False)
-        size = len(text.encode("utf-8"))
+        """Keep a copy of `value` with this end; it survives hibernation and eviction of
+        the object. At most 16384 bytes: for an end of `js.WebSocketPair`, a value
+        JavaScript can clone (see `_structured_clone`), counted as V8 serializes it, as on
+        Cloudflare; otherwise a JSON value, counted as JSON text."""
+        if self._cloudflare_values:
+            copy: Any = clone_attachment(value)
+            size = clone_size(copy)
+        else:
+            copy = json.dumps(check_json_value(value, "attachment"), allow_nan=False)
+            size = len(copy.encode("utf-8"))
         if size > MAX_ATTACHMENT_BYTES:
             raise js_error(
                 "Error",
                 f"A WebSocket 'attachment' cannot be larger than {MAX_ATTACHMENT_BYTES} "
                 f"bytes.'attachment' was {size} bytes.",
             )
-        self._attachment = None if value is None else text
+        self._attachment = None if value is None else copy
 
     def deserializeAttachment(self) -> Any:
         """A fresh copy of the value last given to `serializeAttachment` (or `None`)."""
-        return None if self._attachment is None else json.loads(self._attachment)
+        if self._attachment is None or self._cloudflare_values:
+            return clone_attachment(self._attachment)
+        return json.loads(self._attachment)
 
     def _dispatch(self, event: SocketEvent) -> None:
-        """The standard API: run the listeners on a later turn, as workerd delivers."""
+        """The standard API: run the listeners on a later turn, as workerd delivers (a
+        close is answered first, where the compatibility date says so)."""
+        if isinstance(event, CloseEvent) and self._answers_close():
+            self._close_sent = True
+            if self._peer is not None:
+                self._peer._receive(CloseEvent(event.code, event.reason, True))
+        data = event.data if isinstance(event, MessageEvent) else None
+        if isinstance(data, BinaryMessage) and self.binaryType == "blob":
+            event = MessageEvent(JsBlob(bytes(data), ""))
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             self._fire(event)
         else:
             loop.call_soon(self._fire, event)
+
+    def _answers_close(self) -> bool:
+        """Whether this end answers the peer's close itself (see the module's notes)."""
+        return not (self._half_open or self._close_sent) and enabled(AUTO_REPLY_TO_CLOSE)
 
     def _fire(self, event: SocketEvent) -> None:
         handlers = list(self._listeners.get(event.type, ()))
@@ -221,11 +267,18 @@ class WebSocket:
                     task.add_done_callback(self._listener_done)
             except Exception:
                 logger.exception("a WebSocket %s listener raised", event.type)
+                self._drop()
 
     def _listener_done(self, task: asyncio.Future[Any]) -> None:
         self._background.discard(task)
         if not task.cancelled() and task.exception() is not None:
             logger.error("a WebSocket listener failed", exc_info=task.exception())
+            self._drop()
+
+    def _drop(self) -> None:
+        """A listener failed: as on workerd, the connection is dropped (the peer gets no
+        close frame), and the object or Worker that accepted it goes on."""
+        self._close_with(CloseEvent(ABNORMAL_CLOSE, ABNORMAL_REASON, False))
 
 
 class WebSocketPair:
@@ -235,11 +288,15 @@ class WebSocketPair:
     spellings Python code on Cloudflare uses for the JavaScript class.
     """
 
+    _cloudflare_values = False
+    """Whether its ends take Cloudflare's values only (`js.WebSocketPair`'s do)."""
+
     def __init__(self) -> None:
         self.client = WebSocket()
         self.server = WebSocket()
         self.client._peer = self.server
         self.server._peer = self.client
+        self.client._cloudflare_values = self.server._cloudflare_values = self._cloudflare_values
 
     @classmethod
     def new(cls) -> WebSocketPair:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 from ._errors import ObjectEvictedError
 from ._hibernation import MAX_TAG_LENGTH, MAX_TAGS, ObjectSockets, SocketHub
+from ._js_containers import JsArray
+from ._js_values import js_string
 from ._websocket import WebSocket, WebSocketRequestResponsePair
 from ._ws_events import js_error
 
@@ -49,15 +51,23 @@ class WebSocketMethods:
         """Accept `ws` for the Hibernation API: its events go to the object's
         `webSocketMessage` / `webSocketClose` / `webSocketError`, whichever instance is
         live. `tags` (at most 10 strings of at most 256 characters) select it in
-        `getWebSockets(tag)`."""
+        `getWebSockets(tag)`; for a WebSocket of `js.WebSocketPair` they must be a
+        JavaScript array (`to_js([...])`), as on Cloudflare, whose items read as strings."""
         if not isinstance(ws, WebSocket):
             raise js_error(
                 "TypeError",
                 "Failed to execute 'acceptWebSocket' on 'DurableObjectState': parameter 1 "
                 "is not of type 'WebSocket'.",
             )
-        chosen = _check_tags(tags)
-        self._sockets().accept(ws, chosen)
+        if ws._cloudflare_values and tags is not None:
+            if not isinstance(tags, JsArray):
+                raise js_error(
+                    "TypeError",
+                    "Failed to execute 'acceptWebSocket' on 'DurableObjectState': parameter 2 "
+                    "is not of type 'Array'.",
+                )
+            tags = [js_string(tag) for tag in tags]
+        self._sockets().accept(ws, _check_tags(tags))
 
     def getWebSockets(self, tag: str | None = None) -> list[WebSocket]:
         """The object's hibernatable WebSockets not yet closed, or those tagged `tag`."""

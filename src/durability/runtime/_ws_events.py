@@ -2,14 +2,20 @@
 
 Names and fields follow the Workers WebSocket API (`MessageEvent.data`,
 `CloseEvent.code`/`reason`/`wasClean`, `ErrorEvent.error`/`message`), so listeners
-written for Cloudflare read them unchanged. Error messages are workerd's, word for word;
-on Cloudflare they arrive wrapped in pyodide's `JsException`, here as the Python
-exception closest to the JavaScript one (`js_error`).
+written for Cloudflare read them unchanged. Errors are workerd's, word for word, and of
+its type: pyodide's `JsException`, that is also the Python exception closest to the
+JavaScript one (`js_error`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ._js_errors import js_error as _js_error
+
+if TYPE_CHECKING:
+    from ._blob import JsBlob
 
 __all__ = [
     "BinaryMessage",
@@ -51,9 +57,10 @@ class BinaryMessage(bytes):
 
 @dataclass(frozen=True)
 class MessageEvent:
-    """A message arrived: `data` is a `str` (text frame) or a `BinaryMessage`."""
+    """A message arrived: `data` is a `str` (text frame), a `BinaryMessage`, or a
+    `JsBlob` (binary, where the end's `binaryType` is `"blob"`)."""
 
-    data: str | BinaryMessage
+    data: str | BinaryMessage | JsBlob
     type: str = field(default="message", init=False)
 
 
@@ -92,9 +99,8 @@ _PYTHON_TYPES: dict[str, type[Exception]] = {
 
 
 def js_error(name: str, message: str) -> Exception:
-    """The exception for workerd's JavaScript error `name` with `message`.
-
-    `TypeError` stays a `TypeError`; `RangeError` and `InvalidAccessError` (a bad
-    value) become `ValueError`; a plain `Error` becomes `RuntimeError`.
-    """
-    return _PYTHON_TYPES.get(name, RuntimeError)(message)
+    """The exception for workerd's JavaScript error `name` with `message`: a `JsException`
+    whose text is `name: message`, as on Cloudflare, that is also the closest Python
+    class (`TypeError` stays a `TypeError`; `RangeError` and `InvalidAccessError`, a bad
+    value, are a `ValueError`; a plain `Error` is a `RuntimeError`)."""
+    return _js_error(name, message, _PYTHON_TYPES.get(name, RuntimeError))

@@ -24,8 +24,10 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
+from ...runtime._compat import set_compatibility
 from ...runtime._http import Response
 from ...runtime._object import DurableObject
+from ...runtime._relaxed import call_relaxed
 from ...runtime._stand_ins import install_stand_ins
 from ...runtime._workers import ExecutionContext, importing_with
 from .assets import AssetsBinding, StaticAssets
@@ -94,7 +96,7 @@ class Project:
                 return assets.not_found(request)
         if self.entrypoint is None:
             return Response("Not Found\n", status=404)
-        result = self.entrypoint(self.context, env).fetch(request)
+        result = call_relaxed(self.entrypoint(self.context, env).fetch, request)
         if inspect.isawaitable(result):
             result = await result
         return result
@@ -266,6 +268,7 @@ def _entry(
     entry = root / main
     if not entry.is_file():
         raise ProjectError(f"{where}: the entry module {main} does not exist")
+    set_compatibility(config.get("compatibility_date"), config.get("compatibility_flags"))
     with importing_with(variables):
         module = _import_entry(entry, config.get("name"))
     entrypoint = getattr(module, "Default", None)

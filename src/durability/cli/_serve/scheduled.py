@@ -1,8 +1,8 @@
 """Cron triggers (wrangler's `triggers.crons`): the `scheduled` handler on schedule, and
 fired by hand.
 
-Each cron runs the entry point's `scheduled(self, controller, env, ctx)` (or
-`scheduled(self, controller)`) at every match, in UTC, on the runtime's clock: under
+Each cron runs the entry point's `scheduled(self, controller, env, ctx)` (or a shorter
+form, as `scheduled(self)`) at every match, in UTC, on the runtime's clock: under
 `--virtual-time` the schedule follows virtual time. Expressions are Cloudflare's: five
 fields, `L`, `W` and `#`, names, and days of the week 1-7 counted from Sunday (as in
 Quartz). `GET /cdn-cgi/handler/scheduled?cron=...&time=...` fires the handler once, and
@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 from ..._alarms.recurrence import RecurrenceSlot, cron, next_slot
 from ..._clock import now_ms
 from ...runtime._http import Request, Response
+from ...runtime._relaxed import call_relaxed
 
 __all__ = ["CronDriver", "ScheduledController", "check_crons", "run_scheduled"]
 
@@ -91,16 +92,12 @@ def check_crons(values: object, where: str) -> list[str]:
 async def run_scheduled(
     entrypoint: type, ctx: Any, env: Any, controller: ScheduledController
 ) -> None:
-    """Run `Default(ctx, env).scheduled(...)` once, with `(controller, env, ctx)` or,
-    when it takes one argument, `(controller)`."""
+    """Run `Default(ctx, env).scheduled(controller, env, ctx)` once (the arguments it
+    has no parameter for dropped, as workerd does)."""
     handler = getattr(entrypoint(ctx, env), "scheduled", None)
     if not callable(handler):
         raise LookupError("Handler does not export a scheduled() function")
-    try:
-        takes = len(inspect.signature(handler).parameters)
-    except (TypeError, ValueError):
-        takes = 3
-    result = handler(controller, env, ctx) if takes >= 3 else handler(controller)
+    result = call_relaxed(handler, controller, env, ctx)
     if inspect.isawaitable(result):
         await result
 

@@ -18,6 +18,7 @@ from .connections import (
 from .guard import DEFAULT_MAX_BODY_BYTES, AllowedHosts, RequestGuard
 from .server import WorkerApp
 from .virtual_server import VirtualTimeServer
+from .ws_protocol import WorkerWSProtocol
 
 MAX_BACKLOG = 2_048
 """uvicorn's default listen backlog, the most used."""
@@ -52,7 +53,7 @@ def build_server(
         backlog=min(MAX_BACKLOG, limits.max_connections),
         # The virtual clock drives a stdlib selector loop: never uvloop.
         loop="asyncio" if virtual_time else "auto",
-        ws="wsproto",
+        ws=WorkerWSProtocol,
         # Keepalive pings would run on virtual time too: advancing it would time out
         # every WebSocket client, so under it there are none.
         ws_ping_interval=None if virtual_time else 20.0,

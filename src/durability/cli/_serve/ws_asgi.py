@@ -8,10 +8,14 @@ either side reaches the other. Any other response is sent back as the handshake'
 answer (when the server supports that ASGI extension; otherwise the handshake is
 refused with 403).
 
-What ASGI cannot express differs from workerd: the server answers a client's close
-frame at once, echoing its code, so messages the object sends from `webSocketClose`
-are dropped and its close code there is not sent; a connection lost without a close
-frame is reported as 1006, as workerd does.
+A client's close frame reaches the worker's end as a close event; under `durability
+serve` (whose protocol has the `HALF_CLOSE` extension, see `ws_protocol`) the
+connection then stays open as on workerd: what that end still sends goes out, and the
+close frame the client gets back is the one it sends when it closes, with its code and
+reason. An end that goes away without closing (1006) drops the connection without a
+close frame. Under a server without the extension, the server answers the close frame
+itself and what the worker's end sends afterwards is dropped. A connection lost
+without a close frame is reported as 1006, as workerd does.
 """
 
 from __future__ import annotations
@@ -27,13 +31,25 @@ from ...runtime._ws_events import (
     ABNORMAL_CLOSE,
     ABNORMAL_REASON,
     NO_STATUS,
+    BinaryMessage,
     CloseEvent,
     ErrorEvent,
     MessageEvent,
     SocketEvent,
 )
 
-__all__ = ["serve_websocket"]
+__all__ = ["ABORT", "HALF_CLOSE", "HALF_CLOSED", "serve_websocket"]
+
+HALF_CLOSE = "durability.websocket.half_close"
+"""The scope extension of a server that leaves the answer to a client's close frame to
+the app: it marks that `websocket.disconnect` with `HALF_CLOSED`, and still carries
+the app's messages until the app's `websocket.close` (or `ABORT`)."""
+
+HALF_CLOSED = "durability.half_closed"
+"""Set on the `websocket.disconnect` of a client's close frame left unanswered."""
+
+ABORT = "durability.websocket.abort"
+"""The message that ends a connection without a close frame."""
 
 logger = logging.getLogger("durability.serve")
 
@@ -79,7 +95,7 @@ async def serve_websocket(
     if response.status != 101 or client is None:
         await _answer_http(scope, send, response)
         return
-    connection = _Connection(client, send)
+    connection = _Connection(client, send, HALF_CLOSE in scope.get("extensions", {}))
     await send(
         {
             "type": "websocket.accept",
@@ -121,9 +137,10 @@ async def _answer_http(
 class _Connection:
     """One accepted connection: the client end of the worker's WebSocket, on the wire."""
 
-    def __init__(self, client: WebSocket, send: Send) -> None:
+    def __init__(self, client: WebSocket, send: Send, half_close: bool) -> None:
         self._client = client
         self._send = send
+        self._half_close = half_close
         self._queue: asyncio.Queue[Message | None] = asyncio.Queue()
         self._gone = False
 
@@ -132,9 +149,17 @@ class _Connection:
         if self._gone:
             return
         if isinstance(event, MessageEvent):
-            key = "text" if isinstance(event.data, str) else "bytes"
-            data = event.data if isinstance(event.data, str) else bytes(event.data)
-            self._queue.put_nowait({"type": "websocket.send", key: data})
+            if isinstance(event.data, str):
+                self._queue.put_nowait({"type": "websocket.send", "text": event.data})
+            elif isinstance(event.data, BinaryMessage):
+                self._queue.put_nowait({"type": "websocket.send", "bytes": bytes(event.data)})
+        elif isinstance(event, CloseEvent) and event.code == ABNORMAL_CLOSE:
+            # The worker's end went away without closing: no close frame can say so.
+            self._queue.put_nowait(
+                {"type": ABORT}
+                if self._half_close
+                else {"type": "websocket.close", "code": 1011, "reason": ""}
+            )
         elif isinstance(event, CloseEvent):
             code = 1000 if event.code == NO_STATUS else event.code
             self._queue.put_nowait(
@@ -155,7 +180,7 @@ class _Connection:
                 if self._client._peer is not None:
                     self._client._peer._receive(ErrorEvent(error))
                 return
-            if message["type"] == "websocket.close":
+            if message["type"] in ("websocket.close", ABORT):
                 return
 
     async def read(self, receive: Receive) -> None:
@@ -165,9 +190,13 @@ class _Connection:
             kind = message["type"]
             if kind == "websocket.receive":
                 text = message.get("text")
-                data = text if text is not None else message.get("bytes") or b""
+                data = text if text is not None else BinaryMessage(message.get("bytes") or b"")
                 if not self._client._close_sent:
                     self._client.send(data)
+            elif kind == "websocket.disconnect" and message.get(HALF_CLOSED):
+                # The client closed; the connection waits for the worker's end to close.
+                code = int(message.get("code", NO_STATUS))
+                self._client._close_with(CloseEvent(code, message.get("reason") or "", True))
             elif kind == "websocket.disconnect":
                 self._gone = True
                 code = int(message.get("code", NO_STATUS))

@@ -26,6 +26,13 @@ from .._outbound import fetch as _fetch
 from .._websocket import WebSocketPair, WebSocketRequestResponsePair
 
 
+class JsWebSocketPair(WebSocketPair):
+    """`js.WebSocketPair`: its ends take what Cloudflare's take, JavaScript values (tags
+    as an array from `to_js`, attachments JavaScript can clone)."""
+
+    _cloudflare_values = True
+
+
 class JsDate:
     """A JavaScript `Date`: `getTime()`, `valueOf()`, `toISOString()`, `toString()`."""
 
@@ -179,7 +186,7 @@ def fill_js(module: ModuleType) -> None:
         Headers=JsHeaders,
         Error=SimpleNamespace(new=lambda message="": js_error("Error", js_string(message))),
         fetch=_js_fetch,
-        WebSocketPair=WebSocketPair,
+        WebSocketPair=JsWebSocketPair,
         WebSocketRequestResponsePair=WebSocketRequestResponsePair,
     )
 

@@ -1,23 +1,27 @@
 """The `pyodide`, `pyodide.ffi` and `pyodide.http` stand-ins.
 
-`pyodide.ffi` has the names Worker code uses: `to_js` and `create_proxy` (which give
-back what they are given, as there is no JavaScript to hand it to), `JsException` (the
-type the embedded runtime raises for Cloudflare's errors), `JsProxy` and its kinds (for
-`isinstance` checks, which no local value passes), `jsnull`, `IN_PYODIDE` (False).
+`pyodide.ffi` has the names Worker code uses: `to_js` (its lists, dicts, sets and bytes
+marked as JavaScript ones, still Python values, see `_js_containers`), `create_proxy`
+(which gives back what it is given, as there is no JavaScript to hand it to),
+`run_sync` (see `_run_sync`), `JsException` (the type the embedded runtime raises for
+Cloudflare's errors), `JsProxy` and its kinds (for `isinstance` checks, which no local
+value passes), `jsnull`, `IN_PYODIDE` (False).
 `pyodide.http` has `pyfetch` (real outbound HTTP), `FetchResponse` and its errors.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
 
 from .._http import FetchResponse, Request
+from .._js_containers import to_js
 from .._js_errors import AbortError, BodyUsedError, HttpStatusError, JsException, js_error
 from .._js_values import JsBigInt
 from .._outbound import fetch
+from ._run_sync import can_run_sync, run_sync
 
 VERSION = "0.0.0+durability"
 """`pyodide.__version__` here: no real Pyodide version, so no version check matches."""
@@ -60,11 +64,6 @@ class PyProxy:
         self._destroyed = True
 
 
-def to_js(obj: Any, **options: Any) -> Any:
-    """`obj` unchanged: locally values keep their Python form."""
-    return obj
-
-
 def create_proxy(obj: Any, **options: Any) -> Any:
     """A proxy of a callable (with `destroy()`); any other value unchanged."""
     return PyProxy(obj) if callable(obj) else obj
@@ -81,19 +80,6 @@ def destroy_proxies(proxies: Iterable[Any]) -> None:
         destroy = getattr(proxy, "destroy", None)
         if destroy is not None:
             destroy()
-
-
-def can_run_sync() -> bool:
-    """False: there is no JavaScript promise integration here."""
-    return False
-
-
-def run_sync(awaitable: Awaitable[Any]) -> Any:
-    """Not available here (Pyodide needs JSPI for it), as in Pyodide's global scope."""
-    close = getattr(awaitable, "close", None)
-    if close is not None:
-        close()
-    raise RuntimeError("No suspender")
 
 
 def register_js_module(name: str, module: Any) -> None:

@@ -181,6 +181,46 @@ class Store(DurableObject):
             await attempt("list", lambda: s.list()),
         ]
 
+    async def refusals(self):
+        s = self.ctx.storage
+        await s.deleteAll()
+        await s.put({"a": 1, "b": 2, "c": 3})
+
+        async def nothing(txn):
+            return None
+
+        return [
+            await attempt("limit as a string", lambda: s.list({"limit": "2"})),
+            await attempt("limit as text", lambda: s.list({"limit": "two"})),
+            await attempt("limit True", lambda: s.list({"limit": True})),
+            await attempt("limit 2.7", lambda: s.list({"limit": 2.7})),
+            await attempt("limit None", lambda: s.list({"limit": None})),
+            await attempt("deleteAll of a number", lambda: s.deleteAll(5)),
+            await attempt("deleteAll of a string", lambda: s.deleteAll("x")),
+            await attempt("transaction of a number", lambda: s.transaction(5)),
+            await attempt("transaction of a function", lambda: s.transaction(nothing)),
+            await attempt("deleteAll of options", lambda: s.deleteAll({})),
+            await attempt("list after", lambda: s.list()),
+        ]
+
+    async def eager(self):
+        """Operations act when called: awaited later, or never."""
+        s = self.ctx.storage
+        await s.deleteAll()
+        s.put("k", 1)
+        s.setAlarm(4102444800000)
+        pending = s.get("k")
+        s.put("k", 2)
+        bad = s.put()
+        lines = [
+            await attempt("read started before a write", lambda: pending),
+            await attempt("a bad put raises when awaited", lambda: bad),
+            await attempt("alarm set unawaited", lambda: s.getAlarm()),
+            await attempt("value put unawaited", lambda: s.get("k")),
+        ]
+        await s.deleteAlarm()
+        return lines
+
     async def remember(self, value):
         await self.ctx.storage.put("remembered", value)
         return await self.ctx.storage.get("remembered")
@@ -206,4 +246,4 @@ class Default(WorkerEntrypoint):
         )
 
 
-SECTIONS = {"forms", "keys", "values", "listing", "sync_kv", "transaction"}
+SECTIONS = {"forms", "keys", "values", "listing", "sync_kv", "transaction", "eager", "refusals"}

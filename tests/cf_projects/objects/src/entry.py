@@ -20,6 +20,14 @@ async def attempt(label, make):
     return f"{label}: {result!r}"
 
 
+def _refusal(make):
+    """What `make()` raised (its type and last line), or what it gave."""
+    try:
+        return make()
+    except Exception as error:
+        return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[-1]}"
+
+
 async def failed_start(stub):
     """Whether a call failed because the constructor's start-up failed (Cloudflare wraps
     the error in a JsException whose text holds the traceback)."""
@@ -113,6 +121,7 @@ class Resettable(DurableObject):
             "hex length": len(str(id)),
             "toString matches str": id.toString() == str(id),
             "equals itself": id.equals(self.ctx.id),
+            "equals its text": _refusal(lambda: id.equals(str(id))),
             "waitUntil of a task": self.ctx.waitUntil(asyncio.ensure_future(asyncio.sleep(0))),
             "waitUntil of a number": self.ctx.waitUntil(5),
         }

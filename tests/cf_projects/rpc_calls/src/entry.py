@@ -32,9 +32,22 @@ async def attempt(label, make):
     return f"{label}: {shown(result)}"
 
 
+async def tried(label, make):
+    """`attempt` for a call that may give its result without an awaitable."""
+
+    async def made():
+        result = make()
+        return await result if hasattr(result, "__await__") else result
+
+    return await attempt(label, made)
+
+
 class Echo(DurableObject):
     def echo(self, *args):
         return [shown(arg) for arg in args]
+
+    def pair(self, a, b):
+        return [shown(a), shown(b)]
 
     async def give(self, kind):
         values = {
@@ -135,6 +148,25 @@ class Default(WorkerEntrypoint):
                 await attempt("plain method", lambda: quiet.ping()),
                 f"stub name: {echo.name}",
             ]
+        elif route == "refusals":
+            ns = self.env.ECHO
+            cases = [
+                ("too few arguments", lambda: echo.pair(1)),
+                ("too many arguments", lambda: echo.pair(1, 2, 3)),
+                ("keyword arguments", lambda: echo.pair(a=1, b=2)),
+                ("idFromName of an int", lambda: ns.idFromName(5).equals(ns.idFromName("5"))),
+                ("idFromName of True", lambda: ns.idFromName(True).equals(ns.idFromName("true"))),
+                (
+                    "idFromName of None",
+                    lambda: ns.idFromName(None).equals(ns.idFromName("undefined")),
+                ),
+                ("idFromString of a name", lambda: ns.idFromString("not-an-id")),
+                ("idFromString too short", lambda: ns.idFromString("ab" * 10)),
+                ("get of a name", lambda: ns.get("e")),
+                ("getByName of an int", lambda: ns.getByName(5).name),
+                ("newUniqueId elsewhere", lambda: ns.newUniqueId({"jurisdiction": "mars"})),
+            ]
+            lines = [await tried(label, make) for label, make in cases]
         elif route == "fetch":
             quiet = self.env.QUIET.getByName("q")
             forwarded = await echo.fetch(
