@@ -58,7 +58,8 @@ from .policy import (
     jitter,
 )
 from .records import RecordExecutor
-from .runner import AttemptRunner, Reservation
+from .reservation import QUEUED_CLAIM, Reservation
+from .runner import AttemptRunner
 from .running import ActiveExecution
 from .scheduler import DurabilityScheduler, attach, attach_storage, object_scheduler
 from .tables import (
@@ -78,6 +79,7 @@ __all__ = [
     "DEFAULT_ATTEMPT_TIMEOUT_MS",
     "LATEST",
     "MAX_BATCH_ROWS",
+    "QUEUED_CLAIM",
     "SHARED_EVENT_TYPES",
     "ActiveExecution",
     "AlarmMethodOptions",

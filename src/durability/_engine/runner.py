@@ -11,24 +11,23 @@ entry points differ only in how permits are taken and who writes the claim:
 - `run(rows, attempt_of)`: a pass; waits for permits in FIFO order, in batches of
   those free at a time, and returns once every attempt it started has settled;
 - `start(attempts)`: now, as far as permits are free (the rest is left to a pass);
-- `reserve(attempts)`: permits and keys taken before a write of the caller's own that
-  inserts the records already claimed (`Reservation`), run once its commit is durable.
+- `reserve(attempts)`: keys (and the permits free) taken before a write of the caller's
+  own that inserts the records already claimed (`Reservation`, in `reservation`), run
+  once its commit is durable: at once with a permit, else as permits come.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
-from .._clock import now_ms
-from .._signal import AbortSignal
 from .attempt import Attempt
 from .batch import Hold, claim_and_run, release
 from .permits import Release
+from .reservation import ClaimQueue, Reservation
 from .running import ActiveExecution
 
 if TYPE_CHECKING:
@@ -40,10 +39,12 @@ Row = TypeVar("Row")
 class AttemptRunner:
     """Starts the attempts of every capability on one engine (`Engine.runner`)."""
 
-    __slots__ = ("_engine",)
+    __slots__ = ("_engine", "queue")
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        self.queue = ClaimQueue(self)
+        """Attempts claimed by their records' inserts, waiting for permits."""
 
     async def run(
         self,
@@ -131,8 +132,10 @@ class AttemptRunner:
         """Start now the `attempts` that free permits allow (the rest, and keys already
         running here, are left to a pass): their keys are marked running before this
         returns. The awaitable runs them, then reconciles the alarm with what they left;
-        `None` when nothing could start."""
+        `None` when nothing could start (claims queued for permits go first)."""
         engine = self._engine
+        if self.queue.reserved:
+            return None
         running = engine.running
         permits: list[Release] = []
         chosen: list[Attempt] = []
@@ -151,9 +154,9 @@ class AttemptRunner:
         return self._started(holds, waiting, lambda: claim_and_run(engine, holds, waiting))
 
     def reserve(self, attempts: Iterable[tuple[int, Attempt]]) -> Reservation:
-        """Take a free permit and the key of each attempt (new records due now, each given
-        with its position in the caller's write) for a write that inserts them claimed;
-        keys running here already, and repeats, are left out. See `Reservation`."""
+        """Take the key of each attempt (new records due now, each given with its position
+        in the caller's write), and a permit if one is free, for a write that inserts them
+        claimed; keys running here already, and repeats, are left out. See `Reservation`."""
         return Reservation(self, attempts)
 
     # -- internals ----------------------------------------------------------------------
@@ -232,104 +235,3 @@ class AttemptRunner:
             for task in waiting:
                 await task
         await self._engine.reconcile_now()
-
-
-class Reservation:
-    """The attempts of one write that start with it: held, claimed by the write, then run.
-
-    Before the caller's transaction, each attempt due now takes a permit that is free
-    right now (so it never goes ahead of a waiter: a released permit goes to the oldest
-    waiter first) and marks its key running. The transaction inserts those records with
-    their first attempt already claimed (`attempt = 1`, the row a claim would leave),
-    so one commit makes a new record and its first claim durable together; their
-    handlers run once that commit is durable, exactly as a batch runs the rows it
-    claimed. A reservation whose record was not inserted gives its permit and key back.
-    """
-
-    __slots__ = ("_claimed", "_holds", "_positions", "_runner", "_started_at", "all_claimed")
-
-    def __init__(self, runner: AttemptRunner, attempts: Iterable[tuple[int, Attempt]]) -> None:
-        """An attempt must be of the first row of its key in the write: a later row of
-        that key could not be inserted, so an earlier one keeps its place."""
-        self._runner = runner
-        self._holds: dict[str, Hold] = {}
-        self._positions: set[int] = set()
-        self._claimed: set[str] = set()
-        """The keys the transaction inserted claimed."""
-        self._started_at = 0
-        self.all_claimed = False
-        """Whether every record the transaction inserted was inserted claimed (none needs a
-        timer)."""
-        engine = runner._engine
-        running = engine.running
-        holds = self._holds
-        name: str | None = None
-        busy: Collection[str] = ()
-        for position, attempt in attempts:
-            table = attempt.kind.table.name
-            if table != name:
-                name = table
-                busy = running.keys(name)
-            # `busy` may predate the first key held here: those are in `holds`.
-            if attempt.key in holds or attempt.key in busy or attempt.after is not None:
-                continue
-            permit = engine.permits.try_acquire()
-            if permit is None:
-                break
-            entry = running.start(table, attempt.key, attempt.generation, attempt.created_at)
-            holds[attempt.key] = Hold(attempt, entry, permit)
-            self._positions.add(position)
-
-    def __bool__(self) -> bool:
-        return bool(self._holds)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._holds
-
-    def first_attempts(self) -> AbstractSet[int]:
-        """The positions, in the write's rows, of the records to insert claimed."""
-        return self._positions
-
-    def claimed(self, keys: Sequence[str], written: int) -> None:
-        """In the transaction: records `keys` were inserted claimed, of `written` inserted
-        in all (any other one needs the timer)."""
-        self._started_at = now_ms()
-        self._claimed = set(keys)
-        self.all_claimed = len(keys) == written
-        for key in keys:
-            self._holds[key].entry.signal = AbortSignal()
-
-    def start(self) -> Awaitable[None] | None:
-        """After the commit is durable: the run of the claimed records (the awaitable),
-        or `None` when there is none; every other hold is given back now."""
-        engine = self._runner._engine
-        claimed = self._claimed
-        holds: list[Hold] = []
-        for key, hold in self._holds.items():
-            if key in claimed:
-                holds.append(hold)
-            else:
-                release(engine, hold)
-        self._holds = {}
-        if not holds:
-            return None
-        started_at = self._started_at
-        waiting: list[asyncio.Task[None]] = []
-        executor = holds[0].attempt.kind.executor
-        return self._runner._started(
-            holds, waiting, lambda: executor.run(engine, holds, started_at, waiting)
-        )
-
-    def release(self) -> None:
-        """The write failed or was abandoned: give every permit and key back (a record it
-        may have committed is left to the timer and the alarm)."""
-        engine = self._runner._engine
-        holds = list(self._holds.values())
-        self._holds = {}
-        for hold in holds:
-            release(engine, hold)
-        if holds and engine.options.live_timers:
-            engine.refresh_in_background(
-                "durability.scheduler.refresh_failed",
-                {"table": holds[0].attempt.kind.table.name},
-            )

@@ -18,6 +18,7 @@ from .._clock import now_ms
 from .._context import Context, Row
 from .._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
+    QUEUED_CLAIM,
     SHARED_EVENT_TYPES,
     Attempt,
     AttemptPolicy,
@@ -275,9 +276,12 @@ class Durability(DurableHelper["DurableOperation"]):
     def _due_attempt(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> Attempt:
         key, generation, operation, payload, created_at, attempt = row[:6]
         call = self._call_attempt(key, operation, payload, generation, created_at, attempt)
-        spared, suspect, call.interruptions = row[6:]
-        call.suspect = suspect
-        call.spared = spared if suspect != 0 else spared + 1
+        spared, claim, call.interruptions = row[6:]
+        if claim == QUEUED_CLAIM:
+            call.spared = spared + 1  # claimed ahead of its permit and left: see `Reservation`
+        else:
+            call.suspect = claim
+            call.spared = spared if claim != 0 else spared + 1
         return call
 
     def _call_attempt(
