@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .._context import SqlStorage
 from .._signal import AbortSignal
 from .attempt import Attempt, Done
-from .batch import Hold, at_once, release
+from .batch import Hold, at_once, release, release_all
 from .handler_task import continue_in_task
 from .lifecycle import AttemptStartedEvent, LifecycleEventType
 from .policy import AttemptPolicy
@@ -44,12 +44,13 @@ class RecordExecutor(ABC):
         awaitable)."""
 
     @abstractmethod
-    def complete(self, sql: SqlStorage, done: Sequence[Done]) -> list[int | Exception | None]:
+    def complete(self, engine: Engine, done: Sequence[Done]) -> list[int | Exception | None]:
         """Store the successes `done` of this executor's records, each fenced on its
         generation and attempt: per row its completion time, `None` when a newer
-        generation won, or the error that turns the success into a failure. Runs
-        outside any transaction and may write several rows per statement; a raise fails
-        every row (they are then stored one by one)."""
+        generation won, or the error that turns the success into a failure. May write
+        several rows per statement; a raise fails every row (they are then stored one
+        by one), so one that raises must leave nothing written (a savepoint, when it
+        runs more than one statement that writes)."""
 
     @abstractmethod
     def on_terminal(self, sql: SqlStorage, attempt: Attempt) -> None:
@@ -102,8 +103,9 @@ async def run_claimed(
         number = attempt.attempt + 1
         if LifecycleEventType.ATTEMPT_STARTED in kind.listened:
             kind.emit(AttemptStartedEvent(**attempt.entity(), timestamp=started_at, attempt=number))
-        if signal.reason is not None:
-            failed.append((hold, signal.reason))  # cancelled or purged since its claim
+        reason = signal._reason  # the `reason` property, read once per attempt
+        if reason is not None:
+            failed.append((hold, reason))  # cancelled or purged since its claim
             continue
         try:
             executor: RecordExecutor = kind.executor  # type: ignore[assignment]
@@ -115,7 +117,8 @@ async def run_claimed(
             _hand_over(engine, hold, number, started_at, value, waiting)
             continue
         succeeded.append((hold, value))
-    _store_successes(engine, succeeded, started_at, failed)
+    if succeeded:
+        _store_successes(engine, succeeded, started_at, failed)
     for hold, failure in failed:
         await settle_error(engine, hold.attempt, hold.attempt.attempt + 1, started_at, failure)
         release(engine, hold)
@@ -198,35 +201,31 @@ def _store_successes(
     started_at: int,
     failed: list[tuple[Hold, BaseException]],
 ) -> None:
-    """Write every success (set-based, in one savepoint), then release each attempt; a
-    success that cannot be stored joins `failed`."""
-    if not succeeded:
-        return
+    """Write every success (set-based), then release each attempt; a success that cannot
+    be stored joins `failed`."""
     done: list[Done] = [
         (hold.attempt, hold.attempt.attempt + 1, value) for hold, value in succeeded
     ]
     executor: RecordExecutor = done[0][0].kind.executor  # type: ignore[assignment]
-    stored: list[int | Exception | None] | None
     try:
-        # A savepoint: a completion may read after its write (a count), and a read
-        # failing there must undo the write before the one-by-one retry.
-        stored = engine.transaction_sync(lambda sql: executor.complete(sql, done))
+        stored = executor.complete(engine, done)
     except Exception:
-        stored = None  # one row spoilt the statement: store them one by one
-    if stored is None:
+        # One row spoilt the statement (which wrote nothing): store them one by one.
         stored = [_complete_one(engine, one) for one in done]
+    released: list[Hold] = []
     for (hold, value), outcome in zip(succeeded, stored, strict=True):
         if isinstance(outcome, Exception):
             failed.append((hold, outcome))
             continue
         attempt = hold.attempt
         record_success(engine, attempt, attempt.attempt + 1, started_at, outcome, value)
-        release(engine, hold)
+        released.append(hold)
+    release_all(engine, released)
 
 
 def _complete_one(engine: Engine, done: Done) -> int | Exception | None:
     try:
         executor: RecordExecutor = done[0].kind.executor  # type: ignore[assignment]
-        return executor.complete(engine.sql, [done])[0]
+        return executor.complete(engine, [done])[0]
     except Exception as error:
         return error
