@@ -25,7 +25,7 @@ from .batch import Hold, at_once, release, release_all
 from .handler_task import continue_in_task
 from .lifecycle import AttemptStartedEvent, LifecycleEventType
 from .policy import AttemptPolicy
-from .settle import fail_exhausted, record_success, settle_error
+from .settle import fail_exhausted, record_successes, settle_error
 from .tables import claim_attempt, claim_attempts, claim_suspect, is_exhausted
 from .tasks import close_unstarted
 
@@ -203,6 +203,7 @@ def _store_successes(
 ) -> None:
     """Write every success (set-based), then release each attempt; a success that cannot
     be stored joins `failed`."""
+    held = [hold for hold, _ in succeeded]
     done: list[Done] = [
         (hold.attempt, hold.attempt.attempt + 1, value) for hold, value in succeeded
     ]
@@ -213,13 +214,14 @@ def _store_successes(
         # One row spoilt the statement (which wrote nothing): store them one by one.
         stored = [_complete_one(engine, one) for one in done]
     released: list[Hold] = []
-    for (hold, value), outcome in zip(succeeded, stored, strict=True):
+    successes: list[tuple[Attempt, int, int | None, Any]] = []
+    for (attempt, number, value), hold, outcome in zip(done, held, stored, strict=True):
         if isinstance(outcome, Exception):
             failed.append((hold, outcome))
             continue
-        attempt = hold.attempt
-        record_success(engine, attempt, attempt.attempt + 1, started_at, outcome, value)
+        successes.append((attempt, number, outcome, value))
         released.append(hold)
+    record_successes(engine, successes, started_at)
     release_all(engine, released)
 
 

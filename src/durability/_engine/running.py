@@ -145,6 +145,10 @@ class Watchers:
 
         return unsubscribe
 
+    def watched_keys(self, table: str) -> Collection[str]:
+        """The keys of `table` someone watches (a live view; empty when none)."""
+        return self._tables.get(table, _NONE)
+
     def watched(self, table: str, key: str) -> bool:
         """True when someone watches `key` of `table` (so a notification is worth building)."""
         by_key = self._tables.get(table)

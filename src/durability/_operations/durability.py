@@ -43,7 +43,7 @@ from .._errors import (
 )
 from .._serialization import serialize
 from .._signal import abort
-from .._uuid import random_uuid
+from .._uuid import fresh_generation, random_uuid
 from .._validate import check_non_negative_int
 from .calls import CallExecutor, DurableCall, call_idempotency_key
 from .control import (
@@ -153,7 +153,7 @@ class Durability(DurableHelper["DurableOperation"]):
         due = (
             now if run_at is None and delay_ms is None else first_attempt_at(now, run_at, delay_ms)
         )
-        return self._registrations.add((key, operation, text, due, random_uuid(), now))
+        return self._registrations.add((key, operation, text, due, fresh_generation(), now))
 
     def _registered(self, inserted: list[Registration]) -> None:
         """After the commit of new records: tell the hook."""
