@@ -3,9 +3,10 @@
 
 Each completion is fenced as a single one is (`control.complete_call`): it names the
 record's id, generation and attempt and `status = 'pending'`, so a cancel, retry or
-purge that got there first wins. Up to 16 records are one statement returning the ids
-it completed, atomic by itself; more are chunked in a savepoint, where chunks of at
-least `COUNTED_ROWS` records are counted with ``changes()`` instead.
+purge that got there first wins. Fewer than `COUNTED_ROWS` records are one statement
+returning the ids it completed, atomic by itself; more are chunked in a savepoint, and
+chunks of at least `COUNTED_ROWS` records counted with ``changes()`` instead (a returned
+row costs more than the count's read).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def complete_calls(
     """Store the results of many successful attempts, each fenced as `complete_call` is;
     per row `completed_at`, `None` (a cancel, retry or purge got there first) or
     `DurableResultSerializationError` (not JSON: nothing stored for it). Writes nothing
-    when it raises: one statement for up to 16 rows, else a savepoint around them."""
+    when it raises: one statement returning its ids for a few rows, else a savepoint
+    around the counted chunks."""
     outcomes: list[int | Exception | None] = [None] * len(done)
     writes: list[tuple[int, str, str, int, str]] = []
     for index, (attempt, number, result) in enumerate(done):
@@ -57,9 +59,11 @@ def complete_calls(
             outcomes[index] = failure
             continue
         writes.append((index, attempt.key, attempt.generation, number, text))
-    if len(writes) <= _COMPLETE_CHUNK:
+    if len(writes) < COUNTED_ROWS:
         won = _returned(engine.sql, writes, completed_at) if writes else ()
     else:
+        # A savepoint: a counted chunk reads after its write, and a failing read (or a
+        # later chunk) must undo the writes before the one-by-one retry.
         won = engine.transaction_sync(lambda sql: _chunks(sql, writes, completed_at))
     for index in won:
         outcomes[index] = completed_at
