@@ -21,6 +21,7 @@ from .._engine import (
     QUEUED_CLAIM,
     SHARED_EVENT_TYPES,
     Attempt,
+    AttemptKind,
     AttemptPolicy,
     CancelledEvent,
     DurabilityScheduler,
@@ -124,7 +125,7 @@ class Durability(DurableHelper["DurableOperation"]):
         """Retried records (by key and generation) whose older attempt must end first."""
         self._registrations = Registrations(
             self._engine,
-            attempt_of=self._call_attempt,
+            kind_of=self._kind_for,
             registered=self._registered,
             start=self._start_eagerly,
             run_started=self._run_started,
@@ -302,6 +303,11 @@ class Durability(DurableHelper["DurableOperation"]):
                 after = None
         kind = self._kinds.get(operation) or self._kind_of(operation)
         return Attempt(kind, key, generation, created_at, attempt, payload_text, after)
+
+    def _kind_for(self, operation: str) -> AttemptKind:
+        """What every attempt of `operation` shares (a new record's attempt needs no
+        `after`: its generation is new)."""
+        return self._kinds.get(operation) or self._kind_of(operation)
 
     def _idempotency_prefix(self, operation: str) -> str:
         """`call_idempotency_key` of `operation` without the id (built once per name)."""

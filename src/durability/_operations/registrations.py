@@ -21,15 +21,22 @@ from itertools import chain
 
 from .._clock import now_ms
 from .._context import SqlStorage
-from .._engine import Attempt, Engine, Reservation, TurnBatch, padded_bindings, value_rows
+from .._engine import (
+    Attempt,
+    AttemptKind,
+    Engine,
+    Reservation,
+    TurnBatch,
+    padded_bindings,
+    value_rows,
+)
 from .._errors import DuplicateDurableCallError
 
 Registration = tuple[str, str, str, int, str, int]
 """A new record: id, operation, payload text, due time, generation, creation time."""
 
-AttemptOf = Callable[[str, str, str, str, int, int], Attempt]
-"""The attempt of a record: id, operation, payload text, generation, creation time and
-the attempt count it has."""
+KindOf = Callable[[str], AttemptKind]
+"""What every attempt of an operation shares, by the operation's name."""
 
 _INSERT_CHUNK = 16
 """Rows one INSERT names at most (6 bindings each, under the 100 a query may have)."""
@@ -60,19 +67,19 @@ class Registrations:
     as far as permits are free.
     """
 
-    __slots__ = ("_attempt_of", "_batch", "_engine", "_registered", "_run_started", "_start", "add")
+    __slots__ = ("_batch", "_engine", "_kind_of", "_registered", "_run_started", "_start", "add")
 
     def __init__(
         self,
         engine: Engine,
         *,
-        attempt_of: AttemptOf,
+        kind_of: KindOf,
         registered: Callable[[list[Registration]], None],
         start: Callable[[list[Attempt]], None],
         run_started: Callable[[Awaitable[None], str, str], None],
     ) -> None:
         self._engine = engine
-        self._attempt_of = attempt_of
+        self._kind_of = kind_of
         self._registered = registered
         self._start = start
         self._run_started = run_started
@@ -112,12 +119,13 @@ class Registrations:
         """The position and attempt of each row due at `now` that is the first of its key
         in `rows` (built only as far as the reservation takes them)."""
         seen: set[str] = set()
+        kind_of = self._kind_of
         for position, (key, operation, text, due_at, generation, created_at) in enumerate(rows):
             if key in seen:
                 continue
             seen.add(key)
             if due_at <= now:
-                yield position, self._attempt_of(key, operation, text, generation, created_at, 0)
+                yield position, Attempt(kind_of(operation), key, generation, created_at, 0, text)
 
     def _written(self, inserted: list[Registration], claims: Reservation | None) -> None:
         """After the commit of new records: tell `registered`, run those claimed with
@@ -143,7 +151,8 @@ class Registrations:
         due: list[Attempt] = []
         for key, operation, text, due_at, generation, created_at in inserted:
             if due_at <= now and (claims is None or key not in claims):
-                due.append(self._attempt_of(key, operation, text, generation, created_at, 0))
+                kind = self._kind_of(operation)
+                due.append(Attempt(kind, key, generation, created_at, 0, text))
                 if len(due) == free:
                     break
         return due
