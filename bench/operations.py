@@ -36,7 +36,9 @@ Everything runs in one process on real files (WAL, every commit synced) and the 
   the loop, and again with it in a thread). Below those, the least work the workload
   allows at all (`least_work.LeastWork`: a five-column table, registrations inserted
   already claimed while permits are free, no task per call), its syncs on the loop and
-  again in threads with several in flight. The CPU rows add what the runtime's floor
+  again in threads with several in flight, with `--wide-concurrency` permits, and with a
+  turn's registrations all claimed by its commit (as the engine claims them); the last
+  rows give the engine's rate as a fraction of each. The CPU rows add what the runtime's floor
   costs over a bare task inserting one row.
 - named-alarm schedule cost with 1,000 vs 100,000 other occurrences pending (those are
   inserted with SQL to set up quickly; the measured calls go through the API).
@@ -813,6 +815,8 @@ def main() -> None:
         "bare": [],
         "bare-threaded": [],
         "least": [],
+        "least-wide": [],
+        "least-all": [],
         "least-threaded": [],
     }
     with tempfile.TemporaryDirectory(prefix="durability-bench-", dir=args.dir) as tmp:
@@ -894,15 +898,21 @@ def main() -> None:
                     )
                 )
             )
-            for key, threads in (("least", 0), ("least-threaded", LEAST_SYNC_THREADS)):
+            for key, threads, permits, claim_all in (
+                ("least", 0, args.alarm_concurrency, False),
+                ("least-wide", 0, args.wide_concurrency or args.alarm_concurrency, False),
+                ("least-all", 0, args.alarm_concurrency, True),
+                ("least-threaded", LEAST_SYNC_THREADS, args.alarm_concurrency, False),
+            ):
                 references[key].append(
                     asyncio.run(
                         bench_least(
                             here / f"{key}.sqlite3",
                             args.operations,
                             args.callers,
-                            args.alarm_concurrency,
+                            permits,
                             threads,
+                            claim_all=claim_all,
                         )
                     )
                 )
@@ -1003,12 +1013,37 @@ def main() -> None:
             "already claimed, no task per call, syncs on the loop (LeastWork)",
         ),
         (
+            "least-wide",
+            f"the same with {args.wide_concurrency or args.alarm_concurrency} permits",
+        ),
+        (
+            "least-all",
+            "the same with a turn's registrations all claimed by its commit, as the "
+            "engine's (LeastWork, claim_all)",
+        ),
+        (
             "least-threaded",
-            f"the same, syncs in {LEAST_SYNC_THREADS} threads, up to as many in flight",
+            f"the least work at all, syncs in {LEAST_SYNC_THREADS} threads, up to as many "
+            "in flight",
         ),
     ):
         rate, text = _rates(args.operations, references[key])
         rows.append((label, f"{args.operations:,}", f"{text}, {rate / raw_rate:.1f}x"))
+    least = {
+        args.alarm_concurrency: statistics.median(references["least"]),
+        args.wide_concurrency: statistics.median(references["least-wide"]),
+    }
+    least_all = statistics.median(references["least-all"])
+    for concurrency, seconds in runtime.items():
+        engine = statistics.median(seconds)
+        rows.append(
+            (
+                f"durability, alarm_concurrency={concurrency}, against LeastWork with as many "
+                "permits / with a turn's claims in one commit",
+                f"{args.operations:,}",
+                f"{least[concurrency] / engine:.2f}x / {least_all / engine:.2f}x",
+            )
+        )
     floor_us = statistics.median(cpu["floor"]) * 1e6
     bare_us = statistics.median(cpu["bare"]) * 1e6
     operations_us = statistics.median(cpu["operations"]) * 1e6
