@@ -16,7 +16,7 @@ MAX_RUNS = 4 * MAX_ATTEMPTS + 4
 settles, and a few for kills that land while an alarm pass starts."""
 
 
-@pytest.mark.parametrize("executor", ["operations", "alarms", "fanout"])
+@pytest.mark.parametrize("executor", ["operations", "operations-queued", "alarms", "fanout"])
 def test_a_poison_among_twenty_fails_alone_and_every_other_item_completes(
     tmp_path: Path, executor: str
 ) -> None:
