@@ -125,7 +125,8 @@ async def _settled(runner: AttemptRunner, waiting: list[asyncio.Task[None]]) -> 
     try:
         await asyncio.gather(*waiting)
     finally:
-        await runner._engine.reconcile_now()
+        if not runner.queue.reserved:  # else the queue reconciles once it has run them
+            await runner._engine.reconcile_now()
 
 
 class Reservation:

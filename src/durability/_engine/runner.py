@@ -228,10 +228,13 @@ class AttemptRunner:
         run: Callable[[], Awaitable[None]],
     ) -> None:
         """`run()` over `holds` started outside a pass; then wait for the attempts it
-        handed over and reconcile the alarm with what they left."""
+        handed over and reconcile the alarm with what they left (unless claims are
+        queued for permits: the queue reconciles once it has run them, with fewer keys
+        running for the reconcile to look past)."""
         try:
             await self._run_held(holds, run)
         finally:
             for task in waiting:
                 await task
-        await self._engine.reconcile_now()
+        if not self.queue.reserved:
+            await self._engine.reconcile_now()
