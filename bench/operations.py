@@ -102,6 +102,8 @@ class Settings:
     """Options the benchmark objects read when they are built."""
 
     alarm_concurrency: int = 10
+    claim_all: bool = False
+    """`LeanOperations` claims a turn's records in its commit (as the engine does)."""
 
 
 settings = Settings()
@@ -285,6 +287,13 @@ _LEAN_INSERT = (
     "generation_id, created_at) SELECT column1, column2, column3, 'pending', 0, column4, "
     "column5, column6 FROM (VALUES {rows}) WHERE true ON CONFLICT(id) DO NOTHING"
 )
+_LEAN_INSERT_CLAIMED = (
+    "INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at, "
+    "generation_id, created_at, claim_alone) SELECT column1, column2, column3, 'pending', 1, "
+    "column4, column5, column6, 2 FROM (VALUES {rows}) WHERE true ON CONFLICT(id) DO NOTHING"
+)
+"""`_LEAN_INSERT` with each record's first attempt claimed (ahead of its permit)."""
+
 _LEAN_CLAIM = (
     "WITH c(k, g) AS (VALUES {rows}) UPDATE durability_calls SET attempt = attempt + 1 FROM c "
     "WHERE durability_calls.id = c.k AND durability_calls.generation_id = c.g "
@@ -319,11 +328,14 @@ class Turn:
 class LeanWork:
     """The records and permits of the least-work models, and the row work of one turn's
     transaction: that turn's new records, the last turn's successes, and the claims of
-    the permits those freed. `chunk`: rows one statement names at most."""
+    the permits those freed. `chunk`: rows one statement names at most. `claim_all`: a
+    turn's new records are all inserted claimed (as the engine's registrations are), so
+    no claim statement follows; the no-op handlers run one after another once durable."""
 
-    def __init__(self, permits: int, chunk: int) -> None:
+    def __init__(self, permits: int, chunk: int, claim_all: bool = False) -> None:
         self.permits = permits
         self.chunk = chunk
+        self.claim_all = claim_all
         self.rows: list[tuple[str, str, str, int, str, int]] = []
         self.registered: asyncio.Future[None] | None = None
         self.unclaimed: deque[Claim] = deque()
@@ -342,14 +354,17 @@ class LeanWork:
         rows, self.rows = self.rows, []
         registered, self.registered = self.registered, None
         chunk = self.chunk
+        insert = _LEAN_INSERT_CLAIMED if self.claim_all else _LEAN_INSERT
         for first in range(0, len(rows), chunk):
             part = rows[first : first + chunk]
-            execute(_lean_statement(_LEAN_INSERT, 6, len(part)), [*chain(*part)])
-        self.unclaimed.extend((row[0], row[4]) for row in rows)
+            execute(_lean_statement(insert, 6, len(part)), [*chain(*part)])
         succeeded, self.succeeded = self.succeeded, []
         for first in range(0, len(succeeded), chunk):
             done = succeeded[first : first + chunk]
             execute(_lean_statement(_LEAN_COMPLETE, 2, len(done)), [*chain(*done), now])
+        if self.claim_all:
+            return Turn(registered, [(row[0], row[4]) for row in rows], len(succeeded))
+        self.unclaimed.extend((row[0], row[4]) for row in rows)
         self.permits += len(succeeded)
         claimed = [self.unclaimed.popleft() for _ in range(min(self.permits, len(self.unclaimed)))]
         self.permits -= len(claimed)
@@ -389,7 +404,7 @@ class LeanOperations(CountingBench):
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
         migrate(ctx.storage, "operations", OPERATION_MIGRATIONS)
-        self.work = LeanWork(settings.alarm_concurrency, RUNTIME_CHUNK)
+        self.work = LeanWork(settings.alarm_concurrency, RUNTIME_CHUNK, settings.claim_all)
         self.flushing = False
 
     async def register(self, id: str) -> None:
