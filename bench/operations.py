@@ -43,7 +43,8 @@ Everything runs in one process on real files (WAL, every commit synced) and the 
 - named-alarm schedule cost with 1,000 vs 100,000 other occurrences pending (those are
   inserted with SQL to set up quickly; the measured calls go through the API).
 - CPU per operation on the in-memory runtime (process time, register -> completed,
-  default permits), beside the runtime's own floor: a stub call inserting one row.
+  default permits), beside the runtime's own floor (a stub call inserting one row) and
+  the least work on this runtime with the engine's claims (`LeanOperations`, claim_all).
   The operations object's hook counts completions, so it asks for `attempt_settled`
   events only (`lifecycle_events`): the engine builds no other event.
 - lateness of near-term named alarms (due within the min delay, so served by the
@@ -821,12 +822,13 @@ def main() -> None:
     raw_table: list[float] = []
     floors: dict[tuple[int, bool], list[float]] = {floor: [] for floor in FLOORS}
     runtime: dict[int, list[float]] = {concurrency: [] for concurrency in concurrencies}
-    cpu: dict[str, list[float]] = {"operations": [], "floor": [], "bare": []}
+    cpu: dict[str, list[float]] = {"operations": [], "floor": [], "bare": [], "lean-all": []}
     references: dict[str, list[float]] = {
         "unsynced": [],
         "thread-synced": [],
         "memory": [],
         "lean": [],
+        "lean-all": [],
         "bare": [],
         "bare-threaded": [],
         "least": [],
@@ -881,17 +883,20 @@ def main() -> None:
             references["memory"].append(
                 asyncio.run(bench_operations(None, args.operations, args.callers, 10))
             )
-            references["lean"].append(
-                asyncio.run(
-                    bench_operations(
-                        here / "lean",
-                        args.operations,
-                        args.callers,
-                        args.alarm_concurrency,
-                        binding=LeanOperations,
+            for key, claim_all in (("lean", False), ("lean-all", True)):
+                settings.claim_all = claim_all
+                references[key].append(
+                    asyncio.run(
+                        bench_operations(
+                            here / key,
+                            args.operations,
+                            args.callers,
+                            args.alarm_concurrency,
+                            binding=LeanOperations,
+                        )
                     )
                 )
-            )
+            settings.claim_all = False
             references["bare"].append(
                 asyncio.run(
                     bench_bare(
@@ -935,6 +940,11 @@ def main() -> None:
                 asyncio.run(cpu_per_call(InsertFloor, args.operations, args.callers))
             )
             cpu["bare"].append(asyncio.run(bare_cpu_per_call(args.operations, args.callers)))
+            settings.claim_all = True
+            cpu["lean-all"].append(
+                asyncio.run(cpu_per_call(LeanOperations, args.operations, args.callers))
+            )
+            settings.claim_all = False
             cpu["operations"].append(
                 asyncio.run(cpu_per_call(OperationsBench, args.operations, args.callers))
             )
@@ -1018,6 +1028,11 @@ def main() -> None:
             "no engine (LeanOperations)",
         ),
         (
+            "lean-all",
+            "the same with a turn's records all claimed by its commit, as the engine's "
+            "(LeanOperations, claim_all)",
+        ),
+        (
             "bare",
             "least work: bare asyncio + sqlite3, no runtime, syncs on the loop (BareOperations)",
         ),
@@ -1074,6 +1089,15 @@ def main() -> None:
             "bare asyncio + sqlite3 in memory, CPU per call: a task inserting one row",
             f"{args.operations:,}",
             f"{bare_us:.1f} us (the runtime's floor adds {floor_us - bare_us:.1f} us)",
+        )
+    )
+    lean_us = statistics.median(cpu["lean-all"]) * 1e6
+    rows.append(
+        (
+            "in-memory runtime, CPU per operation: the least work on this runtime, a turn's "
+            "records claimed by its commit (LeanOperations, claim_all)",
+            f"{args.operations:,}",
+            f"{lean_us:.1f} us ({lean_us - floor_us:.1f} us over the floor)",
         )
     )
     rows.append(
