@@ -12,6 +12,7 @@ import pytest
 
 from _lab import note_attempt_on_disk
 from durability import Durability, DurableCall
+from durability._operations import calls, completions
 from durability.runtime import DurableObject, Runtime, _database
 from durability.testing import VirtualClock
 
@@ -155,5 +156,38 @@ async def test_a_queued_claim_cut_off_is_claimed_again_beside_others_and_spared(
         assert rows["c"] == ["completed", 2, 0, 1, 1]
         assert rows["d"] == ["completed", 2, 0, 1, 1]
         assert rows["a"] == ["completed", 2, 1, 1, 1]
+    finally:
+        await rt.close()
+
+
+async def test_handlers_that_do_not_await_pass_their_permit_on_within_one_batch(
+    clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With one permit, queued calls whose handlers return without awaiting run one after
+    another on that permit in one batch, their results stored together; a handler that
+    awaits keeps its permit, so the call after it waits for it."""
+    stored: list[int] = []
+    complete = completions.complete_calls
+
+    def counting(engine: Any, done: Any, completed_at: int) -> Any:
+        stored.append(len(done))
+        return complete(engine, done, completed_at)
+
+    monkeypatch.setattr(calls, "complete_calls", counting)
+    probe: dict[str, Any] = {"permits": 1}
+    rt, obj = await start(clock, probe)
+    try:
+        await obj.register([["work", f"w{number:02}"] for number in range(20)])
+        await clock.run_until_idle()
+        assert probe["ran"] == [(f"w{number:02}", 1) for number in range(20)]
+        assert stored == [19]  # the first ran alone on the free permit, right away
+        probe["ran"].clear()
+        await obj.register([["work", "a"], ["held", "b"], ["work", "c"]])
+        await clock.run_until_idle()
+        assert probe["ran"] == [("a", 1), ("b", 1)]
+        await obj.open_gate()
+        await clock.run_until_idle()
+        assert probe["ran"] == [("a", 1), ("b", 1), ("c", 1)]
+        assert {row[0] for row in (await obj.rows()).values()} == {"completed"}
     finally:
         await rt.close()

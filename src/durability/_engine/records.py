@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._context import SqlStorage
@@ -26,7 +26,7 @@ from .handler_task import continue_in_task
 from .lifecycle import AttemptStartedEvent, LifecycleEventType
 from .policy import AttemptPolicy
 from .settle import fail_exhausted, record_successes, settle_error
-from .tables import claim_attempt, claim_attempts, claim_suspect, is_exhausted
+from .tables import MAX_BATCH_ROWS, claim_attempt, claim_attempts, claim_suspect, is_exhausted
 from .tasks import close_unstarted
 
 if TYPE_CHECKING:
@@ -82,20 +82,39 @@ class RecordExecutor(ABC):
         claimed: list[Hold],
         started_at: int,
         waiting: list[asyncio.Task[None]],
+        refill: Refill | None = None,
     ) -> None:
         """Run the handlers of `claimed` attempts, whose claims (at `started_at`) are
         durable already, and settle them; one whose handler suspended goes on in a task
-        added to `waiting`."""
-        await run_claimed(engine, claimed, started_at, waiting)
+        added to `waiting`. With `refill`, a handler that returned without awaiting hands
+        its permit to the next claimed attempt `refill` gives, up to `MAX_BATCH_ROWS` in
+        all: it has ended, and its outcome is written with theirs before anything else of
+        the object runs, so no two handlers ever hold one permit at once."""
+        await run_claimed(engine, claimed, started_at, waiting, refill)
+
+
+Refill = Callable[[], Hold | None]
+"""The next claimed attempt to run on the permit of one that has ended (`None`: none)."""
+
+
+def _lent() -> None:
+    """The release of a permit handed on to another attempt: nothing left to give back."""
 
 
 async def run_claimed(
-    engine: Engine, claimed: list[Hold], started_at: int, waiting: list[asyncio.Task[None]]
+    engine: Engine,
+    claimed: list[Hold],
+    started_at: int,
+    waiting: list[asyncio.Task[None]],
+    refill: Refill | None = None,
 ) -> None:
     """Run the handlers of `claimed` attempts, whose claims (at `started_at`) are durable
-    already, and settle them; an attempt whose handler suspended goes on in `waiting`."""
+    already, and settle them; an attempt whose handler suspended goes on in `waiting`
+    (`refill`: see `RecordExecutor.run`)."""
     succeeded: list[tuple[Hold, Any]] = []
     failed: list[tuple[Hold, BaseException]] = []
+    if refill is not None:
+        claimed = list(claimed)  # grows as permits are handed on (the loop sees it grow)
     for hold in claimed:
         attempt, signal = hold.attempt, hold.entry.signal
         assert signal is not None
@@ -117,6 +136,11 @@ async def run_claimed(
             _hand_over(engine, hold, number, started_at, value, waiting)
             continue
         succeeded.append((hold, value))
+        if refill is not None and len(claimed) < MAX_BATCH_ROWS:
+            more = refill()
+            if more is not None:
+                more.permit, hold.permit = hold.permit, _lent
+                claimed.append(more)
     if succeeded:
         _store_successes(engine, succeeded, started_at, failed)
     for hold, failure in failed:

@@ -26,6 +26,7 @@ from .._signal import AbortSignal
 from .attempt import Attempt
 from .batch import Hold, release
 from .lifecycle import report_failure
+from .records import RecordExecutor
 from .tasks import BACKGROUND_FAILED
 
 if TYPE_CHECKING:
@@ -103,14 +104,33 @@ class ClaimQueue:
     async def _run(self, batch: list[Hold]) -> None:
         """Run one batch; the attempts it hands to tasks of their own are waited for in
         the background (a storage failure is reported, and the pass's retry alarm
-        follows from the rows it left)."""
+        follows from the rows it left). A record executor runs more of the queue on the
+        permits of handlers that return without awaiting, while nobody else waits for a
+        permit (see `RecordExecutor.run`)."""
         runner = self._runner
         engine = runner._engine
         executor = batch[0].attempt.kind.executor
         waiting: list[asyncio.Task[None]] = []
         started_at = now_ms()
+        queued = self._holds
+
+        def refill() -> Hold | None:
+            if not queued or queued[0].attempt.kind.executor is not executor:
+                return None
+            if engine.permits.waited_for:
+                return None  # a permit given back goes to them first
+            self.reserved -= 1
+            hold = queued.popleft()
+            batch.append(hold)  # released with the batch if the run fails
+            return hold
+
+        def run() -> Awaitable[None]:
+            if isinstance(executor, RecordExecutor):
+                return executor.run(engine, list(batch), started_at, waiting, refill)
+            return executor.run(engine, batch, started_at, waiting)
+
         try:
-            await runner._run_held(batch, lambda: executor.run(engine, batch, started_at, waiting))
+            await runner._run_held(batch, run)
         except Exception as error:
             report_failure(BACKGROUND_FAILED, {"key": batch[0].attempt.key}, error)
         if waiting:
