@@ -369,8 +369,9 @@ class LeanWork:
         self.permits += len(succeeded)
         claimed = [self.unclaimed.popleft() for _ in range(min(self.permits, len(self.unclaimed)))]
         self.permits -= len(claimed)
-        if claimed:
-            execute(_lean_statement(_LEAN_CLAIM, 2, len(claimed)), [*chain(*claimed)])
+        for first in range(0, len(claimed), chunk):
+            part = claimed[first : first + chunk]
+            execute(_lean_statement(_LEAN_CLAIM, 2, len(part)), [*chain(*part)])
         return Turn(registered, claimed, len(succeeded))
 
     def durable(self, turn: Turn) -> bool:
