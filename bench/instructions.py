@@ -12,8 +12,10 @@ more operation costs, start-up and imports left out.
 
 Rows: raw sqlite3 in memory doing the row work of an operation (insert, claim, complete)
 with one commit per operation and with ten per commit; the embedded runtime's floor (a
-stub call inserting one row); and durable operations on the in-memory runtime, register
--> completed, with 200 callers and the default 10 permits, then with 100 permits.
+stub call inserting one row); the least work of an operation through the runtime, with
+no engine (`LeanOperations` claiming a turn's records in its commit, as the engine
+does); and durable operations on the in-memory runtime, register -> completed, with 200
+callers and the default 10 permits, then with 100 permits.
 `--against REV` measures the durability rows a second time with the library as it was
 at git revision REV (checked out into a temporary worktree), in the same run.
 """
@@ -34,6 +36,7 @@ from pathlib import Path
 from operations import (
     CREATE_CALLS,
     InsertFloor,
+    LeanOperations,
     OperationsBench,
     raw_row_work,
     register_all,
@@ -48,10 +51,12 @@ WORKLOADS = {
     "raw-1": "raw sqlite3 (in memory): insert, claim, complete; 1 commit per op",
     "raw-10": "raw sqlite3 (in memory): the same, 10 ops per commit",
     "floor": "in-memory runtime: a stub call inserting one row (the floor)",
+    "lean-all": "in-memory runtime: the least work of an operation on it, no engine, "
+    f"{CALLERS} callers, a turn's records claimed by its commit (LeanOperations, claim_all)",
     "ops-10": f"durability: register -> completed, {CALLERS} callers, alarm_concurrency=10",
     "ops-100": f"durability: register -> completed, {CALLERS} callers, alarm_concurrency=100",
 }
-LIBRARY = ("floor", "ops-10", "ops-100")
+LIBRARY = ("floor", "lean-all", "ops-10", "ops-100")
 
 
 def raw(operations: int, per_commit: int) -> None:
@@ -67,12 +72,13 @@ async def library(binding: type[DurableObject], operations: int, permits: int) -
     """`operations` register calls of CALLERS callers on one in-memory object (for
     operations: until every one is completed)."""
     settings.alarm_concurrency = permits
+    counted = binding is not InsertFloor
     async with Runtime(bindings={"OBJ": binding}) as rt:
         bench = rt.env.OBJ.get_by_name("cpu")
-        if binding is OperationsBench:
+        if counted:
             await bench.expect(operations)
         await register_all(bench.register, operations, CALLERS)
-        if binding is OperationsBench:
+        if counted:
             assert await bench.wait_completed() == operations
 
 
@@ -82,6 +88,9 @@ def child(workload: str, operations: int) -> None:
         raw(operations, int(workload.removeprefix("raw-")))
     elif workload == "floor":
         asyncio.run(library(InsertFloor, operations, 10))
+    elif workload == "lean-all":
+        settings.claim_all = True
+        asyncio.run(library(LeanOperations, operations, 10))
     else:
         asyncio.run(library(OperationsBench, operations, int(workload.removeprefix("ops-"))))
 

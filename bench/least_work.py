@@ -11,6 +11,11 @@ returns, and the success goes into the next transaction. Callers await a future 
 `synchronous=NORMAL`, then an `fdatasync` of the log: on the loop, or in one of
 `sync_threads` threads with up to that many syncs in flight, so the loop may write
 later turns while earlier ones sync.
+
+With `claim_all`, a turn's new records are all inserted claimed, as the engine's
+registrations claim them: the claims' commit is durable before any of their handlers
+runs, the handlers run as permits allow (no-ops, each done before the next starts), and
+no further commit is needed before they start.
 """
 
 from __future__ import annotations
@@ -70,7 +75,9 @@ Turn = tuple[asyncio.Future[None] | None, list[str]]
 class LeastWork:
     """Goal 1's workload with nothing but its guarantees, on one file (see the module)."""
 
-    def __init__(self, file: Path, permits: int, sync_threads: int) -> None:
+    def __init__(
+        self, file: Path, permits: int, sync_threads: int, claim_all: bool = False
+    ) -> None:
         self.file = file
         self.connection = sqlite3.connect(file, isolation_level=None)
         self.connection.execute("PRAGMA journal_mode=WAL")
@@ -79,6 +86,7 @@ class LeastWork:
         self.log = -1
         self.loop = asyncio.get_running_loop()
         self.permits = permits
+        self.claim_all = claim_all
         self.new: list[str] = []
         self.registered: asyncio.Future[None] | None = None
         self.waiting: deque[str] = deque()
@@ -114,10 +122,36 @@ class LeastWork:
         new, self.new = self.new, []
         registered, self.registered = self.registered, None
         succeeded, self.succeeded = self.succeeded, []
-        self.permits += len(succeeded)
         connection.execute("BEGIN IMMEDIATE")
         if succeeded:
             connection.execute(_complete(len(succeeded)), succeeded)
+        if self.claim_all:
+            # Every new record claimed by this commit; the no-op handlers then run one
+            # after another, each done before the next starts (a permit is never short).
+            claimed = new
+            for first in range(0, len(new), CHUNK):
+                part = new[first : first + CHUNK]
+                connection.execute(_insert(len(part), 1), part)
+        else:
+            self.permits += len(succeeded)
+            claimed = self._claim_and_insert(new)
+        connection.execute("COMMIT")
+        self._count(len(succeeded))
+        if self.log < 0:
+            self.log = os.open(f"{self.file}-wal", os.O_RDWR)
+        turn = (registered, claimed)
+        if self.syncer is None:
+            os.fdatasync(self.log)
+            self._durable([turn])
+            return
+        self.unsynced.append(turn)
+        if self.syncing < self.sync_threads:
+            self._sync()
+
+    def _claim_and_insert(self, new: list[str]) -> list[str]:
+        """Claim waiting records for the permits free, insert `new` (claimed while permits
+        are left, the others waiting); the ids claimed."""
+        connection = self.connection
         claimed = [self.waiting.popleft() for _ in range(min(self.permits, len(self.waiting)))]
         if claimed:
             connection.execute(_claim(len(claimed)), claimed)
@@ -134,18 +168,7 @@ class LeastWork:
                 connection.execute(_insert(len(queued), 0), queued)
                 self.waiting.extend(queued)
         self.permits -= len(claimed)
-        connection.execute("COMMIT")
-        self._count(len(succeeded))
-        if self.log < 0:
-            self.log = os.open(f"{self.file}-wal", os.O_RDWR)
-        turn = (registered, claimed)
-        if self.syncer is None:
-            os.fdatasync(self.log)
-            self._durable([turn])
-            return
-        self.unsynced.append(turn)
-        if self.syncing < self.sync_threads:
-            self._sync()
+        return claimed
 
     def _count(self, completed: int) -> None:
         self.completed += completed
@@ -213,11 +236,18 @@ async def register_all(
 
 
 async def bench_least(
-    file: Path, operations: int, callers: int, permits: int, sync_threads: int
+    file: Path,
+    operations: int,
+    callers: int,
+    permits: int,
+    sync_threads: int,
+    *,
+    claim_all: bool = False,
 ) -> float:
     """Seconds for `LeastWork` to register and complete `operations` no-ops, from
-    `callers` concurrent callers each registering its next id once the last is durable."""
-    least = LeastWork(file, permits, sync_threads)
+    `callers` concurrent callers each registering its next id once the last is durable
+    (`claim_all`: a turn's records all claimed by its commit)."""
+    least = LeastWork(file, permits, sync_threads, claim_all)
     least.target = operations
     started = time.perf_counter()
     await register_all(least.register, operations, callers)

@@ -36,12 +36,15 @@ Everything runs in one process on real files (WAL, every commit synced) and the 
   the loop, and again with it in a thread). Below those, the least work the workload
   allows at all (`least_work.LeastWork`: a five-column table, registrations inserted
   already claimed while permits are free, no task per call), its syncs on the loop and
-  again in threads with several in flight. The CPU rows add what the runtime's floor
+  again in threads with several in flight, with `--wide-concurrency` permits, and with a
+  turn's registrations all claimed by its commit (as the engine claims them); the last
+  rows give the engine's rate as a fraction of each. The CPU rows add what the runtime's floor
   costs over a bare task inserting one row.
 - named-alarm schedule cost with 1,000 vs 100,000 other occurrences pending (those are
   inserted with SQL to set up quickly; the measured calls go through the API).
 - CPU per operation on the in-memory runtime (process time, register -> completed,
-  default permits), beside the runtime's own floor: a stub call inserting one row.
+  default permits), beside the runtime's own floor (a stub call inserting one row) and
+  the least work on this runtime with the engine's claims (`LeanOperations`, claim_all).
   The operations object's hook counts completions, so it asks for `attempt_settled`
   events only (`lifecycle_events`): the engine builds no other event.
 - lateness of near-term named alarms (due within the min delay, so served by the
@@ -100,6 +103,8 @@ class Settings:
     """Options the benchmark objects read when they are built."""
 
     alarm_concurrency: int = 10
+    claim_all: bool = False
+    """`LeanOperations` claims a turn's records in its commit (as the engine does)."""
 
 
 settings = Settings()
@@ -283,6 +288,13 @@ _LEAN_INSERT = (
     "generation_id, created_at) SELECT column1, column2, column3, 'pending', 0, column4, "
     "column5, column6 FROM (VALUES {rows}) WHERE true ON CONFLICT(id) DO NOTHING"
 )
+_LEAN_INSERT_CLAIMED = (
+    "INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at, "
+    "generation_id, created_at, claim_alone) SELECT column1, column2, column3, 'pending', 1, "
+    "column4, column5, column6, 2 FROM (VALUES {rows}) WHERE true ON CONFLICT(id) DO NOTHING"
+)
+"""`_LEAN_INSERT` with each record's first attempt claimed (ahead of its permit)."""
+
 _LEAN_CLAIM = (
     "WITH c(k, g) AS (VALUES {rows}) UPDATE durability_calls SET attempt = attempt + 1 FROM c "
     "WHERE durability_calls.id = c.k AND durability_calls.generation_id = c.g "
@@ -317,11 +329,14 @@ class Turn:
 class LeanWork:
     """The records and permits of the least-work models, and the row work of one turn's
     transaction: that turn's new records, the last turn's successes, and the claims of
-    the permits those freed. `chunk`: rows one statement names at most."""
+    the permits those freed. `chunk`: rows one statement names at most. `claim_all`: a
+    turn's new records are all inserted claimed (as the engine's registrations are), so
+    no claim statement follows; the no-op handlers run one after another once durable."""
 
-    def __init__(self, permits: int, chunk: int) -> None:
+    def __init__(self, permits: int, chunk: int, claim_all: bool = False) -> None:
         self.permits = permits
         self.chunk = chunk
+        self.claim_all = claim_all
         self.rows: list[tuple[str, str, str, int, str, int]] = []
         self.registered: asyncio.Future[None] | None = None
         self.unclaimed: deque[Claim] = deque()
@@ -340,19 +355,23 @@ class LeanWork:
         rows, self.rows = self.rows, []
         registered, self.registered = self.registered, None
         chunk = self.chunk
+        insert = _LEAN_INSERT_CLAIMED if self.claim_all else _LEAN_INSERT
         for first in range(0, len(rows), chunk):
             part = rows[first : first + chunk]
-            execute(_lean_statement(_LEAN_INSERT, 6, len(part)), [*chain(*part)])
-        self.unclaimed.extend((row[0], row[4]) for row in rows)
+            execute(_lean_statement(insert, 6, len(part)), [*chain(*part)])
         succeeded, self.succeeded = self.succeeded, []
         for first in range(0, len(succeeded), chunk):
             done = succeeded[first : first + chunk]
             execute(_lean_statement(_LEAN_COMPLETE, 2, len(done)), [*chain(*done), now])
+        if self.claim_all:
+            return Turn(registered, [(row[0], row[4]) for row in rows], len(succeeded))
+        self.unclaimed.extend((row[0], row[4]) for row in rows)
         self.permits += len(succeeded)
         claimed = [self.unclaimed.popleft() for _ in range(min(self.permits, len(self.unclaimed)))]
         self.permits -= len(claimed)
-        if claimed:
-            execute(_lean_statement(_LEAN_CLAIM, 2, len(claimed)), [*chain(*claimed)])
+        for first in range(0, len(claimed), chunk):
+            part = claimed[first : first + chunk]
+            execute(_lean_statement(_LEAN_CLAIM, 2, len(part)), [*chain(*part)])
         return Turn(registered, claimed, len(succeeded))
 
     def durable(self, turn: Turn) -> bool:
@@ -387,7 +406,7 @@ class LeanOperations(CountingBench):
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
         migrate(ctx.storage, "operations", OPERATION_MIGRATIONS)
-        self.work = LeanWork(settings.alarm_concurrency, RUNTIME_CHUNK)
+        self.work = LeanWork(settings.alarm_concurrency, RUNTIME_CHUNK, settings.claim_all)
         self.flushing = False
 
     async def register(self, id: str) -> None:
@@ -804,15 +823,18 @@ def main() -> None:
     raw_table: list[float] = []
     floors: dict[tuple[int, bool], list[float]] = {floor: [] for floor in FLOORS}
     runtime: dict[int, list[float]] = {concurrency: [] for concurrency in concurrencies}
-    cpu: dict[str, list[float]] = {"operations": [], "floor": [], "bare": []}
+    cpu: dict[str, list[float]] = {"operations": [], "floor": [], "bare": [], "lean-all": []}
     references: dict[str, list[float]] = {
         "unsynced": [],
         "thread-synced": [],
         "memory": [],
         "lean": [],
+        "lean-all": [],
         "bare": [],
         "bare-threaded": [],
         "least": [],
+        "least-wide": [],
+        "least-all": [],
         "least-threaded": [],
     }
     with tempfile.TemporaryDirectory(prefix="durability-bench-", dir=args.dir) as tmp:
@@ -862,17 +884,20 @@ def main() -> None:
             references["memory"].append(
                 asyncio.run(bench_operations(None, args.operations, args.callers, 10))
             )
-            references["lean"].append(
-                asyncio.run(
-                    bench_operations(
-                        here / "lean",
-                        args.operations,
-                        args.callers,
-                        args.alarm_concurrency,
-                        binding=LeanOperations,
+            for key, claim_all in (("lean", False), ("lean-all", True)):
+                settings.claim_all = claim_all
+                references[key].append(
+                    asyncio.run(
+                        bench_operations(
+                            here / key,
+                            args.operations,
+                            args.callers,
+                            args.alarm_concurrency,
+                            binding=LeanOperations,
+                        )
                     )
                 )
-            )
+            settings.claim_all = False
             references["bare"].append(
                 asyncio.run(
                     bench_bare(
@@ -894,15 +919,21 @@ def main() -> None:
                     )
                 )
             )
-            for key, threads in (("least", 0), ("least-threaded", LEAST_SYNC_THREADS)):
+            for key, threads, permits, claim_all in (
+                ("least", 0, args.alarm_concurrency, False),
+                ("least-wide", 0, args.wide_concurrency or args.alarm_concurrency, False),
+                ("least-all", 0, args.alarm_concurrency, True),
+                ("least-threaded", LEAST_SYNC_THREADS, args.alarm_concurrency, False),
+            ):
                 references[key].append(
                     asyncio.run(
                         bench_least(
                             here / f"{key}.sqlite3",
                             args.operations,
                             args.callers,
-                            args.alarm_concurrency,
+                            permits,
                             threads,
+                            claim_all=claim_all,
                         )
                     )
                 )
@@ -910,6 +941,11 @@ def main() -> None:
                 asyncio.run(cpu_per_call(InsertFloor, args.operations, args.callers))
             )
             cpu["bare"].append(asyncio.run(bare_cpu_per_call(args.operations, args.callers)))
+            settings.claim_all = True
+            cpu["lean-all"].append(
+                asyncio.run(cpu_per_call(LeanOperations, args.operations, args.callers))
+            )
+            settings.claim_all = False
             cpu["operations"].append(
                 asyncio.run(cpu_per_call(OperationsBench, args.operations, args.callers))
             )
@@ -993,6 +1029,11 @@ def main() -> None:
             "no engine (LeanOperations)",
         ),
         (
+            "lean-all",
+            "the same with a turn's records all claimed by its commit, as the engine's "
+            "(LeanOperations, claim_all)",
+        ),
+        (
             "bare",
             "least work: bare asyncio + sqlite3, no runtime, syncs on the loop (BareOperations)",
         ),
@@ -1003,12 +1044,37 @@ def main() -> None:
             "already claimed, no task per call, syncs on the loop (LeastWork)",
         ),
         (
+            "least-wide",
+            f"the same with {args.wide_concurrency or args.alarm_concurrency} permits",
+        ),
+        (
+            "least-all",
+            "the same with a turn's registrations all claimed by its commit, as the "
+            "engine's (LeastWork, claim_all)",
+        ),
+        (
             "least-threaded",
-            f"the same, syncs in {LEAST_SYNC_THREADS} threads, up to as many in flight",
+            f"the least work at all, syncs in {LEAST_SYNC_THREADS} threads, up to as many "
+            "in flight",
         ),
     ):
         rate, text = _rates(args.operations, references[key])
         rows.append((label, f"{args.operations:,}", f"{text}, {rate / raw_rate:.1f}x"))
+    least = {
+        args.alarm_concurrency: statistics.median(references["least"]),
+        args.wide_concurrency: statistics.median(references["least-wide"]),
+    }
+    least_all = statistics.median(references["least-all"])
+    for concurrency, seconds in runtime.items():
+        engine = statistics.median(seconds)
+        rows.append(
+            (
+                f"durability, alarm_concurrency={concurrency}, against LeastWork with as many "
+                "permits / with a turn's claims in one commit",
+                f"{args.operations:,}",
+                f"{least[concurrency] / engine:.2f}x / {least_all / engine:.2f}x",
+            )
+        )
     floor_us = statistics.median(cpu["floor"]) * 1e6
     bare_us = statistics.median(cpu["bare"]) * 1e6
     operations_us = statistics.median(cpu["operations"]) * 1e6
@@ -1024,6 +1090,15 @@ def main() -> None:
             "bare asyncio + sqlite3 in memory, CPU per call: a task inserting one row",
             f"{args.operations:,}",
             f"{bare_us:.1f} us (the runtime's floor adds {floor_us - bare_us:.1f} us)",
+        )
+    )
+    lean_us = statistics.median(cpu["lean-all"]) * 1e6
+    rows.append(
+        (
+            "in-memory runtime, CPU per operation: the least work on this runtime, a turn's "
+            "records claimed by its commit (LeanOperations, claim_all)",
+            f"{args.operations:,}",
+            f"{lean_us:.1f} us ({lean_us - floor_us:.1f} us over the floor)",
         )
     )
     rows.append(

@@ -129,12 +129,19 @@ def run_durability(
     return clock.result(done)
 
 
-def run_huey(directory: Path, tasks: int, delayed: bool, producers: int) -> dict[str, Any]:
-    """SqliteHuey with its consumer's worker threads in this process."""
+def run_huey(
+    directory: Path, tasks: int, delayed: bool, producers: int, results: bool = False
+) -> dict[str, Any]:
+    """SqliteHuey with its consumer's worker threads in this process (`results`: each
+    task's result stored, as a durable operation's is)."""
     from huey import SqliteHuey
 
     huey = SqliteHuey(
-        "bench", filename=str(directory / "huey.db"), fsync=True, journal_mode="wal", results=False
+        "bench",
+        filename=str(directory / "huey.db"),
+        fsync=True,
+        journal_mode="wal",
+        results=results,
     )
     done = Done(tasks)
 
@@ -205,24 +212,37 @@ def run_persist_queue(directory: Path, tasks: int) -> dict[str, Any]:
     return clock.result(done)
 
 
-def run_dbos(directory: Path, tasks: int) -> dict[str, Any]:
-    """No-op DBOS workflows enqueued on a queue, SQLite system database."""
+def run_dbos(directory: Path, tasks: int, wal: bool = False) -> dict[str, Any]:
+    """No-op DBOS workflows enqueued on a queue, SQLite system database (`wal`: in WAL
+    mode, as durability's files are, each workflow running one step, as a durable
+    operation runs its handler)."""
     import logging
+    import sqlite3
 
     from dbos import DBOS
 
     logging.getLogger("dbos").setLevel(logging.WARNING)
+    database = directory / "dbos.sqlite"
+    if wal:
+        # The journal mode is kept in the file: every connection DBOS opens uses it (and
+        # SQLite's default synchronous=FULL, which in WAL syncs each commit's log).
+        with sqlite3.connect(database) as connection:
+            connection.execute("PRAGMA journal_mode=WAL")
     DBOS(
         config={
             "name": "bench",
-            "system_database_url": f"sqlite:///{directory / 'dbos.sqlite'}",
+            "system_database_url": f"sqlite:///{database}",
             "log_level": "WARNING",
         }
     )
 
+    @DBOS.step()
+    def step(number: int) -> int:
+        return number
+
     @DBOS.workflow()
     def noop(number: int) -> int:
-        return number
+        return step(number) if wal else number
 
     DBOS.launch()
     clock = Clock()
@@ -237,6 +257,43 @@ def run_dbos(directory: Path, tasks: int) -> dict[str, Any]:
     finally:
         DBOS.destroy()
     return clock.result(Done(tasks))
+
+
+def run_litequeue(directory: Path, tasks: int) -> dict[str, Any]:
+    """litequeue: this thread puts, one consumer thread pops and marks done, each on its
+    own connection; its default `synchronous=NORMAL` (not durable per commit) raised to
+    `FULL` on both, so every put, pop and done is a synced commit."""
+    from litequeue import LiteQueue
+
+    file = directory / "litequeue.sqlite3"
+    producer = LiteQueue(str(file))
+    producer.conn.execute("PRAGMA synchronous = FULL")
+    done = Done(tasks)
+
+    def consume() -> None:
+        consumer = LiteQueue(str(file))
+        consumer.conn.execute("PRAGMA synchronous = FULL")
+        finished = 0
+        while finished < tasks:
+            message = consumer.pop()
+            if message is None:
+                time.sleep(0.001)
+                continue
+            consumer.done(message.message_id)
+            finished += 1
+            done.add()
+
+    worker = threading.Thread(target=consume, daemon=True)
+    worker.start()
+    clock = Clock()
+    clock.start()
+    for number in range(tasks):
+        producer.put(str(number))
+    clock.enqueued()
+    done.wait()
+    clock.stop()
+    worker.join()
+    return clock.result(done)
 
 
 def run_apscheduler(directory: Path, tasks: int) -> dict[str, Any]:
@@ -290,12 +347,16 @@ def child(name: str, mode: str, tasks: int, directory: Path) -> dict[str, Any]:
         return run_durability(directory, tasks, 100, delayed, permits=100)
     if system == "durability":
         return run_durability(directory, tasks, int(count), delayed)
+    if name == "huey-results":
+        return run_huey(directory, tasks, delayed, 1, results=True)
     if system == "huey":
         return run_huey(directory, tasks, delayed, int(count or 1))
     if name == "persist-queue":
         return run_persist_queue(directory, tasks)
-    if name == "dbos":
-        return run_dbos(directory, tasks)
+    if name == "litequeue":
+        return run_litequeue(directory, tasks)
+    if system == "dbos":
+        return run_dbos(directory, tasks, wal=name == "dbos-wal")
     if name == "apscheduler":
         return run_apscheduler(directory, tasks)
     raise ValueError(f"unknown system {name!r}")

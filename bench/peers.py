@@ -41,8 +41,11 @@ IMMEDIATE = (
     "durability-wide",
     "huey",
     "huey-8",
+    "huey-results",
     "persist-queue",
+    "litequeue",
     "dbos",
+    "dbos-wal",
 )
 DELAYED = ("durability-1", "durability-100", "durability-wide", "huey", "huey-8", "apscheduler")
 LABELS = {
@@ -52,8 +55,11 @@ LABELS = {
     "durability-wide": "durability, 100 callers, 100 permits",
     "huey": "Huey (SqliteHuey), 1 producer",
     "huey-8": "Huey, 8 producer threads",
+    "huey-results": "Huey with results, 1 producer",
     "persist-queue": "persist-queue (SQLiteAckQueue)",
+    "litequeue": "litequeue (synchronous=FULL)",
     "dbos": "DBOS (SQLite)",
+    "dbos-wal": "DBOS (SQLite, WAL), a step per workflow",
     "apscheduler": "APScheduler (SQLAlchemyJobStore)",
 }
 
@@ -77,12 +83,21 @@ NOTES = {
     "scheduler, which looks once a second (its shortest interval)",
     "huey-8": "Huey, 8 producer threads: the same, enqueueing from 8 threads at once "
     "(SQLite takes one writer at a time; each enqueue is its own commit)",
+    "huey-results": "Huey with results: the same as Huey with 1 producer, with results=True "
+    "(each task's return value stored in the result store, a commit of its own; a durable "
+    "operation's result is stored too)",
     "persist-queue": "persist-queue: SQLiteAckQueue (WAL, SQLite's default synchronous=FULL), "
     "JSON serializer, auto_commit; one producer; one consumer thread: get() (marks unacked, "
     "a commit), ack(id) (a commit)",
+    "litequeue": "litequeue: LiteQueue on one file (WAL; its default synchronous=NORMAL does "
+    "not sync each commit, so both connections are set to FULL); one producer put()s, one "
+    "consumer thread on its own connection pop()s (a commit) and marks done (a commit)",
     "dbos": "DBOS: SQLite system database (SQLAlchemy, rollback journal, synchronous=FULL "
     "by default); one producer enqueues a no-op workflow on a Queue polled every 10 ms "
     "(default 1 s); done when every handle's get_result() returned",
+    "dbos-wal": "DBOS with WAL: the same with the system database in WAL mode (set in the file "
+    "before DBOS opens it; synchronous=FULL syncs each commit's log), each workflow running "
+    "one no-op step (its output recorded, as a durable operation's result is)",
     "apscheduler": "APScheduler 3: BackgroundScheduler, SQLAlchemyJobStore on SQLite "
     "(rollback journal, synchronous=FULL), one producer, 10 worker threads, "
     "misfire_grace_time=None (no job skipped for lateness); date jobs at now + 1 s; "
@@ -303,6 +318,12 @@ def report(
             print(
                 f"{mode}: best durability ({LABELS[ours[1]]}, {ours[0]:,.0f}/s) is "
                 f"{ours[0] / theirs[0]:.1f}x best Huey ({LABELS[theirs[1]]}, {theirs[0]:,.0f}/s)"
+            )
+        default = _best(results, mode, "durability-100", tasks)
+        if default and theirs:
+            print(
+                f"{mode}: durability with the default permits ({LABELS[default[1]]}, "
+                f"{default[0]:,.0f}/s) is {default[0] / theirs[0]:.1f}x best Huey"
             )
     print()
     print("How each system is configured (all on SQLite files on the same disk):")

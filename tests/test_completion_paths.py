@@ -1,6 +1,6 @@
-"""A batch of completions, counted instead of returned, gives each attempt the outcome
-completing it alone would: won when its generation and attempt still hold the pending
-record, lost otherwise."""
+"""A batch of completions (one statement returning the ids it completed, or chunks
+counted instead) gives each attempt the outcome completing it alone would: won when its
+generation and attempt still hold the pending record, lost otherwise."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ class Completions(DurableObject):
         `(id, generation, attempt, result)` attempts in one call or one call each; the
         outcomes and the records after."""
         sql = self.ctx.storage.sql
+        engine = self.durability._engine
         for key, generation, attempt, status in stored:
             sql.exec(
                 "INSERT INTO durability_calls (id, operation, payload, status, attempt, "
@@ -57,9 +58,9 @@ class Completions(DurableObject):
             for key, generation, attempt, result in done
         ]
         if alone:
-            outcomes = [complete_calls(sql, [one], START_MS + 5)[0] for one in attempts]  # type: ignore[list-item]
+            outcomes = [complete_calls(engine, [one], START_MS + 5)[0] for one in attempts]  # type: ignore[list-item]
         else:
-            outcomes = complete_calls(sql, attempts, START_MS + 5)  # type: ignore[arg-type]
+            outcomes = complete_calls(engine, attempts, START_MS + 5)  # type: ignore[arg-type]
         names = [o if o is None or isinstance(o, int) else type(o).__name__ for o in outcomes]
         rows = sql.exec(
             "SELECT id, status, attempt, result, completed_at FROM durability_calls ORDER BY id"
@@ -105,6 +106,16 @@ CASES = {
         [*_attempts(2), ["r02", "g2", 1, NOT_JSON], *_attempts(5)[3:]],
     ),
     "below the counted size": ([*_pending(2), ["r02", "newer", 1, "pending"]], _attempts(3)),
+    "counted chunks, some completed already at the same time or lost": (
+        [
+            *_pending(20),
+            ["r20", "g20", 2, "completed"],
+            ["r21", "older", 1, "completed"],
+            ["r22", "newer", 1, "pending"],
+            *[[f"r{n:02}", f"g{n}", 1, "pending"] for n in range(23, 40)],
+        ],
+        _attempts(40),
+    ),
 }
 
 

@@ -51,11 +51,11 @@ class Inserts(DurableObject):
         ]
         if alone:
             outcomes = [
-                insert_calls(sql, [row], {0} if index in claimed else set())[0]
+                insert_calls(sql, [row], {0: 0} if index in claimed else {})[0]
                 for index, row in enumerate(registrations)
             ]
         else:
-            outcomes = insert_calls(sql, registrations, set(claimed))
+            outcomes = insert_calls(sql, registrations, dict.fromkeys(claimed, 0))
         names = [o if isinstance(o, bool) else type(o).__name__ for o in outcomes]
         stored = sql.exec(
             "SELECT id, operation, attempt, generation_id FROM durability_calls ORDER BY id"

@@ -2,12 +2,13 @@
 
 Usage: poison_child.py PATH EXECUTOR. Opens a file-backed Runtime on PATH (real clock).
 On its first run it schedules `ITEMS` items on one object, all due at once, item
-`POISON` among them: durable operations (`EXECUTOR` = ``operations``), named alarms
-(``alarms``), fanout messages to one target (``fanout``, with a dead-letter queue) or
-workflow instances of one step (``workflows``). Every handler (or step) records its run
-in the `LEDGER` object; the poison's SIGKILLs the process instead. The child prints
-"ready", then waits until every item is settled and prints, for each, its final state,
-then "done".
+`POISON` among them: durable operations (`EXECUTOR` = ``operations``, or
+``operations-queued``: registered in reverse, so the poison waits for a permit behind
+its claim), named alarms (``alarms``), fanout messages to one target (``fanout``, with a
+dead-letter queue) or workflow instances of one step (``workflows``). Every handler (or
+step) records its run in the `LEDGER` object; the poison's SIGKILLs the process instead.
+The child prints "ready", then waits until every item is settled and prints, for each,
+its final state, then "done".
 """
 
 from __future__ import annotations
@@ -138,7 +139,11 @@ class Items(DurableObject):
             return
         self.ctx.storage.sql.exec("CREATE TABLE scheduled (done INTEGER)")
         names = [name_of(number) for number in range(ITEMS)]
-        if executor == "operations":
+        if executor == "operations-queued":
+            # Registered last first: the poison is past the free permits, so its first
+            # run is under the claim the registration's commit made ahead of a permit.
+            await asyncio.gather(*(self.durability.work(name) for name in reversed(names)))
+        elif executor == "operations":
             await asyncio.gather(*(self.durability.work(name) for name in names))
         elif executor == "fanout":
             await self.fanout.enqueue([FanoutInput(body=name, id=name) for name in names])
@@ -175,7 +180,7 @@ class Items(DurableObject):
             return self._instance_states()
         for number in range(ITEMS):
             name = name_of(number)
-            if executor == "operations":
+            if executor.startswith("operations"):
                 result = await self.durability.work.get_result(name)
                 error = None if result.error is None else result.error.message
                 found[name] = [result.status, result.attempt, error]

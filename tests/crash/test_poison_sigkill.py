@@ -18,7 +18,9 @@ MAX_RUNS = 4 * MAX_ATTEMPTS + 4
 settles, and a few for kills that land while an alarm pass starts."""
 
 
-@pytest.mark.parametrize("executor", ["operations", "alarms", "fanout", "workflows"])
+@pytest.mark.parametrize(
+    "executor", ["operations", "operations-queued", "alarms", "fanout", "workflows"]
+)
 def test_a_poison_among_twenty_fails_alone_and_every_other_item_completes(
     tmp_path: Path, executor: str
 ) -> None:

@@ -32,6 +32,7 @@ from .._engine import (
     Done,
     DurabilityScheduler,
     DurableHelper,
+    Engine,
     HostAlarmInfo,
     LifecycleEventType,
     LifecycleHook,
@@ -337,8 +338,11 @@ class _AlarmExecutor(RecordExecutor):
             )
         )
 
-    def complete(self, sql: SqlStorage, done: Sequence[Done]) -> list[int | Exception | None]:
-        return [self._complete_one(sql, attempt, number) for attempt, number, _ in done]
+    def complete(self, engine: Engine, done: Sequence[Done]) -> list[int | Exception | None]:
+        # A savepoint: a recurrence's move to its next slot may take several statements.
+        return engine.transaction_sync(
+            lambda sql: [self._complete_one(sql, attempt, number) for attempt, number, _ in done]
+        )
 
     def _complete_one(self, sql: SqlStorage, attempt: Attempt, number: int) -> int | None:
         due = attempt.data

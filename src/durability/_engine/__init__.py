@@ -67,7 +67,8 @@ from .policy import (
     jitter,
 )
 from .records import RecordExecutor
-from .runner import AttemptRunner, Reservation
+from .reservation import QUEUED_CLAIM, Reservation
+from .runner import AttemptRunner
 from .running import ActiveExecution
 from .scheduler import DurabilityScheduler, attach, attach_storage, object_scheduler
 from .settle import retry_at
@@ -89,6 +90,7 @@ __all__ = [
     "DELIVERY_EVENT_TYPES",
     "LATEST",
     "MAX_BATCH_ROWS",
+    "QUEUED_CLAIM",
     "SHARED_EVENT_TYPES",
     "ActiveExecution",
     "AlarmMethodOptions",

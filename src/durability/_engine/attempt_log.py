@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from .._errors import RetryAfter, SerializedError, is_non_retryable
 
 if TYPE_CHECKING:
-    from .attempt import Attempt
+    from .attempt import Attempt, AttemptKind
     from .engine import Engine
 
 OPERATIONS = logging.getLogger("durability.operations")
@@ -103,9 +103,14 @@ def record_failed(
     )
 
 
+def logs_successes(kind: AttemptKind) -> bool:
+    """Whether successes of `kind` are logged now (DEBUG is enabled on its logger)."""
+    return _kind_logger(kind).isEnabledFor(logging.DEBUG)
+
+
 def attempt_completed(engine: Engine, attempt: Attempt, number: int, duration_ms: int) -> None:
     """DEBUG: the attempt's success was persisted."""
-    logger = OPERATIONS if attempt.kind.entity_kind == "operation" else ALARMS  # `_logger`, inlined
+    logger = _logger(attempt)
     if not logger.isEnabledFor(logging.DEBUG):
         return
     fields = _fields(engine, attempt, number, "completed")
@@ -136,7 +141,11 @@ def outcome_discarded(engine: Engine, attempt: Attempt, number: int) -> None:
 
 
 def _logger(attempt: Attempt) -> logging.Logger:
-    return OPERATIONS if attempt.kind.entity_kind == "operation" else ALARMS
+    return _kind_logger(attempt.kind)
+
+
+def _kind_logger(kind: AttemptKind) -> logging.Logger:
+    return OPERATIONS if kind.entity_kind == "operation" else ALARMS
 
 
 def _subject(attempt: Attempt) -> str:

@@ -53,6 +53,17 @@ def release(engine: Engine, hold: Hold) -> None:
     engine.running.finish(attempt.kind.table.name, attempt.key, hold.entry)
 
 
+def release_all(engine: Engine, holds: list[Hold]) -> None:
+    """`release` each of `holds` (of one table), in order."""
+    if not holds:
+        return
+    finish = engine.running.finisher(holds[0].attempt.kind.table.name)
+    for hold in holds:
+        hold.released = True
+        hold.permit()
+        finish(hold.attempt.key, hold.entry)
+
+
 async def claim_and_run(
     engine: Engine, holds: list[Hold], waiting: list[asyncio.Task[None]]
 ) -> None:

@@ -105,7 +105,7 @@ async def continue_in_task(
             return
         try:
             executor: RecordExecutor = attempt.kind.executor  # type: ignore[assignment]
-            completed_at = executor.complete(engine.sql, [(attempt, number, ended.value)])[0]
+            completed_at = executor.complete(engine, [(attempt, number, ended.value)])[0]
         except Exception as error:
             completed_at = error
         if isinstance(completed_at, Exception):

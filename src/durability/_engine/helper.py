@@ -50,6 +50,10 @@ Owner = TypeVar("Owner")
 DUE_BATCH = 100
 """How many due rows of one table an alarm pass reads and runs."""
 
+_SUSPECT = frozenset({0, 1})
+"""The `claim_alone` of a row whose claimed attempt ran, beside others or alone, and
+never settled."""
+
 
 class HandlerEntry(Generic[Owner]):
     """What `helper.<name>` returns for handler `name`: calls go to the owning helper."""
@@ -223,10 +227,11 @@ class DurableHelper(ABC, Generic[Entry]):
         rows = due_rows(self._engine.sql, table, self._due_columns, now, DUE_BATCH)
         due = await self._catch_up([row for row in rows if not running(row)], now)
         # A row whose last attempt never settled is a suspect: it runs alone, after the
-        # others, so a poison that takes the process down takes nothing else with it.
-        suspects = [row for row in due if row[-2] is not None]
+        # others, so a poison that takes the process down takes nothing else with it. (A
+        # claim its insert made ahead of a permit is claimed again with the others.)
+        suspects = [row for row in due if row[-2] in _SUSPECT]
         if suspects:
-            due = [row for row in due if row[-2] is None]
+            due = [row for row in due if row[-2] not in _SUSPECT]
         failures = await runner.run(due, attempt_of, table=table.name)
         if suspects:
             failures += await runner.run_alone(suspects, attempt_of, table=table.name)

@@ -2,7 +2,9 @@
 
 One FIFO pool is shared by eager starts and alarm passes of every helper on the
 scheduler, so no helper can starve another. A permit is held until its attempt's
-outcome is persisted and its handler has ended, never less.
+outcome is persisted and its handler has ended, never less; the one exception is a
+handler that returned without awaiting, whose permit a batch may hand to its next
+attempt at once (its outcome is written with theirs before anything else runs).
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ class PermitPool:
     def free(self) -> int:
         """How many permits `try_acquire` would hand out right now."""
         return self._available
+
+    @property
+    def waited_for(self) -> bool:
+        """Whether someone waits for a permit (the next one released goes to them)."""
+        return bool(self._waiters)
 
     def try_acquire(self) -> Release | None:
         """A permit if one is free right now, else `None` (never waits)."""

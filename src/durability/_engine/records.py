@@ -15,18 +15,18 @@ from __future__ import annotations
 import asyncio
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._context import SqlStorage
 from .._signal import AbortSignal
 from .attempt import Attempt, Done
-from .batch import Hold, at_once, release
+from .batch import Hold, at_once, release, release_all
 from .handler_task import continue_in_task
 from .lifecycle import AttemptStartedEvent, LifecycleEventType
 from .policy import AttemptPolicy
-from .settle import fail_exhausted, record_success, settle_error
-from .tables import claim_attempt, claim_attempts, claim_suspect, is_exhausted
+from .settle import fail_exhausted, record_successes, settle_error
+from .tables import MAX_BATCH_ROWS, claim_attempt, claim_attempts, claim_suspect, is_exhausted
 from .tasks import close_unstarted
 
 if TYPE_CHECKING:
@@ -44,12 +44,13 @@ class RecordExecutor(ABC):
         awaitable)."""
 
     @abstractmethod
-    def complete(self, sql: SqlStorage, done: Sequence[Done]) -> list[int | Exception | None]:
+    def complete(self, engine: Engine, done: Sequence[Done]) -> list[int | Exception | None]:
         """Store the successes `done` of this executor's records, each fenced on its
         generation and attempt: per row its completion time, `None` when a newer
-        generation won, or the error that turns the success into a failure. Runs
-        outside any transaction and may write several rows per statement; a raise fails
-        every row (they are then stored one by one)."""
+        generation won, or the error that turns the success into a failure. May write
+        several rows per statement; a raise fails every row (they are then stored one
+        by one), so one that raises must leave nothing written (a savepoint, when it
+        runs more than one statement that writes)."""
 
     @abstractmethod
     def on_terminal(self, sql: SqlStorage, attempt: Attempt) -> None:
@@ -81,20 +82,39 @@ class RecordExecutor(ABC):
         claimed: list[Hold],
         started_at: int,
         waiting: list[asyncio.Task[None]],
+        refill: Refill | None = None,
     ) -> None:
         """Run the handlers of `claimed` attempts, whose claims (at `started_at`) are
         durable already, and settle them; one whose handler suspended goes on in a task
-        added to `waiting`."""
-        await run_claimed(engine, claimed, started_at, waiting)
+        added to `waiting`. With `refill`, a handler that returned without awaiting hands
+        its permit to the next claimed attempt `refill` gives, up to `MAX_BATCH_ROWS` in
+        all: it has ended, and its outcome is written with theirs before anything else of
+        the object runs, so no two handlers ever hold one permit at once."""
+        await run_claimed(engine, claimed, started_at, waiting, refill)
+
+
+Refill = Callable[[], Hold | None]
+"""The next claimed attempt to run on the permit of one that has ended (`None`: none)."""
+
+
+def _lent() -> None:
+    """The release of a permit handed on to another attempt: nothing left to give back."""
 
 
 async def run_claimed(
-    engine: Engine, claimed: list[Hold], started_at: int, waiting: list[asyncio.Task[None]]
+    engine: Engine,
+    claimed: list[Hold],
+    started_at: int,
+    waiting: list[asyncio.Task[None]],
+    refill: Refill | None = None,
 ) -> None:
     """Run the handlers of `claimed` attempts, whose claims (at `started_at`) are durable
-    already, and settle them; an attempt whose handler suspended goes on in `waiting`."""
+    already, and settle them; an attempt whose handler suspended goes on in `waiting`
+    (`refill`: see `RecordExecutor.run`)."""
     succeeded: list[tuple[Hold, Any]] = []
     failed: list[tuple[Hold, BaseException]] = []
+    if refill is not None:
+        claimed = list(claimed)  # grows as permits are handed on (the loop sees it grow)
     for hold in claimed:
         attempt, signal = hold.attempt, hold.entry.signal
         assert signal is not None
@@ -102,8 +122,9 @@ async def run_claimed(
         number = attempt.attempt + 1
         if LifecycleEventType.ATTEMPT_STARTED in kind.listened:
             kind.emit(AttemptStartedEvent(**attempt.entity(), timestamp=started_at, attempt=number))
-        if signal.reason is not None:
-            failed.append((hold, signal.reason))  # cancelled or purged since its claim
+        reason = signal._reason  # the `reason` property, read once per attempt
+        if reason is not None:
+            failed.append((hold, reason))  # cancelled or purged since its claim
             continue
         try:
             executor: RecordExecutor = kind.executor  # type: ignore[assignment]
@@ -115,7 +136,13 @@ async def run_claimed(
             _hand_over(engine, hold, number, started_at, value, waiting)
             continue
         succeeded.append((hold, value))
-    _store_successes(engine, succeeded, started_at, failed)
+        if refill is not None and len(claimed) < MAX_BATCH_ROWS:
+            more = refill()
+            if more is not None:
+                more.permit, hold.permit = hold.permit, _lent
+                claimed.append(more)
+    if succeeded:
+        _store_successes(engine, succeeded, started_at, failed)
     for hold, failure in failed:
         await settle_error(engine, hold.attempt, hold.attempt.attempt + 1, started_at, failure)
         release(engine, hold)
@@ -198,35 +225,33 @@ def _store_successes(
     started_at: int,
     failed: list[tuple[Hold, BaseException]],
 ) -> None:
-    """Write every success (set-based, in one savepoint), then release each attempt; a
-    success that cannot be stored joins `failed`."""
-    if not succeeded:
-        return
+    """Write every success (set-based), then release each attempt; a success that cannot
+    be stored joins `failed`."""
+    held = [hold for hold, _ in succeeded]
     done: list[Done] = [
         (hold.attempt, hold.attempt.attempt + 1, value) for hold, value in succeeded
     ]
     executor: RecordExecutor = done[0][0].kind.executor  # type: ignore[assignment]
-    stored: list[int | Exception | None] | None
     try:
-        # A savepoint: a completion may read after its write (a count), and a read
-        # failing there must undo the write before the one-by-one retry.
-        stored = engine.transaction_sync(lambda sql: executor.complete(sql, done))
+        stored = executor.complete(engine, done)
     except Exception:
-        stored = None  # one row spoilt the statement: store them one by one
-    if stored is None:
+        # One row spoilt the statement (which wrote nothing): store them one by one.
         stored = [_complete_one(engine, one) for one in done]
-    for (hold, value), outcome in zip(succeeded, stored, strict=True):
+    released: list[Hold] = []
+    successes: list[tuple[Attempt, int, int | None, Any]] = []
+    for (attempt, number, value), hold, outcome in zip(done, held, stored, strict=True):
         if isinstance(outcome, Exception):
             failed.append((hold, outcome))
             continue
-        attempt = hold.attempt
-        record_success(engine, attempt, attempt.attempt + 1, started_at, outcome, value)
-        release(engine, hold)
+        successes.append((attempt, number, outcome, value))
+        released.append(hold)
+    record_successes(engine, successes, started_at)
+    release_all(engine, released)
 
 
 def _complete_one(engine: Engine, done: Done) -> int | Exception | None:
     try:
         executor: RecordExecutor = done[0].kind.executor  # type: ignore[assignment]
-        return executor.complete(engine.sql, [done])[0]
+        return executor.complete(engine, [done])[0]
     except Exception as error:
         return error

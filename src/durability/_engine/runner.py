@@ -14,24 +14,24 @@ points differ only in how permits are taken and who writes the claim:
 - `run_alone(rows, attempt_of)`: a pass over suspects, each run holding every permit;
 - `start(attempts)`: now, as far as permits are free (the rest is left to a pass, or
   held and run in turn as permits come free);
-- `reserve(attempts)`: permits and keys taken before a write of the caller's own that
-  inserts the records already claimed (`Reservation`), run once its commit is durable.
+- `reserve(attempts)`: keys (and the permits free) taken before a write of the caller's
+  own that inserts the records already claimed (`Reservation`, in `reservation`), run
+  once its commit is durable: at once with a permit, else as permits come (the
+  engine's `ClaimQueue`, for callers that queue).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
-from .._clock import now_ms
-from .._signal import AbortSignal
 from .attempt import Attempt
 from .batch import Hold, claim_and_run, release
 from .permits import Release
+from .reservation import ClaimQueue, Reservation
 from .running import ActiveExecution
 
 if TYPE_CHECKING:
@@ -43,10 +43,12 @@ Row = TypeVar("Row")
 class AttemptRunner:
     """Starts the attempts of every capability on one engine (`Engine.runner`)."""
 
-    __slots__ = ("_engine",)
+    __slots__ = ("_engine", "queue")
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        self.queue = ClaimQueue(self)
+        """Attempts claimed by their records' inserts, waiting for permits."""
 
     async def run(
         self,
@@ -136,10 +138,14 @@ class AttemptRunner:
         """Start now the `attempts` that free permits allow (keys already running here are
         left out); their keys are marked running before this returns. The others are
         left to a pass, or with `wait`, held too and each run once a permit comes free
-        (FIFO). The awaitable runs them, then reconciles the alarm with what they left
-        (unless `reconcile` is False: their executor reconciles as each one ends);
+        (FIFO). While claims are queued for permits (`ClaimQueue`) none is free to take:
+        they go first. The awaitable runs them, then reconciles the alarm with what they
+        left (unless `reconcile` is False: their executor reconciles as each one ends);
         `None` when nothing could start."""
         engine = self._engine
+        behind = self.queue.reserved > 0
+        if behind and not wait:
+            return None
         running = engine.running
         permits: list[Release] = []
         chosen: list[Attempt] = []
@@ -148,7 +154,7 @@ class AttemptRunner:
             table = attempt.kind.table.name
             if attempt.key in running.keys(table):
                 continue
-            permit = engine.permits.try_acquire()
+            permit = None if behind else engine.permits.try_acquire()
             if permit is not None:
                 permits.append(permit)
                 chosen.append(attempt)
@@ -164,11 +170,14 @@ class AttemptRunner:
         run = partial(claim_and_run, engine, holds, waiting)
         return self._started(holds, waiting, run, later=later, reconcile=reconcile)
 
-    def reserve(self, attempts: Iterable[tuple[int, Attempt]]) -> Reservation:
-        """Take a free permit and the key of each attempt (new records due now, each given
-        with its position in the caller's write) for a write that inserts them claimed;
-        keys running here already, and repeats, are left out. See `Reservation`."""
-        return Reservation(self, attempts)
+    def reserve(
+        self, attempts: Iterable[tuple[int, Attempt]], *, queue: bool = True
+    ) -> Reservation:
+        """Take the key of each attempt (new records due now, each given with its position
+        in the caller's write), and a permit if one is free, for a write that inserts them
+        claimed; keys running here already, and repeats, are left out. Without `queue`,
+        the attempts past the free permits are left out too. See `Reservation`."""
+        return Reservation(self, attempts, queue=queue)
 
     # -- internals ----------------------------------------------------------------------
 
@@ -274,7 +283,9 @@ class AttemptRunner:
     ) -> None:
         """`run()` over `holds` started outside a pass, then the attempts `later` (keys
         held, no permit yet) in turn; then wait for the attempts handed over and (with
-        `reconcile`) reconcile the alarm with what they left."""
+        `reconcile`) reconcile the alarm with what they left, unless claims are queued for
+        permits: the queue reconciles once it has run them, with fewer keys running for
+        the reconcile to look past."""
         try:
             try:
                 await self._run_held(holds, run)
@@ -284,111 +295,5 @@ class AttemptRunner:
         finally:
             for task in waiting:
                 await task
-        if reconcile:
+        if reconcile and not self.queue.reserved:
             await self._engine.reconcile_now()
-
-
-class Reservation:
-    """The attempts of one write that start with it: held, claimed by the write, then run.
-
-    Before the caller's transaction, each attempt due now takes a permit that is free
-    right now (so it never goes ahead of a waiter: a released permit goes to the oldest
-    waiter first) and marks its key running. The transaction inserts those records with
-    their first attempt already claimed (`attempt = 1`, the row a claim would leave),
-    so one commit makes a new record and its first claim durable together; their
-    handlers run once that commit is durable, exactly as a batch runs the rows it
-    claimed. A reservation whose record was not inserted gives its permit and key back.
-    """
-
-    __slots__ = ("_claimed", "_holds", "_positions", "_runner", "_started_at", "all_claimed")
-
-    def __init__(self, runner: AttemptRunner, attempts: Iterable[tuple[int, Attempt]]) -> None:
-        """An attempt must be of the first row of its key in the write: a later row of
-        that key could not be inserted, so an earlier one keeps its place."""
-        self._runner = runner
-        self._holds: dict[str, Hold] = {}
-        self._positions: set[int] = set()
-        self._claimed: set[str] = set()
-        """The keys the transaction inserted claimed."""
-        self._started_at = 0
-        self.all_claimed = False
-        """Whether every record the transaction inserted was inserted claimed (none needs a
-        timer)."""
-        engine = runner._engine
-        running = engine.running
-        holds = self._holds
-        name: str | None = None
-        busy: Collection[str] = ()
-        for position, attempt in attempts:
-            table = attempt.kind.table.name
-            if table != name:
-                name = table
-                busy = running.keys(name)
-            # `busy` may predate the first key held here: those are in `holds`.
-            if attempt.key in holds or attempt.key in busy or attempt.after is not None:
-                continue
-            permit = engine.permits.try_acquire()
-            if permit is None:
-                break
-            entry = running.start(table, attempt.key, attempt.generation, attempt.created_at)
-            holds[attempt.key] = Hold(attempt, entry, permit)
-            self._positions.add(position)
-
-    def __bool__(self) -> bool:
-        return bool(self._holds)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._holds
-
-    def first_attempts(self) -> AbstractSet[int]:
-        """The positions, in the write's rows, of the records to insert claimed."""
-        return self._positions
-
-    def claimed(self, keys: Sequence[str], written: int) -> None:
-        """In the transaction: records `keys` were inserted claimed, of `written` inserted
-        in all (any other one needs the timer)."""
-        self._started_at = now_ms()
-        self._claimed = set(keys)
-        self.all_claimed = len(keys) == written
-        for key in keys:
-            self._holds[key].entry.signal = AbortSignal()
-
-    def start(self, *, reconcile: bool = True) -> Awaitable[None] | None:
-        """After the commit is durable: the run of the claimed records (the awaitable),
-        or `None` when there is none; every other hold is given back now. The run ends
-        with a reconcile of the alarm, unless `reconcile` is False (their executor
-        reconciles as each one ends)."""
-        engine = self._runner._engine
-        claimed = self._claimed
-        holds: list[Hold] = []
-        for key, hold in self._holds.items():
-            if key in claimed:
-                holds.append(hold)
-            else:
-                release(engine, hold)
-        self._holds = {}
-        if not holds:
-            return None
-        started_at = self._started_at
-        waiting: list[asyncio.Task[None]] = []
-        executor = holds[0].attempt.kind.executor
-        return self._runner._started(
-            holds,
-            waiting,
-            lambda: executor.run(engine, holds, started_at, waiting),
-            reconcile=reconcile,
-        )
-
-    def release(self) -> None:
-        """The write failed or was abandoned: give every permit and key back (a record it
-        may have committed is left to the timer and the alarm)."""
-        engine = self._runner._engine
-        holds = list(self._holds.values())
-        self._holds = {}
-        for hold in holds:
-            release(engine, hold)
-        if holds and engine.options.live_timers:
-            engine.refresh_in_background(
-                "durability.scheduler.refresh_failed",
-                {"table": holds[0].attempt.kind.table.name},
-            )

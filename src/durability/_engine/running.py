@@ -96,6 +96,17 @@ class RunningExecutions:
         if running is not None and running.get(key) is execution:
             del running[key]
 
+    def finisher(self, table: str) -> Callable[[str, ActiveExecution], None]:
+        """`finish` of `table`'s executions, with the table looked up once (a batch)."""
+        running = self._table(table)
+
+        def finish(key: str, execution: ActiveExecution) -> None:
+            execution.settle()
+            if running.get(key) is execution:
+                del running[key]
+
+        return finish
+
     def abort_created_before(self, table: str, cutoff: int, reason: str) -> None:
         """Abort, with a `DurabilityError(reason)`, the handlers of `table`'s records
         created strictly before `cutoff`."""
@@ -133,6 +144,10 @@ class Watchers:
                     del self._tables[table]
 
         return unsubscribe
+
+    def watched_keys(self, table: str) -> Collection[str]:
+        """The keys of `table` someone watches (a live view; empty when none)."""
+        return self._tables.get(table, _NONE)
 
     def watched(self, table: str, key: str) -> bool:
         """True when someone watches `key` of `table` (so a notification is worth building)."""

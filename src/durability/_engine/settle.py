@@ -91,37 +91,55 @@ def record_success(
 ) -> None:
     """After a success was written (`completed_at`, or `None` when a newer generation won):
     log it, wake the record's watchers and emit."""
-    if completed_at is None:
-        attempt_log.outcome_discarded(engine, attempt, number)
+    record_successes(engine, [(attempt, number, completed_at, result)], started_at)
+
+
+def record_successes(
+    engine: Engine, successes: list[tuple[Attempt, int, int | None, Any]], started_at: int
+) -> None:
+    """`record_success` for the attempts of one batch (of one table), whose successes
+    were written together: `(attempt, number, completed_at, result)` each. What every
+    row shares (the log level, the table's watchers) is looked up once."""
+    if not successes:
         return
-    duration = max(0, completed_at - started_at)
-    attempt_log.attempt_completed(engine, attempt, number, duration)
-    kind = attempt.kind
-    if engine.watchers.watched(kind.table.name, attempt.key):
-        engine.watchers.notify(
-            kind.table.name,
-            attempt.key,
-            {"generation_id": attempt.generation, "created_at": attempt.created_at},
+    first = successes[0][0].kind
+    debug = attempt_log.logs_successes(first)
+    table = first.table.name
+    watchers = engine.watchers
+    watched = watchers.watched_keys(table)
+    for attempt, number, completed_at, result in successes:
+        if completed_at is None:
+            attempt_log.outcome_discarded(engine, attempt, number)
+            continue
+        duration = max(0, completed_at - started_at)
+        if debug:
+            attempt_log.attempt_completed(engine, attempt, number, duration)
+        if watched and attempt.key in watched:
+            watchers.notify(
+                table,
+                attempt.key,
+                {"generation_id": attempt.generation, "created_at": attempt.created_at},
+            )
+        kind = attempt.kind
+        if LifecycleEventType.ATTEMPT_SETTLED not in kind.listened:
+            continue
+        is_operation = kind.entity_kind == "operation"
+        kind.emit(
+            _settled_event(
+                kind.entity_kind,
+                kind.name if is_operation else None,
+                None if is_operation else kind.name,
+                attempt.key,
+                attempt.generation,
+                completed_at,
+                number,
+                "completed",
+                duration,
+                None,
+                None,
+                result if kind.include_result else None,
+            )
         )
-    if LifecycleEventType.ATTEMPT_SETTLED not in kind.listened:
-        return
-    is_operation = kind.entity_kind == "operation"
-    kind.emit(
-        _settled_event(
-            kind.entity_kind,
-            kind.name if is_operation else None,
-            None if is_operation else kind.name,
-            attempt.key,
-            attempt.generation,
-            completed_at,
-            number,
-            "completed",
-            duration,
-            None,
-            None,
-            result if kind.include_result else None,
-        )
-    )
 
 
 _settled_event = slot_constructor(

@@ -48,12 +48,15 @@ def claim_attempt(
     Returns the new attempt, or `None` when the row changed since it was read (gone,
     replaced, settled, rescheduled, claimed again, or left by an interrupted attempt).
     The caller checks the attempt limit first (attempts counted: `attempt - spared`);
-    `is_exhausted` tells whether a lost claim hit it.
+    `is_exhausted` tells whether a lost claim hit it. A row whose insert claimed it
+    ahead of its permit (`claim_alone` 2) and that never settled is claimed as any:
+    that lost attempt may have started beside others, so it is spared and counted as
+    interrupted.
     """
     written = sql.exec(
-        f"UPDATE {table.name} SET attempt = ?, claim_alone = ? "
+        f"UPDATE {table.name} SET attempt = ?, claim_alone = ?, {_REQUEUED} "
         f"WHERE {table.key} = ? AND generation_id = ? AND status = 'pending' AND attempt = ? "
-        "AND next_attempt_at <= ? AND claim_alone IS NULL",
+        f"AND next_attempt_at <= ? AND {_CLAIMABLE.format(name=table.name)}",
         seen + 1,
         1 if alone else 0,
         key,
@@ -62,6 +65,17 @@ def claim_attempt(
         now,
     ).rows_written
     return seen + 1 if written else None
+
+
+_CLAIMABLE = "({name}.claim_alone IS NULL OR {name}.claim_alone = 2)"
+"""A row an ordinary claim may take: none claimed, or claimed by its insert ahead of its
+permit and left so (a suspect is claimed alone instead)."""
+
+_REQUEUED = (
+    "spared = spared + (claim_alone IS 2), interruptions = interruptions + (claim_alone IS 2)"
+)
+"""What an ordinary claim adds for an attempt its insert claimed ahead of a permit and
+that never settled (see `claim_attempt`)."""
 
 
 def claim_suspect(
@@ -80,7 +94,7 @@ def claim_suspect(
         f"UPDATE {table.name} SET attempt = attempt + 1, spared = spared + 1 - claim_alone, "
         "claim_alone = 1, interruptions = interruptions + 1 "
         f"WHERE {table.key} = ? AND generation_id = ? AND status = 'pending' AND attempt = ? "
-        "AND next_attempt_at <= ? AND claim_alone IS NOT NULL",
+        "AND next_attempt_at <= ? AND claim_alone IN (0, 1)",
         key,
         generation,
         seen,
@@ -93,10 +107,10 @@ def is_exhausted(
     sql: SqlStorage, table: TableSpec, key: str, generation: str, max_attempts: int
 ) -> bool:
     """True when the row of this generation is still pending at its attempt limit (the
-    attempts that count: those not `spared`)."""
+    attempts that count: those not `spared`, nor claimed ahead of a permit and left)."""
     rows = sql.exec(
         f"SELECT 1 FROM {table.name} WHERE {table.key} = ? AND generation_id = ? "
-        "AND status = 'pending' AND attempt - spared >= ?",
+        "AND status = 'pending' AND attempt - spared - (claim_alone IS 2) >= ?",
         key,
         generation,
         max_attempts,
@@ -116,9 +130,10 @@ def exhaust_attempts(
     A row left by an interrupted attempt counts that interruption too."""
     rows = sql.exec(
         f"UPDATE {table.name} SET status = 'failed', last_error = ?, last_error_name = ?, "
-        "interruptions = interruptions + (claim_alone IS NOT NULL), claim_alone = NULL "
+        "interruptions = interruptions + (claim_alone IS NOT NULL), "
+        "spared = spared + (claim_alone IS 2), claim_alone = NULL "
         f"WHERE {table.key} = ? AND generation_id = ? AND status = 'pending' "
-        "AND attempt - spared >= ? RETURNING attempt",
+        "AND attempt - spared - (claim_alone IS 2) >= ? RETURNING attempt",
         error.message,
         error.name,
         key,
@@ -204,11 +219,12 @@ def read_stack(sql: SqlStorage, table: TableSpec, key: str, generation: str) -> 
 def pending_head(sql: SqlStorage, table: TableSpec, limit: int) -> list[tuple[str, int]]:
     """The `limit` earliest pending rows as `(key, next_attempt_at)`, running ones included."""
     cursor = sql.exec(
-        f"SELECT {table.key} AS pk, next_attempt_at FROM {table.name} "
+        f"SELECT {table.key}, next_attempt_at FROM {table.name} "
         "WHERE status = 'pending' ORDER BY next_attempt_at ASC LIMIT ?",
         limit,
     )
-    return [(str(row["pk"]), int(row["next_attempt_at"])) for row in cursor]
+    # Raw rows (tuples): a reconcile reads one more row than there are keys running.
+    return [(str(key), int(at)) for key, at in cursor.raw()]
 
 
 def due_rows(
@@ -301,8 +317,8 @@ def _claim_statement(name: str, key: str, size: int, alone: int) -> str:
     """The claim of `size` rows: a join on the primary key (each row looked up once)."""
     return (
         f"WITH c(k, g, a) AS (VALUES {value_rows(3, size)}) "
-        f"UPDATE {name} SET attempt = attempt + 1, claim_alone = {alone} FROM c "
+        f"UPDATE {name} SET attempt = attempt + 1, claim_alone = {alone}, {_REQUEUED} FROM c "
         f"WHERE {name}.{key} = c.k AND {name}.generation_id = c.g AND {name}.attempt = c.a "
         f"AND +{name}.status = 'pending' AND +{name}.next_attempt_at <= ? "
-        f"AND {name}.claim_alone IS NULL RETURNING {name}.{key}"
+        f"AND {_CLAIMABLE.format(name=name)} RETURNING {name}.{key}"
     )

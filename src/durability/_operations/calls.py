@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from .._clock import now_ms
 from .._context import SqlStorage
-from .._engine import Attempt, AttemptPolicy, Done, RecordExecutor
+from .._engine import Attempt, AttemptPolicy, Done, Engine, RecordExecutor
 from .._errors import DurableResultSerializationError
 from .._serialization import deserialize
 from .._signal import AbortSignal
@@ -88,14 +88,14 @@ class CallExecutor(RecordExecutor):
         prefix = owner._prefixes.get(name) or owner._idempotency_prefix(name)
         return handler(_new_call(key, name, payload, number, signal, prefix + key))
 
-    def complete(self, sql: SqlStorage, done: Sequence[Done]) -> list[int | Exception | None]:
+    def complete(self, engine: Engine, done: Sequence[Done]) -> list[int | Exception | None]:
         if len(done) > 1:
-            return complete_calls(sql, done, now_ms())
+            return complete_calls(engine, done, now_ms())
         attempt, number, result = done[0]
         try:
             return [
                 complete_call(
-                    sql, attempt.kind.name, attempt.key, attempt.generation, result, number
+                    engine.sql, attempt.kind.name, attempt.key, attempt.generation, result, number
                 )
             ]
         except DurableResultSerializationError as error:

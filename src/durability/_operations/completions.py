@@ -3,8 +3,10 @@
 
 Each completion is fenced as a single one is (`control.complete_call`): it names the
 record's id, generation and attempt and `status = 'pending'`, so a cancel, retry or
-purge that got there first wins. Chunks of at least `COUNTED_ROWS` records are counted
-with ``changes()`` instead of returning each id.
+purge that got there first wins. Fewer than `COUNTED_ROWS` records are one statement
+returning the ids it completed, atomic by itself; more are chunked in a savepoint, and
+chunks of at least `COUNTED_ROWS` records counted with ``changes()`` instead (a returned
+row costs more than the count's read).
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Sequence
 
-from .._context import SqlStorage
-from .._engine import Done, padded_bindings, value_rows
+from .._context import SqlCursor, SqlStorage
+from .._engine import Done, Engine, padded_bindings, value_rows
 from .._errors import DurableResultSerializationError
 from .._serialization import serialize
 from .control import NULL_TEXT
@@ -39,11 +41,13 @@ _COMPLETE_ALIKE = (
 
 
 def complete_calls(
-    sql: SqlStorage, done: Sequence[Done], completed_at: int
+    engine: Engine, done: Sequence[Done], completed_at: int
 ) -> list[int | Exception | None]:
     """Store the results of many successful attempts, each fenced as `complete_call` is;
     per row `completed_at`, `None` (a cancel, retry or purge got there first) or
-    `DurableResultSerializationError` (not JSON: nothing stored for it)."""
+    `DurableResultSerializationError` (not JSON: nothing stored for it). Writes nothing
+    when it raises: one statement returning its ids for a few rows, else a savepoint
+    around the counted chunks."""
     outcomes: list[int | Exception | None] = [None] * len(done)
     writes: list[tuple[int, str, str, int, str]] = []
     for index, (attempt, number, result) in enumerate(done):
@@ -55,30 +59,63 @@ def complete_calls(
             outcomes[index] = failure
             continue
         writes.append((index, attempt.key, attempt.generation, number, text))
-    for first in range(0, len(writes), _COMPLETE_CHUNK):
-        chunk = writes[first : first + _COMPLETE_CHUNK]
-        for index in _completed(sql, chunk, completed_at):
-            outcomes[index] = completed_at
+    if len(writes) < COUNTED_ROWS:
+        won = _returned(engine.sql, writes, completed_at) if writes else ()
+    else:
+        # A savepoint: a counted chunk reads after its write, and a failing read (or a
+        # later chunk) must undo the writes before the one-by-one retry.
+        won = engine.transaction_sync(lambda sql: _chunks(sql, writes, completed_at))
+    for index in won:
+        outcomes[index] = completed_at
     return outcomes
+
+
+def _chunks(
+    sql: SqlStorage, writes: list[tuple[int, str, str, int, str]], completed_at: int
+) -> list[int]:
+    """Complete `writes` in statements of up to 16 rows; the indexes of those that won."""
+    won: list[int] = []
+    for first in range(0, len(writes), _COMPLETE_CHUNK):
+        won.extend(_completed(sql, writes[first : first + _COMPLETE_CHUNK], completed_at))
+    return won
+
+
+def _returned(
+    sql: SqlStorage, chunk: Sequence[tuple[int, str, str, int, str]], completed_at: int
+) -> list[int]:
+    """Complete the rows of one statement, returning the ids it completed (no read after
+    it, so a failure leaves nothing written); the indexes of those that won."""
+    cursor = _complete(sql, chunk, completed_at, True)
+    won = {row[0] for row in cursor.raw()}
+    if len(won) == len(chunk):
+        return [write[0] for write in chunk]
+    return [write[0] for write in chunk if write[1] in won]
+
+
+def _complete(
+    sql: SqlStorage,
+    chunk: Sequence[tuple[int, str, str, int, str]],
+    completed_at: int,
+    returning: bool,
+) -> SqlCursor:
+    """Run the completion of the `(index, key, generation, attempt, text)` rows of one
+    statement (one result bound once when they all store the same)."""
+    text = chunk[0][4]
+    if all(write[4] == text for write in chunk):
+        size, bindings = padded_bindings([write[1:4] for write in chunk], 3)
+        return sql.exec(_complete_query(True, size, returning), *bindings, completed_at, text)
+    size, bindings = padded_bindings([write[1:] for write in chunk], 4)
+    return sql.exec(_complete_query(False, size, returning), *bindings, completed_at)
 
 
 def _completed(
     sql: SqlStorage, chunk: Sequence[tuple[int, str, str, int, str]], completed_at: int
 ) -> Iterable[int]:
-    """Complete the `(index, key, generation, attempt, text)` rows of one statement; the
-    indexes of those whose completion won."""
-    counted = len(chunk) >= COUNTED_ROWS
-    text = chunk[0][4]
-    if all(write[4] == text for write in chunk):
-        size, bindings = padded_bindings([write[1:4] for write in chunk], 3)
-        query = _complete_query(True, size, not counted)
-        cursor = sql.exec(query, *bindings, completed_at, text)
-    else:
-        size, bindings = padded_bindings([write[1:] for write in chunk], 4)
-        cursor = sql.exec(_complete_query(False, size, not counted), *bindings, completed_at)
-    if not counted:
-        won = {row[0] for row in cursor.raw()}
-        return [write[0] for write in chunk if write[1] in won]
+    """Complete the `(index, key, generation, attempt, text)` rows of one statement in a
+    savepoint; the indexes of those whose completion won."""
+    if len(chunk) < COUNTED_ROWS:
+        return _returned(sql, chunk, completed_at)
+    _complete(sql, chunk, completed_at, False)
     for (count,) in sql.exec("SELECT changes()").raw():
         if count == len(chunk):
             return [write[0] for write in chunk]

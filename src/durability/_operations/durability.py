@@ -18,8 +18,10 @@ from .._clock import now_ms
 from .._context import Context, Row
 from .._engine import (
     DEFAULT_ATTEMPT_TIMEOUT_MS,
+    QUEUED_CLAIM,
     SHARED_EVENT_TYPES,
     Attempt,
+    AttemptKind,
     AttemptPolicy,
     CancelledEvent,
     DurabilityScheduler,
@@ -42,7 +44,7 @@ from .._errors import (
 )
 from .._serialization import serialize
 from .._signal import abort
-from .._uuid import random_uuid
+from .._uuid import fresh_generation, random_uuid
 from .._validate import check_non_negative_int
 from .calls import CallExecutor, DurableCall, call_idempotency_key
 from .control import (
@@ -123,7 +125,7 @@ class Durability(DurableHelper["DurableOperation"]):
         """Retried records (by key and generation) whose older attempt must end first."""
         self._registrations = Registrations(
             self._engine,
-            attempt_of=self._call_attempt,
+            kind_of=self._kind_for,
             registered=self._registered,
             start=self._start_eagerly,
             run_started=self._run_started,
@@ -152,7 +154,7 @@ class Durability(DurableHelper["DurableOperation"]):
         due = (
             now if run_at is None and delay_ms is None else first_attempt_at(now, run_at, delay_ms)
         )
-        return self._registrations.add((key, operation, text, due, random_uuid(), now))
+        return self._registrations.add((key, operation, text, due, fresh_generation(), now))
 
     def _registered(self, inserted: list[Registration]) -> None:
         """After the commit of new records: tell the hook."""
@@ -275,9 +277,12 @@ class Durability(DurableHelper["DurableOperation"]):
     def _due_attempt(self, row: tuple[Any, ...], info: HostAlarmInfo | None) -> Attempt:
         key, generation, operation, payload, created_at, attempt = row[:6]
         call = self._call_attempt(key, operation, payload, generation, created_at, attempt)
-        spared, suspect, call.interruptions = row[6:]
-        call.suspect = suspect
-        call.spared = spared if suspect != 0 else spared + 1
+        spared, claim, call.interruptions = row[6:]
+        if claim == QUEUED_CLAIM:
+            call.spared = spared + 1  # claimed ahead of its permit and left: see `Reservation`
+        else:
+            call.suspect = claim
+            call.spared = spared if claim != 0 else spared + 1
         return call
 
     def _call_attempt(
@@ -298,6 +303,11 @@ class Durability(DurableHelper["DurableOperation"]):
                 after = None
         kind = self._kinds.get(operation) or self._kind_of(operation)
         return Attempt(kind, key, generation, created_at, attempt, payload_text, after)
+
+    def _kind_for(self, operation: str) -> AttemptKind:
+        """What every attempt of `operation` shares (a new record's attempt needs no
+        `after`: its generation is new)."""
+        return self._kinds.get(operation) or self._kind_of(operation)
 
     def _idempotency_prefix(self, operation: str) -> str:
         """`call_idempotency_key` of `operation` without the id (built once per name)."""

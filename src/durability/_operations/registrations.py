@@ -1,8 +1,8 @@
 """Registrations of one loop turn, written with one multi-row INSERT.
 
-A new record due now is inserted claimed when a permit is free (`Reservation`), so its
-one commit makes the record and its first claim durable and its handler starts right
-after it.
+A new record due now is inserted claimed (`Reservation`), so its one commit makes the
+record and its first claim durable: its handler starts right after it when a permit is
+free, else as soon as one is, with no further commit.
 
 Each registration still gets its own outcome, exactly as if it had been written alone:
 the first registration of an id in the turn inserts it; a later one of the same id is a
@@ -16,21 +16,27 @@ from __future__ import annotations
 import asyncio
 import functools
 import operator
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain
 
 from .._clock import now_ms
 from .._context import SqlStorage
-from .._engine import Attempt, Engine, Reservation, TurnBatch, padded_bindings, value_rows
+from .._engine import (
+    Attempt,
+    AttemptKind,
+    Engine,
+    Reservation,
+    TurnBatch,
+    padded_bindings,
+    value_rows,
+)
 from .._errors import DuplicateDurableCallError
 
 Registration = tuple[str, str, str, int, str, int]
 """A new record: id, operation, payload text, due time, generation, creation time."""
 
-AttemptOf = Callable[[str, str, str, str, int, int], Attempt]
-"""The attempt of a record: id, operation, payload text, generation, creation time and
-the attempt count it has."""
+KindOf = Callable[[str], AttemptKind]
+"""What every attempt of an operation shares, by the operation's name."""
 
 _INSERT_CHUNK = 16
 """Rows one INSERT names at most (6 bindings each, under the 100 a query may have)."""
@@ -54,25 +60,26 @@ class Registrations:
     """The registrations of one loop turn, written in one transaction (a `TurnBatch`),
     and the start of those due now.
 
-    Before the write, the records due now take the permits free now (a `Reservation`),
-    so the write inserts them claimed; once the commit is durable, the callers learn
-    their outcomes, `registered` is told which registrations inserted a new record, the
-    claimed ones run, and other new records due now start as far as permits are free.
+    Before the write, the records due now take their keys and the permits free now (a
+    `Reservation`), so the write inserts them claimed; once the commit is durable, the
+    callers learn their outcomes, `registered` is told which registrations inserted a new
+    record, the claimed ones run (as permits come), and other new records due now start
+    as far as permits are free.
     """
 
-    __slots__ = ("_attempt_of", "_batch", "_engine", "_registered", "_run_started", "_start", "add")
+    __slots__ = ("_batch", "_engine", "_kind_of", "_registered", "_run_started", "_start", "add")
 
     def __init__(
         self,
         engine: Engine,
         *,
-        attempt_of: AttemptOf,
+        kind_of: KindOf,
         registered: Callable[[list[Registration]], None],
         start: Callable[[list[Attempt]], None],
         run_started: Callable[[Awaitable[None], str, str], None],
     ) -> None:
         self._engine = engine
-        self._attempt_of = attempt_of
+        self._kind_of = kind_of
         self._registered = registered
         self._start = start
         self._run_started = run_started
@@ -104,22 +111,21 @@ class Registrations:
         return outcomes
 
     def _reserve(self, rows: list[Registration]) -> Reservation | None:
-        """Before a batch's write: permits and keys for its records due now, as far as
-        permits are free, so the write claims them too."""
-        if not self._engine.permits.free:
-            return None
+        """Before a batch's write: keys (and the permits free now) for its records due
+        now, so the write claims them too."""
         return self._engine.runner.reserve(self._firsts_due(rows, now_ms())) or None
 
     def _firsts_due(self, rows: list[Registration], now: int) -> Iterator[tuple[int, Attempt]]:
         """The position and attempt of each row due at `now` that is the first of its key
         in `rows` (built only as far as the reservation takes them)."""
         seen: set[str] = set()
+        kind_of = self._kind_of
         for position, (key, operation, text, due_at, generation, created_at) in enumerate(rows):
             if key in seen:
                 continue
             seen.add(key)
             if due_at <= now:
-                yield position, self._attempt_of(key, operation, text, generation, created_at, 0)
+                yield position, Attempt(kind_of(operation), key, generation, created_at, 0, text)
 
     def _written(self, inserted: list[Registration], claims: Reservation | None) -> None:
         """After the commit of new records: tell `registered`, run those claimed with
@@ -145,7 +151,8 @@ class Registrations:
         due: list[Attempt] = []
         for key, operation, text, due_at, generation, created_at in inserted:
             if due_at <= now and (claims is None or key not in claims):
-                due.append(self._attempt_of(key, operation, text, generation, created_at, 0))
+                kind = self._kind_of(operation)
+                due.append(Attempt(kind, key, generation, created_at, 0, text))
                 if len(due) == free:
                     break
         return due
@@ -165,7 +172,7 @@ class Registrations:
     def _write(
         self, sql: SqlStorage, rows: list[Registration], claims: Reservation | None
     ) -> list[bool | Exception]:
-        claimed = _NONE_CLAIMED if claims is None else claims.first_attempts()
+        claimed = _NONE_CLAIMED if claims is None else claims.claims()
         outcomes = self._insert(sql, rows, claimed)
         if claims is not None:
             keys = [rows[index][0] for index in claimed if outcomes[index] is True]
@@ -173,14 +180,13 @@ class Registrations:
         return outcomes
 
     def _insert(
-        self, sql: SqlStorage, rows: list[Registration], claimed: AbstractSet[int]
+        self, sql: SqlStorage, rows: list[Registration], claimed: Mapping[int, int]
     ) -> list[bool | Exception]:
-        alone = self._engine.permits.size == 1
         try:
-            if len(rows) <= _INSERT_CHUNK and len(claimed) in (0, len(rows)):
-                return insert_calls(sql, rows, claimed, alone)
+            if len(rows) <= _INSERT_CHUNK and _one_claim(rows, claimed):
+                return insert_calls(sql, rows, claimed)
             # Several statements: a later one failing must undo the earlier ones too.
-            return self._engine.transaction_sync(lambda _: insert_calls(sql, rows, claimed, alone))
+            return self._engine.transaction_sync(lambda _: insert_calls(sql, rows, claimed))
         except _ReadAfterInsertError as failed:
             raise failed.error from None  # the whole batch fails (its transaction is undone)
         except Exception:
@@ -188,26 +194,28 @@ class Registrations:
         outcomes: list[bool | Exception] = []
         for index, row in enumerate(rows):
             try:
-                write = _inserting(row, index in claimed, alone)
+                write = _inserting(row, claimed.get(index))
                 outcomes.append(self._engine.transaction_sync(write))
             except Exception as error:
                 outcomes.append(error)
         return outcomes
 
 
-_NONE_CLAIMED: frozenset[int] = frozenset()
-"""The positions claimed in a write without claims."""
-
-_FIRST_CLAIMED = frozenset({0})
-"""The positions claimed in the write of one claimed row."""
+_NONE_CLAIMED: Mapping[int, int] = {}
+"""The claims of a write without claims."""
 
 
-def _inserting(
-    row: Registration, claimed: bool, alone: bool
-) -> Callable[[SqlStorage], bool | Exception]:
+def _one_claim(rows: list[Registration], claimed: Mapping[int, int]) -> bool:
+    """Whether every row of `rows` is inserted with the same claim (one statement)."""
+    if not claimed:
+        return True
+    return len(claimed) == len(rows) and len(set(claimed.values())) == 1
+
+
+def _inserting(row: Registration, claim: int | None) -> Callable[[SqlStorage], bool | Exception]:
     """The write of one registration by itself (in a savepoint of its own)."""
-    positions = _FIRST_CLAIMED if claimed else _NONE_CLAIMED
-    return lambda sql: insert_calls(sql, [row], positions, alone)[0]
+    claims = _NONE_CLAIMED if claim is None else {0: claim}
+    return lambda sql: insert_calls(sql, [row], claims)[0]
 
 
 def _earliest(rows: list[Registration], outcomes: list[bool | Exception]) -> int | None:
@@ -223,29 +231,31 @@ _DUE_AT: Callable[[Registration], int] = operator.itemgetter(3)
 
 
 def insert_calls(
-    sql: SqlStorage,
-    rows: Sequence[Registration],
-    claimed: AbstractSet[int],
-    alone: bool = False,
+    sql: SqlStorage, rows: Sequence[Registration], claimed: Mapping[int, int] = _NONE_CLAIMED
 ) -> list[bool | Exception]:
-    """Insert `rows` (those at the indexes `claimed` with their first attempt claimed,
-    `alone` or beside others); per row True (inserted), False (the id is this
-    operation's already) or `DuplicateDurableCallError` (it is another operation's).
+    """Insert `rows`, those at the positions `claimed` names with their first attempt
+    claimed (with that `claim_alone`: 0 beside others, 1 alone, 2 ahead of its permit);
+    per row True (inserted), False (the id is this operation's already) or
+    `DuplicateDurableCallError` (it is another operation's).
 
     A claimed row is the first of its id in `rows`, so writing the claimed rows before
     the others gives every row the outcome writing them in order would. Each row's
     generation is fresh (a registration's is random): a statement that inserted only
     some of its rows tells which by the generations stored."""
+    groups: dict[int | None, list[Registration]]
     if not claimed:
-        firsts: Sequence[Registration] = ()
-        others = rows
-    elif len(claimed) == len(rows):
-        firsts, others = rows, ()
+        groups = {None: list(rows)}
+    elif _one_claim(list(rows), claimed):
+        groups = {next(iter(claimed.values())): list(rows)}
     else:
-        firsts = [row for index, row in enumerate(rows) if index in claimed]
-        others = [row for index, row in enumerate(rows) if index not in claimed]
+        groups = {}
+        for index, row in enumerate(rows):
+            groups.setdefault(claimed.get(index), []).append(row)
+        others = groups.pop(None, None)
+        if others is not None:
+            groups[None] = others  # after the claimed rows
     inserted: set[str] = set()
-    for claim, group in ((1 if alone else 0, firsts), (None, others)):
+    for claim, group in groups.items():
         for first in range(0, len(group), _INSERT_CHUNK):
             inserted.update(_insert_chunk(sql, claim, group[first : first + _INSERT_CHUNK]))
     if len(inserted) == len(rows):
@@ -270,8 +280,8 @@ def insert_calls(
 def _insert_chunk(
     sql: SqlStorage, claim: int | None, chunk: Sequence[Registration]
 ) -> Iterable[str]:
-    """Insert the rows of one statement, claimed as `claim` says (`None`: not claimed; 0:
-    claimed beside others; 1: alone); the ids they inserted."""
+    """Insert the rows of one statement, claimed as `claim` says (`None`: not claimed, else
+    its `claim_alone`); the ids they inserted."""
     size, bindings = padded_bindings(chunk, 6)
     if len(chunk) < COUNTED_ROWS:
         # Each returned row is the 1-tuple of an inserted id.

@@ -179,7 +179,9 @@ OPERATION_MIGRATIONS: Final[tuple[Migration, ...]] = (
 the by-status listing index, so completing a call deletes two index entries instead of
 moving them. 0014 adds what poison isolation keeps of an attempt in flight:
 `claim_alone` (NULL while no attempt is claimed; 0 for an attempt claimed beside
-others, 1 for one claimed alone), `interruptions` (attempts that never settled: the
-process stopped or the object was evicted while they ran) and `spared` (those of them
-that ran beside others, which do not count toward `max_attempts`); its down rebuilds
-the table without them, keeping every row."""
+others, 1 for one claimed alone, 2 for a first attempt its record's insert claimed
+ahead of a permit, which may not have started), `interruptions` (attempts that never
+settled: the process stopped or the object was evicted while they ran or waited for a
+permit) and `spared` (those of them that may have run beside others, which do not
+count toward `max_attempts`); its down rebuilds the table without them, keeping every
+row."""

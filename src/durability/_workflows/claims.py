@@ -60,7 +60,7 @@ class CreateClaims:
         self._reservation: Reservation = engine.reserve(
             (position, self._attempts[key]) for position, key, _, _ in new
         )
-        self._positions = self._reservation.first_attempts()
+        self._positions = self._reservation.claims().keys()
         self._alone = 1 if engine.runs_alone else 0
         self._claimed: list[str] = []
         self._runs = 0

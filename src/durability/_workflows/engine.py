@@ -102,7 +102,7 @@ class WorkflowEngine:
 
     def reserve(self, attempts: Iterable[tuple[int, Attempt]]) -> Reservation:
         """Permits (those free now) and keys for new instances a write inserts claimed."""
-        return self.engine.runner.reserve(attempts)
+        return self.engine.runner.reserve(attempts, queue=False)
 
     @property
     def runs_alone(self) -> bool:

@@ -82,6 +82,8 @@ class Catalog:
         self._file = file
         self._connection: sqlite3.Connection | None = None
         self._entries: dict[Key, tuple[str | None, int]] = {}
+        self._written: dict[Key, int] = {}
+        """The wake bound the file holds for each key (what the last write left)."""
         self._dirty: set[Key] = set()
         self._flush_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -119,6 +121,7 @@ class Catalog:
             problem = f"corrupt ({error})"
             _set_aside(file)
             connection, self._entries, _ = _load(file)
+        self._written = {key: wake for key, (_, wake) in self._entries.items()}
         self._connection = connection
         if problem is not None:
             agreed_ns = None
@@ -214,7 +217,8 @@ class Catalog:
 
     def lower(self, key: Key, name: str | None, wake_ms: int) -> Callable[[], None] | None:
         """Make sure the entry is no later than `wake_ms`; the write that must be durable
-        before the object's commit (`flush`), or `None` when the file already has it."""
+        before the object's commit (`flush`), or `None` when the file has a bound no later
+        (maybe of an alarm deleted since: arming again needs no write before the commit)."""
         with self._state:
             current = self._entries.get(key)
             if current is not None and current[1] <= wake_ms:
@@ -223,6 +227,9 @@ class Catalog:
             else:
                 self._entries[key] = (name, wake_ms)
                 self._dirty.add(key)
+            written = self._written.get(key)
+            if written is not None and written <= wake_ms:
+                return None
         # A dirty entry may be one an earlier, failed flush left unwritten: write it now.
         return self.flush
 
@@ -275,6 +282,14 @@ class Catalog:
                 return
             dirty, self._dirty = self._dirty, set()
             rows = [(key, self._entries.get(key)) for key in dirty]
+            # Until this write ends the file holds the old bound or the new: `lower`
+            # counts on the later (on none if either is none).
+            for key, entry in rows:
+                before = self._written.get(key)
+                if entry is None or before is None:
+                    self._written.pop(key, None)
+                else:
+                    self._written[key] = max(before, entry[1])
         try:
             connection.execute("BEGIN IMMEDIATE")
             for key, entry in rows:
@@ -294,6 +309,8 @@ class Catalog:
             with self._state:
                 self._dirty |= dirty
             raise
+        with self._state:
+            self._written.update((key, entry[1]) for key, entry in rows if entry is not None)
 
     def close(self) -> None:
         """Flush, record the agreement, and close the file (closed even if that fails).

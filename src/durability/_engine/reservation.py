@@ -1,0 +1,291 @@
+"""`Reservation`: the attempts a caller's own write inserts already claimed, then runs.
+
+A registration batch inserts its new records due now with their first attempt claimed
+(`attempt = 1`, the row a claim would leave), so one commit makes the records and their
+claims durable together, however many there are. Those that found a permit free run
+right after that commit (`claim_alone` 0, or 1 in a pool of one, as any claim); the
+others join the engine's `ClaimQueue` and start as permits come, in the order they were
+claimed, with no further claim and no further commit (`claim_alone` 2: claimed ahead of
+its permit).
+
+After a crash or an eviction such a row was claimed but never settled, and nothing tells
+whether its handler had started: it is claimed again with the others of a pass, not
+alone, and its lost attempt is spared (see `tables.claim_attempts`). A poison queued
+this way so costs one more interrupted run, beside others, before it runs alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Collection, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from .._clock import now_ms
+from .._signal import AbortSignal
+from .attempt import Attempt
+from .batch import Hold, release
+from .lifecycle import report_failure
+from .records import RecordExecutor
+from .tasks import BACKGROUND_FAILED
+
+if TYPE_CHECKING:
+    from .runner import AttemptRunner
+
+QUEUED_CLAIM = 2
+"""`claim_alone` of an attempt claimed by its record's insert ahead of its permit."""
+
+MAX_QUEUED = 1_000
+"""Claims one engine holds ahead of their permits at most; the records past it are
+inserted unclaimed, for the timer and the alarm (every queued key is marked running,
+and the reconcile reads as many pending rows as there are running keys)."""
+
+
+def _no_permit() -> None:
+    """The release of a hold still waiting for its permit: nothing to give back."""
+
+
+class ClaimQueue:
+    """Claimed attempts waiting for permits, started in the order they were claimed.
+
+    `reserved` counts the queued claims of every reservation, from before its write
+    until each one has its permit: while it is not zero, a new reservation takes no
+    free permit (that would go ahead of them). One task at a time takes permits for
+    the head of the queue, in the pool's FIFO order with every other waiter, and runs
+    each batch it gets.
+    """
+
+    __slots__ = ("_draining", "_holds", "_runner", "reserved")
+
+    def __init__(self, runner: AttemptRunner) -> None:
+        self._runner = runner
+        self._holds: deque[Hold] = deque()
+        self._draining = False
+        self.reserved = 0
+
+    def add(self, holds: Sequence[Hold]) -> None:
+        """Queue `holds` (claimed, durable, without a permit) behind the others."""
+        self._holds.extend(holds)
+        if self._draining:
+            return
+        self._draining = True
+        engine = self._runner._engine
+        engine.tasks.run_in_background(
+            self._drain(), BACKGROUND_FAILED, {"table": holds[0].attempt.kind.table.name}
+        )
+
+    async def _drain(self) -> None:
+        """Run the queue's attempts as permits come, a batch per take of the free ones;
+        then reconcile the alarm with what they left."""
+        runner = self._runner
+        engine = runner._engine
+        queued = self._holds
+        try:
+            while queued:
+                permits = await engine.permits.take(len(queued))
+                executor = queued[0].attempt.kind.executor
+                batch: list[Hold] = []
+                for permit in permits:
+                    if not queued or queued[0].attempt.kind.executor is not executor:
+                        permit()
+                        continue
+                    hold = queued.popleft()
+                    hold.permit = permit
+                    batch.append(hold)
+                self.reserved -= len(batch)
+                await self._run(batch)
+        finally:
+            self._draining = False
+            self.reserved -= len(queued)
+            while queued:
+                release(engine, queued.popleft())
+        await engine.reconcile_now()
+
+    async def _run(self, batch: list[Hold]) -> None:
+        """Run one batch; the attempts it hands to tasks of their own are waited for in
+        the background (a storage failure is reported, and the pass's retry alarm
+        follows from the rows it left). A record executor runs more of the queue on the
+        permits of handlers that return without awaiting, while nobody else waits for a
+        permit (see `RecordExecutor.run`)."""
+        runner = self._runner
+        engine = runner._engine
+        executor = batch[0].attempt.kind.executor
+        waiting: list[asyncio.Task[None]] = []
+        started_at = now_ms()
+        queued = self._holds
+
+        def refill() -> Hold | None:
+            if not queued or queued[0].attempt.kind.executor is not executor:
+                return None
+            if engine.permits.waited_for:
+                return None  # a permit given back goes to them first
+            self.reserved -= 1
+            hold = queued.popleft()
+            batch.append(hold)  # released with the batch if the run fails
+            return hold
+
+        def run() -> Awaitable[None]:
+            if isinstance(executor, RecordExecutor):
+                return executor.run(engine, list(batch), started_at, waiting, refill)
+            return executor.run(engine, batch, started_at, waiting)
+
+        try:
+            await runner._run_held(batch, run)
+        except Exception as error:
+            report_failure(BACKGROUND_FAILED, {"key": batch[0].attempt.key}, error)
+        if waiting:
+            engine.tasks.run_in_background(
+                _settled(runner, waiting), BACKGROUND_FAILED, {"key": batch[0].attempt.key}
+            )
+
+
+async def _settled(runner: AttemptRunner, waiting: list[asyncio.Task[None]]) -> None:
+    """Wait for the attempts a batch handed to tasks of their own; then reconcile the
+    alarm with what they left (as `AttemptRunner.start` does)."""
+    try:
+        await asyncio.gather(*waiting)
+    finally:
+        if not runner.queue.reserved:  # else the queue reconciles once it has run them
+            await runner._engine.reconcile_now()
+
+
+class Reservation:
+    """The attempts of one write that start with it: held, claimed by the write, then run.
+
+    Before the caller's transaction, each attempt due now marks its key running and takes
+    a permit if one is free right now and no claim is queued ahead of it (so it never
+    goes ahead of a waiter); the others, up to `MAX_QUEUED` queued in the engine, are
+    queued for one. The transaction inserts every held record claimed; once its commit
+    is durable, those with a permit run at once and the queued ones join the engine's
+    `ClaimQueue`. A reservation whose record was not inserted gives its permit and key
+    back.
+    """
+
+    __slots__ = (
+        "_claimed",
+        "_holds",
+        "_positions",
+        "_queued",
+        "_runner",
+        "_started_at",
+        "all_claimed",
+    )
+
+    def __init__(
+        self, runner: AttemptRunner, attempts: Iterable[tuple[int, Attempt]], *, queue: bool
+    ) -> None:
+        """An attempt must be of the first row of its key in the write: a later row of
+        that key could not be inserted, so an earlier one keeps its place. Without
+        `queue`, holding stops at the first attempt no permit is free for (a caller whose
+        table has no queued claims: its other records are inserted for the timer)."""
+        self._runner = runner
+        self._holds: dict[str, Hold] = {}
+        self._positions: dict[int, int] = {}
+        """The claim (`claim_alone`) of each held record, by its position in the write."""
+        self._queued: set[str] = set()
+        """The held keys waiting for a permit."""
+        self._claimed: set[str] = set()
+        """The keys the transaction inserted claimed."""
+        self._started_at = 0
+        self.all_claimed = False
+        """Whether every record the transaction inserted was inserted claimed (none needs a
+        timer)."""
+        engine = runner._engine
+        running = engine.running
+        permits = engine.permits
+        claims = runner.queue
+        holds = self._holds
+        alone = 1 if permits.size == 1 else 0
+        room = MAX_QUEUED - claims.reserved
+        behind = claims.reserved > 0
+        name: str | None = None
+        busy: Collection[str] = ()
+        for position, attempt in attempts:
+            table = attempt.kind.table.name
+            if table != name:
+                name = table
+                busy = running.keys(name)
+            # `busy` may predate the first key held here: those are in `holds`.
+            if attempt.key in holds or attempt.key in busy or attempt.after is not None:
+                continue
+            permit = None if behind else permits.try_acquire()
+            if permit is None:
+                if not queue or len(self._queued) >= room:
+                    break
+                behind = True
+                self._queued.add(attempt.key)
+                claims.reserved += 1
+            entry = running.start(table, attempt.key, attempt.generation, attempt.created_at)
+            holds[attempt.key] = Hold(attempt, entry, permit or _no_permit, bool(alone))
+            self._positions[position] = alone if permit is not None else QUEUED_CLAIM
+
+    def __bool__(self) -> bool:
+        return bool(self._holds)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._holds
+
+    def claims(self) -> dict[int, int]:
+        """The positions, in the write's rows, of the records to insert claimed, each
+        with its `claim_alone`."""
+        return self._positions
+
+    def claimed(self, keys: Sequence[str], written: int) -> None:
+        """In the transaction: records `keys` were inserted claimed, of `written` inserted
+        in all (any other one needs the timer)."""
+        self._started_at = now_ms()
+        self._claimed = set(keys)
+        self.all_claimed = len(keys) == written
+        for key in keys:
+            self._holds[key].entry.signal = AbortSignal()
+
+    def start(self, *, reconcile: bool = True) -> Awaitable[None] | None:
+        """After the commit is durable: queue the claimed records that wait for a permit,
+        and return the run of those that have one (`None` when there is none); every
+        other hold is given back now. The run ends with a reconcile of the alarm, unless
+        `reconcile` is False (their executor reconciles as each one ends)."""
+        runner = self._runner
+        claimed, queued = self._claimed, self._queued
+        ready: list[Hold] = []
+        waiting: list[Hold] = []
+        for key, hold in self._holds.items():
+            if key not in claimed:
+                self._give_back(hold)
+            elif key in queued:
+                waiting.append(hold)
+            else:
+                ready.append(hold)
+        self._holds = {}
+        if waiting:
+            runner.queue.add(waiting)
+        if not ready:
+            return None
+        engine = runner._engine
+        started_at = self._started_at
+        tasks: list[asyncio.Task[None]] = []
+        executor = ready[0].attempt.kind.executor
+        return runner._started(
+            ready,
+            tasks,
+            lambda: executor.run(engine, ready, started_at, tasks),
+            reconcile=reconcile,
+        )
+
+    def _give_back(self, hold: Hold) -> None:
+        if hold.attempt.key in self._queued:
+            self._runner.queue.reserved -= 1
+        release(self._runner._engine, hold)
+
+    def release(self) -> None:
+        """The write failed or was abandoned: give every permit and key back (a record it
+        may have committed is left to the timer and the alarm)."""
+        engine = self._runner._engine
+        holds = list(self._holds.values())
+        self._holds = {}
+        for hold in holds:
+            self._give_back(hold)
+        if holds and engine.options.live_timers:
+            engine.refresh_in_background(
+                "durability.scheduler.refresh_failed",
+                {"table": holds[0].attempt.kind.table.name},
+            )
