@@ -35,7 +35,8 @@ from types import FunctionType
 from typing import Any, Protocol
 
 from ._alarm_log import alarm_failed
-from ._catalog import Catalog, Key
+from ._catalog import Catalog
+from ._catalog_file import Key
 from ._database import Database, FlushHook
 from ._errors import ObjectEvictedError
 from ._faults import Faults

@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from .._errors import serialize_error
-from ._catalog import Key
+from ._catalog_file import Key
 
 logger = logging.getLogger("durability.runtime")
 

@@ -47,7 +47,14 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from pathlib import Path
 
-from .._files import sync_directory
+from ._catalog_file import (
+    Key,
+    Row,
+    load_catalog,
+    record_agreement,
+    set_aside,
+    write_entries,
+)
 from ._recovery import (
     StoredAlarm,
     leave_clean_mark,
@@ -58,21 +65,12 @@ from ._recovery import (
 
 logger = logging.getLogger("durability.runtime")
 
-Key = tuple[str, str]
-"""(namespace binding name, 64-hex object id)."""
-
 AGREED_MARGIN_NS = 2_000_000_000
 """File times may lag the clock by a tick: objects modified this shortly before the
 recorded time are read again at the next start."""
 
 SETTLE_DELAY_S = 0.05
 """On the real clock, how long settled entries wait to be written with others."""
-
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS alarms (namespace TEXT NOT NULL, id TEXT NOT NULL,"
-    " name TEXT, wake_ms INTEGER NOT NULL, PRIMARY KEY (namespace, id)) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER) WITHOUT ROWID",
-)
 
 
 class Catalog:
@@ -113,14 +111,14 @@ class Catalog:
         closed_clean_ns = take_clean_mark(file.parent) if file.parent.is_dir() else None
         agreed_ns: int | None = None
         try:
-            connection, self._entries, agreed_ns = _load(file)
+            connection, self._entries, agreed_ns = load_catalog(file)
         except sqlite3.OperationalError as error:
             # An I/O error or the like, not a damaged file: keep the file, name it.
             raise type(error)(f"alarm catalog {file}: {error}") from error
         except sqlite3.DatabaseError as error:
             problem = f"corrupt ({error})"
-            _set_aside(file)
-            connection, self._entries, _ = _load(file)
+            set_aside(file)
+            connection, self._entries, _ = load_catalog(file)
         self._written = {key: wake for key, (_, wake) in self._entries.items()}
         self._connection = connection
         if problem is not None:
@@ -129,14 +127,14 @@ class Catalog:
             if not any(object_files(file.parent, None)):
                 problem = None
         if problem is None and agreed_ns is not None and closed_clean_ns == agreed_ns:
-            self._agreed_ns = _record_agreement(connection)
+            self._agreed_ns = record_agreement(connection)
         elif problem is None and agreed_ns is not None and committer is not None:
             # After a crash, on the real clock: start() does not wait for the scan.
             since = agreed_ns - AGREED_MARGIN_NS
             self._scan = committer.submit(self._scan_late, file.parent, since)
         else:
             self._reconcile(file.parent, agreed_ns, problem)
-            self._agreed_ns = _record_agreement(connection)
+            self._agreed_ns = record_agreement(connection)
 
     def scan_finds_new_files(self) -> bool:
         """Whether an object file created now would be read by the start after a crash:
@@ -172,7 +170,7 @@ class Catalog:
             if self._closing or self._connection is None:
                 return False
             self._flush(self._connection)
-            _record_agreement(self._connection)
+            record_agreement(self._connection)
         if missed:
             _warn_missed(self._file, missed, " after start")
             if self._loop is not None and self.found is not None:
@@ -282,27 +280,9 @@ class Catalog:
                 return
             dirty, self._dirty = self._dirty, set()
             rows = [(key, self._entries.get(key)) for key in dirty]
-            # Until this write ends the file holds the old bound or the new: `lower`
-            # counts on the later (on none if either is none).
-            for key, entry in rows:
-                before = self._written.get(key)
-                if entry is None or before is None:
-                    self._written.pop(key, None)
-                else:
-                    self._written[key] = max(before, entry[1])
+            _while_writing(self._written, rows)
         try:
-            connection.execute("BEGIN IMMEDIATE")
-            for key, entry in rows:
-                if entry is None:
-                    connection.execute("DELETE FROM alarms WHERE namespace = ? AND id = ?", key)
-                else:
-                    connection.execute(
-                        "INSERT INTO alarms (namespace, id, name, wake_ms) VALUES (?, ?, ?, ?)"
-                        " ON CONFLICT (namespace, id) DO UPDATE SET name = excluded.name,"
-                        " wake_ms = excluded.wake_ms",
-                        (*key, entry[0], entry[1]),
-                    )
-            connection.execute("COMMIT")
+            write_entries(connection, rows)
         except BaseException:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
@@ -335,7 +315,7 @@ class Catalog:
             if connection is not None:
                 try:
                     self._flush(connection)
-                    agreed_ns = _record_agreement(connection) if scanned else None
+                    agreed_ns = record_agreement(connection) if scanned else None
                 finally:
                     connection.close()
                 if agreed_ns is not None:
@@ -343,40 +323,15 @@ class Catalog:
                     leave_clean_mark(self._file.parent, agreed_ns)
 
 
-def _load(file: Path) -> tuple[sqlite3.Connection, dict[Key, tuple[str | None, int]], int | None]:
-    """Open `file`; its entries, and when it last agreed with every object (the file is
-    closed again on failure)."""
-    created = not file.exists()
-    connection = sqlite3.connect(file, isolation_level=None, check_same_thread=False)
-    entries: dict[Key, tuple[str | None, int]] = {}
-    try:
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=FULL")
-        for statement in _SCHEMA:
-            connection.execute(statement)
-        for namespace, object_id, name, wake_ms in connection.execute(
-            "SELECT namespace, id, name, wake_ms FROM alarms"
-        ):
-            entries[(namespace, object_id)] = (name, wake_ms)
-        rows = connection.execute("SELECT value FROM meta WHERE key = 'agreed_ns'")
-        agreed_ns = next((int(value) for (value,) in rows), None)
-    except BaseException:
-        connection.close()
-        raise
-    if created:
-        sync_directory(file.parent)
-    return connection, entries, agreed_ns
-
-
-def _record_agreement(connection: sqlite3.Connection) -> int:
-    """Durably note that the catalog agrees with every object as of now (returned)."""
-    agreed_ns = time.time_ns()
-    connection.execute(
-        "INSERT INTO meta (key, value) VALUES ('agreed_ns', ?)"
-        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        (agreed_ns,),
-    )
-    return agreed_ns
+def _while_writing(written: dict[Key, int], rows: list[Row]) -> None:
+    """Until a write of `rows` ends the file holds the old bound or the new: `lower`
+    counts on the later (on none if either is none)."""
+    for key, entry in rows:
+        before = written.get(key)
+        if entry is None or before is None:
+            written.pop(key, None)
+        else:
+            written[key] = max(before, entry[1])
 
 
 def _warn_missed(file: Path | None, missed: list[StoredAlarm], when: str) -> None:
@@ -388,13 +343,3 @@ def _warn_missed(file: Path | None, missed: list[StoredAlarm], when: str) -> Non
         ", ".join(f"{stored.key[0]}:{stored.key[1]}" for stored in missed[:5]),
         when,
     )
-
-
-def _set_aside(file: Path) -> None:
-    """Move a corrupt catalog (and its WAL files) out of the way, kept for inspection."""
-    suffix = f".corrupt-{time.time_ns()}"
-    for part in ("", "-wal", "-shm"):
-        source = file.with_name(file.name + part)
-        if source.exists():
-            source.rename(file.with_name(file.name + part + suffix))
-    sync_directory(file.parent)

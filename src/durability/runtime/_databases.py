@@ -8,7 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .._clock import WALL_CLOCK, Clock
-from ._catalog import Catalog, Key
+from ._catalog import Catalog
+from ._catalog_file import Key
 from ._commit_threads import CommitThreads
 from ._database import Database, DatabaseHooks
 from ._opening import open_database, open_object_file

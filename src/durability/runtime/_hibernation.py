@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._clock import now_ms
-from ._catalog import Key
+from ._catalog_file import Key
 from ._errors import ObjectEvictedError
 from ._ids import ObjectId
 from ._relaxed import call_relaxed

@@ -23,7 +23,7 @@ from .._clock import WALL_CLOCK, Clock, bind_clock, unbind_clock
 from .._validate import check_positive_int
 from ._alarm_driver import AlarmDriver
 from ._bindings import HostedBinding
-from ._catalog import Key
+from ._catalog_file import Key
 from ._commit_faults import CommitFaults
 from ._database import Database
 from ._databases import ObjectDatabases

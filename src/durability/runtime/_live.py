@@ -6,7 +6,7 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Callable
 
-from ._catalog import Key
+from ._catalog_file import Key
 from ._instance import Instance
 from ._limits import least_recent_idle
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ._catalog import Key
+from ._catalog_file import Key
 from ._database import Database, FlushHook
 from ._log_syncs import UNCHANGED
 
