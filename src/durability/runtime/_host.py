@@ -58,6 +58,34 @@ class _State(enum.Enum):
     CLOSED = "closed"
 
 
+def _checked_options(
+    path: object,
+    clock: object,
+    idle_evict_ms: int | None,
+    max_live_objects: int | None,
+    max_open_databases: int | None,
+    faults: object,
+) -> tuple[int, int]:
+    """Check `Runtime`'s options (a clear error naming the bad one); the live-object and
+    open-database caps, defaults filled in."""
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or path-like, got {type(path).__name__}")
+    if clock is not None and not callable(getattr(clock, "now_ms", None)):
+        raise TypeError("clock must have a now_ms() method")
+    if idle_evict_ms is not None:
+        check_positive_int("idle_evict_ms", idle_evict_ms)
+    if max_live_objects is None:
+        max_live_objects = DEFAULT_MAX_LIVE_OBJECTS
+    if max_open_databases is None:
+        max_open_databases = default_max_open_databases()
+    if faults is not None and not isinstance(faults, Faults):
+        raise TypeError(f"faults must be a durability.testing.Faults, got {type(faults).__name__}")
+    return (
+        check_positive_int("max_live_objects", max_live_objects),
+        check_positive_int("max_open_databases", max_open_databases),
+    )
+
+
 class Runtime:
     """An embedded host for Durable Objects (docs/runtime.md).
 
@@ -88,22 +116,9 @@ class Runtime:
         platform: Platform | None = None,
         faults: Faults | None = None,
     ) -> None:
-        if path is not None and not isinstance(path, (str, os.PathLike)):
-            raise TypeError(f"path must be a str or path-like, got {type(path).__name__}")
-        if clock is not None and not callable(getattr(clock, "now_ms", None)):
-            raise TypeError("clock must have a now_ms() method")
-        if idle_evict_ms is not None:
-            check_positive_int("idle_evict_ms", idle_evict_ms)
-        if max_live_objects is None:
-            max_live_objects = DEFAULT_MAX_LIVE_OBJECTS
-        max_live = check_positive_int("max_live_objects", max_live_objects)
-        if max_open_databases is None:
-            max_open_databases = default_max_open_databases()
-        max_open = check_positive_int("max_open_databases", max_open_databases)
-        if faults is not None and not isinstance(faults, Faults):
-            raise TypeError(
-                f"faults must be a durability.testing.Faults, got {type(faults).__name__}"
-            )
+        max_live, max_open = _checked_options(
+            path, clock, idle_evict_ms, max_live_objects, max_open_databases, faults
+        )
         self.faults: Faults | None = faults
         self._clock: Clock = clock if clock is not None else WALL_CLOCK
         self.platform: Platform = platform if platform is not None else EMBEDDED
