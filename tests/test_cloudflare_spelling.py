@@ -120,7 +120,7 @@ class Dropping(DurableObject):
     """Calls Cloudflare-named storage methods, awaiting their outcome or not."""
 
     async def dropped(self) -> list[Any]:
-        storage = self.ctx.storage
+        storage: Any = self.ctx.storage  # as a Worker's code sees it: untyped
         storage.put("k", 1)
         storage.setAlarm(START + 1_000)
         storage.put()
