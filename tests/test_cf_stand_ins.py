@@ -151,6 +151,50 @@ def test_handler_and_rpc_conversions_keep_values() -> None:
         workers.python_to_rpc({"a": (1,)})
 
 
+async def test_sdk_submodules_and_ctx_and_env_wrapped_once(tmp_path: Path) -> None:
+    """`workers.entrypoints` and `workers.rpc` give the SDK's names; an object's `ctx` and
+    `env` reach every `__init__` wrapped as the SDK wraps them, once at any depth."""
+    import workers
+    from workers.entrypoints import DurableObject, DurableObjectAbort, DurableObjectContext
+    from workers.rpc import _EnvWrapper, python_from_rpc, python_to_rpc
+
+    assert (workers.DurableObject, workers._EnvWrapper) == (DurableObject, _EnvWrapper)
+    assert (python_from_rpc, python_to_rpc) == (workers.python_from_rpc, workers.python_to_rpc)
+    assert issubclass(DurableObjectAbort, BaseException)
+
+    def layers(wrapper: Any, inner: str) -> int:
+        return (
+            0
+            if type(wrapper) not in (DurableObjectContext, _EnvWrapper)
+            else (1 + layers(getattr(wrapper, inner), inner))
+        )
+
+    class Base(DurableObject):
+        def __init__(self, ctx: Any, env: Any) -> None:
+            self.given = [layers(ctx, "_ctx"), layers(env, "_env")]
+            super().__init__(ctx, env)
+
+    class Leaf(Base):
+        def __init__(self, ctx: Any, env: Any) -> None:
+            super().__init__(ctx, env)
+            self.given += [layers(ctx, "_ctx"), layers(env, "_env")]
+
+        async def seen(self) -> list[Any]:
+            await self.ctx.storage.put("k", 1)
+            stored = await self.ctx.storage.get("k")
+            return [*self.given, layers(self.ctx, "_ctx"), stored, self.env.OTHER is not None]
+
+    class Twice(Base, DurableObject):
+        async def seen(self) -> list[Any]:
+            return [*self.given, layers(self.env, "_env"), self.ctx.id.name]
+
+    async with Runtime(path=tmp_path, bindings={"LEAF": Leaf, "OTHER": Twice}) as runtime:
+        assert await runtime.env.LEAF.getByName("a").seen() == [1, 1, 1, 1, 1, 1, True]
+        assert await runtime.env.OTHER.getByName("b").seen() == [1, 1, 1, "b"]
+    context = DurableObjectContext(runtime)
+    assert DurableObjectContext(context) is context and context._ctx is runtime
+
+
 def test_stored_values_keep_their_form() -> None:
     """Plain JSON is stored as JSON text (so values stored before still read), anything
     else in a tagged form; both read back as Cloudflare returns them."""

@@ -82,6 +82,18 @@ def test_import_needs_neither_js_nor_pyodide() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_import_draws_no_randomness() -> None:
+    """Importing the library draws no random bytes: workerd refuses them at startup."""
+    code = (
+        "import os\n"
+        "def refused(count):\n"
+        "    raise OSError('randomness while the Worker starts')\n"
+        "os.urandom = refused\n"
+        "import durability, durability.cloudflare, durability.runtime\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 async def test_double_has_camel_case_names_only(ctx: Any) -> None:
     """The double, like Cloudflare, has no snake_case aliases the library could rely on."""
     storage = ctx.storage

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import importlib.util
+import logging
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +116,31 @@ class Spelled(DurableObject):
         return self.infos
 
 
+class Dropping(DurableObject):
+    """Calls Cloudflare-named storage methods, awaiting their outcome or not."""
+
+    async def dropped(self) -> list[Any]:
+        storage: Any = self.ctx.storage  # as a Worker's code sees it: untyped
+        storage.put("k", 1)
+        storage.setAlarm(START + 1_000)
+        storage.put()
+        return [await storage.get("k"), await storage.getAlarm()]
+
+    async def awaited(self) -> list[Any]:
+        storage = self.ctx.storage
+        await storage.put("k", 2)
+        pending = storage.setAlarm(START + 2_000)
+        refused = storage.put()
+        seen: list[Any] = [await storage.get("k")]
+        await pending
+        seen.append(await storage.getAlarm())
+        try:
+            await refused
+        except TypeError as error:
+            seen.append(str(error))
+        return seen
+
+
 @pytest.fixture
 async def rt(make_runtime: MakeRuntime) -> Any:
     async with make_runtime(bindings={"NS": Spelled}, clock=VirtualClock(START)) as runtime:
@@ -193,7 +221,7 @@ def test_workers_resolves_to_the_runtime_classes() -> None:
     assert importlib.util.find_spec("workers") is not None
     workers = importlib.import_module("workers")
     assert issubclass(workers.DurableObject, DurableObject)
-    assert workers.WorkerEntrypoint is WorkerEntrypoint
+    assert issubclass(workers.WorkerEntrypoint, WorkerEntrypoint)
     assert (workers.Request, workers.Response) == (Request, Response)
 
 
@@ -222,3 +250,39 @@ def test_worker_entrypoint_keeps_ctx_and_env() -> None:
     """WorkerEntrypoint(ctx, env) stores self.ctx and self.env, as on Cloudflare."""
     entry = WorkerEntrypoint("ctx", {"A": 1})
     assert (entry.ctx, entry.env) == ("ctx", {"A": 1})
+
+
+async def test_dropped_storage_operations_act_warn_and_log_as_under_the_runtime_sdk(
+    make_runtime: MakeRuntime, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A storage operation never awaited still acts and gets Python's never-awaited
+    warning, and a failed one asyncio's log of its error, as workerd prints them under
+    workers-runtime-sdk."""
+    async with make_runtime(bindings={"NS": Dropping}, clock=VirtualClock(START)) as runtime:
+        with pytest.warns(RuntimeWarning, match="was never awaited") as warned:
+            assert await runtime.env.NS.getByName("a").dropped() == [1, START + 1_000]
+    assert len(warned) == 3
+    del warned  # it holds the coroutines (each warning's source), and so the failed outcome
+    gc.collect()
+    logged = [r.getMessage().splitlines() for r in caplog.records if r.name == "asyncio"]
+    assert [lines[0] for lines in logged] == ["Future exception was never retrieved"]
+    assert "Failed to execute 'put' on 'DurableObjectStorage'" in logged[0][1]
+
+
+async def test_awaited_storage_operations_neither_warn_nor_log(
+    make_runtime: MakeRuntime, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Awaited (at once or later) storage operations give their outcome, a failure
+    raised, without a warning or a log line."""
+    caplog.set_level(logging.DEBUG, logger="asyncio")
+    async with make_runtime(bindings={"NS": Dropping}, clock=VirtualClock(START)) as runtime:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            seen = await runtime.env.NS.getByName("a").awaited()
+    assert seen == [
+        2,
+        START + 2_000,
+        "TypeError: Failed to execute 'put' on 'DurableObjectStorage': parameter 1 is not "
+        "of type 'string or object'.",
+    ]
+    assert [r for r in caplog.records if r.name == "asyncio" and r.levelno >= logging.WARNING] == []

@@ -4,7 +4,8 @@ Every random id of the library draws its bytes from `random_bytes`: the operatin
 system's randomness, unless a deterministic simulation replaces the source for the
 length of one run (`draw_from`), so that a seed replays the same ids. New operation
 records take their generations from `fresh_generation`: a prefix drawn from that source
-once, then a counter.
+once, then a counter. Nothing is drawn at import: Cloudflare refuses randomness while a
+Worker starts, so the prefix is drawn by the first generation.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def _new_prefix() -> str:
     return _source(12).hex() + "-"
 
 
-_prefix = _new_prefix()
+_prefix: str | None = None
+"""The prefix of fresh generations, drawn by the first one (`None` until then)."""
 _counter = itertools.count(1)
 
 
@@ -38,7 +40,7 @@ def draw_from(source: Callable[[int], bytes] | None) -> None:
     generations start again from a prefix drawn from it."""
     global _source, _prefix, _counter
     _source = os.urandom if source is None else source
-    _prefix = _new_prefix()
+    _prefix = None
     _counter = itertools.count(1)
 
 
@@ -58,13 +60,16 @@ def fresh_generation() -> str:
     child, and for each simulated run) keeps apart every process that ever writes an
     object; a counter keeps apart the generations of this one. Cheaper than
     `random_uuid` by the random draw and the formatting."""
+    global _prefix
+    if _prefix is None:
+        _prefix = _new_prefix()
     return f"{_prefix}{next(_counter):x}"
 
 
 def _forked() -> None:
     """In a forked child: a prefix of its own, so it never repeats its parent's ids."""
     global _prefix
-    _prefix = _new_prefix()
+    _prefix = None
 
 
 if hasattr(os, "register_at_fork"):

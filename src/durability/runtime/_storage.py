@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Generator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
@@ -26,6 +26,7 @@ from ._js_errors import js_error
 from ._kv import KeyValue, SyncKeyValue, js_arguments
 from ._object_sql import ObjectSql
 from ._private_tables import create_private_tables
+from ._started import Started, started
 from ._transaction import Transaction
 
 T = TypeVar("T")
@@ -281,7 +282,7 @@ class ObjectStorage:
         """`set_alarm` as Cloudflare's takes it: ms as an int or float, or a `datetime`
         (a naive one is UTC); other values raise Cloudflare's errors when awaited. As
         each Cloudflare-named method here, it acts when called, awaited or not."""
-        return _started(lambda: self._arm(cloudflare_alarm_ms(scheduled_time)))
+        return started(lambda: self._arm(cloudflare_alarm_ms(scheduled_time)))
 
     def _arm(self, scheduled_ms: int) -> None:
         database = self.enter()
@@ -305,29 +306,29 @@ class ObjectStorage:
 
     def getAlarm(self, *options: Any, **keywords: Any) -> Started[int | None]:
         """`get_alarm` (Cloudflare's options are accepted and have no effect here)."""
-        return _started(self._alarm_ms)
+        return started(self._alarm_ms)
 
     def deleteAlarm(self, *options: Any, **keywords: Any) -> Started[None]:
         """`delete_alarm` (Cloudflare's options are accepted and have no effect here)."""
-        return _started(self._disarm)
+        return started(self._disarm)
 
     def get(self, *args: Any, **kwargs: Any) -> Started[Any]:
         """`get(key)`: the value stored under `key`, or `None`; `get([keys])`: a dict of
         the keys found (see `_kv`)."""
-        return _started(lambda: self._kv.get(js_arguments(args, kwargs)))
+        return started(lambda: self._kv.get(js_arguments(args, kwargs)))
 
     def put(self, *args: Any, **kwargs: Any) -> Started[None]:
         """`put(key, value)`, or `put({key: value, ...})` for several pairs at once."""
-        return _started(lambda: self._kv.put(js_arguments(args, kwargs)))
+        return started(lambda: self._kv.put(js_arguments(args, kwargs)))
 
     def delete(self, *args: Any, **kwargs: Any) -> Started[Any]:
         """`delete(key)`: True if it existed; `delete([keys])`: how many existed."""
-        return _started(lambda: self._kv.delete(js_arguments(args, kwargs)))
+        return started(lambda: self._kv.delete(js_arguments(args, kwargs)))
 
     def list(self, *args: Any, **kwargs: Any) -> Started[dict[str, JsonValue]]:
         """The pairs in key order, with Cloudflare's options (`prefix`, `limit`, `start`,
         `startAfter`, `end`, `reverse`) given as a dict or as keywords."""
-        return _started(lambda: self._kv.list(js_arguments(args, kwargs)))
+        return started(lambda: self._kv.list(js_arguments(args, kwargs)))
 
     def on_delete_all(self, hook: Callable[[], object]) -> None:
         """Have `hook()` (a bound method, held weakly) called after each `delete_all()`."""
@@ -362,32 +363,8 @@ class ObjectStorage:
     def deleteAll(self, *options: Any, **keywords: Any) -> Started[None]:
         """`delete_all` under its Cloudflare name (its options must be an object)."""
         if options and isinstance(options[0], str | int | float):
-            return _started(_refuse(_not_options("deleteAll")))
-        return _started(self._delete_all)
-
-
-Started = Coroutine[Any, Any, T]
-"""What a Cloudflare-named storage method returns: its outcome, to await."""
-
-
-def _started(run: Callable[[], T]) -> Started[T]:
-    """`run()` done now, and its result (or its error) when awaited. On Cloudflare a
-    storage operation starts when the method is called: an alarm set or a value put
-    without `await` is set or put all the same, and a read sees the writes before it."""
-    try:
-        result = run()
-    except Exception as error:
-        failure = error
-
-        async def failed() -> T:
-            raise failure
-
-        return failed()
-
-    async def done() -> T:
-        return result
-
-    return done()
+            return started(_refuse(_not_options("deleteAll")))
+        return started(self._delete_all)
 
 
 def _refuse(message: str) -> Callable[[], None]:

@@ -25,12 +25,14 @@ from types import ModuleType
 from ..._types import STAND_IN_MARK
 from ._js_module import fill_js
 from ._pyodide_module import fill_ffi, fill_http, fill_pyodide
-from ._workers_module import fill_workers, fill_workflows
+from ._workers_module import fill_entrypoints, fill_rpc, fill_workers, fill_workflows
 
 __all__ = ["STAND_INS", "install_stand_ins", "is_stand_in"]
 
 STAND_INS: dict[str, Callable[[ModuleType], None]] = {
     "workers": fill_workers,
+    "workers.entrypoints": fill_entrypoints,
+    "workers.rpc": fill_rpc,
     "workers.workflows": fill_workflows,
     "js": fill_js,
     "pyodide": fill_pyodide,

@@ -5,7 +5,9 @@ Its HTTP classes are the runtime's (`_http`, `_blob`), `fetch` is real outbound 
 (`_outbound`), `env` / `wait_until` reach the served worker (`_workers`), and the RPC
 conversions apply Cloudflare's refusals but hand values back as they are (there is no
 JavaScript to convert them for). `WorkflowEntrypoint` is the workflows' own (loaded when
-the module is), and `workers.workflows` has `NonRetryableError`.
+the module is), and `workers.workflows` has `NonRetryableError`. The SDK's submodules
+`workers.entrypoints` and `workers.rpc` give the same classes and functions, with the
+wrappers the SDK builds objects with (`_sdk_wrappers`).
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ from types import ModuleType, SimpleNamespace
 from typing import Any, Protocol, TypedDict
 
 from .._blob import Blob, BlobEnding, File, FormData
+from .._errors import DurableObjectAbort
 from .._http import FetchResponse, Request, Response
 from .._js_values import check_sendable
 from .._object import DurableObject as RuntimeDurableObject
 from .._outbound import fetch
-from .._workers import CurrentEnv, WorkerEntrypoint, patch_env, served_context
+from .._workers import CurrentEnv, patch_env, served_context
+from .._workers import WorkerEntrypoint as RuntimeWorkerEntrypoint
+from ._sdk_wrappers import DurableObjectContext, _EnvWrapper, wrap_init
 
 EXPORTS = (
     "Blob", "BlobEnding", "BlobValue", "Body", "Context", "DurableObject", "FetchKwargs",
@@ -36,9 +41,32 @@ EXPORTS = (
 
 class DurableObject(RuntimeDurableObject):
     """Cloudflare's `DurableObject` base class: stub calls to its objects cross as they
-    cross JavaScript on Cloudflare (see `durability.runtime._js_values`)."""
+    cross JavaScript on Cloudflare (see `durability.runtime._js_values`), and its `ctx`
+    and `env` come wrapped as the SDK wraps them."""
 
     _durability_crosses_as_on_cloudflare = True
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        wrap_init(cls, durable_object=True)
+
+
+class WorkerEntrypoint(RuntimeWorkerEntrypoint):
+    """Cloudflare's `WorkerEntrypoint` base class, its `env` wrapped as the SDK wraps it."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        wrap_init(cls, durable_object=False)
+
+
+wrap_init(DurableObject, durable_object=True)
+wrap_init(WorkerEntrypoint, durable_object=False)
 
 
 class Context(Protocol):
@@ -153,9 +181,36 @@ def fill_workers(module: ModuleType) -> None:
         patch_env=patch_env,
         python_from_rpc=python_from_rpc,
         python_to_rpc=python_to_rpc,
+        _EnvWrapper=_EnvWrapper,
         __all__=list(EXPORTS),
         __getattr__=_module_attribute,
         __doc__="Stand-in for Cloudflare's `workers` SDK, provided by durability.runtime.",
+    )
+
+
+def fill_entrypoints(module: ModuleType) -> None:
+    """Fill in the `workers.entrypoints` stand-in: the SDK's base classes, `handler`,
+    `DurableObjectContext` and `DurableObjectAbort`."""
+    from ..._workflows.entrypoint import WorkflowEntrypoint
+
+    module.__dict__.update(
+        DurableObject=DurableObject,
+        DurableObjectAbort=DurableObjectAbort,
+        DurableObjectContext=DurableObjectContext,
+        WorkerEntrypoint=WorkerEntrypoint,
+        WorkflowEntrypoint=WorkflowEntrypoint,
+        handler=handler,
+        __doc__="Stand-in for `workers.entrypoints`, provided by durability.runtime.",
+    )
+
+
+def fill_rpc(module: ModuleType) -> None:
+    """Fill in the `workers.rpc` stand-in: the RPC conversions and `_EnvWrapper`."""
+    module.__dict__.update(
+        python_from_rpc=python_from_rpc,
+        python_to_rpc=python_to_rpc,
+        _EnvWrapper=_EnvWrapper,
+        __doc__="Stand-in for `workers.rpc`, provided by durability.runtime.",
     )
 
 
