@@ -201,8 +201,9 @@ class WorkflowStep:
         def decorate(function: Callable[..., Any]) -> StepFunction:
             if not callable(function):
                 raise TypeError(f"step.do decorates a function, got {type(function).__name__}")
-            step_name = name if name is not None else getattr(function, "__name__", "")
-            check_step_name(step_name)
+            step_name = name
+            if step_name is None:  # a given name was checked above
+                step_name = check_step_name(getattr(function, "__name__", ""))
             made = StepFunction(self, step_name, function, depends, concurrent, config)
             self._functions[step_name] = made
             return made
