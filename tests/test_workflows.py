@@ -210,6 +210,43 @@ async def test_dependencies_by_name_by_list_and_concurrently() -> None:
         assert world.world.labels() == ["left start", "right start", "left end", "right end"]
 
 
+async def test_steps_declared_in_a_loop_take_their_own_parameters() -> None:
+    """Steps made in a loop from one function (one code object) each take the results
+    their parameters name and `ctx` wherever it stands; a wrapped function's parameters
+    are those of the function it wraps."""
+
+    async def looped(obj: Any, event: Any, step: Any) -> Any:
+        @step.do("seed")
+        def seed() -> int:
+            return 1
+
+        def adder(number: int) -> Any:
+            @step.do(f"add {number}")
+            def add(ctx: Any, seed: int) -> list[Any]:
+                return [seed + number, ctx.step.name]
+
+            return add
+
+        shown = [await adder(number)() for number in range(3)]
+
+        def wrapper(*args: Any) -> Any:
+            return inner(*args)
+
+        def inner(seed: int, ctx: Any) -> list[Any]:
+            return [seed, ctx.attempt]
+
+        wrapper.__wrapped__ = inner  # type: ignore[attr-defined]
+        return [shown, await step.do("wrapped")(wrapper)()]
+
+    async with lab() as world:
+        await world.start(looped)
+        await world.clock.advance(0)
+        assert (await world.status())["output"] == [
+            [[1, "add 0"], [2, "add 1"], [3, "add 2"]],
+            [1, 1],
+        ]
+
+
 async def test_a_parameter_naming_no_step_fails_the_run() -> None:
     """A step parameter that is neither a step's name nor `ctx` is a TypeError."""
 

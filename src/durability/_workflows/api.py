@@ -12,9 +12,11 @@ are awaited directly.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime
+from types import CodeType, FunctionType
 from typing import Any
 
 from .._clock import now_ms
@@ -90,7 +92,7 @@ class StepFunction:
         return f"<step {self.name!r}>"
 
     async def _execute(self) -> Any:
-        parameters = list(inspect.signature(self._function).parameters.values())
+        parameters = _parameter_names(self._function)
         sources = self._sources(parameters)
         values: list[Any] = [None] * len(sources)
         needed = [(i, source) for i, source in enumerate(sources) if source is not None]
@@ -101,40 +103,67 @@ class StepFunction:
         for (index, _), result in zip(needed, results, strict=True):
             values[index] = result
         function = self._function
-        takes_ctx = [p.name == _CTX for p in parameters]
+        ctx_at = parameters.index(_CTX) if _CTX in parameters else None
 
-        def call(ctx: AttrDict) -> Any:
-            args = [
-                ctx if is_ctx else value for is_ctx, value in zip(takes_ctx, values, strict=True)
-            ]
-            return function(*args)
+        def call(ctx: Callable[[], AttrDict]) -> Any:
+            if ctx_at is not None:
+                values[ctx_at] = ctx()
+            return function(*values)
 
         return await run_do(self._step._run, self.name, self._config, call, self._plain, self)
 
-    def _sources(self, parameters: list[inspect.Parameter]) -> list[StepFunction | None]:
+    def _sources(self, parameters: tuple[str, ...]) -> list[StepFunction | None]:
         """For each parameter, the step whose result it takes (`None` for `ctx`)."""
         if self._depends is None:
             sources: list[StepFunction | None] = []
             for parameter in parameters:
-                if parameter.name == _CTX:
+                if parameter == _CTX:
                     sources.append(None)
                     continue
-                found = self._step._functions.get(parameter.name)
+                found = self._step._functions.get(parameter)
                 if found is None:
                     raise TypeError(
-                        f'step "{self.name}": parameter {parameter.name!r} names no step '
+                        f'step "{self.name}": parameter {parameter!r} names no step '
                         "(parameters name the steps whose results they take, or ctx)"
                     )
                 sources.append(found)
             return sources
-        others = [p for p in parameters if p.name != _CTX]
+        others = [p for p in parameters if p != _CTX]
         if len(others) != len(self._depends):
             raise TypeError(
                 f'step "{self.name}" has {len(others)} parameter(s) besides ctx but '
                 f"depends lists {len(self._depends)}"
             )
         given = iter(self._depends)
-        return [None if p.name == _CTX else next(given) for p in parameters]
+        return [None if p == _CTX else next(given) for p in parameters]
+
+
+def _parameter_names(function: Callable[..., Any]) -> tuple[str, ...]:
+    """The names of `function`'s parameters, in order. A plain function's come from its
+    code object, read once: a workflow that declares its steps in a loop makes a new
+    function per step from one code object."""
+    if type(function) is FunctionType and not (
+        hasattr(function, "__wrapped__") or hasattr(function, "__signature__")
+    ):
+        return _code_parameters(function.__code__)
+    return tuple(inspect.signature(function).parameters)
+
+
+@functools.lru_cache(maxsize=1024)
+def _code_parameters(code: CodeType) -> tuple[str, ...]:
+    """Parameter names as `inspect.signature` orders them: positional, `*args`,
+    keyword-only, `**kwargs` (the code object keeps both starred names last)."""
+    names = code.co_varnames
+    positional, keyword = code.co_argcount, code.co_kwonlyargcount
+    starred = positional + keyword
+    ordered = list(names[:positional])
+    if code.co_flags & inspect.CO_VARARGS:
+        ordered.append(names[starred])
+        starred += 1
+    ordered.extend(names[positional : positional + keyword])
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        ordered.append(names[starred])
+    return tuple(ordered)
 
 
 class WorkflowStep:
@@ -172,8 +201,9 @@ class WorkflowStep:
         def decorate(function: Callable[..., Any]) -> StepFunction:
             if not callable(function):
                 raise TypeError(f"step.do decorates a function, got {type(function).__name__}")
-            step_name = name if name is not None else getattr(function, "__name__", "")
-            check_step_name(step_name)
+            step_name = name
+            if step_name is None:  # a given name was checked above
+                step_name = check_step_name(getattr(function, "__name__", ""))
             made = StepFunction(self, step_name, function, depends, concurrent, config)
             self._functions[step_name] = made
             return made

@@ -61,6 +61,7 @@ class RunBody:
             row.instance_id,
             journal.load_journal(engine.sql, row.key),
             engine.write,
+            engine.statement,
             engine.sync,
         )
         run.pausing = row.state == "waitingForPause"

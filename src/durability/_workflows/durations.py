@@ -9,6 +9,8 @@ the defaults: 5 retries 10 seconds apart, doubling, and 10 minutes per attempt.
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -58,6 +60,7 @@ def duration_ms(name: str, value: object) -> int:
     return math.floor(amount + 0.5)
 
 
+@functools.lru_cache(maxsize=256)
 def _parse(name: str, text: str) -> float:
     found = _TEXT.match(text)
     if found is None:
@@ -89,9 +92,9 @@ def resolve_config(step: str, config: object) -> dict[str, Any]:
 
     The values keep the form they were given in (``"10 seconds"`` stays a string):
     this is what the journal stores at the step's first attempt and the step's `ctx`
-    shows."""
+    shows. No config at all gives the shared `DEFAULTS` (never to be changed)."""
     if config is None:
-        config = {}
+        return DEFAULTS
     if not isinstance(config, Mapping):
         raise TypeError(f'config of step "{step}" must be a dict, got {type(config).__name__}')
     unknown = sorted(set(config) - {"retries", "timeout"})
@@ -117,6 +120,17 @@ def resolve_config(step: str, config: object) -> dict[str, Any]:
     if duration_ms(f'timeout of step "{step}"', timeout) == 0:
         raise ValueError(f'timeout of step "{step}" must be more than 0')
     return {"retries": merged, "timeout": timeout}
+
+
+DEFAULTS: dict[str, Any] = resolve_config("", {})
+"""The resolved config of a step declared without one (checked once, shared)."""
+
+_DEFAULTS_TEXT = json.dumps(DEFAULTS)
+
+
+def config_text(config: Mapping[str, Any]) -> str:
+    """A resolved config as the journal stores it (JSON)."""
+    return _DEFAULTS_TEXT if config is DEFAULTS else json.dumps(config)
 
 
 def timeout_ms(config: Mapping[str, Any]) -> int:

@@ -9,7 +9,8 @@ needs:
 - `start(run_due)`: migrate the workflows' tables (the engine's migration runner) and
   have alarm passes call `run_due(now, info)` for the due instances;
 - `transaction(write, due_at=...)`: writes that add or move due work, the alarm
-  reconciled in the same transaction; `write(write)`: writes that add no work;
+  reconciled in the same transaction; `write(write)`: writes that add no work
+  (`statement(write)`: one such statement, which needs no savepoint);
   `sync()`: wait until everything written is durable (before a step's side effect);
 - `runner` and `running`: the engine's `AttemptRunner` and the instances running here
   (each holds its key, the lock the reconcile and the passes read, and a permit of the
@@ -117,6 +118,11 @@ class WorkflowEngine:
     def write(self, write: Callable[[SqlStorage], T]) -> T:
         """Run `write` atomically; it must not add or move due work."""
         return self.engine.transaction_sync(write)
+
+    def statement(self, write: Callable[[SqlStorage], T]) -> T:
+        """Run `write`, which makes at most one statement that writes (one statement is
+        atomic by itself), in the turn's transaction; it must not add or move due work."""
+        return write(self.engine.sql)
 
     async def transaction(
         self,

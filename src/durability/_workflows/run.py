@@ -57,12 +57,14 @@ class Run:
         instance_id: str,
         journal: dict[tuple[str, str], StepRow],
         write: Callable[[Callable[[SqlStorage], Any]], Any],
+        statement: Callable[[Callable[[SqlStorage], Any]], Any],
         sync: Callable[[], Awaitable[None]],
     ) -> None:
         self.fence = fence
         self.instance_id = instance_id
         self.journal = journal
         self._write = write
+        self._statement = statement
         self.sync = sync
         self.unrequested = set(journal)
         self.last_seq = max((row.seq for row in journal.values()), default=0)
@@ -105,9 +107,12 @@ class Run:
     # -- what the step kinds call -------------------------------------------------------
 
     def bump(self) -> None:
-        """Note progress: the run is not quiet."""
+        """Note progress: the run is not quiet. `until_end` need only look again when a
+        path is blocked (no blocker, no suspension; every other ending sets `changed`
+        itself), so a run of steps one after another does not wake it at each step."""
         self.progress += 1
-        self.changed.set()
+        if self.blockers:
+            self.changed.set()
 
     async def request(self, kind: str, name: str, owner: object) -> StepRow | None:
         """Claim step `(kind, name)` for this run; its journal row, if any.
@@ -136,10 +141,12 @@ class Run:
             await self.block("gate")
         return row
 
-    async def commit(self, write: Callable[[SqlStorage], Any]) -> Any:
+    async def commit(self, write: Callable[[SqlStorage], Any], *, single: bool = False) -> Any:
         """Run `write` atomically if this run still owns its instance, and return what it
         returned. Otherwise (the instance moved on, or storage failed) the run ends and
-        the calling path never resumes. A `StepRaised` from `write` passes through."""
+        the calling path never resumes. A `StepRaised` from `write` passes through.
+        `single`: `write` makes at most one statement that writes, atomic by itself, so
+        it needs no savepoint."""
         if self.ended:
             raise asyncio.CancelledError
         fence = self.fence
@@ -150,7 +157,7 @@ class Run:
             return write(sql)
 
         try:
-            return self._write(fenced)
+            return (self._statement if single else self._write)(fenced)
         except _Stale:
             self.stale = True
         except StepRaised:

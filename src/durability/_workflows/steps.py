@@ -14,6 +14,7 @@ import asyncio
 import inspect
 import json
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from .._clock import now_ms
@@ -27,14 +28,15 @@ from .._errors import (
 )
 from .._serialization import deserialize, serialize
 from . import journal
-from .durations import resolve_config, retry_delay_ms, retry_limit, timeout_ms
+from .durations import config_text, resolve_config, retry_delay_ms, retry_limit, timeout_ms
 from .errors import WorkflowStepError, WorkflowTimeoutError
 from .journal import StepRow
 from .run import Run, StepRaised
 from .values import AttrDict, decoded, received_event, step_context
 
-StepCall = Callable[[AttrDict], Any]
-"""Calls the step's function for one attempt, given the attempt's `ctx`."""
+StepCall = Callable[[Callable[[], AttrDict]], Any]
+"""Calls the step's function for one attempt, given what makes the attempt's `ctx`
+(called only for a function that takes one)."""
 
 
 def stored_error(name: str, row: StepRow) -> Exception:
@@ -88,12 +90,12 @@ async def run_do(
             await run.block("pause")
             continue
         attempt = attempts + 1
-        detail = json.dumps(resolved)
+        detail = config_text(resolved)
         await _begin(run, "do", name, "running", attempt, detail, None)
         run.active += 1
         try:
             await run.durable()
-            ctx = step_context(name, attempt, resolved)
+            ctx = partial(step_context, name, attempt, resolved)
             failure = await _attempt(run, name, call, ctx, plain, timeout_ms(resolved))
         finally:
             run.active -= 1
@@ -120,7 +122,12 @@ def _interrupted(name: str, config: dict[str, Any], row: StepRow) -> SerializedE
 
 
 async def _attempt(
-    run: Run, name: str, call: StepCall, ctx: AttrDict, plain: bool, limit_ms: int
+    run: Run,
+    name: str,
+    call: StepCall,
+    ctx: Callable[[], AttrDict],
+    plain: bool,
+    limit_ms: int,
 ) -> Exception | None:
     """One attempt: call, store the result; the attempt's error, or `None` on success."""
     key = run.fence.key
@@ -154,7 +161,7 @@ async def _attempt(
             text = await run.commit(attempt)
         else:
             value = await _timed(call(ctx), limit_ms)
-            text = await run.commit(lambda sql: store(sql, value))
+            text = await run.commit(lambda sql: store(sql, value), single=True)
     except StepRaised as raised:
         if isinstance(raised.error, _NotJson):
             await run.fail(raised.error.error)
@@ -209,7 +216,8 @@ async def _begin(
     found = run.journal.get((kind, name))
     step = (kind, name, run.last_seq + 1 if found is None else found.seq)
     await run.commit(
-        lambda sql: journal.begin(sql, key, step, status, attempt, detail, wake_at, now)
+        lambda sql: journal.begin(sql, key, step, status, attempt, detail, wake_at, now),
+        single=True,
     )
     if found is None:
         run.last_seq += 1
@@ -228,7 +236,7 @@ async def _begin(
 async def _complete(run: Run, kind: str, name: str, result: str | None) -> None:
     """Write that a step is complete (with `result`, a stored envelope), and remember it."""
     key, now = run.fence.key, now_ms()
-    await run.commit(lambda sql: journal.complete(sql, key, kind, name, result, now))
+    await run.commit(lambda sql: journal.complete(sql, key, kind, name, result, now), single=True)
     _remember(run, kind, name, status="complete", result=result, wake_at=None)
 
 
@@ -242,7 +250,9 @@ async def _fail(
 ) -> None:
     """Write a step's failed attempt or final failure, and remember it."""
     key, now = run.fence.key, now_ms()
-    await run.commit(lambda sql: journal.fail(sql, key, kind, name, status, error, wake_at, now))
+    await run.commit(
+        lambda sql: journal.fail(sql, key, kind, name, status, error, wake_at, now), single=True
+    )
     _remember(
         run,
         kind,
