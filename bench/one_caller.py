@@ -8,6 +8,13 @@ waits for the answer before the next. Rows, each measured `--rounds` times in on
 
 - raw sqlite3 doing an operation's row work (insert, claim, complete) in one fsynced
   commit per operation (bench/operations.py's per-step row);
+- raw sqlite3 with one caller's commits as the engine makes them: the record inserted
+  claimed in one synced commit, its completion in a second one, in series (the floor of
+  both durability rows: a claim is durable before its handler starts, and the engine
+  writes a success in a commit of its own);
+- raw sqlite3 with each completion written in the next registration's commit instead
+  (one synced commit per operation, the last completion alone): what a single caller
+  could reach if a success waited for the next write;
 - durability, register only: the caller awaits each registration (returned once
   durable), as a queue's producer enqueues; the clock stops once every operation is
   completed and durable;
@@ -32,7 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from least_work import register_all
-from operations import OperationsBench, bench_operations, bench_raw
+from operations import (
+    CREATE_CALLS,
+    OperationsBench,
+    _timed_raw,
+    bench_operations,
+    bench_raw,
+)
 
 from durability.runtime import Runtime
 
@@ -60,6 +73,45 @@ async def bench_awaiting(directory: Path, operations: int) -> float:
         return elapsed
 
 
+_INSERT_CLAIMED = (
+    "INSERT INTO calls (id, operation, payload, status, attempt, next_attempt_at) "
+    "VALUES (?, 'noop', '{\"kind\":\"value\",\"value\":null}', 'pending', 1, ?)"
+)
+_COMPLETE = (
+    "UPDATE calls SET status = 'completed', result = 'null', completed_at = ? "
+    "WHERE id = ? AND status = 'pending' AND attempt = 1"
+)
+
+
+def one_caller_row_work(connection: sqlite3.Connection, operations: int, *, ride: bool) -> None:
+    """One caller's row work: each record inserted claimed in a commit of its own; its
+    completion in a second commit (`ride` False) or in the next record's commit."""
+    execute = connection.execute
+    for number in range(operations):
+        execute("BEGIN IMMEDIATE")
+        if ride and number:
+            execute(_COMPLETE, (number, f"op-{number - 1}"))
+        execute(_INSERT_CLAIMED, (f"op-{number}", number))
+        execute("COMMIT")
+        if not ride:
+            execute("BEGIN IMMEDIATE")
+            execute(_COMPLETE, (number, f"op-{number}"))
+            execute("COMMIT")
+    if ride and operations:
+        execute(_COMPLETE, (operations, f"op-{operations - 1}"))
+
+
+def bench_raw_one_caller(directory: Path, operations: int, *, ride: bool) -> float:
+    """Seconds for `one_caller_row_work` on a new synced WAL file."""
+    return _timed_raw(
+        directory / f"raw-one-caller-{ride}.sqlite3",
+        [CREATE_CALLS],
+        "calls",
+        operations,
+        lambda connection: one_caller_row_work(connection, operations, ride=ride),
+    )
+
+
 def _rate(count: int, seconds: list[float]) -> tuple[float, str]:
     rates = sorted(count / value for value in seconds)
     median = statistics.median(rates)
@@ -74,12 +126,20 @@ def main() -> None:
         "--dir", type=Path, default=Path.cwd(), help="where the databases go (a real disk)"
     )
     args = parser.parse_args()
-    rows: dict[str, list[float]] = {"raw": [], "register": [], "await": []}
+    rows: dict[str, list[float]] = {
+        "raw": [],
+        "raw-two": [],
+        "raw-ride": [],
+        "register": [],
+        "await": [],
+    }
     with tempfile.TemporaryDirectory(prefix="durability-bench-", dir=args.dir) as tmp:
         for round_number in range(args.rounds):
             here = Path(tmp) / f"round-{round_number}"
             here.mkdir()
             rows["raw"].append(bench_raw(here, args.operations, 1))
+            rows["raw-two"].append(bench_raw_one_caller(here, args.operations, ride=False))
+            rows["raw-ride"].append(bench_raw_one_caller(here, args.operations, ride=True))
             rows["register"].append(
                 asyncio.run(bench_operations(here / "register", args.operations, 1, 10))
             )
@@ -96,6 +156,8 @@ def main() -> None:
         f"{raw_text} |"
     )
     for key, label in (
+        ("raw-two", "raw sqlite3: inserted claimed, then completed; 2 commits per op in series"),
+        ("raw-ride", "raw sqlite3: each completion in the next insert's commit; 1 commit per op"),
         ("register", "durability: register only (each registration durable), until completed"),
         ("await", "durability: register and await the result (completion durable)"),
     ):
