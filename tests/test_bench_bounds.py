@@ -72,8 +72,8 @@ def test_bare_operations_complete_every_record_once(tmp_path: Path, threaded: bo
     held: list[int] = []
     original = bench.LeanWork.__init__
 
-    def watched(self: Any, permits: int, chunk: int) -> None:
-        original(self, permits, chunk)
+    def watched(self: Any, permits: int, chunk: int, claim_all: bool = False) -> None:
+        original(self, permits, chunk, claim_all)
         _watch_permits(self, held)
 
     bench.settings.alarm_concurrency = PERMITS
