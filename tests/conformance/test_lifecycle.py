@@ -420,9 +420,7 @@ async def test_runtime_on_a_path_finds_objects_data_and_due_alarms(tmp_path: Pat
         assert await probe.ctx.storage.get_alarm() is None
 
 
-def start_eagerly(
-    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **options: Any
-) -> asyncio.Task[Any]:
+def start_eagerly(loop: asyncio.AbstractEventLoop, coro: Any, **options: Any) -> asyncio.Task[Any]:
     """A task factory that runs a task's first step inside `create_task`, as Python 3.12's
     `asyncio.eager_task_factory` does (the stand-in where Python has none)."""
     try:
