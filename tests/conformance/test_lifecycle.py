@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import resource
-import sys
+import types
+from collections.abc import Coroutine, Generator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -419,7 +420,39 @@ async def test_runtime_on_a_path_finds_objects_data_and_due_alarms(tmp_path: Pat
         assert await probe.ctx.storage.get_alarm() is None
 
 
-@pytest.mark.skipif(sys.version_info < (3, 12), reason="eager tasks are new in Python 3.12")
+def start_eagerly(loop: asyncio.AbstractEventLoop, coro: Any, **options: Any) -> asyncio.Task[Any]:
+    """A task factory that runs a task's first step inside `create_task`, as Python 3.12's
+    `asyncio.eager_task_factory` does (the stand-in where Python has none)."""
+    try:
+        first = coro.send(None)
+    except StopIteration as stop:
+        return asyncio.Task(_returns(stop.value), loop=loop, **options)
+    return asyncio.Task(_resumes(coro, first), loop=loop, **options)
+
+
+async def _returns(value: Any) -> Any:
+    return value
+
+
+async def _resumes(coro: Coroutine[Any, Any, Any], first: Any) -> Any:
+    return await _steps(coro, first)
+
+
+@types.coroutine
+def _steps(coro: Coroutine[Any, Any, Any], yielded: Any) -> Generator[Any, Any, Any]:
+    """Go on with `coro` from where its first step left it, handing the task what it yields."""
+    while True:
+        try:
+            try:
+                sent = yield yielded
+            except BaseException as error:
+                yielded = coro.throw(error)
+            else:
+                yielded = coro.send(sent)
+        except StopIteration as stop:
+            return stop.value
+
+
 async def test_start_refuses_a_loop_that_starts_tasks_eagerly(tmp_path: Path) -> None:
     """A loop whose task factory runs each task inside `create_task` is refused at start,
     with the rule named, before the path is taken: the same runtime starts once the
@@ -427,7 +460,7 @@ async def test_start_refuses_a_loop_that_starts_tasks_eagerly(tmp_path: Path) ->
     loop = asyncio.get_running_loop()
     probe = SimpleNamespace(ctx=None, alarms=[])
     runtime = Runtime(path=tmp_path, bindings={"OBJ": Holder, "PROBE": probe}, clock=VirtualClock())
-    loop.set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined]  # 3.12+
+    loop.set_task_factory(getattr(asyncio, "eager_task_factory", start_eagerly))
     try:
         with pytest.raises(RuntimeError, match="task factory starts tasks eagerly"):
             await runtime.start()

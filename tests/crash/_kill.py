@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 READY_TIMEOUT_S = 30.0
+RUN_SPAN_MS = 3_600_000
+"""The most virtual time one run of a child on a virtual clock may use (see `clock_start`)."""
 
 
 def run_and_kill(
@@ -65,6 +67,14 @@ def run_until_killed(
     assert child.returncode == -signal.SIGKILL, f"child ended with {child.returncode}"
     text = out_file.read_text()
     return text[: text.rfind("\n") + 1].splitlines(), own_kill
+
+
+def clock_start(run: int) -> str:
+    """The start of the virtual clock of run number `run` (from 0) of a child that waits
+    out retries and backoffs on a virtual clock: a run starts RUN_SPAN_MS after the one
+    before it did, so time never goes back from one run to the next, whenever a kill
+    cut that run short."""
+    return str(1_700_000_000_000 + run * RUN_SPAN_MS)
 
 
 def run_child(

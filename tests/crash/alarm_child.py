@@ -1,10 +1,12 @@
 """Child process of the named-alarm attempt crash test: a handler that kills its process.
 
-Usage: alarm_child.py PATH. Opens a file-backed Runtime on PATH (real clock) with one
-object holding a named alarm `poison`. The first run schedules it for now. Its handler
-prints "ring ATTEMPT" (flushed) and SIGKILLs the process, every time. A run in which
-nothing kills the process waits until the occurrence stopped being retried, prints
-"state JSON" (its stored attempt, status and last error name) and exits normally.
+Usage: alarm_child.py PATH START_MS. Opens a file-backed Runtime on PATH, on a virtual
+clock at START_MS, with one object holding a named alarm `poison`. The first run
+schedules it for now. Its handler prints "ring ATTEMPT" (flushed) and SIGKILLs the
+process, every time. A run in which nothing kills the process waits until the occurrence
+stopped being retried (moving the clock on a second at a time, so the host alarm's
+backoff after each kill costs no real time), prints "state JSON" (its stored attempt,
+status and last error name) and exits normally.
 """
 
 from __future__ import annotations
@@ -14,15 +16,16 @@ import json
 import os
 import signal
 import sys
-import time
 from typing import Any
 
-from durability import DurabilityAlarms, DurableAlarmInfo, RetryPolicy
+from durability import DurabilityAlarms, DurableAlarmInfo, RetryPolicy, now_ms
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
+from durability.testing import VirtualClock
 
 MAX_ATTEMPTS = 3
 LEASE_MS = 300
-WAIT_S = 20.0
+WAIT_MS = 600_000
+STEP_MS = 1_000
 
 
 def _ring(info: DurableAlarmInfo) -> None:
@@ -45,7 +48,7 @@ class Poison(DurableObject):
         )
 
     async def schedule(self) -> None:
-        await self.alarms.poison(int(time.time() * 1000))
+        await self.alarms.poison(now_ms())
 
     async def state(self) -> dict[str, Any] | None:
         stored = await self.alarms.poison.get()
@@ -62,21 +65,22 @@ class Poison(DurableObject):
         await self.alarms.alarm(info)
 
 
-async def main(path: str) -> None:
+async def main(path: str, start_ms: int) -> None:
     first = not os.path.exists(path)
-    async with Runtime(path=path, bindings={"POISON": Poison}) as runtime:
+    clock = VirtualClock(start_ms)
+    async with Runtime(path=path, bindings={"POISON": Poison}, clock=clock) as runtime:
         stub = runtime.env.POISON.get_by_name("poison")
         if first:
             await stub.schedule()
-        deadline = time.monotonic() + WAIT_S
+        deadline = clock.now_ms() + WAIT_MS
         while True:
             state = await stub.state()
-            if state is None or state["status"] == "failed" or time.monotonic() > deadline:
+            if state is None or state["status"] == "failed" or clock.now_ms() > deadline:
                 break
-            await asyncio.sleep(0.05)
+            await clock.advance(STEP_MS)
     sys.stdout.write(f"state {json.dumps(state)}\n")
     sys.stdout.flush()
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1]))
+    asyncio.run(main(sys.argv[1], int(sys.argv[2])))

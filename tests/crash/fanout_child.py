@@ -1,11 +1,13 @@
 """Child process of the fanout attempt crash test: a consumer that kills its own process.
 
-Usage: fanout_child.py PATH KIND. Opens a file-backed Runtime on PATH (real clock) with
-one fanout object of KIND (`dlq`: exhausted messages go to a dead-letter table of the
-object; `drop`: no DLQ). The first run enqueues one message. The consumer prints
-"deliver ATTEMPT" (flushed) and SIGKILLs the process inside deliver(), every time. A
-run in which nothing kills the process waits until the delivery left the queue, prints
-"state JSON" (pending deliveries and dead letters) and exits normally.
+Usage: fanout_child.py PATH KIND START_MS. Opens a file-backed Runtime on PATH, on a
+virtual clock at START_MS, with one fanout object of KIND (`dlq`: exhausted messages go
+to a dead-letter table of the object; `drop`: no DLQ). The first run enqueues one
+message. The consumer prints "deliver ATTEMPT" (flushed) and SIGKILLs the process inside
+deliver(), every time. A run in which nothing kills the process waits until the delivery
+left the queue (moving the clock on a second at a time, so the host alarm's backoff
+after each kill costs no real time), prints "state JSON" (pending deliveries and dead
+letters) and exits normally.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import json
 import os
 import signal
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,10 +29,12 @@ from durability import (
     StoredMessage,
 )
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
+from durability.testing import VirtualClock
 
 MAX_ATTEMPTS = 3
 LEASE_MS = 300
-WAIT_S = 20.0
+WAIT_MS = 600_000
+STEP_MS = 1_000
 
 
 def _deliver(messages: Sequence[FanoutMessage[str]]) -> None:
@@ -94,21 +97,22 @@ bindings: dict[str, dict[str, object]] = {
 }
 
 
-async def main(path: str, kind: str) -> None:
+async def main(path: str, kind: str, start_ms: int) -> None:
     first = not os.path.exists(path)
-    async with Runtime(path=path, bindings=bindings[kind]) as runtime:
+    clock = VirtualClock(start_ms)
+    async with Runtime(path=path, bindings=bindings[kind], clock=clock) as runtime:
         stub = runtime.env.POISON.get_by_name("poison")
         if first:
             await stub.enqueue()
-        deadline = time.monotonic() + WAIT_S
+        deadline = clock.now_ms() + WAIT_MS
         while True:
             state = await stub.state()
-            if state["pending"] == 0 or time.monotonic() > deadline:
+            if state["pending"] == 0 or clock.now_ms() > deadline:
                 break
-            await asyncio.sleep(0.05)
+            await clock.advance(STEP_MS)
     sys.stdout.write(f"state {json.dumps(state)}\n")
     sys.stdout.flush()
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))

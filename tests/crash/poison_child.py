@@ -1,14 +1,15 @@
 """Child process of the poison tests: one item among many kills its process when it runs.
 
-Usage: poison_child.py PATH EXECUTOR. Opens a file-backed Runtime on PATH (real clock).
-On its first run it schedules `ITEMS` items on one object, all due at once, item
-`POISON` among them: durable operations (`EXECUTOR` = ``operations``, or
-``operations-queued``: registered in reverse, so the poison waits for a permit behind
-its claim), named alarms (``alarms``), fanout messages to one target (``fanout``, with a
-dead-letter queue) or workflow instances of one step (``workflows``). Every handler (or
-step) records its run in the `LEDGER` object; the poison's SIGKILLs the process instead.
-The child prints "ready", then waits until every item is settled and prints, for each,
-its final state, then "done".
+Usage: poison_child.py PATH EXECUTOR START_MS. Opens a file-backed Runtime on PATH, on a
+virtual clock at START_MS. On its first run it schedules `ITEMS` items on one object,
+all due at once, item `POISON` among them: durable operations (`EXECUTOR` =
+``operations``, or ``operations-queued``: registered in reverse, so the poison waits for
+a permit behind its claim), named alarms (``alarms``), fanout messages to one target
+(``fanout``, with a dead-letter queue) or workflow instances of one step
+(``workflows``). Every handler (or step) records its run in the `LEDGER` object; the
+poison's SIGKILLs the process instead. The child prints "ready", then waits until every
+item is settled (moving the clock on a second at a time, so the host alarm's backoff
+after each kill costs no real time) and prints, for each, its final state, then "done".
 """
 
 from __future__ import annotations
@@ -38,13 +39,15 @@ from durability import (
     now_ms,
 )
 from durability.runtime import AlarmInvocationInfo, DurableObject, Runtime
+from durability.testing import VirtualClock
 
 ITEMS = 20
 POISON = 7
 MAX_ATTEMPTS = 3
 FANOUT_LEASE_MS = 200
 """The fanout's attempt timeout: a delivery cut off by a kill is due again after it."""
-DEADLINE_S = 30.0
+WAIT_MS = 600_000
+STEP_MS = 1_000
 
 
 def name_of(number: int) -> str:
@@ -210,19 +213,21 @@ class Items(DurableObject):
         await self.scheduler.alarm(info)
 
 
-async def main(path: str, executor: str) -> None:
-    async with Runtime(path=path, bindings={"ITEMS": Items, "LEDGER": Ledger}) as runtime:
+async def main(path: str, executor: str, start_ms: int) -> None:
+    clock = VirtualClock(start_ms)
+    bindings = {"ITEMS": Items, "LEDGER": Ledger}
+    async with Runtime(path=path, bindings=bindings, clock=clock) as runtime:
         items = runtime.env.ITEMS.get_by_name("items")
         await items.schedule(executor)
         print("ready", flush=True)
-        deadline = asyncio.get_running_loop().time() + DEADLINE_S
+        deadline = clock.now_ms() + WAIT_MS
         while True:
             states = await items.states(executor)
             if all(state[0] not in ("pending", "running") for state in states.values()):
                 break
-            if asyncio.get_running_loop().time() > deadline:
+            if clock.now_ms() > deadline:
                 break
-            await asyncio.sleep(0.05)
+            await clock.advance(STEP_MS)
         ledger = await runtime.env.LEDGER.get_by_name("ledger").runs()
         for name, state in sorted(states.items()):
             print("state", name, *state, sep="\t", flush=True)
@@ -232,4 +237,4 @@ async def main(path: str, executor: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import pytest
 
-from ._kill import run_child
+from ._kill import clock_start, run_child
 from .fanout_child import MAX_ATTEMPTS
 
 pytestmark = pytest.mark.slow
@@ -24,8 +24,8 @@ def test_a_consumer_that_kills_its_process_exhausts_its_attempts(tmp_path: Path,
     data = tmp_path / "data"
     attempts: list[int] = []
     state: dict[str, object] | None = None
-    for _ in range(MAX_ATTEMPTS + 3):
-        code, lines = run_child(CHILD, str(data), kind)
+    for run in range(MAX_ATTEMPTS + 3):
+        code, lines = run_child(CHILD, str(data), kind, clock_start(run))
         attempts += [int(line.split()[1]) for line in lines if line.startswith("deliver ")]
         if code == 0:
             state = json.loads(lines[-1].removeprefix("state "))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ._kill import run_child
+from ._kill import clock_start, run_child
 from .poison_child import ITEMS, MAX_ATTEMPTS, POISON, name_of
 
 pytestmark = pytest.mark.slow
@@ -31,8 +31,8 @@ def test_a_poison_among_twenty_fails_alone_and_every_other_item_completes(
     data = tmp_path / "data"
     kills = 0
     lines: list[str] = []
-    for _ in range(MAX_RUNS):
-        code, lines = run_child(CHILD, str(data), executor)
+    for run in range(MAX_RUNS):
+        code, lines = run_child(CHILD, str(data), executor, clock_start(run))
         if code == 0:
             break
         kills += 1
