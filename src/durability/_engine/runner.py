@@ -94,12 +94,7 @@ class AttemptRunner:
                     failures.append((attempts[0].key, error))
         finally:
             taken_all()
-        for task in waiting:
-            try:
-                await task
-            except Exception as error:
-                failures.append(("", error))
-        return failures
+        return failures + await _settled(waiting, "")
 
     async def run_alone(
         self,
@@ -125,11 +120,7 @@ class AttemptRunner:
                 await self._run_held(holds, partial(claim_and_run, engine, holds, waiting))
             except Exception as error:
                 failures.append((attempt.key, error))
-            for task in waiting:
-                try:
-                    await task
-                except Exception as error:
-                    failures.append((attempt.key, error))
+            failures += await _settled(waiting, attempt.key)
         return failures
 
     def start(
@@ -297,3 +288,14 @@ class AttemptRunner:
                 await task
         if reconcile and not self.queue.reserved:
             await self._engine.reconcile_now()
+
+
+async def _settled(waiting: list[asyncio.Task[None]], key: str) -> list[tuple[str, Exception]]:
+    """Wait for every task of `waiting`; the storage failures they raised, under `key`."""
+    failures: list[tuple[str, Exception]] = []
+    for task in waiting:
+        try:
+            await task
+        except Exception as error:
+            failures.append((key, error))
+    return failures

@@ -145,6 +145,19 @@ class Watchers:
 
         return unsubscribe
 
+    async def settled(self, table: str, key: str, timeout_s: float) -> None:
+        """Return once `key` of `table` settles or is purged, or after `timeout_s`. Only a
+        settlement after this call is seen: the caller reads the row before it."""
+        woken = asyncio.Event()
+        unsubscribe = self.watch(table, key, lambda _row: woken.set())
+        try:
+            async with asyncio.timeout(timeout_s):
+                await woken.wait()
+        except TimeoutError:
+            pass
+        finally:
+            unsubscribe()
+
     def watched_keys(self, table: str) -> Collection[str]:
         """The keys of `table` someone watches (a live view; empty when none)."""
         return self._tables.get(table, _NONE)

@@ -256,17 +256,7 @@ class Durability(DurableHelper["DurableOperation"]):
         current, row = self._result(operation, id)
         if row is None or current.status != "pending" or timeout == 0:
             return current
-        woken = asyncio.Event()
-        unsubscribe = self._engine.watchers.watch(CALLS.name, str(id), lambda _row: woken.set())
-        try:
-            # The watcher is registered before this await, so no settlement can slip by.
-            try:
-                async with asyncio.timeout(timeout / 1000):
-                    await woken.wait()
-            except TimeoutError:
-                pass
-        finally:
-            unsubscribe()
+        await self._engine.watchers.settled(CALLS.name, str(id), timeout / 1000)
         return self._result(operation, id)[0]
 
     # -- execution ----------------------------------------------------------------------
