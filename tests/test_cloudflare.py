@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -242,6 +243,19 @@ async def test_numbers_are_bound_as_real_and_read_back_as_ints(ctx: Any) -> None
     }
     sql.exec("INSERT INTO t VALUES ('a', ?)", 7)
     assert sql.exec("SELECT v FROM t").one() == {"v": 7}
+
+
+async def test_numbered_parameters_take_the_bindings_by_number(ctx: Any) -> None:
+    """``?1`` .. ``?N`` take the N bindings by number, as on Cloudflare, with no warning from
+    Python's sqlite3 (3.12's warns when a list is bound to numbered parameters); a count
+    that does not match is still Cloudflare's error."""
+    sql = table(ctx)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        row = sql.exec("SELECT ?2 AS second, ?1 AS first, ?1 || ?2 AS both", "a", "b").one()
+        assert row == {"second": "b", "first": "a", "both": "ab"}
+        with pytest.raises(JsException, match="Wrong number of parameter bindings"):
+            sql.exec("SELECT ?1 AS v", 1, 2)
 
 
 async def test_bad_bindings_are_rejected_with_the_field_and_rule(ctx: Any) -> None:

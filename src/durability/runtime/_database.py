@@ -27,7 +27,7 @@ from ._commit_pipeline import CommitPipeline
 from ._commit_threads import CommitThreads
 from ._connection import DatabaseClosedError, ObjectConnection
 from ._log_syncs import UNCHANGED, fail_future
-from ._sql import Cursor, first_keyword
+from ._sql import Cursor, first_keyword, numbered_parameters
 
 __all__ = ["UNREAD", "Database", "DatabaseClosedError", "DatabaseHooks", "FlushHook", "Savepoint"]
 
@@ -170,7 +170,10 @@ class Database:
         before = connection.total_changes
         try:
             for statement in statements:
-                cursor = connection.execute(statement, bindings)
+                if bindings and numbered_parameters(statement) == len(bindings):
+                    cursor = connection.execute(statement, _by_number(bindings))
+                else:
+                    cursor = connection.execute(statement, bindings)
                 rows = cursor.fetchall()
             description = cursor.description
         except sqlite3.Error as error:
@@ -299,3 +302,8 @@ class Database:
 def _reads_only(statements: tuple[str, ...]) -> bool:
     """Whether every statement is a `SELECT` (which cannot write)."""
     return all(first_keyword(statement) == "SELECT" for statement in statements)
+
+
+def _by_number(bindings: tuple[object, ...]) -> dict[str, object]:
+    """`bindings` as a mapping from the numbers of ``?1`` to ``?N``."""
+    return {str(number): value for number, value in enumerate(bindings, 1)}

@@ -49,6 +49,23 @@ def apply_sql_limits(connection: sqlite3.Connection) -> None:
         connection.setlimit(limit, value)
 
 
+_PARAMETER = re.compile(r"\?(\d*)")
+
+
+@functools.lru_cache(maxsize=512)
+def numbered_parameters(statement: str) -> int:
+    """N when `statement`'s parameters are exactly ``?1`` to ``?N`` (each used, none bare),
+    else 0. Cloudflare binds a list to them by number; some versions of Python's sqlite3
+    (3.12's) warn that binding a list to them is deprecated, so the runtime binds such a
+    list as a mapping from each number."""
+    found = _PARAMETER.findall(statement)
+    if not found or "" in found:
+        return 0
+    numbers = set(map(int, found))
+    highest = max(numbers)
+    return highest if numbers == set(range(1, highest + 1)) else 0
+
+
 _FIRST_KEYWORD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$))*([A-Za-z]+)", re.DOTALL)
 _TRANSACTION_KEYWORDS = frozenset({"BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"})
 
