@@ -15,7 +15,7 @@ import random
 import sys
 from typing import Any, ClassVar
 
-from durability import Durable, workflow
+from durability import Durable, WorkflowError, workflow
 from durability.runtime import DurableObject, Runtime
 
 OBJECTS = 3
@@ -102,8 +102,17 @@ class Jobs(Durable, DurableObject):
     async def start(self, instance_id: str) -> None:
         await self.job.create(id=instance_id)
 
-    async def send(self, instance_id: str) -> None:
-        await (await self.job.get(instance_id)).send_event(type="go", payload=instance_id)
+    async def send(self, instance_id: str) -> bool:
+        """Send the instance its event; False when it has ended already (its wait timed
+        out, or an earlier event was taken), which refuses events as Cloudflare does."""
+        instance = await self.job.get(instance_id)
+        try:
+            await instance.send_event(type="go", payload=instance_id)
+        except WorkflowError:
+            if (await instance.status())["status"] != "complete":
+                raise
+            return False
+        return True
 
     async def states(self) -> dict[str, Any]:
         """Every instance of this object: its status."""
@@ -136,9 +145,9 @@ async def main(path: str, seed: int) -> None:
             for sequence in range(1_000_000):
                 if started and rng.random() < 0.3:
                     target, instance_id = rng.choice(started)
-                    await stubs[target].send(instance_id)
-                    out.write(f"go {target} {instance_id}\n")
-                    out.flush()
+                    if await stubs[target].send(instance_id):
+                        out.write(f"go {target} {instance_id}\n")
+                        out.flush()
                 target = rng.randrange(len(stubs))
                 instance_id = f"w{seed}-{number}-{sequence}"
                 await stubs[target].start(instance_id)
