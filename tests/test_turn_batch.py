@@ -10,8 +10,10 @@ import pytest
 
 from durability import DurabilityError
 from durability._engine.tasks import close_unstarted
-from durability._engine.turns import TurnBatch
+from durability._engine.turns import Then, TurnBatch
 from durability.runtime import ObjectEvictedError
+
+Handled = tuple[list[int | Exception], Then]
 
 
 def _spawn(work: Awaitable[None]) -> asyncio.Future[None]:
@@ -22,9 +24,9 @@ async def test_each_caller_gets_the_outcome_handle_gave_its_request() -> None:
     """Results and per-request exceptions go to the caller of that request."""
     handled: list[list[int]] = []
 
-    async def handle(requests: list[int]) -> list[int | Exception]:
+    async def handle(requests: list[int]) -> Handled:
         handled.append(requests)
-        return [ValueError(n) if n < 0 else n * 10 for n in requests]
+        return [ValueError(n) if n < 0 else n * 10 for n in requests], None
 
     groups: TurnBatch[int, int] = TurnBatch(handle, _spawn, "enqueue")
     outcomes = await asyncio.gather(*(groups.add(n) for n in (1, -2, 3)), return_exceptions=True)
@@ -35,10 +37,33 @@ async def test_each_caller_gets_the_outcome_handle_gave_its_request() -> None:
     assert handled == [[1, -2, 3], [4]]
 
 
+async def test_what_follows_a_group_runs_once_its_callers_are_answered() -> None:
+    """`handle`'s follow-up runs after every caller's future has its outcome, and what
+    it schedules runs after the callers resume (a reply leaves before handlers write)."""
+    order: list[str] = []
+
+    def follow_up() -> None:
+        order.append("then")
+        asyncio.get_running_loop().call_soon(order.append, "scheduled by then")
+
+    async def handle(requests: list[int]) -> Handled:
+        return list(requests), follow_up
+
+    groups: TurnBatch[int, int] = TurnBatch(handle, _spawn, "registration")
+
+    async def caller(n: int) -> None:
+        await groups.add(n)
+        order.append(f"caller {n}")
+
+    await asyncio.gather(caller(1), caller(2))
+    await asyncio.sleep(0)
+    assert order == ["then", "caller 1", "caller 2", "scheduled by then"]
+
+
 async def test_a_failing_handle_fails_every_caller_of_its_group() -> None:
     """When `handle` itself raises, every caller of that group gets its error."""
 
-    async def handle(requests: list[int]) -> list[int | Exception]:
+    async def handle(requests: list[int]) -> Handled:
         raise RuntimeError("storage down")
 
     groups: TurnBatch[int, int] = TurnBatch(handle, _spawn, "enqueue")
@@ -50,9 +75,9 @@ async def test_a_caller_cancelled_before_its_group_runs_is_left_out() -> None:
     """A request whose caller was cancelled in the turn it was made is never handled."""
     handled: list[list[int]] = []
 
-    async def handle(requests: list[int]) -> list[int | Exception]:
+    async def handle(requests: list[int]) -> Handled:
         handled.append(requests)
-        return list(requests)
+        return list(requests), None
 
     groups: TurnBatch[int, int] = TurnBatch(handle, _spawn, "enqueue")
     cancelled = groups.add(1)
@@ -71,11 +96,11 @@ async def test_a_cancelled_group_fails_its_callers_with_an_unknown_outcome() -> 
     started = asyncio.Event()
     tasks: list[asyncio.Future[None]] = []
 
-    async def handle(requests: list[int]) -> list[int | Exception]:
+    async def handle(requests: list[int]) -> Handled:
         if not tasks[1:]:
             started.set()
             await asyncio.Event().wait()
-        return list(requests)
+        return list(requests), None
 
     def spawn(work: Awaitable[None]) -> asyncio.Future[None]:
         tasks.append(asyncio.ensure_future(work))
@@ -100,10 +125,10 @@ async def test_a_group_cancelled_by_eviction_gives_its_callers_the_eviction_erro
     gone = ObjectEvictedError("object T:x was evicted: wait_until is refused")
     evicted = asyncio.Event()
 
-    async def handle(requests: list[int]) -> list[int | Exception]:
+    async def handle(requests: list[int]) -> Handled:
         started.set()
         await asyncio.Event().wait()
-        return list(requests)
+        return list(requests), None
 
     def spawn(work: Awaitable[None]) -> asyncio.Future[None]:
         if evicted.is_set():
@@ -127,9 +152,9 @@ async def test_a_group_cancelled_before_it_ran_answers_its_callers_and_frees_the
     next request starts a new group instead of joining the dead one."""
     tasks: list[asyncio.Future[None]] = []
 
-    async def handle(requests: list[int]) -> list[int | Exception]:
+    async def handle(requests: list[int]) -> Handled:
         await asyncio.Event().wait()
-        return list(requests)
+        return list(requests), None
 
     def spawn(work: Awaitable[None]) -> asyncio.Future[None]:
         tasks.append(asyncio.ensure_future(work))

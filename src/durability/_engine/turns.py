@@ -20,11 +20,15 @@ Result = TypeVar("Result")
 
 Spawn = Callable[[Awaitable[None]], "asyncio.Future[None]"]
 Group = list[tuple[Request, "asyncio.Future[Result]"]]
+Then = Callable[[], object] | None
+"""What runs once a group's callers have their outcomes (if anything)."""
 
 
 class TurnBatch(Generic[Request, Result]):
     """Groups `add` calls per turn; `handle(requests)` returns one outcome per request
-    (a result, or the exception that request raises).
+    (a result, or the exception that request raises) and what to run once the callers
+    have them: their futures are answered first, so a caller resumes (and an object's
+    reply is gated) before work that follows the write, such as handlers, writes more.
 
     If `handle` itself raises, every caller of the group gets that error; if its task
     is cancelled (or the host refuses it), every caller still waiting gets
@@ -36,7 +40,7 @@ class TurnBatch(Generic[Request, Result]):
 
     def __init__(
         self,
-        handle: Callable[[list[Request]], Awaitable[list[Result | Exception]]],
+        handle: Callable[[list[Request]], Awaitable[tuple[list[Result | Exception], Then]]],
         spawn: Spawn,
         noun: str,
     ) -> None:
@@ -66,8 +70,9 @@ class TurnBatch(Generic[Request, Result]):
         group[:] = [(request, future) for request, future in group if not future.done()]
         if not group:
             return
+        then: Then = None
         try:
-            outcomes = await self._handle([request for request, _ in group])
+            outcomes, then = await self._handle([request for request, _ in group])
         except Exception as error:
             outcomes = [error] * len(group)
         for (_, future), outcome in zip(group, outcomes, strict=True):
@@ -77,6 +82,8 @@ class TurnBatch(Generic[Request, Result]):
                 future.set_exception(outcome)
             else:
                 future.set_result(outcome)
+        if then is not None:
+            then()
 
     def _abandon(self, group: Group[Request, Result]) -> None:
         """A group whose task ended without answering (it was cancelled): fail its callers

@@ -61,7 +61,7 @@ class DeliveryStore:
         self._engine = engine
         self._count: int | None = None
         self._groups: TurnBatch[Registration, list[Registered]] = TurnBatch(
-            self._register_group, engine.spawn, "enqueue"
+            self._register_answered, engine.spawn, "enqueue"
         )
         engine.on_emptied(self._forget_count)
 
@@ -141,6 +141,12 @@ class DeliveryStore:
         together (a `TurnBatch`).
         """
         return await self._groups.add(Registration(entries, targets, now, first_attempt_at))
+
+    async def _register_answered(
+        self, requests: list[Registration]
+    ) -> tuple[list[list[Registered] | Exception], None]:
+        """`_register_group`, with nothing to run once its callers are answered."""
+        return await self._register_group(requests), None
 
     async def _register_group(
         self, requests: list[Registration]

@@ -28,6 +28,7 @@ from .._engine import (
     Reservation,
     TurnBatch,
     padded_bindings,
+    report_failure,
     value_rows,
 )
 from .._errors import DuplicateDurableCallError
@@ -91,7 +92,12 @@ class Registrations:
         durable, whether it inserted a new record (or raises what it alone met). The
         write runs as instance work: a host that refuses it refuses this call."""
 
-    async def _flush(self, rows: list[Registration]) -> list[bool | Exception]:
+    async def _flush(
+        self, rows: list[Registration]
+    ) -> tuple[list[bool | Exception], Callable[[], None] | None]:
+        """Write `rows`; their outcomes once durable, and what follows once the callers
+        have them (the hook told, the records claimed with them run): a caller's reply
+        then leaves before its handler writes, so it does not wait for that commit."""
         claims: Reservation | None = None
         try:
             claims = self._reserve(rows)
@@ -107,8 +113,19 @@ class Registrations:
             else [row for row, outcome in zip(rows, outcomes, strict=True) if outcome is True]
         )
         if inserted or claims is not None:
+            return outcomes, functools.partial(self._after_answers, inserted, claims)
+        return outcomes, None
+
+    def _after_answers(self, inserted: list[Registration], claims: Reservation | None) -> None:
+        """`_written`, once the callers are answered: a failure is reported (the records
+        are durable: the alarm runs them), and the permits and keys it held given back."""
+        try:
             self._written(inserted, claims)
-        return outcomes
+        except Exception as error:
+            if claims is not None:
+                claims.release()
+            details = {"operation": inserted[0][1], "id": inserted[0][0]} if inserted else {}
+            report_failure("durability.background_execution.failed", details, error)
 
     def _reserve(self, rows: list[Registration]) -> Reservation | None:
         """Before a batch's write: keys (and the permits free now) for its records due
