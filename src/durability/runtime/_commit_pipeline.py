@@ -70,13 +70,13 @@ class CommitPipeline:
         syncs.finish()
 
     def settle(self) -> None:
-        """Wait until the alarm row the database holds is the durable one: a whole commit
-        running in the committer has ended (or failed and been rolled back), and an
-        alarm change committed on the loop has been synced (or failed)."""
+        """Wait until the alarm row the database holds is a committed one: a whole commit
+        running in the committer has ended (or failed and been rolled back). An alarm
+        change committed on the loop is trusted before its sync: a failed sync fails
+        every later commit and rebuilds the object from its file, and a crash that loses
+        it loses every later commit with it (the log is replayed in order)."""
         if self.inflight is not None:
             self.settle_inflight()
-        if self.syncs.alarm_unsynced:
-            self.syncs.make_durable()
 
     def _prepare(self) -> FlushHook | None:
         database = self._database
@@ -97,10 +97,12 @@ class CommitPipeline:
         if self.committer is None or connection is None:
             self.commit_now()
             return
-        if database.alarm_changed and syncs.alarm_unsynced:
-            # Alarm changes take effect in commit order, each once durable: the earlier
-            # one's catalog settle must not land after this one's catalog lower.
-            syncs.make_durable()
+        if database.alarm_changed and syncs.alarm_unsynced and syncs.syncing:
+            # Alarm changes take effect in commit order, each once durable: the settle of
+            # an earlier one that a running sync covers must not land after this one's
+            # catalog lower. (One not yet synced is settled with this one, by the sync
+            # that covers both: see `LogSyncs.synced`.)
+            syncs.settle_sync()
             if database.open_transaction is not transaction:
                 return
         try:

@@ -29,6 +29,12 @@ QUICK_SYNC_SECONDS = 0.0005
 object's sync costs the loop less there than a thread's round trip does, and blocks it
 only briefly. Slower disks keep every sync in the threads."""
 
+SYNC_WINDOW_TURNS = 2
+"""Loop turns a sync round waits after the commit that asked for it, so that commits the
+next turns make share its sync (group commit counted in turns, not time). Two is what
+lets a registration's in-process caller write again before the sync that its handler's
+success asked for: one sync per operation instead of two (see docs/operations.md)."""
+
 _Job = tuple[Callable[..., Any], tuple[Any, ...], "Commit | None", Any, Any]
 """The function, its arguments, and for a commit: its handle, loop and callback."""
 
@@ -141,14 +147,21 @@ class CommitThreads(Executor):
         return handle
 
     def sync_round(self, loop: asyncio.AbstractEventLoop, sync: Callable[[bool], object]) -> None:
-        """Join the loop's next sync round (`call_soon`): each member is called with
-        whether it may sync on the loop. One may when it is alone in the round and syncs
-        have been quick (`QUICK_SYNC_SECONDS`): a thread's round trip then costs the loop
-        more than the sync. Otherwise members hand their syncs to `in_round`."""
+        """Join the loop's next sync round (in `SYNC_WINDOW_TURNS` turns): each member is
+        called with whether it may sync on the loop. One may when it is alone in the
+        round and syncs have been quick (`QUICK_SYNC_SECONDS`): a thread's round trip
+        then costs the loop more than the sync. Otherwise members hand their syncs to
+        `in_round`."""
         members = self._round
         members.append(sync)
         if len(members) == 1:
-            loop.call_soon(self._run_round, loop)
+            loop.call_soon(self._await_round, loop, SYNC_WINDOW_TURNS)
+
+    def _await_round(self, loop: asyncio.AbstractEventLoop, turns: int) -> None:
+        if turns:
+            loop.call_soon(self._await_round, loop, turns - 1)
+        else:
+            self._run_round(loop)
 
     def in_round(
         self,

@@ -180,15 +180,20 @@ class LogSyncs:
         if error is None and self._sync_error is None:
             self._durable = max(self._durable, through)
             unsynced = self._unsynced
+            last_alarm: object = UNCHANGED
             while unsynced and unsynced[0][0] <= through:
                 _, future, prepared = unsynced.popleft()
                 if database.pending_commit is future:
                     database.pending_commit = None
                 if prepared is not UNCHANGED:
                     self.alarm_unsynced -= 1
-                    database.hooks.committed(database, prepared)
+                    last_alarm = prepared
                 if not future.done():
                     future.set_result(None)
+            if last_alarm is not UNCHANGED:
+                # Of alarm changes made durable together, the last is the alarm now: only
+                # it settles, so the catalog never holds an earlier one meanwhile.
+                database.hooks.committed(database, last_alarm)
             return
         first = self._sync_error is None
         error = self._sync_error = self._sync_error or error
