@@ -547,3 +547,29 @@ async def test_alarm_changes_made_durable_by_one_sync_settle_as_the_last_of_them
     assert events == ["before 1", "before 2", "after 2"]
     assert len(synced) - before == 1
     database.close()
+
+
+@pytest.mark.usefixtures("quick_syncs")
+async def test_a_sync_nobody_waits_for_waits_two_turns_for_company(
+    tmp_path: Path, committer: CommitThreads, synced: Synced
+) -> None:
+    """A commit nobody waits for syncs two loop turns later, with what those turns
+    commit; once something waits for it (`hurry`, as `storage.sync()` and the output
+    gate do), its sync runs at the next turn after its commit."""
+    database = await opened(tmp_path / "a.sqlite3", committer)
+    before = len(synced)
+    alone = write(database, 1)
+    await asyncio.sleep(0)  # committed; the sync waits
+    company = write(database, 2)
+    for _ in range(2):
+        await asyncio.sleep(0)
+    assert not alone.done()
+    await asyncio.sleep(0)
+    assert alone.done() and company.done() and len(synced) - before == 1
+    awaited = write(database, 3)
+    database.pipeline.syncs.hurry()
+    await asyncio.sleep(0)  # committed
+    assert not awaited.done()
+    await asyncio.sleep(0)  # synced
+    assert awaited.done() and len(synced) - before == 2
+    database.close()

@@ -261,7 +261,7 @@ class AlarmDriver:
         if row.scheduled_ms is not None:
             if row.scheduled_ms > now:
                 if row.retry_ms is not None:
-                    await _durable(write_alarm(database, AlarmRow(row.scheduled_ms)))
+                    await _durable(database, write_alarm(database, AlarmRow(row.scheduled_ms)))
                 self._wake[key] = self._late(key, row.scheduled_ms)
                 return
             attempt = 0
@@ -301,11 +301,11 @@ class AlarmDriver:
         after = read_alarm(database)
         scheduled_ms = after.scheduled_ms if after is not None else None
         if failure is None:
-            await _durable(write_alarm(database, AlarmRow(scheduled_ms)))
+            await _durable(database, write_alarm(database, AlarmRow(scheduled_ms)))
             return
         retry = None if scheduled_ms is not None else self._retry_row(attempt, self._host.now_ms())
         await _durable(
-            write_alarm(database, retry if retry is not None else AlarmRow(scheduled_ms))
+            database, write_alarm(database, retry if retry is not None else AlarmRow(scheduled_ms))
         )
         alarm_failed(
             key,
@@ -324,10 +324,12 @@ class AlarmDriver:
         return AlarmRow(None, now + retry_delay_ms(attempt + 1), attempt + 1)
 
 
-async def _durable(commit: asyncio.Future[None]) -> None:
-    """Wait for `commit`. The commit is shared with every call that joined it: a delivery
-    cancelled while waiting (the runtime closing) must not cancel it, or those calls'
-    results would be released (and the commit settled) as if it had ended."""
+async def _durable(database: Database, commit: asyncio.Future[None]) -> None:
+    """Wait for `commit` of `database` (its sync waits for no later commits). The commit
+    is shared with every call that joined it: a delivery cancelled while waiting (the
+    runtime closing) must not cancel it, or those calls' results would be released (and
+    the commit settled) as if it had ended."""
+    database.pipeline.syncs.hurry()
     await asyncio.shield(commit)
 
 

@@ -30,10 +30,11 @@ object's sync costs the loop less there than a thread's round trip does, and blo
 only briefly. Slower disks keep every sync in the threads."""
 
 SYNC_WINDOW_TURNS = 2
-"""Loop turns a sync round waits after the commit that asked for it, so that commits the
-next turns make share its sync (group commit counted in turns, not time). Two is what
-lets a registration's in-process caller write again before the sync that its handler's
-success asked for: one sync per operation instead of two (see docs/operations.md)."""
+"""Loop turns a sync round waits after the commit that asked for it while nobody waits
+for that sync (see `CommitThreads.hurry`), so that commits the next turns make share it
+(group commit counted in turns, not time). Two is what lets a registration's in-process
+caller write again before the sync of the success its handler wrote meanwhile: one sync
+per operation instead of two (see docs/operations.md)."""
 
 _Job = tuple[Callable[..., Any], tuple[Any, ...], "Commit | None", Any, Any]
 """The function, its arguments, and for a commit: its handle, loop and callback."""
@@ -116,6 +117,8 @@ class CommitThreads(Executor):
         self._queue = jobs
         self._closed = False
         self._round: list[Callable[[bool], object]] = []
+        self._window = 0
+        """Turns the next round still waits for company (`SYNC_WINDOW_TURNS` at most)."""
         self._round_work: list[Ticket] = []
         self._sync_seconds = 0.0
         """Recent syncs' duration, a moving average."""
@@ -147,19 +150,25 @@ class CommitThreads(Executor):
         return handle
 
     def sync_round(self, loop: asyncio.AbstractEventLoop, sync: Callable[[bool], object]) -> None:
-        """Join the loop's next sync round (in `SYNC_WINDOW_TURNS` turns): each member is
-        called with whether it may sync on the loop. One may when it is alone in the
-        round and syncs have been quick (`QUICK_SYNC_SECONDS`): a thread's round trip
-        then costs the loop more than the sync. Otherwise members hand their syncs to
-        `in_round`."""
+        """Join the loop's next sync round (in `SYNC_WINDOW_TURNS` turns, or the next
+        one once something waits for it: `hurry`): each member is called with whether
+        it may sync on the loop. One may when it is alone in the round and syncs have
+        been quick (`QUICK_SYNC_SECONDS`): a thread's round trip then costs the loop
+        more than the sync. Otherwise members hand their syncs to `in_round`."""
         members = self._round
         members.append(sync)
         if len(members) == 1:
-            loop.call_soon(self._await_round, loop, SYNC_WINDOW_TURNS)
+            self._window = SYNC_WINDOW_TURNS
+            loop.call_soon(self._await_round, loop)
 
-    def _await_round(self, loop: asyncio.AbstractEventLoop, turns: int) -> None:
-        if turns:
-            loop.call_soon(self._await_round, loop, turns - 1)
+    def hurry(self) -> None:
+        """Something waits for a sync of the next round: it runs at the next turn."""
+        self._window = 0
+
+    def _await_round(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._window > 0:
+            self._window -= 1
+            loop.call_soon(self._await_round, loop)
         else:
             self._run_round(loop)
 

@@ -25,6 +25,8 @@ def commits_to_wait(database: Database, record: CallRecord) -> asyncio.Future[No
     from now on are not its call's.
     """
     pending = database.pending_commit
+    if pending is not None:
+        database.pipeline.syncs.hurry()
     commits, record.commits = record.commits, None
     if commits:
         for commit in commits:

@@ -42,6 +42,7 @@ class LogSyncs:
     __slots__ = (
         "_database",
         "_durable",
+        "_hurried",
         "_loop",
         "_sync_error",
         "_sync_requested",
@@ -72,6 +73,8 @@ class LogSyncs:
         self._written = 0
         """Commits that wrote to the log, numbered from 1; `_durable` of them are synced."""
         self._durable = 0
+        self._hurried = False
+        """Something waits for the commits so far (or the open one): no window."""
         self._sync_error: BaseException | None = None
         """Why a sync failed: every commit from then on fails with it."""
 
@@ -104,9 +107,25 @@ class LogSyncs:
     def sync_soon(self) -> None:
         """Sync the log soon, if commits wait for it (once per loop turn)."""
         committer = self.committer
-        if committer is not None and self._written > self._durable and not self._sync_requested:
+        if committer is None or self._written <= self._durable:
+            return
+        if not self._sync_requested:
             self._sync_requested = True
             committer.sync_round(self._loop, self._begin_sync)
+        if self._hurried:
+            committer.hurry()
+
+    def hurry(self) -> None:
+        """Something waits until the commits made so far, or the open transaction's, are
+        durable: their sync waits for no later commits (`CommitThreads.hurry`), once the
+        open transaction (if any) has committed."""
+        self._hurried = True
+        if (
+            self._sync_requested
+            and self.committer is not None
+            and self._database.open_transaction is None
+        ):
+            self.committer.hurry()
 
     def finish(self) -> None:
         """Make every commit so far durable now, on this thread (waiting for a sync that
@@ -128,6 +147,8 @@ class LogSyncs:
         and syncs are quick (a thread's round trip would cost the loop more), else in a
         thread, so that the syncs of several objects overlap."""
         self._sync_requested = False
+        if self._database.open_transaction is None:
+            self._hurried = False
         committer = self.committer
         if (
             committer is None

@@ -260,6 +260,7 @@ class ObjectStorage:
             self.enter()
         pending = self._database.pending_commit
         if pending is not None:
+            self._database.pipeline.syncs.hurry()
             # What `asyncio.shield` does for a future, without its generic layers: the
             # waiter may be cancelled, the commit that other calls wait for is not.
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
