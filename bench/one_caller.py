@@ -15,6 +15,10 @@ waits for the answer before the next. Rows, each measured `--rounds` times in on
 - raw sqlite3 with each completion written in the next registration's commit instead
   (one synced commit per operation, the last completion alone): what a single caller
   could reach if a success waited for the next write;
+- the runtime's floor for one caller: a stub call whose method inserts the record
+  claimed, waits until that is durable (`storage.sync()`), marks it completed and
+  returns (its reply released once that is durable too): the two syncs in series that
+  register-and-await forces, through this runtime, with no engine;
 - durability, register only: the caller awaits each registration (returned once
   durable), as a queue's producer enqueues; the clock stops once every operation is
   completed and durable;
@@ -47,7 +51,32 @@ from operations import (
     bench_raw,
 )
 
-from durability.runtime import Runtime
+from durability.runtime import DurableObject, Runtime
+
+
+class RuntimeFloor(DurableObject):
+    """One caller's two synced commits through the runtime, with no engine at all."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        ctx.storage.sql.exec(CREATE_CALLS)
+
+    async def call(self, id: str) -> None:
+        """Insert `id` claimed, wait until durable, complete it (durable once returned)."""
+        sql = self.ctx.storage.sql
+        sql.exec(_INSERT_CLAIMED, id, 0)
+        await self.ctx.storage.sync()
+        sql.exec(_COMPLETE, 1, id)
+
+
+async def bench_runtime_floor(directory: Path, operations: int) -> float:
+    """Seconds for one caller to make `operations` `RuntimeFloor` calls in series."""
+    async with Runtime(path=directory, bindings={"FLOOR": RuntimeFloor}) as rt:
+        floor: Any = rt.env.FLOOR.get_by_name("floor")
+        await floor.call("warm-up")
+        started = time.perf_counter()
+        await register_all(floor.call, operations, 1)
+        return time.perf_counter() - started
 
 
 class AwaitingBench(OperationsBench):
@@ -130,6 +159,7 @@ def main() -> None:
         "raw": [],
         "raw-two": [],
         "raw-ride": [],
+        "floor": [],
         "register": [],
         "await": [],
     }
@@ -140,6 +170,7 @@ def main() -> None:
             rows["raw"].append(bench_raw(here, args.operations, 1))
             rows["raw-two"].append(bench_raw_one_caller(here, args.operations, ride=False))
             rows["raw-ride"].append(bench_raw_one_caller(here, args.operations, ride=True))
+            rows["floor"].append(asyncio.run(bench_runtime_floor(here / "floor", args.operations)))
             rows["register"].append(
                 asyncio.run(bench_operations(here / "register", args.operations, 1, 10))
             )
@@ -158,6 +189,7 @@ def main() -> None:
     for key, label in (
         ("raw-two", "raw sqlite3: inserted claimed, then completed; 2 commits per op in series"),
         ("raw-ride", "raw sqlite3: each completion in the next insert's commit; 1 commit per op"),
+        ("floor", "the runtime's floor: one call, claimed row durable, then completed durable"),
         ("register", "durability: register only (each registration durable), until completed"),
         ("await", "durability: register and await the result (completion durable)"),
     ):
