@@ -17,6 +17,7 @@ from durability.runtime._commit_threads import CommitThreads
 from durability.runtime._database import Database
 from durability.runtime._object_hooks import Unwatched
 from durability.runtime._opening import open_database
+from durability.runtime._storage import ObjectStorage
 
 
 class Failures(Unwatched):
@@ -186,6 +187,28 @@ async def test_a_read_of_writes_not_yet_synced_waits_for_their_sync(
     read.add_done_callback(ended.append)
     await read
     assert ended == [written, read] and len(synced) == 2  # the first commit's, then one
+    database.close()
+
+
+async def test_a_lone_read_opens_no_transaction_and_is_held_by_the_commit_it_read(
+    tmp_path: Path, committer: CommitThreads, synced: Synced
+) -> None:
+    """`sql.exec` of statements that only read, with no transaction open, runs them bare
+    (no `BEGIN`/`COMMIT`), and what a reply must wait for is still the commit it read
+    (`pending_commit`, the output gate's); a read inside an open transaction joins it."""
+    database = await opened(tmp_path / "a.sqlite3", committer)
+    sql = ObjectStorage(database, "object").sql
+    written = write(database, 1)
+    database.pipeline.commit_turn(written)  # the COMMIT, ahead of its turn's sync round
+    assert not written.done()
+    assert sql.exec("SELECT COUNT(*) AS n FROM t").one()["n"] == 2
+    assert database.open_transaction is None and database.pending_commit is written
+    await written
+    assert database.pending_commit is None
+    joined = write(database, 3)
+    assert sql.exec("SELECT COUNT(*) AS n FROM t").one()["n"] == 3
+    assert database.open_transaction is joined
+    await joined
     database.close()
 
 

@@ -165,7 +165,7 @@ class Database:
     def run(self, statements: tuple[str, ...], bindings: tuple[object, ...]) -> Cursor:
         """Execute statements in the open transaction; the cursor holds the last one's rows."""
         connection = self._conn()
-        if not self.dirty and not _reads_only(statements):
+        if not self.dirty and not reads_only(statements):
             self.dirty = True
         before = connection.total_changes
         try:
@@ -184,7 +184,7 @@ class Database:
 
     def query(self, statement: str, *bindings: object) -> list[tuple[Any, ...]]:
         """Rows of one of the runtime's own statements."""
-        if not self.dirty and not _reads_only((statement,)):
+        if not self.dirty and not reads_only((statement,)):
             self.dirty = True
         try:
             return self._conn().execute(statement, bindings).fetchall()
@@ -299,7 +299,7 @@ class Database:
 
 
 @functools.lru_cache(maxsize=512)
-def _reads_only(statements: tuple[str, ...]) -> bool:
+def reads_only(statements: tuple[str, ...]) -> bool:
     """Whether every statement is a `SELECT` (which cannot write)."""
     return all(first_keyword(statement) == "SELECT" for statement in statements)
 

@@ -7,7 +7,7 @@ import sqlite3
 from typing import TYPE_CHECKING
 
 from .._types import SqlValue
-from ._database import UNREAD, Database
+from ._database import UNREAD, Database, reads_only
 from ._js_values import js_string
 from ._sql import Cursor, check_bindings, names_alarm_table, parse_query, refuse_alarm_trigger
 from ._sql_errors import ONLY_LAST_HAS_PARAMETERS, from_sqlite, statement_error
@@ -33,7 +33,9 @@ class ObjectSql:
         checked = check_bindings(bindings)
         statements = parse_query(query)
         if not names_alarm_table(query):
-            return _run(self._storage.enter(), statements, checked)
+            storage = self._storage
+            database = storage.enter_to_read() if reads_only(statements) else storage.enter()
+            return _run(database, statements, checked)
         refuse_alarm_trigger(statements)
         database = self._storage.enter()
         try:

@@ -217,6 +217,19 @@ class ObjectStorage:
                 commits.append(commit)
         return self._database
 
+    def enter_to_read(self) -> Database:
+        """The database for statements that only read: the turn's transaction if one is
+        open, else none (a lone read needs no `BEGIN` and `COMMIT`: on the object's one
+        connection nothing can write between its statements, and a result it gives is
+        still held until every commit it may have read is durable, by the output gate's
+        `pending_commit`)."""
+        database = self._database
+        if self._fenced or database.open_transaction is not None:
+            return self.enter()
+        if database.pipeline.inflight is not None:
+            database.pipeline.settle_inflight()
+        return database
+
     def transaction_sync(self, fn: Callable[[], T]) -> T:
         """Run `fn()` atomically: on an exception its writes are undone and it propagates."""
         check_callable("fn", fn)
