@@ -148,14 +148,19 @@ class Watchers:
     async def settled(self, table: str, key: str, timeout_s: float) -> None:
         """Return once `key` of `table` settles or is purged, or after `timeout_s`. Only a
         settlement after this call is seen: the caller reads the row before it."""
-        woken = asyncio.Event()
-        unsubscribe = self.watch(table, key, lambda _row: woken.set())
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+
+        def wake(_row: Row | None = None) -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        unsubscribe = self.watch(table, key, wake)
+        timer = loop.call_later(timeout_s, wake)
         try:
-            async with asyncio.timeout(timeout_s):
-                await woken.wait()
-        except TimeoutError:
-            pass
+            await woken
         finally:
+            timer.cancel()
             unsubscribe()
 
     def watched_keys(self, table: str) -> Collection[str]:
