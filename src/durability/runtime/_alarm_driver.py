@@ -35,6 +35,7 @@ from types import FunctionType
 from typing import Any, Protocol
 
 from ._alarm_log import alarm_failed
+from ._alarm_row import MAX_ALARM_RETRIES, AlarmRow, read_alarm, retry_delay_ms, write_alarm
 from ._catalog import Catalog
 from ._catalog_file import Key
 from ._database import Database, FlushHook
@@ -45,13 +46,6 @@ from ._instance import Instance
 from ._object import DurableObject
 from ._platform import Platform
 from ._recovery import StoredAlarm
-from ._storage import (
-    MAX_ALARM_RETRIES,
-    AlarmRow,
-    read_alarm,
-    retry_delay_ms,
-    write_alarm,
-)
 
 logger = logging.getLogger("durability.runtime")
 
