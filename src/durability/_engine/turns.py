@@ -27,8 +27,9 @@ Then = Callable[[], object] | None
 class TurnBatch(Generic[Request, Result]):
     """Groups `add` calls per turn; `handle(requests)` returns one outcome per request
     (a result, or the exception that request raises) and what to run once the callers
-    have them: their futures are answered first, so a caller resumes (and an object's
-    reply is gated) before work that follows the write, such as handlers, writes more.
+    have them. The futures get their outcomes first, so each caller resumes (and its
+    object's reply passes the output gate) before what follows the write, such as the
+    handlers it claimed, writes anything the reply would have to wait for.
 
     If `handle` itself raises, every caller of the group gets that error; if its task
     is cancelled (or the host refuses it), every caller still waiting gets
