@@ -658,6 +658,30 @@ async def test_job_wait_is_woken_by_settlement_without_time_passing() -> None:
         assert t.clock.now_ms() == START_MS + 5_000
 
 
+async def test_a_woken_wait_returns_the_result_as_stored() -> None:
+    """A wait woken by the success returns what a read of the stored row returns (the
+    value as JSON stored it), and the stored attempt."""
+    probe = Probe()
+    gate = probe.gate("a")
+
+    async def behave(call: DurableCall) -> Any:
+        await gate.wait()
+        return {"released": call.attempt, "items": [1, 2.5, None, "x"], "ok": True}
+
+    probe.behaviour["a"] = behave
+    async with lab(probe) as t:
+        await t.obj.register("charge", "a")
+        waiter = asyncio.ensure_future(t.obj.wait("charge", "a", 60_000))
+        await t.clock.run_until_idle()
+        assert not waiter.done()
+        gate.set()
+        await t.clock.run_until_idle()
+        woken = await waiter
+        assert woken == await t.obj.result("charge", "a")
+        assert (woken["status"], woken["attempt"]) == ("completed", 1)
+        assert woken["result"] == {"released": 1, "items": [1, 2.5, None, "x"], "ok": True}
+
+
 async def test_job_wait_times_out_with_the_latest_state() -> None:
     """A wait that times out returns the still-pending state."""
     probe = Probe()

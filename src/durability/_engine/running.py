@@ -14,12 +14,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Collection, Mapping
 from types import MappingProxyType
+from typing import TypeVar
 
 from .._context import Row
 from .._errors import DurabilityError
 from .._signal import AbortSignal, abort
 
 _NONE: Mapping[str, object] = MappingProxyType({})
+
+T = TypeVar("T")
 
 SettlementListener = Callable[[Row | None], None]
 """Called after a watched record may have settled; gets the executed row on success."""
@@ -145,20 +148,35 @@ class Watchers:
 
         return unsubscribe
 
-    async def settled(self, table: str, key: str, timeout_s: float) -> None:
+    async def settled(
+        self,
+        table: str,
+        key: str,
+        timeout_s: float,
+        digest: Callable[[Row], T | None] | None = None,
+    ) -> T | None:
         """Return once `key` of `table` settles or is purged, or after `timeout_s`. Only a
-        settlement after this call is seen: the caller reads the row before it."""
+        settlement after this call is seen: the caller reads the row before it. With
+        `digest`, what it makes of the row the settlement was told with, at that moment
+        (`None` after a purge, a timeout, or when it makes nothing or raises)."""
         loop = asyncio.get_running_loop()
-        woken: asyncio.Future[None] = loop.create_future()
+        woken: asyncio.Future[T | None] = loop.create_future()
 
-        def wake(_row: Row | None = None) -> None:
-            if not woken.done():
-                woken.set_result(None)
+        def wake(row: Row | None = None) -> None:
+            if woken.done():
+                return
+            made = None
+            if digest is not None and row is not None:
+                try:
+                    made = digest(row)
+                except Exception:
+                    made = None  # the caller reads the row again
+            woken.set_result(made)
 
         unsubscribe = self.watch(table, key, wake)
         timer = loop.call_later(timeout_s, wake)
         try:
-            await woken
+            return await woken
         finally:
             timer.cancel()
             unsubscribe()

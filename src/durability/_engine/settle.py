@@ -118,7 +118,12 @@ def record_successes(
             watchers.notify(
                 table,
                 attempt.key,
-                {"generation_id": attempt.generation, "created_at": attempt.created_at},
+                {
+                    "generation_id": attempt.generation,
+                    "created_at": attempt.created_at,
+                    "attempt": number,
+                    "result": result,
+                },
             )
         kind = attempt.kind
         if LifecycleEventType.ATTEMPT_SETTLED not in kind.listened:

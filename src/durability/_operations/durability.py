@@ -42,7 +42,7 @@ from .._errors import (
     DurableResultSerializationError,
     serialize_error,
 )
-from .._serialization import serialize
+from .._serialization import deserialize, serialize
 from .._signal import abort
 from .._uuid import fresh_generation, random_uuid
 from .._validate import check_non_negative_int
@@ -256,8 +256,25 @@ class Durability(DurableHelper["DurableOperation"]):
         current, row = self._result(operation, id)
         if row is None or current.status != "pending" or timeout == 0:
             return current
-        await self._engine.watchers.settled(CALLS.name, str(id), timeout / 1000)
-        return self._result(operation, id)[0]
+        generation = row["generation_id"]
+
+        def stored(settled: Row) -> tuple[int, str] | None:
+            """The attempt and the stored text of a success of the generation read."""
+            if settled.get("generation_id") != generation or "result" not in settled:
+                return None
+            return int(settled["attempt"]), serialize(settled["result"], "result")
+
+        success = await self._engine.watchers.settled(CALLS.name, str(id), timeout / 1000, stored)
+        if success is None:
+            return self._result(operation, id)[0]
+        attempt, text = success
+        return OperationResult(
+            status="completed",
+            result=deserialize(text),
+            attempt=attempt,
+            id=current.id,
+            operation=operation,
+        )
 
     # -- execution ----------------------------------------------------------------------
 
