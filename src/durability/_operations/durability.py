@@ -42,7 +42,7 @@ from .._errors import (
     DurableResultSerializationError,
     serialize_error,
 )
-from .._serialization import deserialize, serialize
+from .._serialization import serialize
 from .._signal import abort
 from .._uuid import fresh_generation, random_uuid
 from .._validate import check_non_negative_int
@@ -55,7 +55,15 @@ from .control import (
     retry_call,
 )
 from .handles import DurableOperation
-from .records import CALLS, OperationResult, list_results, read_call, to_result
+from .records import (
+    CALLS,
+    OperationResult,
+    completed_result,
+    list_results,
+    read_call,
+    success_of,
+    to_result,
+)
 from .registrations import Registration, Registrations
 from .schema import OPERATION_MIGRATIONS
 
@@ -256,25 +264,11 @@ class Durability(DurableHelper["DurableOperation"]):
         current, row = self._result(operation, id)
         if row is None or current.status != "pending" or timeout == 0:
             return current
-        generation = row["generation_id"]
-
-        def stored(settled: Row) -> tuple[int, str] | None:
-            """The attempt and the stored text of a success of the generation read."""
-            if settled.get("generation_id") != generation or "result" not in settled:
-                return None
-            return int(settled["attempt"]), serialize(settled["result"], "result")
-
-        success = await self._engine.watchers.settled(CALLS.name, str(id), timeout / 1000, stored)
+        digest = success_of(row["generation_id"])
+        success = await self._engine.watchers.settled(CALLS.name, str(id), timeout / 1000, digest)
         if success is None:
             return self._result(operation, id)[0]
-        attempt, text = success
-        return OperationResult(
-            status="completed",
-            result=deserialize(text),
-            attempt=attempt,
-            id=current.id,
-            operation=operation,
-        )
+        return completed_result(success, current.id, operation)
 
     # -- execution ----------------------------------------------------------------------
 

@@ -7,13 +7,14 @@ id)``: a page costs its own rows, never a scan of the table.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Literal, get_args
 
 from .._context import Row, SqlStorage
 from .._engine import TableSpec, read_stack
 from .._errors import DuplicateDurableCallError, SerializedError
-from .._serialization import deserialize
+from .._serialization import deserialize, serialize
 from .._types import JsonValue, SqlValue
 from .._validate import check_positive_int
 
@@ -128,3 +129,28 @@ def read_call(sql: SqlStorage, operation: str, key: str) -> Row | None:
     if row["operation"] != operation:
         raise DuplicateDurableCallError(key, str(row["operation"]), operation)
     return row
+
+
+Success = tuple[int, str]
+"""What a wait keeps of a success it was told of: the attempt, the result as stored."""
+
+
+def success_of(generation: object) -> Callable[[Row], Success | None]:
+    """What a wait makes of a settlement's notification: for a success of record
+    generation `generation`, its attempt and its result serialized as it was stored
+    (`None` for anything else: the wait then reads the row)."""
+
+    def stored(settled: Row) -> Success | None:
+        if settled.get("generation_id") != generation or "result" not in settled:
+            return None
+        return int(settled["attempt"]), serialize(settled["result"], "result")
+
+    return stored
+
+
+def completed_result(success: Success, id: str | None, operation: str) -> OperationResult:
+    """The `OperationResult` a read of the completed record would give (`to_result`)."""
+    attempt, text = success
+    return OperationResult(
+        status="completed", result=deserialize(text), attempt=attempt, id=id, operation=operation
+    )
