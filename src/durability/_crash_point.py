@@ -26,7 +26,7 @@ async def crash_point() -> NoReturn:
     """
     from .runtime._instance import Instance, running_instance
 
-    instance = running_instance.get()
+    instance = running_instance()
     if not isinstance(instance, Instance) or instance.gone:
         raise RuntimeError(
             "crash_point() must be awaited inside a call, alarm or durable handler of an "

@@ -15,7 +15,7 @@ from .._errors import SerializedError
 from .lifecycle import LifecycleEventType
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class _DeliveryEvent:
     """The fields every fanout delivery event carries, in their order."""
 
@@ -28,21 +28,21 @@ class _DeliveryEvent:
     attempt: int
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class DeliveryRegisteredEvent(_DeliveryEvent):
     """A new delivery obligation was stored (not for deduplicated enqueues)."""
 
     type: Literal["registered"] = field(default="registered", init=False)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class DeliveryStartedEvent(_DeliveryEvent):
     """A delivery was claimed and is about to be handed to its target."""
 
     type: Literal["attempt_started"] = field(default="attempt_started", init=False)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class DeliverySettledEvent(_DeliveryEvent):
     """An attempt's outcome was persisted: ``completed`` or ``retry_scheduled``."""
 
@@ -53,7 +53,7 @@ class DeliverySettledEvent(_DeliveryEvent):
     next_attempt_at: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class DeliveryTerminalEvent(_DeliveryEvent):
     """A delivery left the queue without success: dead-lettered, or dropped without a DLQ."""
 

@@ -13,9 +13,9 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, TypeAlias, TypeVar, cast
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from .._errors import SerializedError, serialize_error
 from .._types import JsonValue
@@ -115,7 +115,7 @@ def report_failure(event: str, details: Mapping[str, Any], error: object) -> Non
         return
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class _GenerationEvent:
     """The fields of an event about an operation record's new generation, in order."""
 
@@ -128,14 +128,14 @@ class _GenerationEvent:
     attempt: int = 0
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class RegisteredEvent(_GenerationEvent):
     """A new operation record was inserted (not emitted for duplicate registrations)."""
 
     type: Literal["registered"] = field(default=LifecycleEventType.REGISTERED.value, init=False)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class ScheduledEvent:
     """A named alarm occurrence was scheduled (every call, replacements included).
 
@@ -154,7 +154,7 @@ class ScheduledEvent:
     occurrence: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class _AttemptEvent:
     """The fields every event about one attempt of a record carries, in their order."""
 
@@ -168,7 +168,7 @@ class _AttemptEvent:
     attempt: int
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class AttemptStartedEvent(_AttemptEvent):
     """An attempt was claimed and its handler is about to run.
 
@@ -180,7 +180,7 @@ class AttemptStartedEvent(_AttemptEvent):
     )
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class AttemptSettledEvent(_AttemptEvent):
     """An attempt's outcome was persisted.
 
@@ -198,7 +198,7 @@ class AttemptSettledEvent(_AttemptEvent):
     result: JsonValue = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class TerminalEvent(_AttemptEvent):
     """A record at its attempt limit was failed without calling its handler."""
 
@@ -207,7 +207,7 @@ class TerminalEvent(_AttemptEvent):
     error: SerializedError
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class CancelledEvent(_AttemptEvent):
     """A pending record was cancelled; `attempt` is how many attempts it had started.
 
@@ -219,14 +219,14 @@ class CancelledEvent(_AttemptEvent):
     running: bool
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class RetriedEvent(_GenerationEvent):
     """A failed or cancelled operation was made pending again, as a new generation."""
 
     type: Literal["retried"] = field(default=LifecycleEventType.RETRIED.value, init=False)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class PurgedEvent:
     """`purge_before(before)` deleted `count` records (emitted even when `count` is 0)."""
 
@@ -300,36 +300,16 @@ def _hook_details(event: Any) -> dict[str, Any]:
     }
 
 
-def slot_constructor(cls: type[Event], *names: str) -> Callable[..., Event]:
-    """A constructor of the frozen slotted dataclass `cls` taking its init fields
-    positionally, in field order (the others get their defaults). It stores each field
-    through its slot: the dataclass's own `__init__` sets each one through
-    `object.__setattr__`, which costs more than the rest of building the event.
+_new_object = object.__new__
+_set_state = object.__setattr__
 
-    `names` are the init fields the caller passes, in its order: checked against `cls`
-    once, here, so a field added, renamed or moved fails at import instead of building
-    wrong events. Classes with `__post_init__` or default factories are refused (this
-    constructor would skip them)."""
-    declared = fields(cast(Any, cls))
-    init = tuple(item.name for item in declared if item.init)
-    if init != names:
-        raise TypeError(f"{cls.__name__} init fields are {init}, the caller passes {names}")
-    if "__slots__" not in vars(cls) or hasattr(cls, "__post_init__"):
-        raise TypeError(f"{cls.__name__} must be slotted, without __post_init__")
-    if any(item.default is MISSING for item in declared if not item.init):
-        raise TypeError(f"{cls.__name__}: a field outside __init__ has no plain default")
-    defaults = [
-        (getattr(cls, item.name).__set__, item.default) for item in declared if not item.init
-    ]
-    setters = [getattr(cls, item.name).__set__ for item in declared if item.init]
-    new = object.__new__
 
-    def construct(*values: Any) -> Event:
-        event = new(cls)
-        for store, default in defaults:
-            store(event, default)
-        for store, value in zip(setters, values, strict=True):
-            store(event, value)
-        return event
-
-    return construct
+def built_event(cls: type[Event], state: dict[str, Any]) -> Event:
+    """The frozen dataclass event `cls` whose init fields are `state` (each one: the
+    others, such as `type`, are the class's defaults), set as its whole `__dict__` at
+    once: the dataclass's own `__init__` sets each field through `object.__setattr__`,
+    which costs more than the rest of building the event, and a hot path builds one per
+    attempt."""
+    event = _new_object(cls)
+    _set_state(event, "__dict__", state)
+    return event

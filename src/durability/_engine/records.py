@@ -16,7 +16,7 @@ import asyncio
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._context import SqlStorage
 from .._signal import AbortSignal
@@ -111,38 +111,47 @@ async def run_claimed(
     """Run the handlers of `claimed` attempts, whose claims (at `started_at`) are durable
     already, and settle them; an attempt whose handler suspended goes on in `waiting`
     (`refill`: see `RecordExecutor.run`)."""
-    succeeded: list[tuple[Hold, Any]] = []
+    held: list[Hold] = []
+    done: list[Done] = []
     failed: list[tuple[Hold, BaseException]] = []
     if refill is not None:
         claimed = list(claimed)  # grows as permits are handed on (the loop sees it grow)
+    last_kind = None
+    announce = False
+    invoke: Callable[[Attempt, int, AbortSignal], Any]  # set by the first attempt
     for hold in claimed:
         attempt, signal = hold.attempt, hold.entry.signal
         assert signal is not None
         kind = attempt.kind
+        if kind is not last_kind:  # what a kind decides, looked up once per run of it
+            last_kind = kind
+            announce = LifecycleEventType.ATTEMPT_STARTED in kind.listened
+            executor: RecordExecutor = kind.executor  # type: ignore[assignment]
+            invoke = executor.invoke
         number = attempt.attempt + 1
-        if LifecycleEventType.ATTEMPT_STARTED in kind.listened:
+        if announce:
             kind.emit(AttemptStartedEvent(**attempt.entity(), timestamp=started_at, attempt=number))
         reason = signal._reason  # the `reason` property, read once per attempt
         if reason is not None:
             failed.append((hold, reason))  # cancelled or purged since its claim
             continue
         try:
-            executor: RecordExecutor = kind.executor  # type: ignore[assignment]
-            value = executor.invoke(attempt, number, signal)
+            value = invoke(attempt, number, signal)
         except (Exception, asyncio.CancelledError) as error:
             failed.append((hold, error))
             continue
         if value is not None and inspect.isawaitable(value):
             _hand_over(engine, hold, number, started_at, value, waiting)
             continue
-        succeeded.append((hold, value))
+        held.append(hold)
+        done.append((attempt, number, value))
         if refill is not None and len(claimed) < MAX_BATCH_ROWS:
             more = refill()
             if more is not None:
                 more.permit, hold.permit = hold.permit, _lent
                 claimed.append(more)
-    if succeeded:
-        _store_successes(engine, succeeded, started_at, failed)
+    if done:
+        _store_successes(engine, held, done, started_at, failed)
     for hold, failure in failed:
         await settle_error(engine, hold.attempt, hold.attempt.attempt + 1, started_at, failure)
         release(engine, hold)
@@ -221,32 +230,35 @@ def _hand_over(
 
 def _store_successes(
     engine: Engine,
-    succeeded: list[tuple[Hold, Any]],
+    held: list[Hold],
+    done: list[Done],
     started_at: int,
     failed: list[tuple[Hold, BaseException]],
 ) -> None:
-    """Write every success (set-based), then release each attempt; a success that cannot
-    be stored joins `failed`."""
-    held = [hold for hold, _ in succeeded]
-    done: list[Done] = [
-        (hold.attempt, hold.attempt.attempt + 1, value) for hold, value in succeeded
-    ]
+    """Write every success of `done` (of `held`, in order; set-based), then release each
+    attempt; a success that cannot be stored joins `failed`."""
     executor: RecordExecutor = done[0][0].kind.executor  # type: ignore[assignment]
     try:
         stored = executor.complete(engine, done)
     except Exception:
         # One row spoilt the statement (which wrote nothing): store them one by one.
         stored = [_complete_one(engine, one) for one in done]
-    released: list[Hold] = []
-    successes: list[tuple[Attempt, int, int | None, Any]] = []
-    for (attempt, number, value), hold, outcome in zip(done, held, stored, strict=True):
-        if isinstance(outcome, Exception):
-            failed.append((hold, outcome))
-            continue
-        successes.append((attempt, number, outcome, value))
-        released.append(hold)
-    record_successes(engine, successes, started_at)
-    release_all(engine, released)
+    if not set(map(type, stored)) <= _WRITTEN:
+        kept = [index for index, outcome in enumerate(stored) if not isinstance(outcome, Exception)]
+        failed.extend(
+            (hold, outcome)
+            for hold, outcome in zip(held, stored, strict=True)
+            if isinstance(outcome, Exception)
+        )
+        held = [held[index] for index in kept]
+        done = [done[index] for index in kept]
+        stored = [stored[index] for index in kept]
+    record_successes(engine, done, cast("list[int | None]", stored), started_at)
+    release_all(engine, held)
+
+
+_WRITTEN = frozenset({int, type(None)})
+"""The types of a stored success's outcome (its `completed_at`, or `None`)."""
 
 
 def _complete_one(engine: Engine, done: Done) -> int | Exception | None:

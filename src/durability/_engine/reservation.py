@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Collection, Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from .._clock import now_ms
@@ -27,6 +27,7 @@ from .attempt import Attempt
 from .batch import Hold, release
 from .lifecycle import report_failure
 from .records import RecordExecutor
+from .running import ActiveExecution
 from .tasks import BACKGROUND_FAILED
 
 if TYPE_CHECKING:
@@ -192,32 +193,39 @@ class Reservation:
         timer)."""
         engine = runner._engine
         running = engine.running
-        permits = engine.permits
+        try_acquire = engine.permits.try_acquire
         claims = runner.queue
         holds = self._holds
-        alone = 1 if permits.size == 1 else 0
+        positions = self._positions
+        queued = self._queued
+        alone = 1 if engine.permits.size == 1 else 0
+        held_alone = bool(alone)
         room = MAX_QUEUED - claims.reserved
         behind = claims.reserved > 0
         name: str | None = None
-        busy: Collection[str] = ()
+        busy: dict[str, ActiveExecution] = {}
         for position, attempt in attempts:
+            key = attempt.key
             table = attempt.kind.table.name
             if table != name:
                 name = table
-                busy = running.keys(name)
-            # `busy` may predate the first key held here: those are in `holds`.
-            if attempt.key in holds or attempt.key in busy or attempt.after is not None:
+                busy = running.table(name)
+            # `busy` is live: it has the keys held here already.
+            if key in busy or attempt.after is not None:
                 continue
-            permit = None if behind else permits.try_acquire()
+            permit = None if behind else try_acquire()
             if permit is None:
-                if not queue or len(self._queued) >= room:
+                if not queue or len(queued) >= room:
                     break
                 behind = True
-                self._queued.add(attempt.key)
-                claims.reserved += 1
-            entry = running.start(table, attempt.key, attempt.generation, attempt.created_at)
-            holds[attempt.key] = Hold(attempt, entry, permit or _no_permit, bool(alone))
-            self._positions[position] = alone if permit is not None else QUEUED_CLAIM
+                queued.add(key)
+                positions[position] = QUEUED_CLAIM
+                permit = _no_permit
+            else:
+                positions[position] = alone
+            entry = busy[key] = ActiveExecution(attempt.generation, attempt.created_at)
+            holds[key] = Hold(attempt, entry, permit, held_alone)
+        claims.reserved += len(queued)
 
     def __bool__(self) -> bool:
         return bool(self._holds)

@@ -69,7 +69,9 @@ class RunningExecutions:
     def __init__(self) -> None:
         self._tables: dict[str, dict[str, ActiveExecution]] = {}
 
-    def _table(self, table: str) -> dict[str, ActiveExecution]:
+    def table(self, table: str) -> dict[str, ActiveExecution]:
+        """`table`'s running executions by key, live: a batch that starts many registers
+        each itself (`key in` it tells what runs; `finish` unregisters)."""
         found = self._tables.get(table)
         if found is None:
             found = self._tables[table] = {}
@@ -77,7 +79,7 @@ class RunningExecutions:
 
     def of(self, table: str) -> Mapping[str, ActiveExecution]:
         """A live read-only view of `table`'s running executions, by key."""
-        return MappingProxyType(self._table(table))
+        return MappingProxyType(self.table(table))
 
     def keys(self, table: str) -> Collection[str]:
         """The keys of `table` running now (a live collection, not a copy)."""
@@ -88,7 +90,7 @@ class RunningExecutions:
         execution = ActiveExecution(generation, created_at)
         running = self._tables.get(table)
         if running is None:
-            running = self._table(table)
+            running = self.table(table)
         running[key] = execution
         return execution
 
@@ -101,7 +103,7 @@ class RunningExecutions:
 
     def finisher(self, table: str) -> Callable[[str, ActiveExecution], None]:
         """`finish` of `table`'s executions, with the table looked up once (a batch)."""
-        running = self._table(table)
+        running = self.table(table)
 
         def finish(key: str, execution: ActiveExecution) -> None:
             execution.settle()
@@ -113,7 +115,7 @@ class RunningExecutions:
     def abort_created_before(self, table: str, cutoff: int, reason: str) -> None:
         """Abort, with a `DurabilityError(reason)`, the handlers of `table`'s records
         created strictly before `cutoff`."""
-        for execution in list(self._table(table).values()):
+        for execution in list(self.table(table).values()):
             if execution.created_at < cutoff and execution.signal is not None:
                 abort(execution.signal, DurabilityError(reason))
 

@@ -10,6 +10,7 @@ after its record moved on (cancelled, retried, purged) is dropped silently.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,8 +19,8 @@ from .._context import SqlStorage
 from .._errors import DurableRetryPolicyError, RetryAfter, is_non_retryable, serialize_error
 from .._types import MAX_SAFE_INTEGER
 from . import attempt_log
-from .attempt import Attempt
-from .lifecycle import AttemptSettledEvent, LifecycleEventType, TerminalEvent, slot_constructor
+from .attempt import Attempt, Done
+from .lifecycle import AttemptSettledEvent, LifecycleEventType, TerminalEvent, built_event
 from .policy import AttemptPolicy
 from .tables import exhaust_attempts, settle_failure
 
@@ -91,27 +92,31 @@ def record_success(
 ) -> None:
     """After a success was written (`completed_at`, or `None` when a newer generation won):
     log it, wake the record's watchers and emit."""
-    record_successes(engine, [(attempt, number, completed_at, result)], started_at)
+    record_successes(engine, [(attempt, number, result)], [completed_at], started_at)
 
 
 def record_successes(
-    engine: Engine, successes: list[tuple[Attempt, int, int | None, Any]], started_at: int
+    engine: Engine, done: Sequence[Done], written: Sequence[int | None], started_at: int
 ) -> None:
     """`record_success` for the attempts of one batch (of one table), whose successes
-    were written together: `(attempt, number, completed_at, result)` each. What every
-    row shares (the log level, the table's watchers) is looked up once."""
-    if not successes:
+    were written together: each of `done` with its `completed_at` in `written`. What
+    every row shares (the log level, the table's watchers) is looked up once."""
+    if not done:
         return
-    first = successes[0][0].kind
+    first = done[0][0].kind
     debug = attempt_log.logs_successes(first)
     table = first.table.name
     watchers = engine.watchers
     watched = watchers.watched_keys(table)
-    for attempt, number, completed_at, result in successes:
+    last_kind = None
+    announce = False
+    for (attempt, number, result), completed_at in zip(done, written, strict=True):
         if completed_at is None:
             attempt_log.outcome_discarded(engine, attempt, number)
             continue
-        duration = max(0, completed_at - started_at)
+        duration = completed_at - started_at
+        if duration < 0:
+            duration = 0
         if debug:
             attempt_log.attempt_completed(engine, attempt, number, duration)
         if watched and attempt.key in watched:
@@ -126,44 +131,37 @@ def record_successes(
                 },
             )
         kind = attempt.kind
-        if LifecycleEventType.ATTEMPT_SETTLED not in kind.listened:
-            continue
-        is_operation = kind.entity_kind == "operation"
-        kind.emit(
-            _settled_event(
-                kind.entity_kind,
-                kind.name if is_operation else None,
-                None if is_operation else kind.name,
-                attempt.key,
-                attempt.generation,
-                completed_at,
-                number,
-                "completed",
-                duration,
-                None,
-                None,
-                result if kind.include_result else None,
-            )
-        )
+        if kind is not last_kind:  # looked up once per run of a kind
+            last_kind = kind
+            announce = LifecycleEventType.ATTEMPT_SETTLED in kind.listened
+        if announce:
+            kind.emit(_settled_event(attempt, completed_at, number, duration, result))
 
 
-_settled_event = slot_constructor(
-    AttemptSettledEvent,
-    "entity_kind",
-    "operation",
-    "alarm",
-    "id",
-    "generation",
-    "timestamp",
-    "attempt",
-    "outcome",
-    "duration_ms",
-    "error",
-    "next_attempt_at",
-    "result",
-)
-"""`AttemptSettledEvent(...)` with every init field given, in this order (checked at
-import). Tests that patch `AttemptSettledEvent` here must patch this too."""
+def _settled_event(
+    attempt: Attempt, timestamp: int, number: int, duration_ms: int, result: Any
+) -> AttemptSettledEvent:
+    """The ``completed`` `AttemptSettledEvent` of `attempt`, every init field named as
+    the class declares it (`built_event` says why not through its constructor)."""
+    kind = attempt.kind
+    is_operation = kind.entity_kind == "operation"
+    return built_event(
+        AttemptSettledEvent,
+        {
+            "entity_kind": kind.entity_kind,
+            "operation": kind.name if is_operation else None,
+            "alarm": None if is_operation else kind.name,
+            "id": attempt.key,
+            "generation": attempt.generation,
+            "timestamp": timestamp,
+            "attempt": number,
+            "outcome": "completed",
+            "duration_ms": duration_ms,
+            "error": None,
+            "next_attempt_at": None,
+            "result": result if kind.include_result else None,
+        },
+    )
 
 
 async def fail_exhausted(engine: Engine, attempt: Attempt) -> None:

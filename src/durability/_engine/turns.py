@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .._abandoned import abandoned_error
 
@@ -19,7 +19,8 @@ Request = TypeVar("Request")
 Result = TypeVar("Result")
 
 Spawn = Callable[[Awaitable[None]], "asyncio.Future[None]"]
-Group = list[tuple[Request, "asyncio.Future[Result]"]]
+Group = tuple[list[Request], list["asyncio.Future[Result]"]]
+"""A turn's requests, and their callers' futures in the same order."""
 Then = Callable[[], object] | None
 """What runs once a group's callers have their outcomes (if anything)."""
 
@@ -58,31 +59,37 @@ class TurnBatch(Generic[Request, Result]):
         future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
         group = self._group
         if group is None:
-            group = []
+            group = ([], [])
             task = self._spawn(self._run(group))
             task.add_done_callback(lambda _: self._abandon(group))
             self._group = group
-        group.append((request, future))
+        group[0].append(request)
+        group[1].append(future)
         return future
 
     async def _run(self, group: Group[Request, Result]) -> None:
         if self._group is group:
             self._group = None
-        group[:] = [(request, future) for request, future in group if not future.done()]
-        if not group:
+        requests, futures = group
+        if any(map(_is_done, futures)):
+            kept = [index for index, future in enumerate(futures) if not future.done()]
+            requests[:] = [requests[index] for index in kept]
+            futures[:] = [futures[index] for index in kept]
+        if not futures:
             return
         then: Then = None
         try:
-            outcomes, then = await self._handle([request for request, _ in group])
+            outcomes, then = await self._handle(requests)
         except Exception as error:
-            outcomes = [error] * len(group)
-        for (_, future), outcome in zip(group, outcomes, strict=True):
+            outcomes = [error] * len(futures)
+        for future, outcome in zip(futures, outcomes, strict=True):
             if future.done():
                 continue
             if isinstance(outcome, Exception):
                 future.set_exception(outcome)
             else:
                 future.set_result(outcome)
+        futures.clear()  # every caller has its outcome: nothing for `_abandon` to fail
         if then is not None:
             then()
 
@@ -92,9 +99,13 @@ class TurnBatch(Generic[Request, Result]):
         new group."""
         if self._group is group:
             self._group = None
-        waiting = [future for _, future in group if not future.done()]
+        waiting = [future for future in group[1] if not future.done()]
         if not waiting:
             return
         error = abandoned_error(self._spawn, self._noun)
         for future in waiting:
             future.set_exception(error)
+
+
+_is_done: Callable[[asyncio.Future[Any]], bool] = asyncio.Future.done
+"""Whether a future is done (called from C by `map`)."""

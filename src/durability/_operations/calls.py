@@ -55,18 +55,27 @@ def _new_call(
     signal: AbortSignal,
     idempotency_key: str,
 ) -> DurableCall[JsonValue]:
-    """`DurableCall(...)` with these fields, built at a quarter of the cost: a frozen
-    dataclass's constructor sets each field through `object.__setattr__`. The fields go
-    straight into the instance's dict, in field order (no keyword dict to copy)."""
-    call: DurableCall[JsonValue] = object.__new__(DurableCall)
-    fields = call.__dict__
-    fields["id"] = id
-    fields["operation"] = operation
-    fields["payload"] = payload
-    fields["attempt"] = attempt
-    fields["signal"] = signal
-    fields["idempotency_key"] = idempotency_key
+    """`DurableCall(...)` with these fields, built at a fraction of the cost: a frozen
+    dataclass's constructor sets each field through `object.__setattr__`. The fields are
+    set as the instance's whole dict at once, in field order."""
+    call: DurableCall[JsonValue] = _new_object(DurableCall)
+    _set_state(
+        call,
+        "__dict__",
+        {
+            "id": id,
+            "operation": operation,
+            "payload": payload,
+            "attempt": attempt,
+            "signal": signal,
+            "idempotency_key": idempotency_key,
+        },
+    )
     return call
+
+
+_new_object = object.__new__
+_set_state = object.__setattr__
 
 
 class CallExecutor(RecordExecutor):

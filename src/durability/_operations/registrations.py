@@ -137,12 +137,16 @@ class Registrations:
         in `rows` (built only as far as the reservation takes them)."""
         seen: set[str] = set()
         kind_of = self._kind_of
+        last: str | None = None
+        kind: AttemptKind  # set by the first row due
         for position, (key, operation, text, due_at, generation, created_at) in enumerate(rows):
             if key in seen:
                 continue
             seen.add(key)
             if due_at <= now:
-                yield position, Attempt(kind_of(operation), key, generation, created_at, 0, text)
+                if operation != last:  # a turn's rows are mostly of one operation
+                    last, kind = operation, kind_of(operation)
+                yield position, Attempt(kind, key, generation, created_at, 0, text)
 
     def _written(self, inserted: list[Registration], claims: Reservation | None) -> None:
         """After the commit of new records: tell `registered`, run those claimed with

@@ -202,6 +202,6 @@ class _Stepper(Coroutine[Any, Any, Any]):
         return self._coro.__await__()
 
     def _suspended(self) -> None:
-        instance = running_instance.get()
+        instance = running_instance()
         if isinstance(instance, Instance) and not instance.gone:
             self._at_await(instance)

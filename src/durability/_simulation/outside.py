@@ -85,7 +85,7 @@ class Outside:
     async def _call_async(
         self, label: str, method: Callable[..., Any], args: Any, kwargs: Any
     ) -> Any:
-        caller = running_instance.get()
+        caller = running_instance()
         fault = self._injector.outside(label, None if caller is None else caller.id)
         action = fault.action if fault is not None else None
         if fault is not None and action == "slow" and fault.params:
@@ -108,6 +108,6 @@ class Outside:
 
 async def _crash_here() -> None:
     """Crash the calling object, unless something took it down already."""
-    instance = running_instance.get()
+    instance = running_instance()
     if instance is not None and not instance.gone:
         await crash_point()

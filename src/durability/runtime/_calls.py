@@ -12,7 +12,7 @@ import asyncio
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar, copy_context
+from contextvars import copy_context
 from types import CodeType, CoroutineType
 from typing import Any, cast
 
@@ -23,13 +23,16 @@ from ._gate import OutputGate, commits_to_wait
 from ._ids import ObjectId
 from ._input_gate import InputGate
 from ._object import DurableObject
-from ._storage import CallRecord, begin_call
+from ._storage import CallRecord, begin_call, current_call
 
 Future = asyncio.Future[object]
 
-running_instance: ContextVar[CallDelivery | None] = ContextVar("durability_instance", default=None)
-"""The instance whose call is running in this context (its tasks inherit it): where
-`durability.testing.crash_point` finds the object to crash."""
+
+def running_instance() -> CallDelivery | None:
+    """The instance whose call is running in this context (its tasks inherit it): where
+    `durability.testing.crash_point` finds the object to crash."""
+    record = current_call.get()
+    return None if record is None else cast(CallDelivery, record.instance)
 
 
 class CallDelivery(ABC):
@@ -121,8 +124,7 @@ class CallDelivery(ABC):
     ) -> bool:
         """Run a call that cannot suspend; whether its outcome is still tracked (gated, or
         left to a task)."""
-        record = begin_call()
-        running_instance.set(self)
+        record = begin_call(self)
         if self.fault_site is not None:
             fault_site.set(self.fault_site)
         try:
@@ -159,8 +161,7 @@ class CallDelivery(ABC):
                 await self._input.wait()
             self._waiting -= 1
             delivered = True
-            record = begin_call()
-            running_instance.set(self)
+            record = begin_call(self)
             if self.fault_site is not None:
                 fault_site.set(self.fault_site)
             try:

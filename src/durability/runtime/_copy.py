@@ -34,9 +34,17 @@ def copy_value(value: object, what: str) -> JsonValue:
         return copy_json(value, what)
 
 
-def copy_arguments(args: tuple[object, ...]) -> list[JsonValue]:
-    """`copy_value(list(args), "arguments")`, without copying the common scalars twice."""
+def copy_arguments(args: tuple[object, ...]) -> tuple[JsonValue, ...] | list[JsonValue]:
+    """`copy_value(list(args), "arguments")`, without copying the common scalars twice:
+    arguments that are all scalars come back as the same tuple (nothing in it can
+    change)."""
     items: tuple[Any, ...] = args
+    for item in items:
+        if not (item is None or type(item) in _SCALARS):
+            break
+    else:
+        scalars: tuple[JsonValue, ...] = items
+        return scalars
     copied: list[JsonValue] = []
     try:
         for item in items:

@@ -33,27 +33,33 @@ T = TypeVar("T")
 
 
 class CallRecord:
-    """The commits one delivered call joined; its result waits for every one.
+    """One delivered call: the instance it runs in, and the commits it joined (its result
+    waits for every one).
 
     Work the call started (e.g. `wait_until` tasks) inherits the record through the
-    task context; once the call settled, the record ignores it.
+    task context; once the call settled, the record ignores its commits.
     """
 
-    __slots__ = ("commits",)
+    __slots__ = ("commits", "instance")
 
-    def __init__(self) -> None:
+    def __init__(self, instance: object) -> None:
+        self.instance = instance
+        """The live instance the call was delivered to."""
         self.commits: list[asyncio.Future[None]] | None = []
         """The joined commits, oldest first (`ObjectStorage.enter` adds each); `None`
         once the call settled (`commits_to_wait`), after which nothing is recorded."""
 
 
-_current_call: ContextVar[CallRecord | None] = ContextVar("durability_call", default=None)
+current_call: ContextVar[CallRecord | None] = ContextVar("durability_call", default=None)
+"""The call running in this context (its tasks inherit it); one variable for both what
+a call is and what it joined, so a delivery sets one."""
 
 
-def begin_call() -> CallRecord:
-    """Start recording, in the running task's context, the commits a call joins."""
-    record = CallRecord()
-    _current_call.set(record)
+def begin_call(instance: object) -> CallRecord:
+    """Start recording, in the running task's context, the commits a call to `instance`
+    joins."""
+    record = CallRecord(instance)
+    current_call.set(record)
     return record
 
 
@@ -144,7 +150,7 @@ class ObjectStorage:
                 "storage (the next call builds a new instance with its own ctx)"
             )
         commit = self._database.join()
-        record = _current_call.get()
+        record = current_call.get()
         if record is not None:
             commits = record.commits
             if commits is not None and (not commits or commits[-1] is not commit):
