@@ -18,15 +18,16 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from .._clock import now_ms
 from .._context import SqlStorage
 from .._signal import AbortSignal
 from .attempt import Attempt, Done
 from .batch import Hold, at_once, release, release_all
 from .handler_task import continue_in_task
-from .lifecycle import AttemptStartedEvent, LifecycleEventType
+from .lifecycle import AttemptStartedEvent, LifecycleEventType, built_event
 from .policy import AttemptPolicy
 from .settle import fail_exhausted, record_successes, settle_error
-from .tables import MAX_BATCH_ROWS, claim_attempt, claim_attempts, claim_suspect, is_exhausted
+from .tables import claim_attempt, claim_attempts, claim_suspect, is_exhausted
 from .tasks import close_unstarted
 
 if TYPE_CHECKING:
@@ -87,14 +88,24 @@ class RecordExecutor(ABC):
         """Run the handlers of `claimed` attempts, whose claims (at `started_at`) are
         durable already, and settle them; one whose handler suspended goes on in a task
         added to `waiting`. With `refill`, a handler that returned without awaiting hands
-        its permit to the next claimed attempt `refill` gives, up to `MAX_BATCH_ROWS` in
-        all: it has ended, and its outcome is written with theirs before anything else of
-        the object runs, so no two handlers ever hold one permit at once."""
+        its permit to the next claimed attempt `refill` gives, up to `RUN_ROWS` in all
+        and within `RUN_SLICE_MS`: it has ended, and its outcome is written with theirs
+        before anything else of the object runs, so no two handlers ever hold one permit
+        at once."""
         await run_claimed(engine, claimed, started_at, waiting, refill)
 
 
 Refill = Callable[[], Hold | None]
 """The next claimed attempt to run on the permit of one that has ended (`None`: none)."""
+
+RUN_ROWS = 128
+"""Handlers that return without awaiting one batch runs back to back at most, on
+permits handed on (their successes are then written together)."""
+RUN_SLICE_MS = 5
+"""How long, by the runtime's clock, a batch goes on handing permits on: slow handlers
+stop it early, so neither the loop nor their written successes wait for 128 of them."""
+_SLICE_CHECKS = 8
+"""The clock is read once per this many handlers run back to back."""
 
 
 def _lent() -> None:
@@ -116,6 +127,7 @@ async def run_claimed(
     failed: list[tuple[Hold, BaseException]] = []
     if refill is not None:
         claimed = list(claimed)  # grows as permits are handed on (the loop sees it grow)
+        slice_ends = now_ms() + RUN_SLICE_MS
     last_kind = None
     announce = False
     invoke: Callable[[Attempt, int, AbortSignal], Any]  # set by the first attempt
@@ -130,7 +142,7 @@ async def run_claimed(
             invoke = executor.invoke
         number = attempt.attempt + 1
         if announce:
-            kind.emit(AttemptStartedEvent(**attempt.entity(), timestamp=started_at, attempt=number))
+            kind.emit(_started_event(attempt, started_at, number))
         reason = signal._reason  # the `reason` property, read once per attempt
         if reason is not None:
             failed.append((hold, reason))  # cancelled or purged since its claim
@@ -145,16 +157,37 @@ async def run_claimed(
             continue
         held.append(hold)
         done.append((attempt, number, value))
-        if refill is not None and len(claimed) < MAX_BATCH_ROWS:
-            more = refill()
-            if more is not None:
-                more.permit, hold.permit = hold.permit, _lent
-                claimed.append(more)
+        if refill is not None and len(claimed) < RUN_ROWS:
+            if len(claimed) % _SLICE_CHECKS == 0 and now_ms() >= slice_ends:
+                refill = None  # the rest wait for permits as any claim does
+            else:
+                more = refill()
+                if more is not None:
+                    more.permit, hold.permit = hold.permit, _lent
+                    claimed.append(more)
     if done:
         _store_successes(engine, held, done, started_at, failed)
     for hold, failure in failed:
         await settle_error(engine, hold.attempt, hold.attempt.attempt + 1, started_at, failure)
         release(engine, hold)
+
+
+def _started_event(attempt: Attempt, timestamp: int, number: int) -> AttemptStartedEvent:
+    """The `AttemptStartedEvent` of `attempt` (see `built_event`)."""
+    kind = attempt.kind
+    is_operation = kind.entity_kind == "operation"
+    return built_event(
+        AttemptStartedEvent,
+        {
+            "entity_kind": kind.entity_kind,
+            "operation": kind.name if is_operation else None,
+            "alarm": None if is_operation else kind.name,
+            "id": attempt.key,
+            "generation": attempt.generation,
+            "timestamp": timestamp,
+            "attempt": number,
+        },
+    )
 
 
 def _claim(engine: Engine, holds: list[Hold], now: int, errors: list[Exception]) -> set[str]:

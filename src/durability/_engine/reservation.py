@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from .._clock import now_ms
@@ -185,7 +185,7 @@ class Reservation:
         """The claim (`claim_alone`) of each held record, by its position in the write."""
         self._queued: set[str] = set()
         """The held keys waiting for a permit."""
-        self._claimed: set[str] = set()
+        self._claimed: Collection[str] = ()
         """The keys the transaction inserted claimed."""
         self._started_at = 0
         self.all_claimed = False
@@ -238,14 +238,21 @@ class Reservation:
         with its `claim_alone`."""
         return self._positions
 
-    def claimed(self, keys: Sequence[str], written: int) -> None:
-        """In the transaction: records `keys` were inserted claimed, of `written` inserted
-        in all (any other one needs the timer)."""
+    def claimed(self, keys: Sequence[str] | None, written: int) -> None:
+        """In the transaction: records `keys` (`None`: every held one) were inserted
+        claimed, of `written` inserted in all (any other one needs the timer)."""
         self._started_at = now_ms()
+        holds = self._holds
+        if keys is None:
+            self._claimed = holds.keys()
+            self.all_claimed = len(holds) == written
+            for hold in holds.values():
+                hold.entry.signal = AbortSignal()
+            return
         self._claimed = set(keys)
         self.all_claimed = len(keys) == written
         for key in keys:
-            self._holds[key].entry.signal = AbortSignal()
+            holds[key].entry.signal = AbortSignal()
 
     def start(self, *, reconcile: bool = True) -> Awaitable[None] | None:
         """After the commit is durable: queue the claimed records that wait for a permit,

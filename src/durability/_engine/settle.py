@@ -20,7 +20,7 @@ from .._errors import DurableRetryPolicyError, RetryAfter, is_non_retryable, ser
 from .._types import MAX_SAFE_INTEGER
 from . import attempt_log
 from .attempt import Attempt, Done
-from .lifecycle import AttemptSettledEvent, LifecycleEventType, TerminalEvent, built_event
+from .lifecycle import AttemptSettledEvent, LifecycleEventType, TerminalEvent
 from .policy import AttemptPolicy
 from .tables import exhaust_attempts, settle_failure
 
@@ -142,11 +142,13 @@ def _settled_event(
     attempt: Attempt, timestamp: int, number: int, duration_ms: int, result: Any
 ) -> AttemptSettledEvent:
     """The ``completed`` `AttemptSettledEvent` of `attempt`, every init field named as
-    the class declares it (`built_event` says why not through its constructor)."""
+    the class declares it: `built_event` inline (it says why not the constructor)."""
     kind = attempt.kind
     is_operation = kind.entity_kind == "operation"
-    return built_event(
-        AttemptSettledEvent,
+    event = _new_object(AttemptSettledEvent)
+    _set_state(
+        event,
+        "__dict__",
         {
             "entity_kind": kind.entity_kind,
             "operation": kind.name if is_operation else None,
@@ -162,6 +164,11 @@ def _settled_event(
             "result": result if kind.include_result else None,
         },
     )
+    return event
+
+
+_new_object = object.__new__
+_set_state = object.__setattr__
 
 
 async def fail_exhausted(engine: Engine, attempt: Attempt) -> None:

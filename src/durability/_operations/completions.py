@@ -12,7 +12,8 @@ row costs more than the count's read).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+import operator
+from collections.abc import Callable, Iterable, Sequence
 
 from .._context import SqlCursor, SqlStorage
 from .._engine import Done, Engine, padded_bindings, value_rows
@@ -100,12 +101,22 @@ def _complete(
 ) -> SqlCursor:
     """Run the completion of the `(index, key, generation, attempt, text)` rows of one
     statement (one result bound once when they all store the same)."""
-    text = chunk[0][4]
-    if all(write[4] == text for write in chunk):
-        size, bindings = padded_bindings([write[1:4] for write in chunk], 3)
-        return sql.exec(_complete_query(True, size, returning), *bindings, completed_at, text)
+    texts = set(map(_TEXT, chunk))
+    if len(texts) == 1:
+        size, bindings = padded_bindings(list(map(_ROW, chunk)), 3)
+        return sql.exec(
+            _complete_query(True, size, returning), *bindings, completed_at, texts.pop()
+        )
     size, bindings = padded_bindings([write[1:] for write in chunk], 4)
     return sql.exec(_complete_query(False, size, returning), *bindings, completed_at)
+
+
+_TEXT: Callable[[tuple[int, str, str, int, str]], str] = operator.itemgetter(4)
+"""A write's result text."""
+_ROW: Callable[[tuple[int, str, str, int, str]], tuple[str, str, int]] = operator.itemgetter(
+    1, 2, 3
+)
+"""A write's key, generation and attempt (its bindings when every result is alike)."""
 
 
 def _completed(

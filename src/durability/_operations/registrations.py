@@ -196,8 +196,12 @@ class Registrations:
         claimed = _NONE_CLAIMED if claims is None else claims.claims()
         outcomes = self._insert(sql, rows, claimed)
         if claims is not None:
-            keys = [rows[index][0] for index in claimed if outcomes[index] is True]
-            claims.claimed(keys, outcomes.count(True))
+            written = outcomes.count(True)
+            if written == len(rows):
+                claims.claimed(None, written)  # every held record was inserted
+            else:
+                keys = [rows[index][0] for index in claimed if outcomes[index] is True]
+                claims.claimed(keys, written)
         return outcomes
 
     def _insert(
