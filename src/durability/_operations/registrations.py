@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import operator
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from itertools import chain
 
 from .._clock import now_ms
@@ -132,9 +132,10 @@ class Registrations:
         now, so the write claims them too."""
         return self._engine.runner.reserve(self._firsts_due(rows, now_ms())) or None
 
-    def _firsts_due(self, rows: list[Registration], now: int) -> Iterator[tuple[int, Attempt]]:
+    def _firsts_due(self, rows: list[Registration], now: int) -> list[tuple[int, Attempt]]:
         """The position and attempt of each row due at `now` that is the first of its key
-        in `rows` (built only as far as the reservation takes them)."""
+        in `rows`."""
+        due: list[tuple[int, Attempt]] = []
         seen: set[str] = set()
         kind_of = self._kind_of
         last: str | None = None
@@ -146,7 +147,8 @@ class Registrations:
             if due_at <= now:
                 if operation != last:  # a turn's rows are mostly of one operation
                     last, kind = operation, kind_of(operation)
-                yield position, Attempt(kind, key, generation, created_at, 0, text)
+                due.append((position, Attempt(kind, key, generation, created_at, 0, text)))
+        return due
 
     def _written(self, inserted: list[Registration], claims: Reservation | None) -> None:
         """After the commit of new records: tell `registered`, run those claimed with
