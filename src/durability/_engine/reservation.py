@@ -261,15 +261,23 @@ class Reservation:
         `reconcile` is False (their executor reconciles as each one ends)."""
         runner = self._runner
         claimed, queued = self._claimed, self._queued
-        ready: list[Hold] = []
-        waiting: list[Hold] = []
-        for key, hold in self._holds.items():
-            if key not in claimed:
-                self._give_back(hold)
-            elif key in queued:
-                waiting.append(hold)
-            else:
-                ready.append(hold)
+        holds = self._holds
+        if len(claimed) == len(holds):
+            # Every hold was claimed (`claimed` is of held keys): those with a permit
+            # were held first, the queued after.
+            every = list(holds.values())
+            split = len(every) - len(queued)
+            ready, waiting = every[:split], every[split:]
+        else:
+            ready = []
+            waiting = []
+            for key, hold in holds.items():
+                if key not in claimed:
+                    self._give_back(hold)
+                elif key in queued:
+                    waiting.append(hold)
+                else:
+                    ready.append(hold)
         self._holds = {}
         if waiting:
             runner.queue.add(waiting)
