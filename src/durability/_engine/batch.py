@@ -29,20 +29,38 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class Hold:
+class Hold(ActiveExecution):
     """One attempt's key lock and permit (every permit of the pool when it runs `alone`:
-    nothing else of the scheduler then runs beside it), held until released."""
+    nothing else of the scheduler then runs beside it), held until released. It is the
+    attempt's entry in the running table too (see `hold`)."""
 
-    __slots__ = ("alone", "attempt", "entry", "permit", "released")
+    __slots__ = ("alone", "attempt", "permit", "released")
 
-    def __init__(
-        self, attempt: Attempt, entry: ActiveExecution, permit: Release, alone: bool = False
-    ) -> None:
+    def __init__(self, attempt: Attempt, permit: Release, alone: bool = False) -> None:
+        # ActiveExecution's fields set here, not through its __init__: one is made per
+        # attempt.
+        self.generation = attempt.generation
+        self.created_at = attempt.created_at
+        self.signal = None
+        self.is_settled = False
+        self._event = None
         self.attempt = attempt
-        self.entry = entry
         self.permit = permit
         self.alone = alone
         self.released = False
+
+
+def no_permit() -> None:
+    """The release of a hold without a permit yet (or any more): nothing to give back."""
+
+
+def take_hold(
+    engine: Engine, attempt: Attempt, permit: Release = no_permit, alone: bool = False
+) -> Hold:
+    """Hold `attempt`: mark its key running (replacing any entry of a purged record)."""
+    held = Hold(attempt, permit, alone)
+    engine.running.table(attempt.kind.table.name)[attempt.key] = held
+    return held
 
 
 def release(engine: Engine, hold: Hold) -> None:
@@ -50,7 +68,7 @@ def release(engine: Engine, hold: Hold) -> None:
     hold.released = True
     hold.permit()
     attempt = hold.attempt
-    engine.running.finish(attempt.kind.table.name, attempt.key, hold.entry)
+    engine.running.finish(attempt.kind.table.name, attempt.key, hold)
 
 
 def release_all(engine: Engine, holds: list[Hold]) -> None:
@@ -61,7 +79,7 @@ def release_all(engine: Engine, holds: list[Hold]) -> None:
     for hold in holds:
         hold.released = True
         hold.permit()
-        finish(hold.attempt.key, hold.entry)
+        finish(hold.attempt.key, hold)
 
 
 async def claim_and_run(
@@ -79,7 +97,7 @@ async def claim_and_run(
     claimed: list[Hold] = []
     for hold in holds:
         if hold.attempt.key in won:
-            hold.entry.signal = AbortSignal()
+            hold.signal = AbortSignal()
             claimed.append(hold)
             continue
         if not errors:

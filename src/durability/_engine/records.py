@@ -132,7 +132,7 @@ async def run_claimed(
     announce = False
     invoke: Callable[[Attempt, int, AbortSignal], Any]  # set by the first attempt
     for hold in claimed:
-        attempt, signal = hold.attempt, hold.entry.signal
+        attempt, signal = hold.attempt, hold.signal
         assert signal is not None
         kind = attempt.kind
         if kind is not last_kind:  # what a kind decides, looked up once per run of it
@@ -248,9 +248,7 @@ def _hand_over(
     """Let the attempt's own task await what its handler returned (and release it)."""
     try:
         task = engine.tasks.spawn(
-            continue_in_task(
-                engine, hold.attempt, hold.entry, hold.permit, number, started_at, called
-            )
+            continue_in_task(engine, hold.attempt, hold, hold.permit, number, started_at, called)
         )
     except BaseException:
         if inspect.iscoroutine(called):

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from .._clock import now_ms
 from .._signal import AbortSignal
 from .attempt import Attempt
-from .batch import Hold, release
+from .batch import Hold, no_permit, release
 from .lifecycle import report_failure
 from .records import RecordExecutor
 from .running import ActiveExecution
@@ -40,10 +40,6 @@ MAX_QUEUED = 1_000
 """Claims one engine holds ahead of their permits at most; the records past it are
 inserted unclaimed, for the timer and the alarm (every queued key is marked running,
 and the reconcile reads as many pending rows as there are running keys)."""
-
-
-def _no_permit() -> None:
-    """The release of a hold still waiting for its permit: nothing to give back."""
 
 
 class ClaimQueue:
@@ -220,11 +216,10 @@ class Reservation:
                 behind = True
                 queued.add(key)
                 positions[position] = QUEUED_CLAIM
-                permit = _no_permit
+                permit = no_permit
             else:
                 positions[position] = alone
-            entry = busy[key] = ActiveExecution(attempt.generation, attempt.created_at)
-            holds[key] = Hold(attempt, entry, permit, held_alone)
+            holds[key] = busy[key] = Hold(attempt, permit, held_alone)
         claims.reserved += len(queued)
 
     def __bool__(self) -> bool:
@@ -247,12 +242,12 @@ class Reservation:
             self._claimed = holds.keys()
             self.all_claimed = len(holds) == written
             for hold in holds.values():
-                hold.entry.signal = AbortSignal()
+                hold.signal = AbortSignal()
             return
         self._claimed = set(keys)
         self.all_claimed = len(keys) == written
         for key in keys:
-            holds[key].entry.signal = AbortSignal()
+            holds[key].signal = AbortSignal()
 
     def start(self, *, reconcile: bool = True) -> Awaitable[None] | None:
         """After the commit is durable: queue the claimed records that wait for a permit,

@@ -29,10 +29,9 @@ from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from .attempt import Attempt
-from .batch import Hold, claim_and_run, release
+from .batch import Hold, claim_and_run, release, take_hold
 from .permits import Release
 from .reservation import ClaimQueue, Reservation
-from .running import ActiveExecution
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -140,7 +139,7 @@ class AttemptRunner:
         running = engine.running
         permits: list[Release] = []
         chosen: list[Attempt] = []
-        later: list[tuple[Attempt, ActiveExecution]] = []
+        later: list[Hold] = []
         for attempt in attempts:
             table = attempt.kind.table.name
             if attempt.key in running.keys(table):
@@ -150,8 +149,7 @@ class AttemptRunner:
                 permits.append(permit)
                 chosen.append(attempt)
             elif wait:
-                entry = running.start(table, attempt.key, attempt.generation, attempt.created_at)
-                later.append((attempt, entry))
+                later.append(take_hold(engine, attempt))
             else:
                 break
         if not chosen and not later:
@@ -184,23 +182,18 @@ class AttemptRunner:
         for an older execution of its key gives its permit back and waits in a task
         added to `waiting`, then runs by itself (`_when_free`)."""
         engine = self._engine
-        running = engine.running
         alone = alone or engine.permits.size == 1
         holds: list[Hold] = []
         for attempt, permit in zip(attempts, permits, strict=True):
-            entry = running.start(
-                attempt.kind.table.name, attempt.key, attempt.generation, attempt.created_at
-            )
             if attempt.after is not None and not attempt.after.is_set():
+                held = take_hold(engine, attempt)
                 permit()
-                waiting.append(engine.tasks.spawn(self._when_free(attempt, entry)))
+                waiting.append(engine.tasks.spawn(self._when_free(held)))
                 continue
-            holds.append(Hold(attempt, entry, permit, alone))
+            holds.append(take_hold(engine, attempt, permit, alone))
         return holds
 
-    async def _in_turn(
-        self, later: list[tuple[Attempt, ActiveExecution]], waiting: list[asyncio.Task[None]]
-    ) -> None:
+    async def _in_turn(self, later: list[Hold], waiting: list[asyncio.Task[None]]) -> None:
         """Run `later`'s attempts, whose keys are marked running already, in their order
         as permits come free (FIFO, in batches of those free at a time; one that waits
         for an older execution of its key does so in `_when_free`). Raises the first
@@ -213,34 +206,39 @@ class AttemptRunner:
                 permits = await engine.permits.take(len(pending))
                 holds: list[Hold] = []
                 for permit in permits:
-                    attempt, entry = pending.popleft()
-                    if attempt.after is not None and not attempt.after.is_set():
+                    held = pending.popleft()
+                    after = held.attempt.after
+                    if after is not None and not after.is_set():
                         permit()
-                        waiting.append(engine.tasks.spawn(self._when_free(attempt, entry)))
+                        waiting.append(engine.tasks.spawn(self._when_free(held)))
                     else:
-                        holds.append(Hold(attempt, entry, permit, engine.permits.size == 1))
+                        held.permit, held.alone = permit, engine.permits.size == 1
+                        holds.append(held)
                 try:
                     await self._run_held(holds, partial(claim_and_run, engine, holds, waiting))
                 except Exception as error:
                     failures.append(error)
         finally:
-            for attempt, entry in pending:
-                engine.running.finish(attempt.kind.table.name, attempt.key, entry)
+            for held in pending:
+                engine.running.finish(held.attempt.kind.table.name, held.attempt.key, held)
         if failures:
             raise failures[0]
 
-    async def _when_free(self, attempt: Attempt, entry: ActiveExecution) -> None:
-        """Run `attempt`, whose key is marked running already, once the older execution
-        it waits for has settled and a permit is free; ends when it has settled."""
+    async def _when_free(self, held: Hold) -> None:
+        """Run `held`'s attempt, whose key is marked running already, once the older
+        execution it waits for has settled and a permit is free; ends when it has
+        settled."""
         engine = self._engine
+        attempt = held.attempt
         try:
             assert attempt.after is not None
             await attempt.after.wait()
             permit = engine.permits.try_acquire() or await engine.permits.acquire()
         except BaseException:
-            engine.running.finish(attempt.kind.table.name, attempt.key, entry)
+            engine.running.finish(attempt.kind.table.name, attempt.key, held)
             raise
-        holds = [Hold(attempt, entry, permit, engine.permits.size == 1)]
+        held.permit, held.alone = permit, engine.permits.size == 1
+        holds = [held]
         waiting: list[asyncio.Task[None]] = []
         try:
             await self._run_held(holds, lambda: claim_and_run(engine, holds, waiting))
@@ -269,7 +267,7 @@ class AttemptRunner:
         waiting: list[asyncio.Task[None]],
         run: Callable[[], Awaitable[None]],
         *,
-        later: list[tuple[Attempt, ActiveExecution]] | None = None,
+        later: list[Hold] | None = None,
         reconcile: bool = True,
     ) -> None:
         """`run()` over `holds` started outside a pass, then the attempts `later` (keys

@@ -33,16 +33,18 @@ class ActiveExecution:
 
     It is settled only when the outcome is persisted AND the handler task has ended. The
     event waiters await is made only when one asks for it (most attempts have none).
+    Its one kind is `batch.Hold`, which also holds the attempt's permit and sets these
+    fields itself (one object per attempt, built without a call to a base `__init__`).
     """
 
     __slots__ = ("_event", "created_at", "generation", "is_settled", "signal")
 
-    def __init__(self, generation: str, created_at: int) -> None:
-        self.generation = generation
-        self.created_at = created_at
-        self.signal: AbortSignal | None = None
-        self.is_settled = False
-        self._event: asyncio.Event | None = None
+    generation: str
+    created_at: int
+    signal: AbortSignal | None
+    """The attempt's signal, from its claim on (`None` before)."""
+    is_settled: bool
+    _event: asyncio.Event | None
 
     @property
     def settled(self) -> asyncio.Event:
@@ -84,15 +86,6 @@ class RunningExecutions:
     def keys(self, table: str) -> Collection[str]:
         """The keys of `table` running now (a live collection, not a copy)."""
         return self._tables.get(table, _NONE)
-
-    def start(self, table: str, key: str, generation: str, created_at: int) -> ActiveExecution:
-        """Register the execution of `key` now (replacing any entry of a purged record)."""
-        execution = ActiveExecution(generation, created_at)
-        running = self._tables.get(table)
-        if running is None:
-            running = self.table(table)
-        running[key] = execution
-        return execution
 
     def finish(self, table: str, key: str, execution: ActiveExecution) -> None:
         """Mark `execution` settled and unregister it, unless a newer one took its key."""
