@@ -103,6 +103,9 @@ def child(workload: str, operations: int) -> None:
 def instructions(workload: str, operations: int, source: Path | None) -> int:
     """The instructions a child process running `workload` executes in all."""
     environment = dict(os.environ)
+    # String hashing is randomized per process, which moves dict probing and so the
+    # count by a thousand or more per operation: one seed for every run.
+    environment["PYTHONHASHSEED"] = "0"
     if source is not None:
         environment["PYTHONPATH"] = str(source)
     with tempfile.TemporaryDirectory() as scratch:
