@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Collection, Iterable, Sequence
+from collections.abc import Awaitable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from .._clock import now_ms
@@ -169,7 +169,12 @@ class Reservation:
     )
 
     def __init__(
-        self, runner: AttemptRunner, attempts: Iterable[tuple[int, Attempt]], *, queue: bool
+        self,
+        runner: AttemptRunner,
+        attempts: Sequence[Attempt],
+        positions: Sequence[int],
+        *,
+        queue: bool,
     ) -> None:
         """An attempt must be of the first row of its key in the write: a later row of
         that key could not be inserted, so an earlier one keeps its place. Without
@@ -192,7 +197,7 @@ class Reservation:
         try_acquire = engine.permits.try_acquire
         claims = runner.queue
         holds = self._holds
-        positions = self._positions
+        claims_at = self._positions
         queued = self._queued
         alone = 1 if engine.permits.size == 1 else 0
         held_alone = bool(alone)
@@ -200,7 +205,7 @@ class Reservation:
         behind = claims.reserved > 0
         name: str | None = None
         busy: dict[str, ActiveExecution] = {}
-        for position, attempt in attempts:
+        for position, attempt in zip(positions, attempts, strict=True):
             key = attempt.key
             table = attempt.kind.table.name
             if table != name:
@@ -215,10 +220,10 @@ class Reservation:
                     break
                 behind = True
                 queued.add(key)
-                positions[position] = QUEUED_CLAIM
+                claims_at[position] = QUEUED_CLAIM
                 permit = no_permit
             else:
-                positions[position] = alone
+                claims_at[position] = alone
             holds[key] = busy[key] = Hold(attempt, permit, held_alone)
         claims.reserved += len(queued)
 

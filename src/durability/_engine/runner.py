@@ -14,7 +14,7 @@ points differ only in how permits are taken and who writes the claim:
 - `run_alone(rows, attempt_of)`: a pass over suspects, each run holding every permit;
 - `start(attempts)`: now, as far as permits are free (the rest is left to a pass, or
   held and run in turn as permits come free);
-- `reserve(attempts)`: keys (and the permits free) taken before a write of the caller's
+- `reserve(attempts, positions)`: keys (and the permits free) taken before a write of the caller's
   own that inserts the records already claimed (`Reservation`, in `reservation`), run
   once its commit is durable: at once with a permit, else as permits come (the
   engine's `ClaimQueue`, for callers that queue).
@@ -160,13 +160,13 @@ class AttemptRunner:
         return self._started(holds, waiting, run, later=later, reconcile=reconcile)
 
     def reserve(
-        self, attempts: Iterable[tuple[int, Attempt]], *, queue: bool = True
+        self, attempts: Sequence[Attempt], positions: Sequence[int], *, queue: bool = True
     ) -> Reservation:
-        """Take the key of each attempt (new records due now, each given with its position
-        in the caller's write), and a permit if one is free, for a write that inserts them
+        """Take the key of each attempt (new records due now; `positions` gives each one's
+        position in the caller's write), and a permit if one is free, for a write that inserts them
         claimed; keys running here already, and repeats, are left out. Without `queue`,
         the attempts past the free permits are left out too. See `Reservation`."""
-        return Reservation(self, attempts, queue=queue)
+        return Reservation(self, attempts, positions, queue=queue)
 
     # -- internals ----------------------------------------------------------------------
 

@@ -130,12 +130,13 @@ class Registrations:
     def _reserve(self, rows: list[Registration]) -> Reservation | None:
         """Before a batch's write: keys (and the permits free now) for its records due
         now, so the write claims them too."""
-        return self._engine.runner.reserve(self._firsts_due(rows, now_ms())) or None
+        return self._engine.runner.reserve(*self._firsts_due(rows, now_ms())) or None
 
-    def _firsts_due(self, rows: list[Registration], now: int) -> list[tuple[int, Attempt]]:
-        """The position and attempt of each row due at `now` that is the first of its key
-        in `rows`."""
-        due: list[tuple[int, Attempt]] = []
+    def _firsts_due(self, rows: list[Registration], now: int) -> tuple[list[Attempt], list[int]]:
+        """The attempt of each row due at `now` that is the first of its key in `rows`,
+        and the position of each in `rows`."""
+        due: list[Attempt] = []
+        positions: list[int] = []
         seen: set[str] = set()
         kind_of = self._kind_of
         last: str | None = None
@@ -147,8 +148,9 @@ class Registrations:
             if due_at <= now:
                 if operation != last:  # a turn's rows are mostly of one operation
                     last, kind = operation, kind_of(operation)
-                due.append((position, Attempt(kind, key, generation, created_at, 0, text)))
-        return due
+                due.append(Attempt(kind, key, generation, created_at, 0, text))
+                positions.append(position)
+        return due, positions
 
     def _written(self, inserted: list[Registration], claims: Reservation | None) -> None:
         """After the commit of new records: tell `registered`, run those claimed with

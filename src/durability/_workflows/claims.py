@@ -58,7 +58,7 @@ class CreateClaims:
             for _, key, generation, created_at in new
         }
         self._reservation: Reservation = engine.reserve(
-            (position, self._attempts[key]) for position, key, _, _ in new
+            [self._attempts[key] for _, key, _, _ in new], [position for position, *_ in new]
         )
         self._positions = self._reservation.claims().keys()
         self._alone = 1 if engine.runs_alone else 0

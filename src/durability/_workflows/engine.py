@@ -24,7 +24,7 @@ key, no permit and no task: only its row, due at its wake time.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from .._context import Context, SqlStorage, Storage, alarm_info
@@ -101,9 +101,10 @@ class WorkflowEngine:
         """The engine's `AttemptRunner`, which starts every run."""
         return self.engine.runner
 
-    def reserve(self, attempts: Iterable[tuple[int, Attempt]]) -> Reservation:
-        """Permits (those free now) and keys for new instances a write inserts claimed."""
-        return self.engine.runner.reserve(attempts, queue=False)
+    def reserve(self, attempts: Sequence[Attempt], positions: Sequence[int]) -> Reservation:
+        """Permits (those free now) and keys for new instances a write inserts claimed
+        (each attempt's position in the write beside it)."""
+        return self.engine.runner.reserve(attempts, positions, queue=False)
 
     @property
     def runs_alone(self) -> bool:
