@@ -32,13 +32,13 @@ T = TypeVar("T")
 class Hold(ActiveExecution):
     """One attempt's key lock and permit (every permit of the pool when it runs `alone`:
     nothing else of the scheduler then runs beside it), held until released. It is the
-    attempt's entry in the running table too (see `hold`)."""
+    attempt's entry in the running table too (see `take_hold`)."""
 
     __slots__ = ("alone", "attempt", "permit", "released")
 
     def __init__(self, attempt: Attempt, permit: Release, alone: bool = False) -> None:
-        # ActiveExecution's fields set here, not through its __init__: one is made per
-        # attempt.
+        # ActiveExecution's fields too: it has no __init__ of its own, so a hold (one per
+        # attempt) is built with one call.
         self.generation = attempt.generation
         self.created_at = attempt.created_at
         self.signal = None

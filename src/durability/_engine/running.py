@@ -72,8 +72,8 @@ class RunningExecutions:
         self._tables: dict[str, dict[str, ActiveExecution]] = {}
 
     def table(self, table: str) -> dict[str, ActiveExecution]:
-        """`table`'s running executions by key, live: a batch that starts many registers
-        each itself (`key in` it tells what runs; `finish` unregisters)."""
+        """`table`'s running executions by key, live: whoever holds an attempt registers
+        it here (`key in` it tells what runs; `finish` unregisters)."""
         found = self._tables.get(table)
         if found is None:
             found = self._tables[table] = {}
