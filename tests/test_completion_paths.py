@@ -101,6 +101,14 @@ CASES = {
         [*_pending(30), ["r30", "other", 1, "pending"]],
         _attempts(31, {"ok": True}),
     ),
+    "alike results over three statements, some lost in the last": (
+        [*_pending(66), ["r66", "newer", 1, "pending"], *_pending(70)[67:]],
+        _attempts(70),
+    ),
+    "results that differ over three statements, some lost": (
+        [*_pending(20), ["r20", "newer", 1, "pending"], *_pending(40)[21:]],
+        [[*a[:3], a[0]] for a in _attempts(40)],
+    ),
     "a result that is not JSON among them": (
         _pending(5),
         [*_attempts(2), ["r02", "g2", 1, NOT_JSON], *_attempts(5)[3:]],
