@@ -20,8 +20,8 @@ from durability import (
     DurableCall,
     now_ms,
 )
-from durability._engine.lifecycle import built_event
 from durability._engine.tables import TableSpec, claim_attempt, claim_suspect, is_exhausted
+from durability._frozen import frozen_with
 from durability._operations.calls import _new_call
 from durability._uuid import random_uuid
 from durability.runtime import DurableObject, Runtime
@@ -260,8 +260,8 @@ def test_the_fast_durable_call_equals_the_constructed_one() -> None:
         fast.attempt = 3  # type: ignore[misc]
 
 
-def test_a_built_event_equals_the_constructed_one() -> None:
-    """`built_event` makes an event without its dataclass constructor: it equals, hashes
+def test_an_event_built_with_its_fields_equals_the_constructed_one() -> None:
+    """`frozen_with` makes an event without its dataclass constructor: it equals, hashes
     and prints as the constructed one, has the same `__dict__` (what `vars` shows), its
     `type` and `asdict`, and stays frozen."""
     constructed = AttemptSettledEvent(
@@ -279,7 +279,7 @@ def test_a_built_event_equals_the_constructed_one() -> None:
     )
     fields = dataclasses.fields(AttemptSettledEvent)
     state = {item.name: getattr(constructed, item.name) for item in fields if item.init}
-    fast = built_event(AttemptSettledEvent, state)
+    fast = frozen_with(AttemptSettledEvent, state)
     assert fast == constructed and repr(fast) == repr(constructed)
     assert hash(fast) == hash(constructed)
     assert vars(fast) == vars(constructed) and fast.type == "attempt_settled"

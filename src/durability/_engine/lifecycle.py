@@ -298,18 +298,3 @@ def _hook_details(event: Any) -> dict[str, Any]:
         "lifecycle_type": getattr(event, "type", None),
         "entity_id": getattr(event, "id", None) or "durability",
     }
-
-
-_new_object = object.__new__
-_set_state = object.__setattr__
-
-
-def built_event(cls: type[Event], state: dict[str, Any]) -> Event:
-    """The frozen dataclass event `cls` whose init fields are `state` (each one: the
-    others, such as `type`, are the class's defaults), set as its whole `__dict__` at
-    once: the dataclass's own `__init__` sets each field through `object.__setattr__`,
-    which costs more than the rest of building the event, and a hot path builds one per
-    attempt."""
-    event = _new_object(cls)
-    _set_state(event, "__dict__", state)
-    return event

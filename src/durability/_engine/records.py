@@ -24,7 +24,7 @@ from .._signal import AbortSignal
 from .attempt import Attempt, Done
 from .batch import Hold, at_once, release, release_all
 from .handler_task import continue_in_task
-from .lifecycle import AttemptStartedEvent, LifecycleEventType, built_event
+from .lifecycle import AttemptStartedEvent, LifecycleEventType
 from .policy import AttemptPolicy
 from .settle import fail_exhausted, record_successes, settle_error
 from .tables import claim_attempt, claim_attempts, claim_suspect, is_exhausted
@@ -142,7 +142,7 @@ async def run_claimed(
             invoke = executor.invoke
         number = attempt.attempt + 1
         if announce:
-            kind.emit(_started_event(attempt, started_at, number))
+            kind.emit(AttemptStartedEvent(**attempt.entity(), timestamp=started_at, attempt=number))
         reason = signal._reason  # the `reason` property, read once per attempt
         if reason is not None:
             failed.append((hold, reason))  # cancelled or purged since its claim
@@ -170,24 +170,6 @@ async def run_claimed(
     for hold, failure in failed:
         await settle_error(engine, hold.attempt, hold.attempt.attempt + 1, started_at, failure)
         release(engine, hold)
-
-
-def _started_event(attempt: Attempt, timestamp: int, number: int) -> AttemptStartedEvent:
-    """The `AttemptStartedEvent` of `attempt` (see `built_event`)."""
-    kind = attempt.kind
-    is_operation = kind.entity_kind == "operation"
-    return built_event(
-        AttemptStartedEvent,
-        {
-            "entity_kind": kind.entity_kind,
-            "operation": kind.name if is_operation else None,
-            "alarm": None if is_operation else kind.name,
-            "id": attempt.key,
-            "generation": attempt.generation,
-            "timestamp": timestamp,
-            "attempt": number,
-        },
-    )
 
 
 def _claim(engine: Engine, holds: list[Hold], now: int, errors: list[Exception]) -> set[str]:
@@ -275,12 +257,12 @@ def _store_successes(
         # One row spoilt the statement (which wrote nothing): store them one by one.
         stored = [_complete_one(engine, one) for one in done]
     if not set(map(type, stored)) <= _WRITTEN:
-        kept = [index for index, outcome in enumerate(stored) if not isinstance(outcome, Exception)]
-        failed.extend(
-            (hold, outcome)
-            for hold, outcome in zip(held, stored, strict=True)
-            if isinstance(outcome, Exception)
-        )
+        kept: list[int] = []
+        for index, (hold, outcome) in enumerate(zip(held, stored, strict=True)):
+            if isinstance(outcome, Exception):
+                failed.append((hold, outcome))
+            else:
+                kept.append(index)
         held = [held[index] for index in kept]
         done = [done[index] for index in kept]
         stored = [stored[index] for index in kept]

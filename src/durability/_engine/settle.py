@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .._clock import now_ms
 from .._context import SqlStorage
 from .._errors import DurableRetryPolicyError, RetryAfter, is_non_retryable, serialize_error
+from .._frozen import frozen_with
 from .._types import MAX_SAFE_INTEGER
 from . import attempt_log
 from .attempt import Attempt, Done
@@ -142,13 +143,11 @@ def _settled_event(
     attempt: Attempt, timestamp: int, number: int, duration_ms: int, result: Any
 ) -> AttemptSettledEvent:
     """The ``completed`` `AttemptSettledEvent` of `attempt`, every init field named as
-    the class declares it: `built_event` inline (it says why not the constructor)."""
+    the class declares it (`frozen_with` says why not through its constructor)."""
     kind = attempt.kind
     is_operation = kind.entity_kind == "operation"
-    event = _new_object(AttemptSettledEvent)
-    _set_state(
-        event,
-        "__dict__",
+    return frozen_with(
+        AttemptSettledEvent,
         {
             "entity_kind": kind.entity_kind,
             "operation": kind.name if is_operation else None,
@@ -164,11 +163,6 @@ def _settled_event(
             "result": result if kind.include_result else None,
         },
     )
-    return event
-
-
-_new_object = object.__new__
-_set_state = object.__setattr__
 
 
 async def fail_exhausted(engine: Engine, attempt: Attempt) -> None:
