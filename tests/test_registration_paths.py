@@ -58,13 +58,20 @@ class Inserts(DurableObject):
             outcomes = insert_calls(sql, registrations, dict.fromkeys(claimed, 0))
         names = [o if isinstance(o, bool) else type(o).__name__ for o in outcomes]
         stored = sql.exec(
-            "SELECT id, operation, attempt, generation_id FROM durability_calls ORDER BY id"
+            "SELECT id, operation, payload, attempt, next_attempt_at, generation_id, created_at "
+            "FROM durability_calls ORDER BY id"
         ).raw()
         return [names, [list(row) for row in stored]]
 
 
-def _row(id: str, operation: str = "work", generation: str | None = None) -> list[Any]:
-    return [id, operation, "null", START_MS, generation or f"g-{id}", START_MS]
+def _row(
+    id: str,
+    operation: str = "work",
+    generation: str | None = None,
+    payload: str = "null",
+    due: int = START_MS,
+) -> list[Any]:
+    return [id, operation, payload, due, generation or f"g-{id}", START_MS]
 
 
 CASES = {
@@ -95,6 +102,20 @@ CASES = {
         [],
     ),
     "a counted statement that inserts nothing": ([_row("taken", "other")] * 5, []),
+    "alike rows over three statements, each its own payload, repeats and taken ids": (
+        [_row(f"r{n:02}", payload=f'{{"n":{n}}}', due=START_MS + 5) for n in range(40)]
+        + [_row("taken", due=START_MS + 5), _row("r07", generation="g-r07-again", due=START_MS + 5)]
+        + [_row(f"s{n:02}", payload=f"[{n}]", due=START_MS + 5) for n in range(25)],
+        [],
+    ),
+    "claimed alike rows over three statements beside alike others": (
+        [_row(f"r{n:02}", payload=f"{n}") for n in range(70)] + [_row("r69", generation="g-x")],
+        list(range(0, 70, 2)),
+    ),
+    "rows alike but for their due times": (
+        [_row(f"r{n:02}", due=START_MS + n % 2) for n in range(40)],
+        [],
+    ),
     "claimed counted statements beside counted others": (
         [_row(f"r{n:02}") for n in range(20)]
         + [_row("taken"), _row("r05", generation="g-r05-again")]

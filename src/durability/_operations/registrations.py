@@ -41,6 +41,10 @@ KindOf = Callable[[str], AttemptKind]
 
 _INSERT_CHUNK = 16
 """Rows one INSERT names at most (6 bindings each, under the 100 a query may have)."""
+_ALIKE_CHUNK = 32
+"""Rows one INSERT names at most when they share their operation, due time and creation
+time, as a turn's registrations of one operation usually do (3 bindings each, and 3 for
+the statement: 99)."""
 
 _INSERT = (
     "INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at, "
@@ -51,6 +55,15 @@ _INSERT = (
 """The insert of new records: `attempt` 0 and no claim, or 1 and `claim_alone` for
 records inserted with their first attempt claimed (what a claim of a new record would
 leave)."""
+
+_INSERT_ALIKE = (
+    "INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at, "
+    "generation_id, created_at, claim_alone) SELECT column1, ?, column2, 'pending', "
+    "{attempt}, ?, column3, ?, {claim} FROM (VALUES {rows}) "
+    "WHERE column1 IS NOT NULL ON CONFLICT(id) DO NOTHING{returning}"
+)
+"""`_INSERT` for rows sharing their operation, due time and creation time (bound once,
+before the rows: their marks come first in the text)."""
 
 COUNTED_ROWS = 4
 """Chunks of at least this many rows are inserted or completed without ``RETURNING`` and
@@ -257,6 +270,11 @@ def _earliest(rows: list[Registration], outcomes: list[bool | Exception]) -> int
 
 _DUE_AT: Callable[[Registration], int] = operator.itemgetter(3)
 """A registration's due time."""
+_SHARED: Callable[[Registration], tuple[str, int, int]] = operator.itemgetter(1, 3, 5)
+"""What a turn's registrations of one operation usually share: the operation, due time
+and creation time (the bindings an alike insert names once)."""
+_OWN: Callable[[Registration], tuple[str, str, str]] = operator.itemgetter(0, 2, 4)
+"""A registration's own bindings in an alike insert: id, payload text, generation."""
 
 
 def insert_calls(
@@ -285,8 +303,11 @@ def insert_calls(
             groups[None] = others  # after the claimed rows
     inserted: set[str] = set()
     for claim, group in groups.items():
-        for first in range(0, len(group), _INSERT_CHUNK):
-            inserted.update(_insert_chunk(sql, claim, group[first : first + _INSERT_CHUNK]))
+        alike = set(map(_SHARED, group))
+        shared = alike.pop() if len(alike) == 1 else None
+        chunk = _INSERT_CHUNK if shared is None else _ALIKE_CHUNK
+        for first in range(0, len(group), chunk):
+            inserted.update(_insert_chunk(sql, claim, group[first : first + chunk], shared))
     if len(inserted) == len(rows):
         return [True] * len(rows)  # every row inserted its own id
     outcomes: list[bool | Exception] = []
@@ -307,15 +328,25 @@ def insert_calls(
 
 
 def _insert_chunk(
-    sql: SqlStorage, claim: int | None, chunk: Sequence[Registration]
+    sql: SqlStorage,
+    claim: int | None,
+    chunk: Sequence[Registration],
+    shared: tuple[str, int, int] | None,
 ) -> Iterable[str]:
     """Insert the rows of one statement, claimed as `claim` says (`None`: not claimed, else
-    its `claim_alone`); the ids they inserted."""
-    size, bindings = padded_bindings(chunk, 6)
+    its `claim_alone`); the ids they inserted. `shared`: what every row of `chunk` shares
+    (`_SHARED`, bound once), or `None`."""
+    alike = shared is not None
+    if shared is None:
+        size, bindings = padded_bindings(chunk, 6)
+    else:
+        size, bindings = padded_bindings(list(map(_OWN, chunk)), 3)
+        bindings[0:0] = shared
     if len(chunk) < COUNTED_ROWS:
         # Each returned row is the 1-tuple of an inserted id.
-        return chain.from_iterable(sql.exec(_insert_query(claim, size, True), *bindings).raw())
-    sql.exec(_insert_query(claim, size, False), *bindings)
+        cursor = sql.exec(_insert_query(claim, size, True, alike), *bindings)
+        return chain.from_iterable(cursor.raw())
+    sql.exec(_insert_query(claim, size, False, alike), *bindings)
     # Nothing else runs on the connection between these synchronous statements, and
     # changes() counts the INSERT's own rows (not a trigger's).
     try:
@@ -347,14 +378,14 @@ def _written_by(sql: SqlStorage, chunk: Sequence[Registration]) -> list[str]:
 
 
 @functools.cache
-def _insert_query(claim: int | None, size: int, returning: bool) -> str:
-    """`_INSERT` for `size` rows claimed as `claim` says, returning their ids or not (a few
-    distinct texts)."""
+def _insert_query(claim: int | None, size: int, returning: bool, alike: bool) -> str:
+    """`_INSERT` (`_INSERT_ALIKE` when `alike`) for `size` rows claimed as `claim` says,
+    returning their ids or not (a few distinct texts)."""
     ending = " RETURNING id" if returning else ""
-    return _INSERT.format(
+    return (_INSERT_ALIKE if alike else _INSERT).format(
         attempt=0 if claim is None else 1,
         claim="NULL" if claim is None else claim,
-        rows=value_rows(6, size),
+        rows=value_rows(3 if alike else 6, size),
         returning=ending,
     )
 
