@@ -95,11 +95,11 @@ class DeliveryStore:
         is pending (the table's CHECK), so no read filters on `status`.
         """
         sql = self._engine.sql
-        first = [from_sql(row) for row in sql.exec(DUE_FIRST_QUERY, target, now, limit).raw()]
+        first = list(map(from_sql, sql.exec(DUE_FIRST_QUERY, target, now, limit).raw()))
         if len(first) == limit:
             return first
         retries = sql.exec(DUE_RETRY_QUERY, target, now, limit - len(first)).raw()
-        return first + [from_sql(row) for row in retries]
+        return first + list(map(from_sql, retries))
 
     def current(self, row: Delivery) -> tuple[str, int, str] | None:
         """`(generation, attempt, phase)` of the stored row with `row`'s id, if any."""
