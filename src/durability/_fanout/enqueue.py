@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._errors import FanoutEnqueueError
 from .._serialization import serialize
@@ -28,26 +27,31 @@ def first_attempt_at(created_at: int, batch_delay_ms: int) -> int:
     return math.ceil(created_at / batch_delay_ms) * batch_delay_ms
 
 
-@dataclass(frozen=True, slots=True)
-class EnqueueRequest:
+class EnqueueRequest(NamedTuple):
     """A checked enqueue: its entries, its sorted targets, and the ids to return."""
 
     entries: list[NewMessage]
-    targets: list[str]
+    targets: Sequence[str]
     ids: list[str]
 
     @classmethod
     def build(
-        cls, messages: object, targets: object, configured: Mapping[str, Any]
+        cls,
+        messages: object,
+        targets: object,
+        configured: Mapping[str, Any],
+        every: Sequence[str],
     ) -> EnqueueRequest:
-        """Check the input; raises (`FanoutEnqueueError` or `TypeError`) on a rejection."""
-        chosen = cls._targets(targets, configured)
+        """Check the input (`targets=None` chooses `every` configured target, sorted);
+        raises (`FanoutEnqueueError` or `TypeError`) on a rejection."""
+        chosen = every if targets is None else _targets(targets, configured)
         batch = [messages] if isinstance(messages, FanoutInput) else messages
         if not isinstance(batch, (list, tuple)):
             raise TypeError(
                 f"messages must be a FanoutInput or a list of them, got {type(messages).__name__}"
             )
         entries: list[NewMessage] = []
+        ids: list[str] = []
         for index, message in enumerate(batch):
             if not isinstance(message, FanoutInput):
                 raise TypeError(
@@ -62,24 +66,33 @@ class EnqueueRequest:
                 or not key
             ):
                 raise FanoutEnqueueError(IDS_RULE)
-            check_utf8(f"messages[{index}].id", message_id)
-            check_utf8(f"messages[{index}].deduplication_key", key)
-            entries.append(
-                NewMessage(key, message_id, serialize(message.body, f"messages[{index}].body"))
-            )
-        return cls(entries, chosen, [entry.id for entry in entries])
+            if not (message_id.isascii() and key.isascii()):
+                check_utf8(f"messages[{index}].id", message_id)
+                check_utf8(f"messages[{index}].deduplication_key", key)
+            entries.append(NewMessage(key, message_id, _payload(message.body, index)))
+            ids.append(message_id)
+        return cls(entries, chosen, ids)
 
-    @staticmethod
-    def _targets(targets: object, configured: Mapping[str, Any]) -> list[str]:
-        if targets is None:
-            return sorted(configured)
-        if isinstance(targets, str) or not isinstance(targets, Sequence):
-            raise FanoutEnqueueError(TARGETS_RULE)
-        chosen = list(targets)
-        if (
-            not chosen
-            or len(set(chosen)) != len(chosen)
-            or any(not isinstance(t, str) or t not in configured for t in chosen)
-        ):
-            raise FanoutEnqueueError(TARGETS_RULE)
-        return sorted(chosen)
+
+def _payload(body: object, index: int) -> str:
+    """The stored text of the body of message `index`; its error names the message, the
+    name formatted only then (serializing again raises the same error)."""
+    try:
+        return serialize(body)
+    except (TypeError, ValueError):
+        pass
+    return serialize(body, f"messages[{index}].body")
+
+
+def _targets(targets: object, configured: Mapping[str, Any]) -> list[str]:
+    """The chosen targets, sorted; `FanoutEnqueueError` unless distinct configured ids."""
+    if isinstance(targets, str) or not isinstance(targets, Sequence):
+        raise FanoutEnqueueError(TARGETS_RULE)
+    chosen = list(targets)
+    if (
+        not chosen
+        or len(set(chosen)) != len(chosen)
+        or any(not isinstance(t, str) or t not in configured for t in chosen)
+    ):
+        raise FanoutEnqueueError(TARGETS_RULE)
+    return sorted(chosen)

@@ -79,6 +79,7 @@ class DurabilityFanout(Generic[Body]):
         self._max_batch_size = check_positive_int("max_batch_size", max_batch_size)
         self._batch_delay_ms = _batch_delay(batch_delay_ms)
         self._targets, self._policies = _check_targets(targets, attempt_timeout_ms, retries)
+        self._every_target = tuple(sorted(self._targets))
         if dlq is not None:
             check_callable("dlq", dlq)
         if routing is not None and not isinstance(routing, RoutingLoad):
@@ -93,7 +94,7 @@ class DurabilityFanout(Generic[Body]):
         )
         self._routing = routing if routing is not None else RoutingLoad()
         self._emit = self._engine.emitter(on_lifecycle_event)
-        self._listened = listened
+        self._registered_heard = LifecycleEventType.REGISTERED in listened
         self._store = DeliveryStore(self._engine)
         dead = DeadLetterWrites(self._engine)
         settler = Settler(self._store, dead, dlq, self._emit, listened)
@@ -142,7 +143,7 @@ class DurabilityFanout(Generic[Body]):
         finish = self._routing.begin("inbound")
         try:
             try:
-                request = EnqueueRequest.build(messages, targets, self._targets)
+                request = EnqueueRequest.build(messages, targets, self._targets, self._every_target)
             except Exception as rejection:
                 return await self._rejected(finish, rejection)
             now = now_ms()
@@ -157,7 +158,7 @@ class DurabilityFanout(Generic[Body]):
                 return await self._rejected(finish, rejection)
         finally:
             finish()
-        if LifecycleEventType.REGISTERED in self._listened:
+        if self._registered_heard:
             for registered in created:
                 for target in request.targets:
                     self._emit(
@@ -169,7 +170,7 @@ class DurabilityFanout(Generic[Body]):
                             attempt=0,
                         )
                     )
-        load = await self.load()
+        load = self._routing.snapshot(self._store.pending_count())
         if (
             created
             and self._batch_delay_ms == 0

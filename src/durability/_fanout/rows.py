@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from json.encoder import encode_basestring
 from typing import NamedTuple
 
@@ -19,17 +18,15 @@ def json_pair(first: str, second: str) -> str:
     return f"[{encode_basestring(first)},{encode_basestring(second)}]"
 
 
-@dataclass(frozen=True, slots=True)
-class NewMessage:
-    """A validated enqueue entry."""
+class NewMessage(NamedTuple):
+    """A validated enqueue entry (a named tuple: one is built per message)."""
 
     key: str
     id: str
     payload: str
 
 
-@dataclass(frozen=True, slots=True)
-class Registered:
+class Registered(NamedTuple):
     """An entry `register` stored, with the generation of its delivery rows."""
 
     entry: NewMessage

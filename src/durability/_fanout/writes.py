@@ -13,15 +13,15 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from .._context import SqlStorage
 from .._errors import FanoutEnqueueError
 from .._serialization import to_json_text
 from .._types import SqlValue
+from .._uuid import fresh_generation
 from .engine import MAX_BATCH_ROWS, padded_bindings, value_rows
-from .rows import Delivery, NewMessage, Registered, json_pair, random_id
+from .rows import Delivery, NewMessage, Registered, json_pair
 
 Item = TypeVar("Item")
 
@@ -107,14 +107,37 @@ def _delete_manifests_statement(size: int) -> str:
     return f"DELETE FROM durability_fanout_messages WHERE key IN ({marks})"
 
 
-@dataclass(frozen=True, slots=True)
-class Registration:
+class Registration(NamedTuple):
     """One enqueue's checked entries, its sorted targets and its timestamps."""
 
     entries: Sequence[NewMessage]
     targets: Sequence[str]
     now: int
     first_attempt_at: int
+
+
+@functools.cache
+def _insert_manifests_statement(size: int) -> str:
+    """The insertion of `size` manifests, each skipped if its key is stored; the keys
+    inserted."""
+    return (
+        "INSERT INTO durability_fanout_messages (key, id, payload, targets, remaining, "
+        f"seq, created_at, generation_id) VALUES {value_rows(8, size)} "
+        "ON CONFLICT(key) DO NOTHING RETURNING key"
+    )
+
+
+@functools.cache
+def _insert_deliveries_statement(size: int) -> str:
+    """The insertion of `size` new delivery rows.
+
+    No ON CONFLICT: a delivery row left without its manifest is a broken invariant, and
+    the constraint error rolls the whole enqueue back."""
+    return (
+        "INSERT INTO durability_fanout_deliveries (id, message_key, target_id, seq, "
+        "next_attempt_at, created_at, generation_id, status, phase, attempt) VALUES "
+        + ", ".join(["(?, ?, ?, ?, ?, ?, ?, 'pending', 'delivery', 0)"] * size)
+    )
 
 
 def register_rows(sql: SqlStorage, requests: Sequence[Registration]) -> list[list[Registered]]:
@@ -136,35 +159,26 @@ def register_rows(sql: SqlStorage, requests: Sequence[Registration]) -> list[lis
             ).raw()
         )[0]
     )
-    items = [
-        (request, entry, to_json_text(list(request.targets)))
-        for request in requests
-        for entry in request.entries
-    ]
-    first_seq = end - count
+    items: list[tuple[Registration, NewMessage, str, int, str]] = []
+    seq = end - count
+    for request in requests:
+        targets_text = to_json_text(list(request.targets))
+        for entry in request.entries:
+            items.append((request, entry, targets_text, seq, fresh_generation()))
+            seq += 1
     fresh: dict[int, list[Registered]] = {id(request): [] for request in requests}
     new_rows: list[tuple[Registration, Registered, int]] = []
     seen: set[str] = set()
-    for offset, chunk in _offset_chunks(items, 8):
+    for chunk in _chunks(items, 8):
         bindings: list[SqlValue] = []
-        generations: list[str] = []
-        for seq, (request, entry, targets_text) in enumerate(chunk, first_seq + offset):
-            generation = random_id()
-            generations.append(generation)
+        for request, entry, targets_text, seq, generation in chunk:
             bindings += [entry.key, entry.id, entry.payload, targets_text]
             bindings += [len(request.targets), seq, request.now, generation]
         inserted = {
             str(row[0])
-            for row in sql.exec(
-                "INSERT INTO durability_fanout_messages (key, id, payload, targets, remaining, "
-                f"seq, created_at, generation_id) VALUES {value_rows(8, len(chunk))} "
-                "ON CONFLICT(key) DO NOTHING RETURNING key",
-                *bindings,
-            ).raw()
+            for row in sql.exec(_insert_manifests_statement(len(chunk)), *bindings).raw()
         }
-        for seq, ((request, entry, targets_text), generation) in enumerate(
-            zip(chunk, generations, strict=True), first_seq + offset
-        ):
+        for request, entry, targets_text, seq, generation in chunk:
             if entry.key in inserted and entry.key not in seen:
                 seen.add(entry.key)
                 registered = Registered(entry, generation)
@@ -175,26 +189,12 @@ def register_rows(sql: SqlStorage, requests: Sequence[Registration]) -> list[lis
     rows = [(request, new, seq, t) for request, new, seq in new_rows for t in request.targets]
     for chunk_rows in _chunks(rows, 7):
         bindings = []
-        for request, registered, seq, target in chunk_rows:
-            key = registered.entry.key
+        for request, (entry, generation), seq, target in chunk_rows:
+            key = entry.key
             bindings += [json_pair(key, target), key, target, seq, request.first_attempt_at]
-            bindings += [request.now, registered.generation]
-        # No ON CONFLICT: a delivery row left without its manifest is a broken invariant,
-        # and the constraint error rolls the whole enqueue back.
-        sql.exec(
-            "INSERT INTO durability_fanout_deliveries (id, message_key, target_id, seq, "
-            "next_attempt_at, created_at, generation_id, status, phase, attempt) VALUES "
-            + ", ".join(["(?, ?, ?, ?, ?, ?, ?, 'pending', 'delivery', 0)"] * len(chunk_rows)),
-            *bindings,
-        )
+            bindings += [request.now, generation]
+        sql.exec(_insert_deliveries_statement(len(chunk_rows)), *bindings)
     return [fresh[id(request)] for request in requests]
-
-
-def _offset_chunks(items: Sequence[Item], width: int) -> Iterator[tuple[int, Sequence[Item]]]:
-    """`_chunks` with the offset of each chunk's first item."""
-    size = max(1, MAX_PARAMETERS // width)
-    for start in range(0, len(items), size):
-        yield start, items[start : start + size]
 
 
 def _check_duplicate(sql: SqlStorage, entry: NewMessage, targets_text: str) -> None:
