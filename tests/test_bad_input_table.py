@@ -173,6 +173,20 @@ IN_OBJECT = [
         "messages[1].deduplication_key must be valid UTF-8",
     ),
     Case(
+        "a set",
+        "fanout body",
+        lambda o: o.fanout.enqueue([FanoutInput(1), FanoutInput({1})]),
+        TypeError,
+        "messages[1].body must be a JSON value",
+    ),
+    Case(
+        "over 2,000,000 bytes",
+        "fanout body",
+        lambda o: o.fanout.enqueue([FanoutInput(1), FanoutInput("x" * 2_000_001)]),
+        ValueError,
+        "messages[1].body: takes",
+    ),
+    Case(
         "a lone surrogate",
         "fanout targets",
         lambda o: o.fanout.enqueue(FanoutInput(1), targets=[LONE]),
