@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from durability._fanout import writes
+from durability._fanout import fenced
 from durability._fanout.engine import NEXT_PENDING_QUERY
 from durability._fanout.schema import FANOUT_MIGRATIONS
 from durability._fanout.store import (
@@ -64,51 +64,46 @@ def test_target_listing_walks_the_due_index(db: sqlite3.Connection) -> None:
     assert "COVERING INDEX durability_fanout_deliveries_due_idx" in _plan(db, FIRST_TARGET)
 
 
-@pytest.mark.parametrize("size", [1, 4, 16, 32])
+@pytest.mark.parametrize("size", fenced.SHAPES)
 @pytest.mark.parametrize(
-    "statement", [writes._claim_statement, writes._remove_statement], ids=["claim", "remove"]
+    "statement",
+    [
+        fenced.claim_statement,
+        fenced.remove_statement,
+        fenced.finish_statement,
+        fenced.release_statement,
+    ],
+    ids=["claim", "remove", "finish", "release"],
 )
-def test_settlement_finds_each_row_by_primary_key(
+def test_fenced_statements_seek_each_row_by_key_without_a_temporary_table(
     db: sqlite3.Connection, statement: object, size: int
 ) -> None:
+    """One primary-key seek per named row (a multi-index OR beyond one row), no scan,
+    and no temporary table (each `ack()` of a message runs the one-row shape)."""
     assert callable(statement)
     plan = _plan(db, statement(size))
-    assert "SEARCH d USING INDEX sqlite_autoindex_durability_fanout_deliveries_1 (id=?)" in plan
-    assert "SCAN durability_fanout_deliveries" not in plan
-    assert "SCAN d\n" not in f"{plan}\n"
+    lines = plan.split("\n")
+    seeks = [line for line in lines if line.startswith("SEARCH durability_fanout_")]
+    assert len(seeks) == size, plan
+    assert all("USING INDEX sqlite_autoindex_durability_fanout_" in line for line in seeks)
+    assert all(line.endswith("=?)") for line in seeks), plan
+    if size > 1:
+        assert lines[0] == "MULTI-INDEX OR", plan
+    assert "SCAN" not in plan and "MATERIALIZE" not in plan and "SUBQUERY" not in plan
 
 
-@pytest.mark.parametrize("size", [1, 32])
-def test_manifest_releases_find_each_manifest_by_key(db: sqlite3.Connection, size: int) -> None:
-    for query in (writes._release_statement(size), writes._delete_manifests_statement(size)):
-        plan = _plan(db, query)
-        assert "USING INDEX sqlite_autoindex_durability_fanout_messages_1 (key=?)" in plan
-        assert "SCAN durability_fanout_messages" not in plan
-
-
-def test_every_settlement_statement_binds_at_most_100_parameters() -> None:
+def test_every_fenced_statement_binds_at_most_100_parameters() -> None:
     """The Workers SQL API refuses a statement with more than 100 bound parameters."""
-    size = writes.ROWS_PER_STATEMENT
-    for query in (
-        writes._claim_statement(size),
-        writes._remove_statement(size),
-        writes._release_statement(size),
-        writes._delete_manifests_statement(size),
+    size = fenced.ROWS_PER_STATEMENT
+    for statement in (
+        fenced.claim_statement,
+        fenced.remove_statement,
+        fenced.finish_statement,
+        fenced.release_statement,
     ):
-        assert query.count("?") <= 100
+        assert statement(size).count("?") <= 100
 
 
 def test_the_inspection_listing_walks_the_next_index(db: sqlite3.Connection) -> None:
     plan = _plan(db, FANOUT_DETAILS_QUERY, [10])
     assert "USING INDEX durability_fanout_deliveries_next_idx" in plan
-
-
-@pytest.mark.parametrize("query", [writes._CLAIM_ONE, writes._REMOVE_ONE, writes._RELEASE_ONE])
-def test_one_row_settlement_is_one_key_lookup_without_a_temporary_table(
-    db: sqlite3.Connection, query: str
-) -> None:
-    """One row (each `ack()` of a message) builds no temporary table: one seek by key."""
-    plan = _plan(db, query)
-    assert plan.startswith("SEARCH durability_fanout_"), plan
-    assert "USING INDEX sqlite_autoindex_durability_fanout_" in plan
-    assert "MATERIALIZE" not in plan and "SUBQUERY" not in plan and "\n" not in plan

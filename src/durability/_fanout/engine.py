@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 from .._clock import now_ms
 from .._context import Context, SqlStorage, alarm_info
 from .._engine import (
-    MAX_BATCH_ROWS,
     ActiveExecution,
     AttemptRunner,
     DurabilityScheduler,
@@ -24,7 +23,6 @@ from .._engine import (
     TurnBatch,
     as_context,
     attach,
-    padded_bindings,
     value_rows,
 )
 from .._engine import (
@@ -37,13 +35,11 @@ T = TypeVar("T")
 __all__ = [
     "CAPABILITY",
     "DELIVERIES",
-    "MAX_BATCH_ROWS",
     "FanoutEngine",
     "HostInfo",
     "TurnBatch",
     "migrate_storage",
     "next_pending_at",
-    "padded_bindings",
     "value_rows",
 ]
 

@@ -16,8 +16,9 @@ from typing import TypeVar
 from .._context import SqlStorage
 from .._errors import FanoutEnqueueError, SerializedError
 from .engine import FanoutEngine, TurnBatch
+from .fenced import claim_rows, claim_suspect_row, remove_rows
 from .rows import Delivery, NewMessage, Registered, from_sql
-from .writes import Registration, claim_rows, claim_suspect_row, register_rows, remove_rows
+from .writes import Registration, register_rows
 
 T = TypeVar("T")
 
