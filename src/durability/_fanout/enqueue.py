@@ -31,7 +31,7 @@ class EnqueueRequest(NamedTuple):
     """A checked enqueue: its entries, its sorted targets, and the ids to return."""
 
     entries: list[NewMessage]
-    targets: Sequence[str]
+    targets: tuple[str, ...]
     ids: list[str]
 
     @classmethod
@@ -40,7 +40,7 @@ class EnqueueRequest(NamedTuple):
         messages: object,
         targets: object,
         configured: Mapping[str, Any],
-        every: Sequence[str],
+        every: tuple[str, ...],
     ) -> EnqueueRequest:
         """Check the input (`targets=None` chooses `every` configured target, sorted);
         raises (`FanoutEnqueueError` or `TypeError`) on a rejection."""
@@ -84,7 +84,7 @@ def _payload(body: object, index: int) -> str:
     return serialize(body, f"messages[{index}].body")
 
 
-def _targets(targets: object, configured: Mapping[str, Any]) -> list[str]:
+def _targets(targets: object, configured: Mapping[str, Any]) -> tuple[str, ...]:
     """The chosen targets, sorted; `FanoutEnqueueError` unless distinct configured ids."""
     if isinstance(targets, str) or not isinstance(targets, Sequence):
         raise FanoutEnqueueError(TARGETS_RULE)
@@ -95,4 +95,4 @@ def _targets(targets: object, configured: Mapping[str, Any]) -> list[str]:
         or any(not isinstance(t, str) or t not in configured for t in chosen)
     ):
         raise FanoutEnqueueError(TARGETS_RULE)
-    return sorted(chosen)
+    return tuple(sorted(chosen))

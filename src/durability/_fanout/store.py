@@ -130,7 +130,7 @@ class DeliveryStore:
     async def register(
         self,
         entries: Sequence[NewMessage],
-        targets: Sequence[str],
+        targets: tuple[str, ...],
         now: int,
         first_attempt_at: int,
     ) -> list[Registered]:

@@ -36,9 +36,15 @@ class Registration(NamedTuple):
     """One enqueue's checked entries, its sorted targets and its timestamps."""
 
     entries: Sequence[NewMessage]
-    targets: Sequence[str]
+    targets: tuple[str, ...]
     now: int
     first_attempt_at: int
+
+
+@functools.lru_cache(maxsize=64)
+def _targets_text(targets: tuple[str, ...]) -> str:
+    """The stored JSON text of a target set (most enqueues name the same few sets)."""
+    return to_json_text(list(targets))
 
 
 @functools.cache
@@ -87,7 +93,7 @@ def register_rows(sql: SqlStorage, requests: Sequence[Registration]) -> list[lis
     items: list[tuple[Registration, NewMessage, str, int, str]] = []
     seq = end - count
     for request in requests:
-        targets_text = to_json_text(list(request.targets))
+        targets_text = _targets_text(request.targets)
         for entry in request.entries:
             items.append((request, entry, targets_text, seq, fresh_generation()))
             seq += 1
