@@ -10,8 +10,11 @@ Cloudflare refuses is refused on every host, with the same error).
 from __future__ import annotations
 
 import json
+import json.scanner
 import math
-from typing import Any
+from collections.abc import Callable
+from json.encoder import encode_basestring
+from typing import Any, cast
 
 from ._types import JsonValue
 
@@ -90,6 +93,29 @@ def _check(value: object, path: str, seen: set[int], depth: int) -> None:
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+def _checked_encoder() -> Callable[[object, int], list[str]] | None:
+    """The C encoder `_ENCODER.encode` builds for each call, built once (`None` without the
+    C accelerator): without the cycle check (its `markers` are `None`), so only for
+    values `check_json_value` accepted."""
+    try:
+        from _json import make_encoder
+    except ImportError:
+        return None
+    encoder: Callable[[object, int], list[str]] = make_encoder(
+        None, _ENCODER.default, encode_basestring, None, ":", ",", False, False, False
+    )
+    return encoder
+
+
+_encode_checked = _checked_encoder()
+
+_scan: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(
+    cast(Any, json.JSONDecoder())
+)
+"""One JSON value from the start of a text, and where it ended (`json.loads` without its
+whitespace matching and checks)."""
+
+
 def to_json_text(value: JsonValue) -> str:
     """Compact JSON text of an already checked value (one reused encoder: `dumps` with
     options builds a new one per call)."""
@@ -109,7 +135,12 @@ def serialize(value: object, what: str = "value") -> str:
     Raises `TypeError` for anything but a JSON value, `ValueError` when the text would
     be over `MAX_VALUE_BYTES`.
     """
-    text = '{"kind":"value","value":' + _ENCODER.encode(check_json_value(value, what)) + "}"
+    checked = check_json_value(value, what)
+    if _encode_checked is None or type(checked) is str:
+        encoded = _ENCODER.encode(checked)
+    else:
+        encoded = "".join(_encode_checked(checked, 0))
+    text = '{"kind":"value","value":' + encoded + "}"
     check_size(what, text)
     return text
 
@@ -117,15 +148,21 @@ def serialize(value: object, what: str = "value") -> str:
 def deserialize(text: str) -> JsonValue:
     """The value stored in an envelope; raises `ValueError` if the text is malformed."""
     try:
-        envelope: Any = json.loads(text)
-    except (TypeError, json.JSONDecodeError) as error:
-        raise ValueError(f"stored value is not valid JSON: {error}") from None
+        envelope, end = _scan(text, 0)
+    except Exception:
+        end = -1
+    if end != len(text):
+        # Whitespace around the value, or not one JSON value: `json.loads` decides.
+        try:
+            envelope = json.loads(text)
+        except (TypeError, json.JSONDecodeError) as error:
+            raise ValueError(f"stored value is not valid JSON: {error}") from None
     if not isinstance(envelope, dict):
         raise ValueError("stored value is not a durability envelope")
     kind = envelope.get("kind")
     if kind == "undefined" and len(envelope) == 1:
         return None
-    if kind == "value" and set(envelope) == {"kind", "value"}:
+    if kind == "value" and len(envelope) == 2 and "value" in envelope:
         result: JsonValue = envelope["value"]
         return result
     raise ValueError("stored value is not a durability envelope")
