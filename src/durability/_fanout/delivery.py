@@ -120,7 +120,7 @@ class Batch:
     async def run(self, routing: RoutingLoad) -> None:
         """Deliver the batch, then retry every message that did not settle."""
         finish = routing.begin("outbound")
-        messages = [self._message(state) for state in self.states]
+        messages = self._messages()
         kind = self.kind
         if LifecycleEventType.ATTEMPT_STARTED in kind.listened:
             for state in self.states:
@@ -143,17 +143,22 @@ class Batch:
                 state.outcome = "retry"
                 await self.settler.retry(state.row, self.policy, None, failure, self.started_at)
 
-    def _message(self, state: _Settlement) -> FanoutMessage[Any]:
-        row = state.row
-        return FanoutMessage(
-            id=str(row.message_id),
-            delivery_id=row.delivery_id,
-            target=row.target,
-            body=deserialize(str(row.payload)),
-            attempt=row.attempt,
-            enqueued_at=int(row.enqueued_at or 0),
-            settle=state,
-        )
+    def _messages(self) -> list[FanoutMessage[Any]]:
+        """The batch's messages as the consumer gets them, each body decoded on its own
+        (a consumer may change what it receives)."""
+        return [
+            FanoutMessage(
+                id=str(row.message_id),
+                delivery_id=row.delivery_id,
+                target=row.target,
+                body=deserialize(str(row.payload)),
+                attempt=row.attempt,
+                enqueued_at=int(row.enqueued_at or 0),
+                settle=state,
+            )
+            for state in self.states
+            for row in (state.row,)
+        ]
 
     def _close(self) -> None:
         for state in self.states:

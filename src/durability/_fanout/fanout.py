@@ -175,7 +175,7 @@ class DurabilityFanout(Generic[Body]):
             created
             and self._batch_delay_ms == 0
             and not self._eager_pending
-            and not self._holding()
+            and not self._runs.holding()
         ):
             # One eager pass serves every enqueue that commits before it starts.
             self._eager_pending = True

@@ -10,6 +10,7 @@ which frees its deduplication key. The number of delivery rows is cached in memo
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -127,21 +128,21 @@ class DeliveryStore:
         if self._count is not None:
             self._count += delta
 
-    async def register(
+    def register(
         self,
         entries: Sequence[NewMessage],
         targets: tuple[str, ...],
         now: int,
         first_attempt_at: int,
-    ) -> list[Registered]:
-        """Store every new entry with one row per target; returns the new entries.
+    ) -> asyncio.Future[list[Registered]]:
+        """Store every new entry with one row per target; the future of the new entries.
 
         An entry whose key is stored (or repeated in the batch) with the same id, body
         and targets is skipped; with different ones the whole batch is rejected with
         `FanoutEnqueueError` and nothing is written. Enqueues of one turn are stored
-        together (a `TurnBatch`).
+        together (a `TurnBatch`). Not a coroutine: the caller awaits the future itself.
         """
-        return await self._groups.add(Registration(entries, targets, now, first_attempt_at))
+        return self._groups.add(Registration(entries, targets, now, first_attempt_at))
 
     async def _register_answered(
         self, requests: list[Registration]
