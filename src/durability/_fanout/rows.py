@@ -10,10 +10,11 @@ from .._uuid import random_bytes
 
 
 def json_pair(first: str, second: str) -> str:
-    """`["first","second"]` as compact JSON text (the delivery row and identity ids).
+    """`["first","second"]` as compact JSON text (the delivery identity; registration
+    joins a delivery row's id the same way, in SQL).
 
     Built from the two quoted strings: the same text as encoding the list, without the
-    encoder's per-call machinery (two of these per delivery).
+    encoder's per-call machinery.
     """
     return f"[{encode_basestring(first)},{encode_basestring(second)}]"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Sequence
+from json.encoder import encode_basestring
 from typing import NamedTuple, TypeVar
 
 from .._context import SqlStorage
@@ -17,7 +18,7 @@ from .._serialization import to_json_text
 from .._types import SqlValue
 from .._uuid import fresh_generation
 from .engine import value_rows
-from .rows import NewMessage, Registered, json_pair
+from .rows import NewMessage, Registered
 
 Item = TypeVar("Item")
 
@@ -58,16 +59,29 @@ def _insert_manifests_statement(size: int) -> str:
     )
 
 
-@functools.cache
-def _insert_deliveries_statement(size: int) -> str:
-    """The insertion of `size` new delivery rows.
+TARGETS_PER_STATEMENT = 16
+"""Targets one delivery insertion names at most (2 bindings each)."""
 
-    No ON CONFLICT: a delivery row left without its manifest is a broken invariant, and
-    the constraint error rolls the whole enqueue back."""
+
+@functools.cache
+def _insert_deliveries_statement(messages: int, targets: int) -> str:
+    """The insertion of a delivery row for each of `messages` new messages and each of
+    `targets` targets (bindings: each target and its JSON-quoted text, then each
+    message's key, quoted key, sequence, due time, creation time and generation).
+
+    The row id, `["<key>","<target>"]`, is joined from the quoted texts, so a message's
+    values are bound once for all its targets; the messages are read as they are joined
+    (`NOT MATERIALIZED`, first in the `CROSS JOIN`), only the targets go to a temporary
+    table. No ON CONFLICT: a delivery row left without its manifest is a broken
+    invariant, and the constraint error rolls the whole enqueue back."""
     return (
+        f"WITH t(target, quoted) AS (VALUES {value_rows(2, targets)}), "
+        "m(key, quoted, seq, due, created, generation) AS NOT MATERIALIZED "
+        f"(VALUES {value_rows(6, messages)}) "
         "INSERT INTO durability_fanout_deliveries (id, message_key, target_id, seq, "
-        "next_attempt_at, created_at, generation_id, status, phase, attempt) VALUES "
-        + ", ".join(["(?, ?, ?, ?, ?, ?, ?, 'pending', 'delivery', 0)"] * size)
+        "next_attempt_at, created_at, generation_id, status, phase, attempt) "
+        "SELECT '[' || m.quoted || ',' || t.quoted || ']', m.key, t.target, m.seq, m.due, "
+        "m.created, m.generation, 'pending', 'delivery', 0 FROM m CROSS JOIN t"
     )
 
 
@@ -117,14 +131,7 @@ def register_rows(sql: SqlStorage, requests: Sequence[Registration]) -> list[lis
                 new_rows.append((request, registered, seq))
             else:
                 _check_duplicate(sql, entry, targets_text)
-    rows = [(request, new, seq, t) for request, new, seq in new_rows for t in request.targets]
-    for chunk_rows in _chunks(rows, 7):
-        bindings = []
-        for request, (entry, generation), seq, target in chunk_rows:
-            key = entry.key
-            bindings += [json_pair(key, target), key, target, seq, request.first_attempt_at]
-            bindings += [request.now, generation]
-        sql.exec(_insert_deliveries_statement(len(chunk_rows)), *bindings)
+    _insert_deliveries(sql, new_rows)
     return [fresh[id(request)] for request in requests]
 
 
@@ -139,3 +146,26 @@ def _check_duplicate(sql: SqlStorage, entry: NewMessage, targets_text: str) -> N
         raise FanoutEnqueueError(
             f'Deduplication key "{entry.key}" already identifies different work'
         )
+
+
+def _insert_deliveries(
+    sql: SqlStorage, new_rows: Sequence[tuple[Registration, Registered, int]]
+) -> None:
+    """Insert the delivery rows of each new entry (request, entry, sequence): one per
+    target of its request, the entries of one target set together."""
+    by_targets: dict[tuple[str, ...], list[SqlValue]] = {}
+    for request, (entry, generation), seq in new_rows:
+        values = by_targets.setdefault(request.targets, [])
+        values += [entry.key, encode_basestring(entry.key), seq, request.first_attempt_at]
+        values += [request.now, generation]
+    for targets, values in by_targets.items():
+        for first in range(0, len(targets), TARGETS_PER_STATEMENT):
+            chunk = targets[first : first + TARGETS_PER_STATEMENT]
+            shared: list[SqlValue] = []
+            for target in chunk:
+                shared += [target, encode_basestring(target)]
+            step = 6 * ((MAX_PARAMETERS - len(shared)) // 6)
+            for start in range(0, len(values), step):
+                part = values[start : start + step]
+                statement = _insert_deliveries_statement(len(part) // 6, len(chunk))
+                sql.exec(statement, *shared, *part)
