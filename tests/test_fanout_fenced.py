@@ -27,13 +27,10 @@ def _row(key: str, target: str, attempt: int, generation: str) -> Delivery:
         id=f"{key}/{target}",
         message_key=key,
         target=target,
-        seq=0,
         phase="delivery",
         attempt=attempt,
-        next_attempt_at=0,
         last_error=None,
         last_error_name=None,
-        created_at=0,
         generation=generation,
         dead_lettered_at=None,
         dead_letter_reason=None,
@@ -164,3 +161,10 @@ async def test_a_removal_releases_each_manifest_by_the_deliveries_it_removed(
     assert removed == sorted(expected)
     assert sorted(await lab.deliveries()) == sorted([f"{key}/y" for key in one] + ["s0/x", "s1/x"])
     assert await lab.manifests() == {key: 1 for key in one} | {"s0": 1, "s1": 1}
+
+
+def test_a_claimed_row_differs_from_the_read_one_in_its_claim_fields_only() -> None:
+    read = _row("k", "t", 2, "g")._replace(last_error="boom", dead_letter_reason="explicit")
+    assert read.claimed(3, 1, 4, 5) == read._replace(
+        attempt=3, claim_alone=1, spared=4, interruptions=5
+    )

@@ -44,13 +44,10 @@ class Delivery(NamedTuple):
     id: str
     message_key: str
     target: str
-    seq: int
     phase: str
     attempt: int
-    next_attempt_at: int
     last_error: str | None
     last_error_name: str | None
-    created_at: int
     generation: str
     dead_lettered_at: int | None
     dead_letter_reason: str | None
@@ -78,7 +75,7 @@ class Delivery(NamedTuple):
     def claimed(self, attempt: int, alone: int, spared: int, interruptions: int) -> Delivery:
         """This row as claimed for `attempt` (`alone` or not; `spared` and `interruptions`
         as the claim left them), built from slices: `_replace` is slow."""
-        return from_sql((*self[:5], attempt, *self[6:17], alone, interruptions, spared))
+        return from_sql((*self[:4], attempt, *self[5:14], alone, interruptions, spared))
 
 
 from_sql: Callable[[Iterable[object]], Delivery] = Delivery._make

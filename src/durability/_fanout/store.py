@@ -24,9 +24,9 @@ from .writes import Registration, register_rows
 T = TypeVar("T")
 
 _ROW_QUERY = (
-    "SELECT d.id, d.message_key, d.target_id, d.seq, d.phase, d.attempt, d.next_attempt_at, "
-    "d.last_error, d.last_error_name, d.created_at, d.generation_id, d.dead_lettered_at, "
-    "d.dead_letter_reason, m.id AS message_id, m.payload, m.created_at AS enqueued_at, "
+    "SELECT d.id, d.message_key, d.target_id, d.phase, d.attempt, d.last_error, "
+    "d.last_error_name, d.generation_id, d.dead_lettered_at, d.dead_letter_reason, "
+    "m.id AS message_id, m.payload, m.created_at AS enqueued_at, "
     "m.generation_id AS message_generation, d.claim_alone, d.interruptions, d.spared "
     "FROM durability_fanout_deliveries AS d "
     "LEFT JOIN durability_fanout_messages AS m ON m.key = d.message_key "
