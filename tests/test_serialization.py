@@ -63,6 +63,8 @@ def test_a_cycle_is_refused_though_the_encoder_skips_its_own_check() -> None:
 
 def test_whitespace_around_an_envelope_is_read_as_json_allows_it() -> None:
     assert deserialize(' \n{"kind": "value", "value": [1]}\t') == [1]
+    assert deserialize('{"kind":"value","value":[2] }') == [2]
+    assert deserialize('{"value":3,"kind":"value"}') == 3
     assert deserialize('{"kind":"undefined"}') is None
 
 
@@ -74,6 +76,9 @@ def test_whitespace_around_an_envelope_is_read_as_json_allows_it() -> None:
         ('{"kind":"value","value":1}x', "not valid JSON: Extra data"),
         ('{"kind":"value","value":1} 2', "not valid JSON: Extra data"),
         ('{"kind":"value"', "not valid JSON"),
+        ('{"kind":"value","value":}', "not valid JSON"),
+        ('{"kind":"value","value":1}}', "not valid JSON: Extra data"),
+        ('{"kind":"value","value":[1}', "not valid JSON"),
         ("[1]", "not a durability envelope"),
         ('{"kind":"value"}', "not a durability envelope"),
         ('{"kind":"value","value":1,"extra":2}', "not a durability envelope"),
