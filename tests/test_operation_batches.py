@@ -154,19 +154,37 @@ async def test_a_row_that_spoils_the_batch_insert_fails_alone() -> None:
 
 
 async def test_a_spoilt_later_chunk_leaves_the_earlier_rows_reported_new() -> None:
-    """A row spoiling a turn's second INSERT leaves the first one's rows registered and run."""
+    """A row spoiling a turn's second INSERT (rows alike go 32 to one) leaves the first
+    one's rows registered and run."""
     probe: dict[str, Any] = {"permits": 1}
     rt, obj, clock = await start(probe)
     try:
         await obj.poison("poison")
-        ids = [f"r{number}" for number in range(20)]
-        ids[17] = "poison"
+        ids = [f"r{number}" for number in range(40)]
+        ids[37] = "poison"
         outcomes = await obj.register_many([["work", id, None] for id in ids])
-        assert outcomes.count("ok") == 19
+        assert outcomes.count("ok") == 39
         registered = [event.id for event in probe["events"] if event.type == "registered"]
         assert sorted(registered) == sorted(id for id in ids if id != "poison")
         await clock.run_until_idle()
         assert sorted(probe["ran"]) == sorted(registered)
+    finally:
+        await rt.close()
+
+
+async def test_a_spoilt_later_chunk_of_unclaimed_rows_leaves_the_earlier_rows_new() -> None:
+    """Rows due later (none claimed with its insert) in two INSERTs, the second spoilt:
+    the first one's rows are still reported new, so the two ran in one savepoint."""
+    probe: dict[str, Any] = {"permits": 40}
+    rt, obj, _ = await start(probe)
+    try:
+        await obj.poison("poison")
+        ids = [f"r{number}" for number in range(40)]
+        ids[37] = "poison"
+        outcomes = await obj.register_many([["work", id, None, 1_000] for id in ids])
+        assert outcomes.count("ok") == 39
+        registered = [event.id for event in probe["events"] if event.type == "registered"]
+        assert sorted(registered) == sorted(id for id in ids if id != "poison")
     finally:
         await rt.close()
 

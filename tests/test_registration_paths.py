@@ -10,8 +10,8 @@ import pytest
 
 from conftest import START_MS
 from durability import Durability, DurableCall
-from durability._operations import registrations as operation_batch
-from durability._operations.registrations import Registration, insert_calls
+from durability._operations import inserts as operation_batch
+from durability._operations.inserts import Registration, insert_calls
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
 

@@ -20,7 +20,7 @@ from .._engine import Done, Engine, padded_bindings, value_rows
 from .._errors import DurableResultSerializationError
 from .._serialization import serialize
 from .control import NULL_TEXT
-from .registrations import COUNTED_ROWS
+from .inserts import COUNTED_ROWS
 
 _COMPLETE_CHUNK = 16
 """Rows one completion names at most (4 bindings each, under the 100 a query may have)."""

@@ -55,6 +55,7 @@ from .control import (
     retry_call,
 )
 from .handles import DurableOperation
+from .inserts import Registration
 from .records import (
     CALLS,
     OperationResult,
@@ -64,7 +65,7 @@ from .records import (
     success_of,
     to_result,
 )
-from .registrations import Registration, Registrations
+from .registrations import Registrations
 from .schema import OPERATION_MIGRATIONS
 
 CAPABILITY = "operations"
