@@ -55,8 +55,11 @@ is charged for a poison killing the process from another: see docs/reliability.m
 POISON_DELAY_MS = 200
 """The poison operation and alarm are due this long after they are made, beside the
 object's other work."""
-POISON_TIMEOUT_MS = 200
-"""The poison target's attempt timeout: a delivery a kill cut short is due again then."""
+POISON_TIMEOUT_MS = 1_000
+"""The poison target's attempt timeout: a delivery a kill cut short is due again then.
+A poison records its run with the ledger before it kills its process; the timeout must
+outlast that call (a commit and sync of another object) on a loaded machine, or the
+attempt fails by timing out instead of by the kill."""
 DRAIN_TIMEOUT_S = 120.0
 """How long a drain run waits for the poisons to settle: a dead-letter write a kill
 interrupted is retried only a minute later."""
