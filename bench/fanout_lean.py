@@ -118,17 +118,21 @@ class LeanFanout(DurableObject):
             self.delivering = False
 
 
-async def bench_lean(directory: Path, messages: int, callers: int) -> tuple[float, float]:
+async def bench_lean(
+    directory: Path | None, messages: int, callers: int, per_call: int = 1
+) -> tuple[float, float]:
     """Seconds from the first enqueue until both targets settled all `messages` through
-    `LeanFanout`, and the process CPU seconds spent meanwhile."""
+    `LeanFanout` (`per_call` messages per enqueue; `directory=None`: on the in-memory
+    runtime), and the process CPU seconds spent meanwhile."""
     async with Runtime(path=directory, bindings={"LEAN": LeanFanout}) as rt:
         lean = rt.env.LEAN.get_by_name("lean")
         await lean.expect(messages)
-        calls = iter(range(messages))
+        calls = iter(range(0, messages, per_call))
 
         async def caller() -> None:
-            for number in calls:
-                await lean.enqueue([f"m-{number}"])
+            for first in calls:
+                last = min(first + per_call, messages)
+                await lean.enqueue([f"m-{number}" for number in range(first, last)])
 
         started = time.perf_counter()
         cpu_started = time.process_time()
