@@ -37,13 +37,12 @@ import sqlite3
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fanout_lean import bench_lean
+from fanout_lean import bench_lean, drive
 from fanout_raw import TARGETS, bench_floor, bench_floor_set, bench_raw
 
 from durability import DurabilityFanout, FanoutInput, FanoutMessage, FanoutTarget
@@ -130,23 +129,7 @@ async def bench_fanout(
     settings.max_batch_size = max_batch_size
     settings.ack_on_return = ack_on_return
     async with Runtime(path=directory, bindings={"FANOUT": FanoutBench}) as rt:
-        bench = rt.env.FANOUT.get_by_name("fanout")
-        await bench.expect(messages)
-        calls = iter(range(0, messages, per_call))
-
-        async def caller() -> None:
-            for first in calls:
-                last = min(first + per_call, messages)
-                await bench.enqueue([f"m-{number}" for number in range(first, last)])
-
-        started = time.perf_counter()
-        cpu_started = time.process_time()
-        await asyncio.gather(*(caller() for _ in range(callers)))
-        left = await bench.wait_delivered()
-        elapsed = time.perf_counter() - started
-        cpu = time.process_time() - cpu_started
-        assert left == 0, left
-        return elapsed, cpu
+        return await drive(rt.env.FANOUT.get_by_name("fanout"), messages, callers, per_call)
 
 
 def _rates(count: int, seconds: list[float]) -> tuple[float, str]:

@@ -118,27 +118,32 @@ class LeanFanout(DurableObject):
             self.delivering = False
 
 
+async def drive(bench: Any, messages: int, callers: int, per_call: int) -> tuple[float, float]:
+    """Enqueue `messages` through the stub `bench` (a fanout benchmark object: `expect`,
+    `enqueue`, `wait_delivered`) from `callers` concurrent callers, `per_call` messages
+    per enqueue; seconds from the first enqueue until both targets settled them all, and
+    the process CPU seconds spent meanwhile."""
+    await bench.expect(messages)
+    calls = iter(range(0, messages, per_call))
+
+    async def caller() -> None:
+        for first in calls:
+            last = min(first + per_call, messages)
+            await bench.enqueue([f"m-{number}" for number in range(first, last)])
+
+    started = time.perf_counter()
+    cpu_started = time.process_time()
+    await asyncio.gather(*(caller() for _ in range(callers)))
+    left = await bench.wait_delivered()
+    elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
+    assert left == 0, left
+    return elapsed, cpu
+
+
 async def bench_lean(
     directory: Path | None, messages: int, callers: int, per_call: int = 1
 ) -> tuple[float, float]:
-    """Seconds from the first enqueue until both targets settled all `messages` through
-    `LeanFanout` (`per_call` messages per enqueue; `directory=None`: on the in-memory
-    runtime), and the process CPU seconds spent meanwhile."""
+    """`drive` through `LeanFanout` (`directory=None`: on the in-memory runtime)."""
     async with Runtime(path=directory, bindings={"LEAN": LeanFanout}) as rt:
-        lean = rt.env.LEAN.get_by_name("lean")
-        await lean.expect(messages)
-        calls = iter(range(0, messages, per_call))
-
-        async def caller() -> None:
-            for first in calls:
-                last = min(first + per_call, messages)
-                await lean.enqueue([f"m-{number}" for number in range(first, last)])
-
-        started = time.perf_counter()
-        cpu_started = time.process_time()
-        await asyncio.gather(*(caller() for _ in range(callers)))
-        left = await lean.wait_delivered()
-        elapsed = time.perf_counter() - started
-        cpu = time.process_time() - cpu_started
-        assert left == 0, left
-        return elapsed, cpu
+        return await drive(rt.env.LEAN.get_by_name("lean"), messages, callers, per_call)

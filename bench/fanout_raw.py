@@ -178,11 +178,7 @@ def bench_floor(directory: Path, messages: int, group: int, batch: int) -> tuple
             for target in TARGETS:
                 while _floor_batch(connection, target, batch):
                     pass
-        elapsed = time.perf_counter() - started
-        cpu = time.process_time() - cpu_started
-        (left,) = connection.execute("SELECT COUNT(*) FROM durability_fanout_messages").fetchone()
-        assert left == 0, left
-        return elapsed, cpu
+        return _finished(connection, started, cpu_started)
     finally:
         connection.close()
 
@@ -220,13 +216,21 @@ def bench_floor_set(directory: Path, messages: int, group: int) -> tuple[float, 
                     connection.execute("BEGIN IMMEDIATE")
                     remove_set(execute, ids, [row[1] for row in rows])
                     connection.execute("COMMIT")
-        elapsed = time.perf_counter() - started
-        cpu = time.process_time() - cpu_started
-        (left,) = connection.execute("SELECT COUNT(*) FROM durability_fanout_messages").fetchone()
-        assert left == 0, left
-        return elapsed, cpu
+        return _finished(connection, started, cpu_started)
     finally:
         connection.close()
+
+
+def _finished(
+    connection: sqlite3.Connection, started: float, cpu_started: float
+) -> tuple[float, float]:
+    """Seconds and process CPU seconds since `started` and `cpu_started`, once every
+    manifest is gone (checked)."""
+    elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
+    (left,) = connection.execute("SELECT COUNT(*) FROM durability_fanout_messages").fetchone()
+    assert left == 0, left
+    return elapsed, cpu
 
 
 def _floor_register(connection: sqlite3.Connection, keys: list[str], payload: str) -> None:
