@@ -28,6 +28,7 @@ from durability import (
     StoredFailure,
     now_ms,
 )
+from durability._fanout.executor import DeliveryExecutor
 from durability.runtime import AlarmInvocationInfo, DurableObject
 from durability.testing import VirtualClock
 
@@ -287,3 +288,34 @@ async def test_migrate_creates_and_drops_the_fanout_tables(make_runtime: MakeRun
             ],
             "tables": [],
         }
+
+
+async def test_a_suspect_out_of_attempts_settled_by_another_pass_is_left_to_it(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two passes that read the same suspect out of attempts both settle it without a
+    claim: the second finds the row gone and leaves it (no failure, one dead letter)."""
+    settle = DeliveryExecutor._settle_suspect
+
+    async def raced(executor: DeliveryExecutor, attempt: Any, row: Any) -> None:
+        await settle(executor, attempt, row)  # the other pass, first
+        await settle(executor, attempt, row)  # this pass, with the row it read before
+
+    monkeypatch.setattr(DeliveryExecutor, "_settle_suspect", raced)
+    probe = FanoutProbe(
+        consumers={"email": {"attempt_timeout_ms": 30_000, "retries": RetryPolicy(max_attempts=1)}},
+        use_dlq=True,
+    )
+    probe.behaviour["email"] = _hang
+    async with hub(probe) as t:
+        await t.obj.enqueue(bodies("x"))
+        await t.clock.run_until_idle()
+        await t.rt.evict(t.obj)
+        await t.clock.advance(30_000)
+        await t.rt.evict(t.obj)
+        with caplog.at_level(logging.ERROR):
+            await t.clock.advance(30_000)
+            await t.clock.run_until_idle()
+        assert [dead.message_id for dead in probe.dead] == ["m1"]
+        assert await t.obj.rows() == []
+        assert [record.getMessage() for record in caplog.records] == []

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._engine import Attempt, AttemptKind, Hold, hand_over
+from .._errors import FanoutSettlementError
 from .._load import RoutingLoad
 from .dead_letters import DeadLetterWrites
 from .delivery import Batch
@@ -168,16 +169,23 @@ class DeliveryExecutor:
         """A suspect that needed no delivery: its resumed DLQ write, a DLQ write dropped
         after its interruptions, or a delivery dead-lettered after its own."""
         work: TargetWork = attempt.data
-        if row.phase != "dead_letter":
-            exhausted = attempt.kind.exhausted_error
-            assert exhausted is not None  # a target has an attempt limit
-            error = exhausted(attempt, row.interruptions + 1)
-            await self._settler.dead_letter(row, "interrupted", error, alone=True)
-        elif work.resumed:
+        if work.resumed:
             reason = failure_reason(row.dead_letter_reason)
             await self._settler.dead_letter(row, reason, alone=True, resumed=True)
-        else:
-            await self._settler.drop_dead_letter(row, row.interruptions + 1)
+            return
+        try:
+            if row.phase != "dead_letter":
+                exhausted = attempt.kind.exhausted_error
+                assert exhausted is not None  # a target has an attempt limit
+                error = exhausted(attempt, row.interruptions + 1)
+                await self._settler.dead_letter(row, "interrupted", error, alone=True)
+            else:
+                await self._settler.drop_dead_letter(row, row.interruptions + 1)
+        except FanoutSettlementError:
+            # Settled without a claim (it is out of attempts), so another pass that read
+            # the row too may have settled it first: the row is that pass's, as the row
+            # of a lost claim is left to whoever changed it.
+            return
 
     async def _deliver(self, kind: AttemptKind, claimed: list[Delivery]) -> None:
         """Hand the claimed rows, whose claims are durable, to the target as one batch."""
