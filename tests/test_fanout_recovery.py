@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from _fanout_host import FanoutProbe, Hub, bodies, hub
+from _lab import Lab
 from conftest import START_MS, MakeRuntime
 from durability import (
     LATEST,
@@ -53,18 +54,29 @@ async def test_claim_is_a_lease_and_an_evicted_attempt_counts() -> None:
         assert await t.obj.rows() == []
 
 
-async def test_interrupted_final_attempt_is_dead_lettered_once_interrupted_alone() -> None:
-    """With max_attempts=1, an attempt cut off beside others is spared: the message is
-    delivered again alone; cut off alone too, it is dead-lettered as `interrupted`."""
+def _hanging_single_attempt() -> FanoutProbe:
+    """A fanout with a DLQ and one target, "email", allowed 1 attempt, that never settles."""
     probe = FanoutProbe(
         consumers={"email": {"attempt_timeout_ms": 30_000, "retries": RetryPolicy(max_attempts=1)}},
         use_dlq=True,
     )
     probe.behaviour["email"] = _hang
+    return probe
+
+
+async def _enqueue_and_evict(t: Lab[FanoutProbe]) -> None:
+    """Enqueue message m1 and evict the object while its first attempt is delivered."""
+    await t.obj.enqueue(bodies("x"))
+    await t.clock.run_until_idle()
+    await t.rt.evict(t.obj)
+
+
+async def test_interrupted_final_attempt_is_dead_lettered_once_interrupted_alone() -> None:
+    """With max_attempts=1, an attempt cut off beside others is spared: the message is
+    delivered again alone; cut off alone too, it is dead-lettered as `interrupted`."""
+    probe = _hanging_single_attempt()
     async with hub(probe) as t:
-        await t.obj.enqueue(bodies("x"))
-        await t.clock.run_until_idle()
-        await t.rt.evict(t.obj)
+        await _enqueue_and_evict(t)
         await t.clock.advance(30_000)
         assert probe.delivered("email") == [("m1", 1), ("m1", 2)]
         await t.rt.evict(t.obj)
@@ -302,15 +314,9 @@ async def test_a_suspect_out_of_attempts_settled_by_another_pass_is_left_to_it(
         await settle(executor, attempt, row)  # this pass, with the row it read before
 
     monkeypatch.setattr(DeliveryExecutor, "_settle_suspect", raced)
-    probe = FanoutProbe(
-        consumers={"email": {"attempt_timeout_ms": 30_000, "retries": RetryPolicy(max_attempts=1)}},
-        use_dlq=True,
-    )
-    probe.behaviour["email"] = _hang
+    probe = _hanging_single_attempt()
     async with hub(probe) as t:
-        await t.obj.enqueue(bodies("x"))
-        await t.clock.run_until_idle()
-        await t.rt.evict(t.obj)
+        await _enqueue_and_evict(t)
         await t.clock.advance(30_000)
         await t.rt.evict(t.obj)
         with caplog.at_level(logging.ERROR):
