@@ -417,6 +417,27 @@ async def test_now_ms_reads_the_clock_of_each_loop_in_turn() -> None:
         assert durability.now_ms() == 9_000
 
 
+async def test_a_wall_clock_runtime_beside_a_virtual_loop_reads_wall_time() -> None:
+    """A runtime on the wall clock and a virtual clock on another loop, open at once: each
+    loop reads its own time, before, during and after the other attaches."""
+
+    async def virtual() -> list[int]:
+        async with VirtualClock(start_ms=9_000) as clock:
+            await clock.advance(5)
+            return [durability.now_ms()]
+
+    def near_wall(ms: int) -> bool:
+        return abs(ms - time.time() * 1000) < 60_000
+
+    async with Runtime():
+        assert near_wall(durability.now_ms())
+        assert await asyncio.to_thread(asyncio.run, virtual()) == [9_005]
+        assert near_wall(durability.now_ms())
+        async with VirtualClock(start_ms=7_000):
+            assert durability.now_ms() == 7_000
+        assert near_wall(durability.now_ms())
+
+
 async def test_a_timer_due_a_hair_after_now_moves_time_to_it() -> None:
     """A timer whose float time is within the clock's resolution of now, but later, still
     fires, and the loop's time has reached it when it does: code that re-arms itself until

@@ -19,8 +19,8 @@ Request = TypeVar("Request")
 Result = TypeVar("Result")
 
 Spawn = Callable[[Awaitable[None]], "asyncio.Future[None]"]
-Group = tuple[list[Request], list["asyncio.Future[Result]"]]
-"""A turn's requests, and their callers' futures in the same order."""
+Group = tuple[list[Request], list["asyncio.Future[Result]"], asyncio.AbstractEventLoop]
+"""A turn's requests, their callers' futures in the same order, and the loop they run on."""
 Then = Callable[[], object] | None
 """What runs once a group's callers have their outcomes (if anything)."""
 
@@ -56,13 +56,15 @@ class TurnBatch(Generic[Request, Result]):
 
         Not a coroutine: a caller awaits the future itself, one coroutine fewer per
         request. Raises the host's refusal when the group's task cannot start."""
-        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
         group = self._group
         if group is None:
-            group = ([], [])
+            # The loop looked up once per group, not per request (on Python 3.11 each
+            # lookup is a `getpid` system call).
+            group = ([], [], asyncio.get_running_loop())
             task = self._spawn(self._run(group))
             task.add_done_callback(lambda _: self._abandon(group))
             self._group = group
+        future: asyncio.Future[Result] = group[2].create_future()
         group[0].append(request)
         group[1].append(future)
         return future
@@ -70,7 +72,7 @@ class TurnBatch(Generic[Request, Result]):
     async def _run(self, group: Group[Request, Result]) -> None:
         if self._group is group:
             self._group = None
-        requests, futures = group
+        requests, futures, _ = group
         if any(map(_is_done, futures)):
             kept = [index for index, future in enumerate(futures) if not future.done()]
             requests[:] = [requests[index] for index in kept]

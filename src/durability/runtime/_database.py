@@ -102,7 +102,8 @@ class Database:
         """The commit future of the latest writes not yet durable, if there are any: the
         open transaction's, else the last committed one waiting for its sync (an
         attribute, not a property: every call's result reads it)."""
-        self._loop = loop
+        self.loop = loop
+        """The event loop the object runs on (its calls, commits and timers)."""
         self._transaction: asyncio.Future[None] | None = None
         self.dirty = False
         """The open transaction may have written (something other than a `SELECT` ran)."""
@@ -157,9 +158,9 @@ class Database:
                     " ON CONFLICT (id) DO NOTHING",
                     (self._unrecorded_name,),
                 )
-            transaction = self._loop.create_future()
+            transaction = self.loop.create_future()
             self._transaction = self.pending_commit = transaction
-            self._loop.call_soon(self.pipeline.commit_turn, transaction)
+            self.loop.call_soon(self.pipeline.commit_turn, transaction)
         return transaction
 
     def run(self, statements: tuple[str, ...], bindings: tuple[object, ...]) -> Cursor:
