@@ -45,8 +45,11 @@ Everything runs in one process on real files (WAL, every commit synced) and the 
 - CPU per operation on the in-memory runtime (process time, register -> completed,
   default permits), beside the runtime's own floor (a stub call inserting one row) and
   the least work on this runtime with the engine's claims (`LeanOperations`, claim_all).
-  The operations object's hook counts completions, so it asks for `attempt_settled`
-  events only (`lifecycle_events`): the engine builds no other event.
+  The operations object's handler counts its runs; once the last has run, the
+  benchmark waits for no record to be pending. No lifecycle hook, as LeanOperations
+  and LeastWork build no event either; a last row counts completions through a hook
+  that asks for `attempt_settled` events only (`ListeningBench`, the instrument of
+  the runs before 2026-12-07), to show what an event per operation costs.
 - lateness of near-term named alarms (due within the min delay, so served by the
   in-memory timer): time the handler starts minus the scheduled time, p50/p99.
 """
@@ -160,7 +163,41 @@ class CountingBench(DurableObject):
 
 
 class OperationsBench(CountingBench):
-    """No-op durable operations; counts completions to wake the benchmark at the end."""
+    """Durable operations whose handler only counts its runs, which wakes the benchmark
+    once the last one has run (no lifecycle hook: see `ListeningBench`)."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self.durability = Durability(
+            context=ctx,
+            handlers={"noop": self._noop},
+            alarm_concurrency=settings.alarm_concurrency,
+        )
+
+    def _noop(self, call: DurableCall[Any]) -> None:
+        self.completions.add(1)
+
+    async def wait_completed(self) -> int:
+        """Wait until every expected handler has run and no record is pending any more
+        (its success written); return the completed rows stored."""
+        await self.completions.done.wait()
+        pending = "SELECT COUNT(*) AS n FROM durability_calls WHERE status = 'pending'"
+        while self.ctx.storage.sql.exec(pending).one()["n"]:
+            await asyncio.sleep(0)
+        return await super().wait_completed()
+
+    async def register(self, id: str) -> None:
+        """Register one no-op operation; returns once it is durable."""
+        await self.durability.noop(id=id)
+
+    async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
+        await self.durability.alarm(info)
+
+
+class ListeningBench(CountingBench):
+    """`OperationsBench` counting completions through a lifecycle hook instead (the
+    benchmark's instrument until 2026-12-07): the engine then builds an
+    `attempt_settled` event per operation, and the hook reads it."""
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
@@ -718,12 +755,12 @@ async def cpu_per_call(binding: type[DurableObject], operations: int, callers: i
     settings.alarm_concurrency = 10
     async with Runtime(bindings={"OBJ": binding}) as rt:
         bench = rt.env.OBJ.get_by_name("cpu")
-        operations_bench = binding is OperationsBench
-        if operations_bench:
+        counted = issubclass(binding, CountingBench)
+        if counted:
             await bench.expect(operations)
         started = time.process_time()
         await register_all(bench.register, operations, callers)
-        if operations_bench:
+        if counted:
             assert await bench.wait_completed() == operations
         return (time.process_time() - started) / operations
 
@@ -823,7 +860,9 @@ def main() -> None:
     raw_table: list[float] = []
     floors: dict[tuple[int, bool], list[float]] = {floor: [] for floor in FLOORS}
     runtime: dict[int, list[float]] = {concurrency: [] for concurrency in concurrencies}
-    cpu: dict[str, list[float]] = {"operations": [], "floor": [], "bare": [], "lean-all": []}
+    cpu: dict[str, list[float]] = {
+        key: [] for key in ("operations", "listening", "floor", "bare", "lean-all")
+    }
     references: dict[str, list[float]] = {
         "unsynced": [],
         "thread-synced": [],
@@ -948,6 +987,9 @@ def main() -> None:
             settings.claim_all = False
             cpu["operations"].append(
                 asyncio.run(cpu_per_call(OperationsBench, args.operations, args.callers))
+            )
+            cpu["listening"].append(
+                asyncio.run(cpu_per_call(ListeningBench, args.operations, args.callers))
             )
             print(f"round {round_number + 1} of {args.rounds} done", file=sys.stderr)
         schedule = {n: asyncio.run(bench_schedule(directory, n)) for n in (1_000, 100_000)}
@@ -1106,6 +1148,15 @@ def main() -> None:
             "in-memory runtime, CPU per operation: register -> completed, alarm_concurrency=10",
             f"{args.operations:,}",
             f"{operations_us:.1f} us ({operations_us - floor_us:.1f} us over the floor)",
+        )
+    )
+    listening_us = statistics.median(cpu["listening"]) * 1e6
+    rows.append(
+        (
+            "the same, completions counted by a lifecycle hook (an attempt_settled event "
+            "per operation; ListeningBench)",
+            f"{args.operations:,}",
+            f"{listening_us:.1f} us ({listening_us - operations_us:+.1f} us)",
         )
     )
     rows.extend(
