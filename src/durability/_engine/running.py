@@ -99,7 +99,11 @@ class RunningExecutions:
         running = self.table(table)
 
         def finish(key: str, execution: ActiveExecution) -> None:
-            execution.settle()
+            # `execution.settle()` inline: this runs once per attempt.
+            execution.is_settled = True
+            event = execution._event
+            if event is not None:
+                event.set()
             if running.get(key) is execution:
                 del running[key]
 
