@@ -172,10 +172,19 @@ class OperationsBench(CountingBench):
             context=ctx,
             handlers={"noop": self._noop},
             alarm_concurrency=settings.alarm_concurrency,
+            **self._hook(),
         )
+
+    def _hook(self) -> dict[str, Any]:
+        """The lifecycle hook options of the `Durability` (none)."""
+        return {}
 
     def _noop(self, call: DurableCall[Any]) -> None:
         self.completions.add(1)
+
+    async def register(self, id: str) -> None:
+        """Register one no-op operation; returns once it is durable."""
+        await self.durability.noop(id=id)
 
     async def wait_completed(self) -> int:
         """Wait until every expected handler has run and no record is pending any more
@@ -186,28 +195,20 @@ class OperationsBench(CountingBench):
             await asyncio.sleep(0)
         return await super().wait_completed()
 
-    async def register(self, id: str) -> None:
-        """Register one no-op operation; returns once it is durable."""
-        await self.durability.noop(id=id)
-
     async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
         await self.durability.alarm(info)
 
 
-class ListeningBench(CountingBench):
+class ListeningBench(OperationsBench):
     """`OperationsBench` counting completions through a lifecycle hook instead (the
     benchmark's instrument until 2026-12-07): the engine then builds an
     `attempt_settled` event per operation, and the hook reads it."""
 
-    def __init__(self, ctx: Any, env: Any) -> None:
-        super().__init__(ctx, env)
-        self.durability = Durability(
-            context=ctx,
-            handlers={"noop": self._noop},
-            on_lifecycle_event=self._count,
-            lifecycle_events=[LifecycleEventType.ATTEMPT_SETTLED],
-            alarm_concurrency=settings.alarm_concurrency,
-        )
+    def _hook(self) -> dict[str, Any]:
+        return {
+            "on_lifecycle_event": self._count,
+            "lifecycle_events": [LifecycleEventType.ATTEMPT_SETTLED],
+        }
 
     def _noop(self, call: DurableCall[Any]) -> None:
         return None
@@ -216,12 +217,9 @@ class ListeningBench(CountingBench):
         if event.type == "attempt_settled" and event.outcome == "completed":
             self.completions.add(1)
 
-    async def register(self, id: str) -> None:
-        """Register one no-op operation; returns once it is durable."""
-        await self.durability.noop(id=id)
-
-    async def alarm(self, info: AlarmInvocationInfo | None = None) -> None:
-        await self.durability.alarm(info)
+    async def wait_completed(self) -> int:
+        """Wait until the hook has counted every expected completion."""
+        return await CountingBench.wait_completed(self)
 
 
 class InsertFloor(DurableObject):
