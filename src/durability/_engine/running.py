@@ -99,11 +99,7 @@ class RunningExecutions:
         running = self.table(table)
 
         def finish(key: str, execution: ActiveExecution) -> None:
-            # `execution.settle()` inline: this runs once per attempt.
-            execution.is_settled = True
-            event = execution._event
-            if event is not None:
-                event.set()
+            execution.settle()
             if running.get(key) is execution:
                 del running[key]
 
