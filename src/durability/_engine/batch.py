@@ -78,7 +78,9 @@ def release_all(engine: Engine, holds: list[Hold]) -> None:
     finish = engine.running.finisher(holds[0].attempt.kind.table.name)
     for hold in holds:
         hold.released = True
-        hold.permit()
+        permit = hold.permit
+        if permit is not no_permit:  # one a batch handed on (see `records.run_claimed`)
+            permit()
         finish(hold.attempt.key, hold)
 
 

@@ -22,7 +22,7 @@ from .._clock import now_ms
 from .._context import SqlStorage
 from .._signal import AbortSignal
 from .attempt import Attempt, Done
-from .batch import Hold, at_once, release, release_all
+from .batch import Hold, at_once, no_permit, release, release_all
 from .handler_task import continue_in_task
 from .lifecycle import AttemptStartedEvent, LifecycleEventType
 from .policy import AttemptPolicy
@@ -108,10 +108,6 @@ _SLICE_CHECKS = 8
 """The clock is read once per this many handlers run back to back."""
 
 
-def _lent() -> None:
-    """The release of a permit handed on to another attempt: nothing left to give back."""
-
-
 async def run_claimed(
     engine: Engine,
     claimed: list[Hold],
@@ -163,7 +159,7 @@ async def run_claimed(
             else:
                 more = refill()
                 if more is not None:
-                    more.permit, hold.permit = hold.permit, _lent
+                    more.permit, hold.permit = hold.permit, no_permit
                     claimed.append(more)
     if done:
         _store_successes(engine, held, done, started_at, failed)

@@ -114,8 +114,6 @@ class ClaimQueue:
         def refill() -> Hold | None:
             if not queued or queued[0].attempt.kind.executor is not executor:
                 return None
-            if engine.permits.waited_for:
-                return None  # a permit given back goes to them first
             self.reserved -= 1
             hold = queued.popleft()
             batch.append(hold)  # released with the batch if the run fails
@@ -123,7 +121,11 @@ class ClaimQueue:
 
         def run() -> Awaitable[None]:
             if isinstance(executor, RecordExecutor):
-                return executor.run(engine, list(batch), started_at, waiting, refill)
+                # A permit given back goes to whoever waits for one first. Nobody can
+                # start waiting while the batch's handlers run (they run back to back,
+                # with no await between them), so this is asked once per batch.
+                handing_on = None if engine.permits.waited_for else refill
+                return executor.run(engine, list(batch), started_at, waiting, handing_on)
             return executor.run(engine, batch, started_at, waiting)
 
         try:
