@@ -6,7 +6,8 @@ claims durable together, however many there are. Those that found a permit free 
 right after that commit (`claim_alone` 0, or 1 in a pool of one, as any claim); the
 others join the engine's `ClaimQueue` and start as permits come, in the order they were
 claimed, with no further claim and no further commit (`claim_alone` 2: claimed ahead of
-its permit).
+its permit). When nothing else is queued, the queue runs the first ones too, in the
+batch that hands their permits on to the others (their successes written together).
 
 After a crash or an eviction such a row was claimed but never settled, and nothing tells
 whether its handler had started: it is claimed again with the others of a pass, not
@@ -63,21 +64,37 @@ class ClaimQueue:
     def add(self, holds: Sequence[Hold]) -> None:
         """Queue `holds` (claimed, durable, without a permit) behind the others."""
         self._holds.extend(holds)
-        if self._draining:
-            return
+        if not self._draining:
+            self._start_draining(holds[0], [])
+
+    def add_behind(self, ready: list[Hold], holds: Sequence[Hold]) -> bool:
+        """Queue `holds` behind `ready` (records claimed with them, each with its permit)
+        when the queue is idle: it runs `ready` first, and their handlers that return
+        without awaiting hand their permits on to `holds` (one batch, one write of their
+        successes, instead of a batch of `ready` before the queue's). False, and nothing
+        queued, while the queue drains already or for attempts that are not records'."""
+        if self._draining or not isinstance(ready[0].attempt.kind.executor, RecordExecutor):
+            return False
+        self._holds.extend(holds)
+        self._start_draining(ready[0], ready)
+        return True
+
+    def _start_draining(self, first: Hold, ready: list[Hold]) -> None:
         self._draining = True
-        engine = self._runner._engine
-        engine.tasks.run_in_background(
-            self._drain(), BACKGROUND_FAILED, {"table": holds[0].attempt.kind.table.name}
+        self._runner._engine.tasks.run_in_background(
+            self._drain(ready), BACKGROUND_FAILED, {"table": first.attempt.kind.table.name}
         )
 
-    async def _drain(self) -> None:
-        """Run the queue's attempts as permits come, a batch per take of the free ones;
-        then reconcile the alarm with what they left."""
+    async def _drain(self, ready: list[Hold]) -> None:
+        """Run `ready` (holding their permits), then the queue's attempts as permits
+        come, a batch per take of the free ones; then reconcile the alarm with what they
+        left."""
         runner = self._runner
         engine = runner._engine
         queued = self._holds
         try:
+            if ready:
+                await self._run(ready)
             while queued:
                 permits = await engine.permits.take(len(queued))
                 executor = queued[0].attempt.kind.executor
@@ -156,8 +173,8 @@ class Reservation:
     goes ahead of a waiter); the others, up to `MAX_QUEUED` queued in the engine, are
     queued for one. The transaction inserts every held record claimed; once its commit
     is durable, those with a permit run at once and the queued ones join the engine's
-    `ClaimQueue`. A reservation whose record was not inserted gives its permit and key
-    back.
+    `ClaimQueue` (which runs both, those with a permit first, when it was idle). A
+    reservation whose record was not inserted gives its permit and key back.
     """
 
     __slots__ = (
@@ -258,8 +275,9 @@ class Reservation:
 
     def start(self, *, reconcile: bool = True) -> Awaitable[None] | None:
         """After the commit is durable: queue the claimed records that wait for a permit,
-        and return the run of those that have one (`None` when there is none); every
-        other hold is given back now. The run ends with a reconcile of the alarm, unless
+        and return the run of those that have one (`None` when there is none, or when the
+        queue runs them, ahead of the others: `ClaimQueue.add_behind`); every other hold
+        is given back now. The run ends with a reconcile of the alarm, unless
         `reconcile` is False (their executor reconciles as each one ends)."""
         runner = self._runner
         claimed, queued = self._claimed, self._queued
@@ -281,6 +299,8 @@ class Reservation:
                 else:
                     ready.append(hold)
         self._holds = {}
+        if waiting and ready and reconcile and runner.queue.add_behind(ready, waiting):
+            return None
         if waiting:
             runner.queue.add(waiting)
         if not ready:
