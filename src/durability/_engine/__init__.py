@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from .._context import as_context
 from .attempt import Attempt, AttemptKind, Done, Executor
-from .batch import Hold, hand_over, release
+from .batch import hand_over, release
 from .delivery_events import (
     DELIVERY_EVENT_TYPES,
     DeliveryRegisteredEvent,
@@ -112,7 +112,6 @@ __all__ = [
     "Engine",
     "Executor",
     "HandlerEntry",
-    "Hold",
     "HostAlarmInfo",
     "LifecycleEvent",
     "LifecycleEventType",

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import SerializedError
 from .lifecycle import EVERY_EVENT_TYPE, Emit
+from .permits import Release, no_permit
 from .policy import AttemptPolicy
+from .running import ActiveExecution
 from .tables import TableSpec
 
 if TYPE_CHECKING:
-    from .batch import Hold
     from .engine import Engine
 
 Done = tuple["Attempt", int, Any]
@@ -34,7 +35,7 @@ class Executor(Protocol):
     for record tables, the fanout's for deliveries, the workflows' for instance runs)."""
 
     async def claim(
-        self, engine: Engine, holds: list[Hold], now: int, errors: list[Exception]
+        self, engine: Engine, holds: list[Attempt], now: int, errors: list[Exception]
     ) -> set[str]:
         """Claim the held attempts (one write for the lot, durable once committed): the
         keys whose claim won. A write the storage refuses goes to `errors`."""
@@ -47,7 +48,7 @@ class Executor(Protocol):
     async def run(
         self,
         engine: Engine,
-        claimed: list[Hold],
+        claimed: list[Attempt],
         started_at: int,
         waiting: list[asyncio.Task[None]],
     ) -> None:
@@ -84,8 +85,9 @@ class AttemptKind:
     listened: frozenset[str] = EVERY_EVENT_TYPE
 
 
-class Attempt:
-    """One attempt to run of one record.
+class Attempt(ActiveExecution):
+    """One attempt to run of one record, and once held (`batch.take_hold`), its key lock
+    and permit: the attempt's entry in the running table.
 
     `attempt` is the attempt count the row had when it was read (its claim expects it).
     `suspect` is `None`, or, for a row whose last claimed attempt never settled (the
@@ -97,10 +99,16 @@ class Attempt:
     given, is the settlement of an older execution of the key that this one must not
     overlap: nothing of this attempt starts before it is set. `data` is the executor's
     own (what its `invoke` and `complete` need of the record).
+
+    Held, it has a `permit` (`no_permit` until it gets one, and once it handed its own
+    on), runs `alone` when it holds every permit of the pool (nothing else of the
+    scheduler then runs beside it), and is `released` once its permit and key are given
+    back, or handed to a task that gives them back.
     """
 
     __slots__ = (
         "after",
+        "alone",
         "attempt",
         "created_at",
         "data",
@@ -108,9 +116,13 @@ class Attempt:
         "interruptions",
         "key",
         "kind",
+        "permit",
+        "released",
         "spared",
         "suspect",
     )
+
+    permit: Release
 
     def __init__(
         self,
@@ -135,6 +147,13 @@ class Attempt:
         self.suspect = suspect
         self.interruptions = interruptions
         self.spared = spared if suspect != 0 else spared + 1
+        # The hold's fields (see `batch.take_hold`) and `ActiveExecution`'s.
+        self.permit = no_permit
+        self.alone = False
+        self.released = False
+        self.signal = None
+        self.is_settled = False
+        self._event = None
 
     @property
     def counted(self) -> int:

@@ -1,7 +1,7 @@
 """Attempts held together: one claim for the lot, one wait for its commit, then their
 run, by the executor of their kind.
 
-Every held attempt owns its permit and its key lock (`Hold`) from before its claim until
+Every held attempt owns its permit and its key lock (`take_hold`) from before its claim until
 its outcome is written and its work has ended; the claims are committed
 (`storage.sync()`) before any of the batch runs. What a claim writes, what happens to
 an attempt whose claim lost, and how the claimed ones run is the executor's
@@ -19,8 +19,7 @@ from .._clock import now_ms
 from .._context import SqlStorage
 from .._signal import AbortSignal
 from .attempt import Attempt
-from .permits import Release
-from .running import ActiveExecution
+from .permits import Release, no_permit
 from .tasks import close_unstarted
 
 if TYPE_CHECKING:
@@ -29,81 +28,57 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class Hold(ActiveExecution):
-    """One attempt's key lock and permit (every permit of the pool when it runs `alone`:
-    nothing else of the scheduler then runs beside it), held until released. It is the
-    attempt's entry in the running table too (see `take_hold`)."""
-
-    __slots__ = ("alone", "attempt", "permit", "released")
-
-    def __init__(self, attempt: Attempt, permit: Release, alone: bool = False) -> None:
-        # ActiveExecution's fields too: it has no __init__ of its own, so a hold (one per
-        # attempt) is built with one call.
-        self.generation = attempt.generation
-        self.created_at = attempt.created_at
-        self.signal = None
-        self.is_settled = False
-        self._event = None
-        self.attempt = attempt
-        self.permit = permit
-        self.alone = alone
-        self.released = False
-
-
-def no_permit() -> None:
-    """The release of a hold without a permit yet (or any more): nothing to give back."""
-
-
 def take_hold(
     engine: Engine, attempt: Attempt, permit: Release = no_permit, alone: bool = False
-) -> Hold:
-    """Hold `attempt`: mark its key running (replacing any entry of a purged record)."""
-    held = Hold(attempt, permit, alone)
-    engine.running.table(attempt.kind.table.name)[attempt.key] = held
-    return held
+) -> Attempt:
+    """Hold `attempt` with `permit` (every permit of the pool when it runs `alone`):
+    mark its key running (replacing any entry of a purged record)."""
+    attempt.permit = permit
+    attempt.alone = alone
+    engine.running.table(attempt.kind.table.name)[attempt.key] = attempt
+    return attempt
 
 
-def release(engine: Engine, hold: Hold) -> None:
-    """Give `hold`'s permit and key back."""
+def release(engine: Engine, hold: Attempt) -> None:
+    """Give the permit and key `hold` holds back."""
     hold.released = True
     hold.permit()
-    attempt = hold.attempt
-    engine.running.finish(attempt.kind.table.name, attempt.key, hold)
+    engine.running.finish(hold.kind.table.name, hold.key, hold)
 
 
-def release_all(engine: Engine, holds: list[Hold]) -> None:
+def release_all(engine: Engine, holds: list[Attempt]) -> None:
     """`release` each of `holds` (of one table), in order."""
     if not holds:
         return
-    finish = engine.running.finisher(holds[0].attempt.kind.table.name)
+    finish = engine.running.finisher(holds[0].kind.table.name)
     for hold in holds:
         hold.released = True
         permit = hold.permit
         if permit is not no_permit:  # one a batch handed on (see `records.run_claimed`)
             permit()
-        finish(hold.attempt.key, hold)
+        finish(hold.key, hold)
 
 
 async def claim_and_run(
-    engine: Engine, holds: list[Hold], waiting: list[asyncio.Task[None]]
+    engine: Engine, holds: list[Attempt], waiting: list[asyncio.Task[None]]
 ) -> None:
     """Claim the held attempts (one write for the lot), wait for that commit, run the won
     ones; an attempt that goes on in a task of its own is added to `waiting`. Raises only
     for storage failures (after running what could run)."""
     if not holds:
         return
-    executor = holds[0].attempt.kind.executor
+    executor = holds[0].kind.executor
     started_at = now_ms()
     errors: list[Exception] = []
     won = await executor.claim(engine, holds, started_at, errors)
-    claimed: list[Hold] = []
+    claimed: list[Attempt] = []
     for hold in holds:
-        if hold.attempt.key in won:
+        if hold.key in won:
             hold.signal = AbortSignal()
             claimed.append(hold)
             continue
         if not errors:
-            await executor.lost(engine, hold.attempt)
+            await executor.lost(engine, hold)
         release(engine, hold)
     if not claimed:
         if errors:
@@ -131,10 +106,10 @@ def at_once(engine: Engine, count: int, write: Callable[[SqlStorage], T]) -> T:
 
 def hand_over(
     engine: Engine,
-    hold: Hold,
+    hold: Attempt,
     work: Awaitable[Any],
     waiting: list[asyncio.Task[None]],
-    finish: Callable[[Engine, Hold], None] = release,
+    finish: Callable[[Engine, Attempt], None] = release,
 ) -> None:
     """Let a task of the instance own `hold` and run `work` (added to `waiting`); the
     task gives the hold back (`finish`, by default `release`) when `work` ends."""

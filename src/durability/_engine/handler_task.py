@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from .._signal import AbortSignal, abort
 from .attempt import Attempt
-from .permits import Release
-from .running import ActiveExecution
 from .settle import record_success, settle_error
 
 if TYPE_CHECKING:
@@ -26,24 +24,11 @@ if TYPE_CHECKING:
 class _Gate:
     """Releases the permit and the key lock once the outcome is persisted AND the handler ended."""
 
-    __slots__ = (
-        "attempt",
-        "engine",
-        "entry",
-        "handler",
-        "outcome",
-        "permit",
-        "persisted",
-        "released",
-    )
+    __slots__ = ("attempt", "engine", "handler", "outcome", "persisted", "released")
 
-    def __init__(
-        self, engine: Engine, attempt: Attempt, entry: ActiveExecution, permit: Release
-    ) -> None:
+    def __init__(self, engine: Engine, attempt: Attempt) -> None:
         self.engine = engine
         self.attempt = attempt
-        self.entry = entry
-        self.permit = permit
         self.handler: asyncio.Task[None] | None = None
         self.outcome: asyncio.Future[_Outcome] = asyncio.get_running_loop().create_future()
         self.persisted = False
@@ -69,10 +54,10 @@ class _Gate:
         if self.handler is not None and not self.handler.done():
             return
         self.released = True
-        self.permit()
         engine, attempt = self.engine, self.attempt
+        attempt.permit()
         table = attempt.kind.table.name
-        engine.running.finish(table, attempt.key, self.entry)
+        engine.running.finish(table, attempt.key, attempt)
         if refresh:
             # The key is eligible for the timer again: re-arm it for work it skipped.
             engine.refresh_in_background(
@@ -81,23 +66,18 @@ class _Gate:
 
 
 async def continue_in_task(
-    engine: Engine,
-    attempt: Attempt,
-    entry: ActiveExecution,
-    permit: Release,
-    number: int,
-    started_at: int,
-    called: Awaitable[Any],
+    engine: Engine, attempt: Attempt, number: int, started_at: int, called: Awaitable[Any]
 ) -> None:
     """Await `called`, what the handler of attempt `number` returned, in a task of its own
-    (timed, cancellable), settle the outcome, then release the permit and key lock.
+    (timed, cancellable), settle the outcome, then release the permit and key lock the
+    attempt holds.
 
-    `entry.signal` is the signal the handler was called with. Raises only for storage
+    `attempt.signal` is the signal the handler was called with. Raises only for storage
     failures.
     """
-    gate = _Gate(engine, attempt, entry, permit)
+    gate = _Gate(engine, attempt)
     try:
-        signal = entry.signal
+        signal = attempt.signal
         assert signal is not None
         ended = await _run(engine, attempt, gate, signal, called)
         if ended.error is not None:

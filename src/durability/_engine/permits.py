@@ -17,6 +17,11 @@ Release = Callable[[], None]
 """Gives a permit back (to the oldest waiter first); calling it twice is a no-op."""
 
 
+def no_permit() -> None:
+    """The release of an attempt without a permit yet (or any more: one it handed on):
+    nothing to give back."""
+
+
 class PermitPool:
     """`size` permits handed out in FIFO order."""
 

@@ -22,9 +22,10 @@ from .._clock import now_ms
 from .._context import SqlStorage
 from .._signal import AbortSignal
 from .attempt import Attempt, Done
-from .batch import Hold, at_once, no_permit, release, release_all
+from .batch import at_once, release, release_all
 from .handler_task import continue_in_task
 from .lifecycle import AttemptStartedEvent, LifecycleEventType
+from .permits import no_permit
 from .policy import AttemptPolicy
 from .settle import fail_exhausted, record_successes, settle_error
 from .tables import claim_attempt, claim_attempts, claim_suspect, is_exhausted
@@ -64,7 +65,7 @@ class RecordExecutor(ABC):
         the capability's own, beside the engine's non-retryable rules)."""
 
     async def claim(
-        self, engine: Engine, holds: list[Hold], now: int, errors: list[Exception]
+        self, engine: Engine, holds: list[Attempt], now: int, errors: list[Exception]
     ) -> set[str]:
         """The keys of `holds` whose claim won (see `_claim`)."""
         return _claim(engine, holds, now, errors)
@@ -80,7 +81,7 @@ class RecordExecutor(ABC):
     async def run(
         self,
         engine: Engine,
-        claimed: list[Hold],
+        claimed: list[Attempt],
         started_at: int,
         waiting: list[asyncio.Task[None]],
         refill: Refill | None = None,
@@ -95,7 +96,7 @@ class RecordExecutor(ABC):
         await run_claimed(engine, claimed, started_at, waiting, refill)
 
 
-Refill = Callable[[], Hold | None]
+Refill = Callable[[], Attempt | None]
 """The next claimed attempt to run on the permit of one that has ended (`None`: none)."""
 
 RUN_ROWS = 128
@@ -110,7 +111,7 @@ _SLICE_CHECKS = 8
 
 async def run_claimed(
     engine: Engine,
-    claimed: list[Hold],
+    claimed: list[Attempt],
     started_at: int,
     waiting: list[asyncio.Task[None]],
     refill: Refill | None = None,
@@ -118,17 +119,17 @@ async def run_claimed(
     """Run the handlers of `claimed` attempts, whose claims (at `started_at`) are durable
     already, and settle them; an attempt whose handler suspended goes on in `waiting`
     (`refill`: see `RecordExecutor.run`)."""
-    held: list[Hold] = []
+    held: list[Attempt] = []
     done: list[Done] = []
-    failed: list[tuple[Hold, BaseException]] = []
+    failed: list[tuple[Attempt, BaseException]] = []
     if refill is not None:
         claimed = list(claimed)  # grows as permits are handed on (the loop sees it grow)
         slice_ends = now_ms() + RUN_SLICE_MS
     last_kind = None
     announce = False
     invoke: Callable[[Attempt, int, AbortSignal], Any]  # set by the first attempt
-    for hold in claimed:
-        attempt, signal = hold.attempt, hold.signal
+    for attempt in claimed:
+        signal = attempt.signal
         assert signal is not None
         kind = attempt.kind
         if kind is not last_kind:  # what a kind decides, looked up once per run of it
@@ -141,17 +142,17 @@ async def run_claimed(
             kind.emit(AttemptStartedEvent(**attempt.entity(), timestamp=started_at, attempt=number))
         reason = signal._reason  # the `reason` property, read once per attempt
         if reason is not None:
-            failed.append((hold, reason))  # cancelled or purged since its claim
+            failed.append((attempt, reason))  # cancelled or purged since its claim
             continue
         try:
             value = invoke(attempt, number, signal)
         except (Exception, asyncio.CancelledError) as error:
-            failed.append((hold, error))
+            failed.append((attempt, error))
             continue
         if value is not None and inspect.isawaitable(value):
-            _hand_over(engine, hold, number, started_at, value, waiting)
+            _hand_over(engine, attempt, number, started_at, value, waiting)
             continue
-        held.append(hold)
+        held.append(attempt)
         done.append((attempt, number, value))
         if refill is not None and len(claimed) < RUN_ROWS:
             if len(claimed) % _SLICE_CHECKS == 0 and now_ms() >= slice_ends:
@@ -159,31 +160,31 @@ async def run_claimed(
             else:
                 more = refill()
                 if more is not None:
-                    more.permit, hold.permit = hold.permit, no_permit
+                    more.permit, attempt.permit = attempt.permit, no_permit
                     claimed.append(more)
     if done:
         _store_successes(engine, held, done, started_at, failed)
     for hold, failure in failed:
-        await settle_error(engine, hold.attempt, hold.attempt.attempt + 1, started_at, failure)
+        await settle_error(engine, hold, hold.attempt + 1, started_at, failure)
         release(engine, hold)
 
 
-def _claim(engine: Engine, holds: list[Hold], now: int, errors: list[Exception]) -> set[str]:
+def _claim(engine: Engine, holds: list[Attempt], now: int, errors: list[Exception]) -> set[str]:
     """The keys of `holds` whose claim won, in one statement; when that statement fails,
     claimed one by one, so a row the storage refuses fails alone (into `errors`). A
     suspect (held alone, by itself) is claimed as one (`claim_suspect`)."""
-    first = holds[0].attempt
+    first = holds[0]
     if first.suspect is not None:
         return _claim_suspect(engine, first, now, errors)
     alone = holds[0].alone
     rows = [
-        (hold.attempt.key, hold.attempt.generation, hold.attempt.attempt)
+        (hold.key, hold.generation, hold.attempt)
         for hold in holds
-        if hold.attempt.attempt - hold.attempt.spared < hold.attempt.kind.policy.max_attempts
+        if hold.attempt - hold.spared < hold.kind.policy.max_attempts
     ]
     if not rows:
         return set()
-    table = holds[0].attempt.kind.table
+    table = holds[0].kind.table
     try:
         return at_once(engine, len(rows), lambda sql: claim_attempts(sql, table, rows, now, alone))
     except Exception:
@@ -217,7 +218,7 @@ def _claim_suspect(engine: Engine, attempt: Attempt, now: int, errors: list[Exce
 
 def _hand_over(
     engine: Engine,
-    hold: Hold,
+    hold: Attempt,
     number: int,
     started_at: int,
     called: Any,
@@ -225,9 +226,7 @@ def _hand_over(
 ) -> None:
     """Let the attempt's own task await what its handler returned (and release it)."""
     try:
-        task = engine.tasks.spawn(
-            continue_in_task(engine, hold.attempt, hold, hold.permit, number, started_at, called)
-        )
+        task = engine.tasks.spawn(continue_in_task(engine, hold, number, started_at, called))
     except BaseException:
         if inspect.iscoroutine(called):
             called.close()
@@ -239,10 +238,10 @@ def _hand_over(
 
 def _store_successes(
     engine: Engine,
-    held: list[Hold],
+    held: list[Attempt],
     done: list[Done],
     started_at: int,
-    failed: list[tuple[Hold, BaseException]],
+    failed: list[tuple[Attempt, BaseException]],
 ) -> None:
     """Write every success of `done` (of `held`, in order; set-based), then release each
     attempt; a success that cannot be stored joins `failed`."""

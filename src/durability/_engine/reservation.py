@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING
 from .._clock import now_ms
 from .._signal import AbortSignal
 from .attempt import Attempt
-from .batch import Hold, no_permit, release
+from .batch import release
 from .lifecycle import report_failure
+from .permits import no_permit
 from .records import RecordExecutor
 from .running import ActiveExecution
 from .tasks import BACKGROUND_FAILED
@@ -57,35 +58,35 @@ class ClaimQueue:
 
     def __init__(self, runner: AttemptRunner) -> None:
         self._runner = runner
-        self._holds: deque[Hold] = deque()
+        self._holds: deque[Attempt] = deque()
         self._draining = False
         self.reserved = 0
 
-    def add(self, holds: Sequence[Hold]) -> None:
+    def add(self, holds: Sequence[Attempt]) -> None:
         """Queue `holds` (claimed, durable, without a permit) behind the others."""
         self._holds.extend(holds)
         if not self._draining:
             self._start_draining(holds[0], [])
 
-    def add_behind(self, ready: list[Hold], holds: Sequence[Hold]) -> bool:
+    def add_behind(self, ready: list[Attempt], holds: Sequence[Attempt]) -> bool:
         """Queue `holds` behind `ready` (records claimed with them, each with its permit)
         when the queue is idle: it runs `ready` first, and their handlers that return
         without awaiting hand their permits on to `holds` (one batch, one write of their
         successes, instead of a batch of `ready` before the queue's). False, and nothing
         queued, while the queue drains already or for attempts that are not records'."""
-        if self._draining or not isinstance(ready[0].attempt.kind.executor, RecordExecutor):
+        if self._draining or not isinstance(ready[0].kind.executor, RecordExecutor):
             return False
         self._holds.extend(holds)
         self._start_draining(ready[0], ready)
         return True
 
-    def _start_draining(self, first: Hold, ready: list[Hold]) -> None:
+    def _start_draining(self, first: Attempt, ready: list[Attempt]) -> None:
         self._draining = True
         self._runner._engine.tasks.run_in_background(
-            self._drain(ready), BACKGROUND_FAILED, {"table": first.attempt.kind.table.name}
+            self._drain(ready), BACKGROUND_FAILED, {"table": first.kind.table.name}
         )
 
-    async def _drain(self, ready: list[Hold]) -> None:
+    async def _drain(self, ready: list[Attempt]) -> None:
         """Run `ready` (holding their permits), then the queue's attempts as permits
         come, a batch per take of the free ones; then reconcile the alarm with what they
         left."""
@@ -97,10 +98,10 @@ class ClaimQueue:
                 await self._run(ready)
             while queued:
                 permits = await engine.permits.take(len(queued))
-                executor = queued[0].attempt.kind.executor
-                batch: list[Hold] = []
+                executor = queued[0].kind.executor
+                batch: list[Attempt] = []
                 for permit in permits:
-                    if not queued or queued[0].attempt.kind.executor is not executor:
+                    if not queued or queued[0].kind.executor is not executor:
                         permit()
                         continue
                     hold = queued.popleft()
@@ -115,7 +116,7 @@ class ClaimQueue:
                 release(engine, queued.popleft())
         await engine.reconcile_now()
 
-    async def _run(self, batch: list[Hold]) -> None:
+    async def _run(self, batch: list[Attempt]) -> None:
         """Run one batch; the attempts it hands to tasks of their own are waited for in
         the background (a storage failure is reported, and the pass's retry alarm
         follows from the rows it left). A record executor runs more of the queue on the
@@ -123,13 +124,13 @@ class ClaimQueue:
         permit (see `RecordExecutor.run`)."""
         runner = self._runner
         engine = runner._engine
-        executor = batch[0].attempt.kind.executor
+        executor = batch[0].kind.executor
         waiting: list[asyncio.Task[None]] = []
         started_at = now_ms()
         queued = self._holds
 
-        def refill() -> Hold | None:
-            if not queued or queued[0].attempt.kind.executor is not executor:
+        def refill() -> Attempt | None:
+            if not queued or queued[0].kind.executor is not executor:
                 return None
             self.reserved -= 1
             hold = queued.popleft()
@@ -148,10 +149,10 @@ class ClaimQueue:
         try:
             await runner._run_held(batch, run)
         except Exception as error:
-            report_failure(BACKGROUND_FAILED, {"key": batch[0].attempt.key}, error)
+            report_failure(BACKGROUND_FAILED, {"key": batch[0].key}, error)
         if waiting:
             engine.tasks.run_in_background(
-                _settled(runner, waiting), BACKGROUND_FAILED, {"key": batch[0].attempt.key}
+                _settled(runner, waiting), BACKGROUND_FAILED, {"key": batch[0].key}
             )
 
 
@@ -200,7 +201,7 @@ class Reservation:
         `queue`, holding stops at the first attempt no permit is free for (a caller whose
         table has no queued claims: its other records are inserted for the timer)."""
         self._runner = runner
-        self._holds: dict[str, Hold] = {}
+        self._holds: dict[str, Attempt] = {}
         self._positions: dict[int, int] = {}
         """The claim (`claim_alone`) of each held record, by its position in the write."""
         self._queued: set[str] = set()
@@ -243,7 +244,9 @@ class Reservation:
                 permit = no_permit
             else:
                 claims_at[position] = alone
-            holds[key] = busy[key] = Hold(attempt, permit, held_alone)
+            attempt.permit = permit
+            attempt.alone = held_alone
+            holds[key] = busy[key] = attempt
         claims.reserved += len(queued)
 
     def __bool__(self) -> bool:
@@ -308,7 +311,7 @@ class Reservation:
         engine = runner._engine
         started_at = self._started_at
         tasks: list[asyncio.Task[None]] = []
-        executor = ready[0].attempt.kind.executor
+        executor = ready[0].kind.executor
         return runner._started(
             ready,
             tasks,
@@ -316,8 +319,8 @@ class Reservation:
             reconcile=reconcile,
         )
 
-    def _give_back(self, hold: Hold) -> None:
-        if hold.attempt.key in self._queued:
+    def _give_back(self, hold: Attempt) -> None:
+        if hold.key in self._queued:
             self._runner.queue.reserved -= 1
         release(self._runner._engine, hold)
 
@@ -332,5 +335,5 @@ class Reservation:
         if holds and engine.options.live_timers:
             engine.refresh_in_background(
                 "durability.scheduler.refresh_failed",
-                {"table": holds[0].attempt.kind.table.name},
+                {"table": holds[0].kind.table.name},
             )

@@ -3,7 +3,7 @@ operations or named alarms, a fanout target's batch, a workflow instance's run).
 
 Whatever starts it (an alarm pass over due rows, a registration due now, the caller's
 own insert that claims its new records), an attempt goes the same way: its key is
-marked running and it takes a permit of the scheduler's FIFO pool (`Hold`); its claim
+marked running and it takes a permit of the scheduler's FIFO pool (`take_hold`); its claim
 is written and committed before its handler is called; its outcome is written with a
 generation-fenced statement; its permit and key are given back once that outcome is
 persisted and its handler has ended (`batch`, `handler_task`, `settle`). The entry
@@ -29,7 +29,7 @@ from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from .attempt import Attempt
-from .batch import Hold, claim_and_run, release, take_hold
+from .batch import claim_and_run, release, take_hold
 from .permits import Release
 from .reservation import ClaimQueue, Reservation
 
@@ -139,7 +139,7 @@ class AttemptRunner:
         running = engine.running
         permits: list[Release] = []
         chosen: list[Attempt] = []
-        later: list[Hold] = []
+        later: list[Attempt] = []
         for attempt in attempts:
             table = attempt.kind.table.name
             if attempt.key in running.keys(table):
@@ -176,14 +176,14 @@ class AttemptRunner:
         permits: Sequence[Release],
         waiting: list[asyncio.Task[None]],
         alone: bool = False,
-    ) -> list[Hold]:
+    ) -> list[Attempt]:
         """Mark each attempt's key running with its permit (`alone`: the one attempt holds
         every permit; so does any attempt of a pool of one). An attempt that must wait
         for an older execution of its key gives its permit back and waits in a task
         added to `waiting`, then runs by itself (`_when_free`)."""
         engine = self._engine
         alone = alone or engine.permits.size == 1
-        holds: list[Hold] = []
+        holds: list[Attempt] = []
         for attempt, permit in zip(attempts, permits, strict=True):
             if attempt.after is not None and not attempt.after.is_set():
                 held = take_hold(engine, attempt)
@@ -193,7 +193,7 @@ class AttemptRunner:
             holds.append(take_hold(engine, attempt, permit, alone))
         return holds
 
-    async def _in_turn(self, later: list[Hold], waiting: list[asyncio.Task[None]]) -> None:
+    async def _in_turn(self, later: list[Attempt], waiting: list[asyncio.Task[None]]) -> None:
         """Run `later`'s attempts, whose keys are marked running already, in their order
         as permits come free (FIFO, in batches of those free at a time; one that waits
         for an older execution of its key does so in `_when_free`). Raises the first
@@ -204,10 +204,10 @@ class AttemptRunner:
         try:
             while pending:
                 permits = await engine.permits.take(len(pending))
-                holds: list[Hold] = []
+                holds: list[Attempt] = []
                 for permit in permits:
                     held = pending.popleft()
-                    after = held.attempt.after
+                    after = held.after
                     if after is not None and not after.is_set():
                         permit()
                         waiting.append(engine.tasks.spawn(self._when_free(held)))
@@ -220,22 +220,21 @@ class AttemptRunner:
                     failures.append(error)
         finally:
             for held in pending:
-                engine.running.finish(held.attempt.kind.table.name, held.attempt.key, held)
+                engine.running.finish(held.kind.table.name, held.key, held)
         if failures:
             raise failures[0]
 
-    async def _when_free(self, held: Hold) -> None:
+    async def _when_free(self, held: Attempt) -> None:
         """Run `held`'s attempt, whose key is marked running already, once the older
         execution it waits for has settled and a permit is free; ends when it has
         settled."""
         engine = self._engine
-        attempt = held.attempt
         try:
-            assert attempt.after is not None
-            await attempt.after.wait()
+            assert held.after is not None
+            await held.after.wait()
             permit = engine.permits.try_acquire() or await engine.permits.acquire()
         except BaseException:
-            engine.running.finish(attempt.kind.table.name, attempt.key, held)
+            engine.running.finish(held.kind.table.name, held.key, held)
             raise
         held.permit, held.alone = permit, engine.permits.size == 1
         holds = [held]
@@ -246,7 +245,7 @@ class AttemptRunner:
             for task in waiting:
                 await task
 
-    async def _run_held(self, holds: list[Hold], run: Callable[[], Awaitable[None]]) -> None:
+    async def _run_held(self, holds: list[Attempt], run: Callable[[], Awaitable[None]]) -> None:
         """`run()` over `holds`; release every one not handed over, whatever happens."""
         try:
             await run()
@@ -258,16 +257,16 @@ class AttemptRunner:
                 # The keys are eligible for the timer again: re-arm it for work it skipped.
                 self._engine.refresh_in_background(
                     "durability.scheduler.refresh_failed",
-                    {"table": holds[0].attempt.kind.table.name},
+                    {"table": holds[0].kind.table.name},
                 )
 
     async def _started(
         self,
-        holds: list[Hold],
+        holds: list[Attempt],
         waiting: list[asyncio.Task[None]],
         run: Callable[[], Awaitable[None]],
         *,
-        later: list[Hold] | None = None,
+        later: list[Attempt] | None = None,
         reconcile: bool = True,
     ) -> None:
         """`run()` over `holds` started outside a pass, then the attempts `later` (keys

@@ -33,11 +33,12 @@ class ActiveExecution:
 
     It is settled only when the outcome is persisted AND the handler task has ended. The
     event waiters await is made only when one asks for it (most attempts have none).
-    Its one kind is `batch.Hold`, which also holds the attempt's permit and sets these
-    fields itself (one object per attempt, built without a call to a base `__init__`).
+    Its one kind is `attempt.Attempt`, which has the `generation` and `created_at` these
+    read, holds the attempt's permit too and sets these fields itself (one object per
+    attempt, built without a call to a base `__init__`).
     """
 
-    __slots__ = ("_event", "created_at", "generation", "is_settled", "signal")
+    __slots__ = ("_event", "is_settled", "signal")
 
     generation: str
     created_at: int

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._engine import Attempt, AttemptKind, Hold, hand_over
+from .._engine import Attempt, AttemptKind, hand_over
 from .._errors import FanoutSettlementError
 from .._load import RoutingLoad
 from .dead_letters import DeadLetterWrites
@@ -75,20 +75,20 @@ class DeliveryExecutor:
         self._routing = routing
 
     async def claim(
-        self, engine: Engine, holds: list[Hold], now: int, errors: list[Exception]
+        self, engine: Engine, holds: list[Attempt], now: int, errors: list[Exception]
     ) -> set[str]:
         """Claim every held target's due rows in one transaction (each row leased until
         its target's attempt timeout from `now`); the targets with work to run."""
-        first: TargetWork = holds[0].attempt.data
+        first: TargetWork = holds[0].data
         if first.suspect is not None:
             return await self._claim_suspect(holds[0], now, errors)
         batches: list[tuple[TargetWork, list[Delivery], int, int]] = []
         for hold in holds:
-            work: TargetWork = hold.attempt.data
+            work: TargetWork = hold.data
             if work.failure is not None:
                 errors.append(work.failure)
             elif work.due:
-                policy = hold.attempt.kind.policy
+                policy = hold.kind.policy
                 lease_until = now + policy.attempt_timeout_ms
                 batches.append((work, work.due, policy.max_attempts, lease_until))
         if batches:
@@ -101,17 +101,12 @@ class DeliveryExecutor:
                 return set()
             for (work, *_), rows in zip(batches, claimed, strict=True):
                 work.claimed = rows
-        return {
-            hold.attempt.key
-            for hold in holds
-            if hold.attempt.data.claimed or hold.attempt.data.dead
-        }
+        return {hold.key for hold in holds if hold.data.claimed or hold.data.dead}
 
-    async def _claim_suspect(self, hold: Hold, now: int, errors: list[Exception]) -> set[str]:
-        """Claim the suspect row of `hold` to run alone: its delivery (counting the
-        interrupted one, spared if it ran beside others), or its DLQ write; a suspect out
-        of attempts needs no claim (it is dead-lettered, or dropped)."""
-        attempt = hold.attempt
+    async def _claim_suspect(self, attempt: Attempt, now: int, errors: list[Exception]) -> set[str]:
+        """Claim the suspect row of the held `attempt` to run alone: its delivery
+        (counting the interrupted one, spared if it ran beside others), or its DLQ write;
+        a suspect out of attempts needs no claim (it is dead-lettered, or dropped)."""
         work: TargetWork = attempt.data
         row = work.suspect
         assert row is not None and row.claim_alone is not None
@@ -142,7 +137,7 @@ class DeliveryExecutor:
     async def run(
         self,
         engine: Engine,
-        claimed: list[Hold],
+        claimed: list[Attempt],
         started_at: int,
         waiting: list[asyncio.Task[None]],
     ) -> None:
@@ -151,8 +146,7 @@ class DeliveryExecutor:
         for hold in claimed:
             hand_over(engine, hold, self._turn(hold), waiting)
 
-    async def _turn(self, hold: Hold) -> None:
-        attempt = hold.attempt
+    async def _turn(self, attempt: Attempt) -> None:
         kind = attempt.kind
         work: TargetWork = attempt.data
         row = work.suspect
@@ -161,7 +155,7 @@ class DeliveryExecutor:
             return
         for dead in work.dead:
             reason = failure_reason(dead.dead_letter_reason)
-            await self._settler.dead_letter(dead, reason, alone=hold.alone)
+            await self._settler.dead_letter(dead, reason, alone=attempt.alone)
         if work.claimed:
             await self._deliver(kind, work.claimed)
 

@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Mapping
 
 from .._context import SqlStorage
-from .._engine import Attempt, AttemptKind, AttemptPolicy, Hold, hand_over, release
+from .._engine import Attempt, AttemptKind, AttemptPolicy, hand_over, release
 from .._types import MAX_SAFE_INTEGER
 from . import rows
 from .body import RunBody, WorkflowCode
@@ -125,13 +125,13 @@ class Runner:
     # -- the executor of runs -----------------------------------------------------------
 
     async def claim(
-        self, engine: Engine, holds: list[Hold], now: int, errors: list[Exception]
+        self, engine: Engine, holds: list[Attempt], now: int, errors: list[Exception]
     ) -> set[str]:
         """Claim the run of each held instance still due (one transaction for the lot);
         the keys claimed."""
 
         def write(sql: SqlStorage) -> set[str]:
-            return {hold.attempt.key for hold in holds if _claim(sql, hold, now)}
+            return {hold.key for hold in holds if _claim(sql, hold, now)}
 
         try:
             return self.engine.write(write)
@@ -145,14 +145,14 @@ class Runner:
     async def run(
         self,
         engine: Engine,
-        claimed: list[Hold],
+        claimed: list[Attempt],
         started_at: int,
         waiting: list[asyncio.Task[None]],
     ) -> None:
         """Run each claimed instance in a task of its own, which gives its hold back once
         the run's outcome is written."""
         for hold in claimed:
-            hand_over(engine, hold, self._execute(hold.attempt.data), waiting, self._finish)
+            hand_over(engine, hold, self._execute(hold.data), waiting, self._finish)
 
     async def _execute(self, claimed: Claimed) -> None:
         row = claimed.row
@@ -160,20 +160,19 @@ class Runner:
             row = rows.read_instance(self.engine.sql, row.key) or row
         claimed.owed = await self.body.run(row, claimed.fence)
 
-    def _finish(self, engine: Engine, hold: Hold) -> None:
+    def _finish(self, engine: Engine, hold: Attempt) -> None:
         """Give the run's key and permit back; after a run that ended leaving work due,
         re-arm the timer for what it skipped meanwhile (a run cut short leaves that to
         the alarm; one that wrote its instance complete, errored or paused left none)."""
         release(engine, hold)
-        claimed: Claimed = hold.attempt.data
+        claimed: Claimed = hold.data
         if claimed.owed:
-            self.engine.refresh(hold.attempt.key)
+            self.engine.refresh(hold.key)
 
 
-def _claim(sql: SqlStorage, hold: Hold, now: int) -> bool:
-    """Claim the run of `hold`'s instance if it is still due (the attempt's `data` is
+def _claim(sql: SqlStorage, attempt: Attempt, now: int) -> bool:
+    """Claim the run of the held `attempt`'s instance if it is still due (its `data` is
     then its `Claimed`); a suspect is claimed only alone."""
-    attempt = hold.attempt
     row = rows.read_instance(sql, attempt.key)
     if (
         row is None
@@ -183,8 +182,8 @@ def _claim(sql: SqlStorage, hold: Hold, now: int) -> bool:
     ):
         return False
     if row.claim_alone is None:
-        fence = rows.claim_run(sql, row, now, hold.alone)
-    elif hold.alone:
+        fence = rows.claim_run(sql, row, now, attempt.alone)
+    elif attempt.alone:
         fence = rows.claim_suspect(sql, row, now)
     else:
         return False  # a suspect runs alone: the next pass runs it
