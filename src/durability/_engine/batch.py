@@ -1,8 +1,8 @@
 """Attempts held together: one claim for the lot, one wait for its commit, then their
 run, by the executor of their kind.
 
-Every held attempt owns its permit and its key lock (`take_hold`) from before its claim until
-its outcome is written and its work has ended; the claims are committed
+Every held attempt owns its permit and its key lock (`take_hold`) from before its claim
+until its outcome is written and its work has ended; the claims are committed
 (`storage.sync()`) before any of the batch runs. What a claim writes, what happens to
 an attempt whose claim lost, and how the claimed ones run is the executor's
 (`Executor`: `RecordExecutor` for record tables, the fanout's for deliveries).
@@ -35,6 +35,7 @@ def take_hold(
     mark its key running (replacing any entry of a purged record)."""
     attempt.permit = permit
     attempt.alone = alone
+    attempt.released = False
     engine.running.table(attempt.kind.table.name)[attempt.key] = attempt
     return attempt
 
