@@ -66,7 +66,7 @@ class ClaimQueue:
         """Queue `holds` (claimed, durable, without a permit) behind the others."""
         self._holds.extend(holds)
         if not self._draining:
-            self._start_draining(holds[0], [])
+            self._start_draining([])
 
     def add_behind(self, ready: list[Attempt], holds: Sequence[Attempt]) -> bool:
         """Queue `holds` behind `ready` (records claimed with them, each with its permit)
@@ -77,11 +77,12 @@ class ClaimQueue:
         if self._draining or not isinstance(ready[0].kind.executor, RecordExecutor):
             return False
         self._holds.extend(holds)
-        self._start_draining(ready[0], ready)
+        self._start_draining(ready)
         return True
 
-    def _start_draining(self, first: Attempt, ready: list[Attempt]) -> None:
+    def _start_draining(self, ready: list[Attempt]) -> None:
         self._draining = True
+        first = ready[0] if ready else self._holds[0]
         self._runner._engine.tasks.run_in_background(
             self._drain(ready), BACKGROUND_FAILED, {"table": first.kind.table.name}
         )
