@@ -51,13 +51,19 @@ def release_all(engine: Engine, holds: list[Attempt]) -> None:
     """`release` each of `holds` (of one table), in order."""
     if not holds:
         return
-    finish = engine.running.finisher(holds[0].kind.table.name)
+    running = engine.running.table(holds[0].kind.table.name)
     for hold in holds:
         hold.released = True
         permit = hold.permit
         if permit is not no_permit:  # one a batch handed on (see `records.run_claimed`)
             permit()
-        finish(hold.key, hold)
+        # `hold.settle()`, inline: once per attempt.
+        hold.is_settled = True
+        if hold._event is not None:
+            hold._event.set()
+        key = hold.key
+        if running.get(key) is hold:
+            del running[key]
 
 
 async def claim_and_run(

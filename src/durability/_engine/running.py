@@ -95,17 +95,6 @@ class RunningExecutions:
         if running is not None and running.get(key) is execution:
             del running[key]
 
-    def finisher(self, table: str) -> Callable[[str, ActiveExecution], None]:
-        """`finish` of `table`'s executions, with the table looked up once (a batch)."""
-        running = self.table(table)
-
-        def finish(key: str, execution: ActiveExecution) -> None:
-            execution.settle()
-            if running.get(key) is execution:
-                del running[key]
-
-        return finish
-
     def abort_created_before(self, table: str, cutoff: int, reason: str) -> None:
         """Abort, with a `DurabilityError(reason)`, the handlers of `table`'s records
         created strictly before `cutoff`."""

@@ -272,15 +272,16 @@ MAX_BATCH_ROWS = BATCH_SHAPES[-1]
 """Rows one padded statement names at most: callers chunk their rows by it."""
 
 
-def padded(count: int) -> int:
-    """The smallest of `BATCH_SHAPES` that holds `count` rows."""
-    return next(size for size in BATCH_SHAPES if size >= count)
+_PADDED = tuple(
+    next(size for size in BATCH_SHAPES if size >= count) for count in range(MAX_BATCH_ROWS + 1)
+)
+"""The smallest of `BATCH_SHAPES` that holds each row count, by count."""
 
 
 def padded_bindings(rows: Sequence[Sequence[SqlValue]], width: int) -> tuple[int, list[SqlValue]]:
     """The padded row count of `rows` (at most `MAX_BATCH_ROWS`) and their bindings, NULL
     rows (which match nothing) filling the shape up."""
-    size = padded(len(rows))
+    size = _PADDED[len(rows)]
     bindings: list[SqlValue] = list(chain.from_iterable(rows))
     bindings.extend([None] * (width * (size - len(rows))))
     return size, bindings
