@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 from .._clock import now_ms
 from .._context import SqlStorage
 from .._signal import AbortSignal
-from .attempt import Attempt, Done
+from .attempt import Attempt, AttemptKind, Done
 from .batch import at_once, release, release_all
 from .handler_task import continue_in_task
 from .lifecycle import AttemptStartedEvent, LifecycleEventType
@@ -44,6 +45,11 @@ class RecordExecutor(ABC):
     def invoke(self, attempt: Attempt, number: int, signal: AbortSignal) -> Any:
         """Call the handler for attempt `number` of the record (the result may be
         awaitable)."""
+
+    def invoker(self, kind: AttemptKind) -> Callable[[Attempt, int, AbortSignal], Any]:
+        """`invoke` for a run of attempts of `kind`, which may look up once what every
+        one of them shares."""
+        return self.invoke
 
     @abstractmethod
     def complete(self, engine: Engine, done: Sequence[Done]) -> list[int | Exception | None]:
@@ -96,17 +102,17 @@ class RecordExecutor(ABC):
         await run_claimed(engine, claimed, started_at, waiting, refill)
 
 
-Refill = Callable[[], Attempt | None]
-"""The next claimed attempt to run on the permit of one that has ended (`None`: none)."""
+Refill = Callable[[int], list[Attempt]]
+"""Up to that many more claimed attempts, to run on the permits of ones that have ended
+(fewer, or none, when fewer wait)."""
 
 RUN_ROWS = 128
 """Handlers that return without awaiting one batch runs back to back at most, on
 permits handed on (their successes are then written together)."""
 RUN_SLICE_MS = 5
 """How long, by the runtime's clock, a batch goes on handing permits on: slow handlers
-stop it early, so neither the loop nor their written successes wait for 128 of them."""
-_SLICE_CHECKS = 8
-"""The clock is read once per this many handlers run back to back."""
+stop it early, so neither the loop nor their written successes wait for 128 of them.
+The clock is read once per round of handed-on permits."""
 
 
 async def run_claimed(
@@ -119,51 +125,57 @@ async def run_claimed(
     """Run the handlers of `claimed` attempts, whose claims (at `started_at`) are durable
     already, and settle them; an attempt whose handler suspended goes on in `waiting`
     (`refill`: see `RecordExecutor.run`)."""
-    held: list[Attempt] = []
     done: list[Done] = []
     failed: list[tuple[Attempt, BaseException]] = []
-    if refill is not None:
-        claimed = list(claimed)  # grows as permits are handed on (the loop sees it grow)
-        slice_ends = now_ms() + RUN_SLICE_MS
     last_kind = None
     announce = False
     invoke: Callable[[Attempt, int, AbortSignal], Any]  # set by the first attempt
-    for attempt in claimed:
-        signal = attempt.signal
-        assert signal is not None
-        kind = attempt.kind
-        if kind is not last_kind:  # what a kind decides, looked up once per run of it
-            last_kind = kind
-            announce = LifecycleEventType.ATTEMPT_STARTED in kind.listened
-            executor: RecordExecutor = kind.executor  # type: ignore[assignment]
-            invoke = executor.invoke
-        number = attempt.attempt + 1
-        if announce:
-            kind.emit(AttemptStartedEvent(**attempt.entity(), timestamp=started_at, attempt=number))
-        reason = signal._reason  # the `reason` property, read once per attempt
-        if reason is not None:
-            failed.append((attempt, reason))  # cancelled or purged since its claim
-            continue
-        try:
-            value = invoke(attempt, number, signal)
-        except (Exception, asyncio.CancelledError) as error:
-            failed.append((attempt, error))
-            continue
-        if value is not None and inspect.isawaitable(value):
-            _hand_over(engine, attempt, number, started_at, value, waiting)
-            continue
-        held.append(attempt)
-        done.append((attempt, number, value))
-        if refill is not None and len(claimed) < RUN_ROWS:
-            if len(claimed) % _SLICE_CHECKS == 0 and now_ms() >= slice_ends:
-                refill = None  # the rest wait for permits as any claim does
-            else:
-                more = refill()
-                if more is not None:
-                    more.permit, attempt.permit = attempt.permit, no_permit
-                    claimed.append(more)
+    batch = claimed
+    ran = len(batch)
+    if refill is not None:
+        slice_ends = now_ms() + RUN_SLICE_MS
+    while True:
+        ended = len(done)
+        for attempt in batch:
+            signal: AbortSignal = attempt.signal  # type: ignore[assignment]  # claimed
+            kind = attempt.kind
+            if kind is not last_kind:  # what a kind decides, looked up once per run of it
+                last_kind = kind
+                announce = LifecycleEventType.ATTEMPT_STARTED in kind.listened
+                executor: RecordExecutor = kind.executor  # type: ignore[assignment]
+                invoke = executor.invoker(kind)
+            number = attempt.attempt + 1
+            if announce:
+                kind.emit(
+                    AttemptStartedEvent(**attempt.entity(), timestamp=started_at, attempt=number)
+                )
+            reason = signal._reason  # the `reason` property, read once per attempt
+            if reason is not None:
+                failed.append((attempt, reason))  # cancelled or purged since its claim
+                continue
+            try:
+                value = invoke(attempt, number, signal)
+            except (Exception, asyncio.CancelledError) as error:
+                failed.append((attempt, error))
+                continue
+            if value is not None and inspect.isawaitable(value):
+                _hand_over(engine, attempt, number, started_at, value, waiting)
+                continue
+            done.append((attempt, number, value))
+        if refill is None:
+            break
+        # The handlers of this round that returned without awaiting hand their permits
+        # on, one each, to as many more claimed attempts.
+        if ran >= RUN_ROWS or len(done) == ended or now_ms() >= slice_ends:
+            break
+        batch = refill(min(len(done) - ended, RUN_ROWS - ran))
+        if not batch:
+            break
+        ran += len(batch)
+        for (ended_attempt, _, _), more in zip(done[ended:], batch, strict=False):
+            more.permit, ended_attempt.permit = ended_attempt.permit, no_permit
     if done:
-        _store_successes(engine, held, done, started_at, failed)
+        _store_successes(engine, done, started_at, failed)
     for hold, failure in failed:
         await settle_error(engine, hold, hold.attempt + 1, started_at, failure)
         release(engine, hold)
@@ -238,13 +250,12 @@ def _hand_over(
 
 def _store_successes(
     engine: Engine,
-    held: list[Attempt],
     done: list[Done],
     started_at: int,
     failed: list[tuple[Attempt, BaseException]],
 ) -> None:
-    """Write every success of `done` (of `held`, in order; set-based), then release each
-    attempt; a success that cannot be stored joins `failed`."""
+    """Write every success of `done` (in order; set-based), then release each attempt;
+    a success that cannot be stored joins `failed`."""
     executor: RecordExecutor = done[0][0].kind.executor  # type: ignore[assignment]
     try:
         stored = executor.complete(engine, done)
@@ -253,18 +264,19 @@ def _store_successes(
         stored = [_complete_one(engine, one) for one in done]
     if not set(map(type, stored)) <= _WRITTEN:
         kept: list[int] = []
-        for index, (hold, outcome) in enumerate(zip(held, stored, strict=True)):
+        for index, ((attempt, _, _), outcome) in enumerate(zip(done, stored, strict=True)):
             if isinstance(outcome, Exception):
-                failed.append((hold, outcome))
+                failed.append((attempt, outcome))
             else:
                 kept.append(index)
-        held = [held[index] for index in kept]
         done = [done[index] for index in kept]
         stored = [stored[index] for index in kept]
     record_successes(engine, done, cast("list[int | None]", stored), started_at)
-    release_all(engine, held)
+    release_all(engine, list(map(_ATTEMPT, done)))
 
 
+_ATTEMPT: Callable[[Done], Attempt] = operator.itemgetter(0)
+"""The attempt of a success."""
 _WRITTEN = frozenset({int, type(None)})
 """The types of a stored success's outcome (its `completed_at`, or `None`)."""
 

@@ -24,10 +24,9 @@ from typing import TYPE_CHECKING
 
 from .._clock import now_ms
 from .._signal import AbortSignal
-from .attempt import Attempt
+from .attempt import Attempt, AttemptKind
 from .batch import release
 from .lifecycle import report_failure
-from .permits import no_permit
 from .records import RecordExecutor
 from .running import ActiveExecution
 from .tasks import BACKGROUND_FAILED
@@ -130,13 +129,13 @@ class ClaimQueue:
         started_at = now_ms()
         queued = self._holds
 
-        def refill() -> Attempt | None:
-            if not queued or queued[0].kind.executor is not executor:
-                return None
-            self.reserved -= 1
-            hold = queued.popleft()
-            batch.append(hold)  # released with the batch if the run fails
-            return hold
+        def refill(count: int) -> list[Attempt]:
+            more: list[Attempt] = []
+            while queued and len(more) < count and queued[0].kind.executor is executor:
+                more.append(queued.popleft())
+            self.reserved -= len(more)
+            batch.extend(more)  # released with the batch if the run fails
+            return more
 
         def run() -> Awaitable[None]:
             if isinstance(executor, RecordExecutor):
@@ -197,8 +196,9 @@ class Reservation:
         *,
         queue: bool,
     ) -> None:
-        """An attempt must be of the first row of its key in the write: a later row of
-        that key could not be inserted, so an earlier one keeps its place. Without
+        """Each attempt is a new one (not held: its permit is `no_permit`) of the first row
+        of its key in the write: a later row of that key could not be inserted, so an
+        earlier one keeps its place. Without
         `queue`, holding stops at the first attempt no permit is free for (a caller whose
         table has no queued claims: its other records are inserted for the timer)."""
         self._runner = runner
@@ -225,27 +225,37 @@ class Reservation:
         room = MAX_QUEUED - claims.reserved
         behind = claims.reserved > 0
         name: str | None = None
+        last_kind: AttemptKind | None = None
         busy: dict[str, ActiveExecution] = {}
         for position, attempt in zip(positions, attempts, strict=True):
             key = attempt.key
-            table = attempt.kind.table.name
-            if table != name:
-                name = table
-                busy = running.table(name)
+            kind = attempt.kind
+            if kind is not last_kind:  # a write's attempts are mostly of one kind
+                last_kind = kind
+                if kind.table.name != name:
+                    name = kind.table.name
+                    busy = running.table(name)
             # `busy` is live: it has the keys held here already.
             if key in busy or attempt.after is not None:
                 continue
-            permit = None if behind else try_acquire()
-            if permit is None:
+            if behind:
+                # Queued for a permit, as every later one (an attempt's permit is
+                # `no_permit` until it has one).
                 if not queue or len(queued) >= room:
                     break
-                behind = True
                 queued.add(key)
                 claims_at[position] = QUEUED_CLAIM
-                permit = no_permit
             else:
-                claims_at[position] = alone
-            attempt.permit = permit
+                permit = try_acquire()
+                if permit is None:
+                    behind = True
+                    if not queue or room <= 0:
+                        break
+                    queued.add(key)
+                    claims_at[position] = QUEUED_CLAIM
+                else:
+                    claims_at[position] = alone
+                    attempt.permit = permit
             attempt.alone = held_alone
             holds[key] = busy[key] = attempt
         claims.reserved += len(queued)
