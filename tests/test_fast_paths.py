@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,7 +23,8 @@ from durability import (
 )
 from durability._engine.tables import TableSpec, claim_attempt, claim_suspect, is_exhausted
 from durability._frozen import frozen_with
-from durability._operations.calls import _new_call
+from durability._operations.calls import CallExecutor
+from durability._serialization import serialize
 from durability._uuid import random_uuid
 from durability.runtime import DurableObject, Runtime
 from durability.testing import VirtualClock
@@ -231,29 +233,44 @@ async def test_a_handler_whose_task_is_cancelled_fails_the_attempt_and_is_retrie
         await rt.close()
 
 
+def _fast_call(
+    id: str, operation: str, payload: Any, attempt: int, signal: AbortSignal, prefix: str
+) -> DurableCall[Any]:
+    """The `DurableCall` the operations' executor hands a handler of `operation` for
+    attempt `attempt` of call `id` (its idempotency key `prefix` + `id`)."""
+    received: list[DurableCall[Any]] = []
+    owner = SimpleNamespace(_handlers={operation: received.append}, _prefixes={operation: prefix})
+    kind = SimpleNamespace(name=operation)
+    record = SimpleNamespace(key=id, data=serialize(payload))
+    invoke = CallExecutor(owner).invoker(kind)  # type: ignore[arg-type]
+    invoke(record, attempt, signal)  # type: ignore[arg-type]
+    (call,) = received
+    return call
+
+
 def test_the_fast_durable_call_equals_the_constructed_one() -> None:
     """A handler's `DurableCall` is built without its constructor: it has every field,
     equals and hashes as the constructed one, and stays frozen."""
     signal = AbortSignal()
-    fast = _new_call("id-1", "charge", {"cents": 5}, 2, signal, "key-1")
+    fast = _fast_call("id-1", "charge", {"cents": 5}, 2, signal, "key-")
     built = DurableCall(
         id="id-1",
         operation="charge",
         payload={"cents": 5},
         attempt=2,
         signal=signal,
-        idempotency_key="key-1",
+        idempotency_key="key-id-1",
     )
     assert [field.name for field in dataclasses.fields(DurableCall)] == list(vars(fast))
     assert fast == built and repr(fast) == repr(built)
-    assert hash(_new_call("id-1", "charge", None, 2, signal, "k")) == hash(
+    assert hash(_fast_call("id-1", "charge", None, 2, signal, "k:")) == hash(
         DurableCall(
             id="id-1",
             operation="charge",
             payload=None,
             attempt=2,
             signal=signal,
-            idempotency_key="k",
+            idempotency_key="k:id-1",
         )
     )
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -4,16 +4,16 @@ operation record calls it and stores its success (`CallExecutor`)."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import quote
 
 from .._clock import now_ms
 from .._context import SqlStorage
-from .._engine import Attempt, AttemptPolicy, Done, Engine, RecordExecutor
+from .._engine import Attempt, AttemptKind, AttemptPolicy, Done, Engine, RecordExecutor
 from .._errors import DurableResultSerializationError
-from .._frozen import frozen_with
+from .._frozen import new_instance, set_attribute
 from .._serialization import deserialize
 from .._signal import AbortSignal
 from .._types import JsonValue
@@ -48,30 +48,6 @@ class DurableCall(Generic[P]):
     idempotency_key: str
 
 
-def _new_call(
-    id: str,
-    operation: str,
-    payload: JsonValue,
-    attempt: int,
-    signal: AbortSignal,
-    idempotency_key: str,
-) -> DurableCall[JsonValue]:
-    """`DurableCall(...)` with these fields, built at a fraction of the cost (see
-    `frozen_with`)."""
-    call: DurableCall[JsonValue] = frozen_with(
-        DurableCall,
-        {
-            "id": id,
-            "operation": operation,
-            "payload": payload,
-            "attempt": attempt,
-            "signal": signal,
-            "idempotency_key": idempotency_key,
-        },
-    )
-    return call
-
-
 class CallExecutor(RecordExecutor):
     """Runs operation records: the handler gets a `DurableCall` of the stored payload;
     successes are stored set-based (`complete_calls`)."""
@@ -82,14 +58,39 @@ class CallExecutor(RecordExecutor):
         self._owner = owner
 
     def invoke(self, attempt: Attempt, number: int, signal: AbortSignal) -> Any:
-        owner, name, key = self._owner, attempt.kind.name, attempt.key
+        return self.invoker(attempt.kind)(attempt, number, signal)
+
+    def invoker(self, kind: AttemptKind) -> Callable[[Attempt, int, AbortSignal], Any]:
+        owner, name = self._owner, kind.name
         handler = owner._handlers.get(name)
         if handler is None:
-            raise owner._no_handler(name)
-        text = attempt.data
-        payload = None if text == NULL_TEXT else deserialize(text)
+
+            def missing(attempt: Attempt, number: int, signal: AbortSignal) -> Any:
+                raise owner._no_handler(name)
+
+            return missing
         prefix = owner._prefixes.get(name) or owner._idempotency_prefix(name)
-        return handler(_new_call(key, name, payload, number, signal, prefix + key))
+
+        def invoke(attempt: Attempt, number: int, signal: AbortSignal) -> Any:
+            text = attempt.data
+            key = attempt.key
+            # `DurableCall(...)` as `frozen_with` builds it, with no call of its own.
+            call: DurableCall[JsonValue] = new_instance(DurableCall)
+            set_attribute(
+                call,
+                "__dict__",
+                {
+                    "id": key,
+                    "operation": name,
+                    "payload": None if text == NULL_TEXT else deserialize(text),
+                    "attempt": number,
+                    "signal": signal,
+                    "idempotency_key": prefix + key,
+                },
+            )
+            return handler(call)
+
+        return invoke
 
     def complete(self, engine: Engine, done: Sequence[Done]) -> list[int | Exception | None]:
         if len(done) > 1:
