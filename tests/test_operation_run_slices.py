@@ -85,8 +85,8 @@ async def test_fast_handlers_run_in_slices_of_up_to_run_rows() -> None:
 
 async def test_slow_handlers_end_a_slice_once_its_time_is_up() -> None:
     """Handlers that each take 1 ms by the runtime's clock: a slice stops handing permits
-    on once `RUN_SLICE_MS` have passed (the clock is read every 8 handlers), so its
-    successes are not held back behind 128 slow handlers."""
+    on once `RUN_SLICE_MS` have passed (the clock is read once per round of handed-on
+    permits), so its successes are not held back behind 128 slow handlers."""
     clock = SteppedClock(step_ms=1)
     slices, completed = await _run(clock)
     assert completed == CALLS
