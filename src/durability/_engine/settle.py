@@ -109,6 +109,13 @@ def record_successes(
     table = first.table.name
     watchers = engine.watchers
     watched = watchers.watched_keys(table)
+    if (
+        not debug
+        and not watched
+        and LifecycleEventType.ATTEMPT_SETTLED not in first.listened
+        and None not in written
+    ):
+        return  # nothing to log, wake or emit (a table's kinds share one hook's events)
     last_kind = None
     announce = False
     for (attempt, number, result), completed_at in zip(done, written, strict=True):
