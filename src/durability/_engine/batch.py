@@ -57,10 +57,7 @@ def release_all(engine: Engine, holds: list[Attempt]) -> None:
         permit = hold.permit
         if permit is not no_permit:  # one a batch handed on (see `records.run_claimed`)
             permit()
-        # `hold.settle()`, inline: once per attempt.
-        hold.is_settled = True
-        if hold._event is not None:
-            hold._event.set()
+        hold.settle()
         key = hold.key
         if running.get(key) is hold:
             del running[key]

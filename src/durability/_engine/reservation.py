@@ -198,9 +198,9 @@ class Reservation:
     ) -> None:
         """Each attempt is a new one (not held: its permit is `no_permit`) of the first row
         of its key in the write: a later row of that key could not be inserted, so an
-        earlier one keeps its place. Without
-        `queue`, holding stops at the first attempt no permit is free for (a caller whose
-        table has no queued claims: its other records are inserted for the timer)."""
+        earlier one keeps its place. Without `queue`, holding stops at the first attempt
+        no permit is free for (a caller whose table has no queued claims: its other
+        records are inserted for the timer)."""
         self._runner = runner
         self._holds: dict[str, Attempt] = {}
         self._positions: dict[int, int] = {}
