@@ -6,10 +6,8 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-new_instance = object.__new__
-"""A blank instance of a class, its `__init__` not called."""
-set_attribute = object.__setattr__
-"""Set an attribute past a frozen dataclass's `__setattr__`."""
+_new_object = object.__new__
+_set_state = object.__setattr__
 
 
 def frozen_with(cls: type[T], fields: dict[str, Any]) -> T:
@@ -19,6 +17,6 @@ def frozen_with(cls: type[T], fields: dict[str, Any]) -> T:
     at once: the dataclass's own `__init__` sets each field through
     `object.__setattr__`, which costs more than the rest of building it, and the engine
     builds a call and an event per attempt."""
-    instance: T = new_instance(cls)
-    set_attribute(instance, "__dict__", fields)
+    instance: T = _new_object(cls)
+    _set_state(instance, "__dict__", fields)
     return instance

@@ -13,7 +13,7 @@ from .._clock import now_ms
 from .._context import SqlStorage
 from .._engine import Attempt, AttemptKind, AttemptPolicy, Done, Engine, RecordExecutor
 from .._errors import DurableResultSerializationError
-from .._frozen import new_instance, set_attribute
+from .._frozen import frozen_with
 from .._serialization import deserialize
 from .._signal import AbortSignal
 from .._types import JsonValue
@@ -74,11 +74,8 @@ class CallExecutor(RecordExecutor):
         def invoke(attempt: Attempt, number: int, signal: AbortSignal) -> Any:
             text = attempt.data
             key = attempt.key
-            # `DurableCall(...)` as `frozen_with` builds it, with no call of its own.
-            call: DurableCall[JsonValue] = new_instance(DurableCall)
-            set_attribute(
-                call,
-                "__dict__",
+            call: DurableCall[JsonValue] = frozen_with(
+                DurableCall,
                 {
                     "id": key,
                     "operation": name,
