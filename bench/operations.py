@@ -31,7 +31,11 @@ Everything runs in one process on real files (WAL, every commit synced) and the 
   least work (`LeanOperations`: a call per registration returning once durable,
   multi-row inserts, claims durable before a handler runs and permits held until its
   success is written, set-based claims and completions, and nothing else) on this
-  runtime, and the same in bare asyncio and sqlite3 with no runtime at all
+  runtime; that with a turn's records claimed by its commit plus the work the API
+  forces per operation (`ApiOperations`: the id checked, a future per caller, each
+  insert's count read back, a `DurableCall` with its own signal per attempt, the key
+  marked running while its handler runs), which any engine behind this API adds;
+  and the same least work in bare asyncio and sqlite3 with no runtime at all
   (`BareOperations`: a task per call, one commit per loop turn, the log's fdatasync on
   the loop, and again with it in a thread). Below those, the least work the workload
   allows at all (`least_work.LeastWork`: a five-column table, registrations inserted
@@ -44,7 +48,8 @@ Everything runs in one process on real files (WAL, every commit synced) and the 
   inserted with SQL to set up quickly; the measured calls go through the API).
 - CPU per operation on the in-memory runtime (process time, register -> completed,
   default permits), beside the runtime's own floor (a stub call inserting one row) and
-  the least work on this runtime with the engine's claims (`LeanOperations`, claim_all).
+  the least work on this runtime with the engine's claims (`LeanOperations`, claim_all)
+  and with the API's work (`ApiOperations`).
   The operations object's handler counts its runs; once the last has run, the
   benchmark waits for no record to be pending. No lifecycle hook, as LeanOperations
   and LeastWork build no event either; a last row counts completions through a hook
@@ -59,6 +64,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import inspect
 import os
 import platform
 import random
@@ -81,6 +87,7 @@ from contract_floor import AHEAD_PER_COMMIT, floor_seconds
 from least_work import bench_least, close_counting, register_all
 
 from durability import (
+    AbortSignal,
     Durability,
     DurabilityAlarms,
     DurableAlarmInfo,
@@ -89,8 +96,11 @@ from durability import (
     now_ms,
 )
 from durability._engine.migrations import migrate
+from durability._frozen import frozen_with
 from durability._operations import OPERATION_MIGRATIONS
-from durability._uuid import random_uuid
+from durability._operations.control import NULL_TEXT, check_id
+from durability._serialization import deserialize, serialize
+from durability._uuid import fresh_generation, random_uuid
 from durability.runtime import (
     AlarmInvocationInfo,
     DurableObject,
@@ -441,7 +451,9 @@ class LeanOperations(CountingBench):
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
         migrate(ctx.storage, "operations", OPERATION_MIGRATIONS)
-        self.work = LeanWork(settings.alarm_concurrency, RUNTIME_CHUNK, settings.claim_all)
+        self.work: LeanWork | ApiWork = LeanWork(
+            settings.alarm_concurrency, RUNTIME_CHUNK, settings.claim_all
+        )
         self.flushing = False
 
     async def register(self, id: str) -> None:
@@ -478,6 +490,124 @@ class LeanOperations(CountingBench):
             "AND sql IS NOT NULL ORDER BY type DESC"
         )
         return [str(row["sql"]) for row in rows]
+
+
+_CHANGES = "SELECT changes()"
+
+
+class ApiTurn(Turn):
+    """A turn of `ApiWork`: its registrations and each caller's own future."""
+
+    __slots__ = ("futures", "rows")
+
+    def __init__(
+        self, rows: list[tuple[str, str, str, int, str, int]], futures: list[asyncio.Future[None]]
+    ) -> None:
+        super().__init__(None, [], 0)
+        self.rows = rows
+        self.futures = futures
+
+
+class ApiWork:
+    """`LeanWork` with a turn's records claimed by its commit, plus the work the API
+    forces per operation: the id checked and the payload serialized, a fresh
+    generation, a future per caller (each learns its own outcome), each insert's count
+    read back (a caller whose id another operation holds must be told); and per attempt
+    a `DurableCall` with an `AbortSignal` of its own, the key marked running while its
+    handler runs, the handler called and its result serialized. No permit is tracked:
+    the handlers return at once and run one after another."""
+
+    def __init__(self, chunk: int, handler: Callable[[DurableCall[Any]], object]) -> None:
+        self.chunk = chunk
+        self.handler = handler
+        self.rows: list[tuple[str, str, str, int, str, int]] = []
+        self.futures: list[asyncio.Future[None]] = []
+        self.succeeded: list[Claim] = []
+        self.running: dict[str, str] = {}
+
+    def add(self, id: object, now: int, payload: object = None) -> asyncio.Future[None]:
+        """Queue the registration of `id`; its own future ends once it is durable."""
+        key = check_id(id)
+        text = NULL_TEXT if payload is None else serialize(payload, "payload")
+        future = asyncio.get_running_loop().create_future()
+        self.rows.append((key, "noop", text, now, fresh_generation(), now))
+        self.futures.append(future)
+        return future
+
+    def write(self, execute: Callable[[str, list[Any]], Any], now: int) -> ApiTurn:
+        """Run this turn's statements with `execute` (each insert's count read back)."""
+        rows, self.rows = self.rows, []
+        futures, self.futures = self.futures, []
+        chunk = self.chunk
+        for first in range(0, len(rows), chunk):
+            part = rows[first : first + chunk]
+            execute(_lean_statement(_LEAN_INSERT_CLAIMED, 6, len(part)), [*chain(*part)])
+            for (count,) in execute(_CHANGES, []).raw():
+                if count != len(part):
+                    raise AssertionError(f"{len(part) - count} ids were taken already")
+        succeeded, self.succeeded = self.succeeded, []
+        for first in range(0, len(succeeded), chunk):
+            done = succeeded[first : first + chunk]
+            execute(_lean_statement(_LEAN_COMPLETE, 2, len(done)), [*chain(*done), now])
+        return ApiTurn(rows, futures)
+
+    def durable(self, turn: Turn) -> bool:
+        """`turn`'s commit is durable: answer each caller and run each handler (their
+        successes go into the next turn); whether another turn has work."""
+        assert isinstance(turn, ApiTurn)
+        for future in turn.futures:
+            if not future.done():
+                future.set_result(None)
+        handler, running, succeeded = self.handler, self.running, self.succeeded
+        for key, operation, text, _, generation, _ in turn.rows:
+            running[key] = generation
+            call: DurableCall[Any] = frozen_with(
+                DurableCall,
+                {
+                    "id": key,
+                    "operation": operation,
+                    "payload": None if text == NULL_TEXT else deserialize(text),
+                    "attempt": 1,
+                    "signal": AbortSignal(),
+                    "idempotency_key": "durability-call:v1:bench:noop:" + key,
+                },
+            )
+            result = handler(call)
+            if result is not None:
+                if inspect.isawaitable(result):
+                    raise AssertionError("the model's handlers return at once")
+                serialize(result, "result")
+            del running[key]
+            succeeded.append((key, generation))
+        return bool(succeeded or self.rows)
+
+    def failed(self, turn: Turn, error: BaseException) -> None:
+        """`turn`'s commit could not be made durable: each caller gets `error`."""
+        assert isinstance(turn, ApiTurn)
+        for future in turn.futures:
+            if not future.done():
+                future.set_exception(error)
+
+
+class ApiOperations(LeanOperations):
+    """`LeanOperations` (a turn's records claimed by its commit) doing the work the API
+    forces per operation (`ApiWork`): what any engine behind this API must add to the
+    least work on this runtime. Its handler counts its runs, as `OperationsBench`'s."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self.work = ApiWork(RUNTIME_CHUNK, self._noop)
+
+    def _noop(self, call: DurableCall[Any]) -> None:
+        self.completions.add(1)
+
+    async def wait_completed(self) -> int:
+        """Wait until every handler has run and the last successes are written."""
+        await self.completions.done.wait()
+        while self.work.succeeded:
+            self._flush_soon()
+            await asyncio.sleep(0)
+        return await CountingBench.wait_completed(self)
 
 
 class BareOperations:
@@ -859,7 +989,7 @@ def main() -> None:
     floors: dict[tuple[int, bool], list[float]] = {floor: [] for floor in FLOORS}
     runtime: dict[int, list[float]] = {concurrency: [] for concurrency in concurrencies}
     cpu: dict[str, list[float]] = {
-        key: [] for key in ("operations", "listening", "floor", "bare", "lean-all")
+        key: [] for key in ("operations", "listening", "floor", "bare", "lean-all", "api")
     }
     references: dict[str, list[float]] = {
         "unsynced": [],
@@ -867,6 +997,7 @@ def main() -> None:
         "memory": [],
         "lean": [],
         "lean-all": [],
+        "api": [],
         "bare": [],
         "bare-threaded": [],
         "least": [],
@@ -935,6 +1066,17 @@ def main() -> None:
                     )
                 )
             settings.claim_all = False
+            references["api"].append(
+                asyncio.run(
+                    bench_operations(
+                        here / "api",
+                        args.operations,
+                        args.callers,
+                        args.alarm_concurrency,
+                        binding=ApiOperations,
+                    )
+                )
+            )
             references["bare"].append(
                 asyncio.run(
                     bench_bare(
@@ -983,6 +1125,9 @@ def main() -> None:
                 asyncio.run(cpu_per_call(LeanOperations, args.operations, args.callers))
             )
             settings.claim_all = False
+            cpu["api"].append(
+                asyncio.run(cpu_per_call(ApiOperations, args.operations, args.callers))
+            )
             cpu["operations"].append(
                 asyncio.run(cpu_per_call(OperationsBench, args.operations, args.callers))
             )
@@ -1074,6 +1219,11 @@ def main() -> None:
             "(LeanOperations, claim_all)",
         ),
         (
+            "api",
+            "the same with the work the API forces per operation: ids checked, a future "
+            "per caller, a DurableCall and signal per attempt (ApiOperations)",
+        ),
+        (
             "bare",
             "least work: bare asyncio + sqlite3, no runtime, syncs on the loop (BareOperations)",
         ),
@@ -1115,6 +1265,16 @@ def main() -> None:
                 f"{least[concurrency] / engine:.2f}x / {least_all / engine:.2f}x",
             )
         )
+    api = statistics.median(references["api"])
+    rows.append(
+        (
+            f"ApiOperations against LeastWork with {args.alarm_concurrency} permits; "
+            f"durability (alarm_concurrency={args.alarm_concurrency}) against ApiOperations",
+            f"{args.operations:,}",
+            f"{least[args.alarm_concurrency] / api:.2f}x; "
+            f"{api / statistics.median(runtime[args.alarm_concurrency]):.2f}x",
+        )
+    )
     floor_us = statistics.median(cpu["floor"]) * 1e6
     bare_us = statistics.median(cpu["bare"]) * 1e6
     operations_us = statistics.median(cpu["operations"]) * 1e6
@@ -1139,6 +1299,14 @@ def main() -> None:
             "records claimed by its commit (LeanOperations, claim_all)",
             f"{args.operations:,}",
             f"{lean_us:.1f} us ({lean_us - floor_us:.1f} us over the floor)",
+        )
+    )
+    api_us = statistics.median(cpu["api"]) * 1e6
+    rows.append(
+        (
+            "the same with the work the API forces per operation (ApiOperations)",
+            f"{args.operations:,}",
+            f"{api_us:.1f} us ({api_us - lean_us:+.1f} us)",
         )
     )
     rows.append(

@@ -133,6 +133,42 @@ async def test_lean_operations_complete_every_record_once() -> None:
     assert any("durability_calls_due_idx" in statement for statement in schema)
 
 
+class _RecordedApiOperations(bench.ApiOperations):  # type: ignore[name-defined]
+    """`ApiOperations` keeping what each handler run was given."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self.seen: list[list[Any]] = []
+
+    def _noop(self, call: Any) -> None:
+        self.seen.append([call.id, call.operation, call.attempt, call.signal.aborted])
+        super()._noop(call)
+
+    async def handled(self) -> list[list[Any]]:
+        return self.seen
+
+    async def stored(self) -> list[list[Any]]:
+        rows = self.ctx.storage.sql.exec(
+            "SELECT status, attempt, completed_at IS NOT NULL FROM durability_calls"
+        )
+        return [list(row) for row in rows.raw()]
+
+
+async def test_api_operations_run_each_handler_once_with_its_call(tmp_path: Path) -> None:
+    bench.settings.alarm_concurrency = PERMITS
+    async with bench.Runtime(path=tmp_path, bindings={"OPS": _RecordedApiOperations}) as rt:
+        api = rt.env.OPS.get_by_name("api")
+        await api.expect(OPERATIONS)
+        await bench.register_all(api.register, OPERATIONS, CALLERS)
+        assert await api.wait_completed() == OPERATIONS
+        seen = await api.handled()
+        stored = await api.stored()
+        with pytest.raises(TypeError, match="id must be a string"):
+            await api.register(7)
+    assert sorted(seen) == sorted([f"op-{n}", "noop", 1, False] for n in range(OPERATIONS))
+    _assert_all_completed_once([tuple(row) for row in stored])
+
+
 def test_raw_table_row_work_completes_every_record_once_a_batch_per_commit(tmp_path: Path) -> None:
     """Raw row work on the engine's table: every record completed once, in one commit per
     permit batch plus the last batch's successes (no more operations per commit than a
