@@ -14,7 +14,8 @@ Rows: raw sqlite3 in memory doing the row work of an operation (insert, claim, c
 with one commit per operation and with ten per commit; the embedded runtime's floor (a
 stub call inserting one row); the least work of an operation through the runtime, with
 no engine (`LeanOperations` claiming a turn's records in its commit, as the engine
-does); and durable operations on the in-memory runtime, register -> completed, with 200
+does), and the same with the work the API forces per operation (`ApiOperations`); and
+durable operations on the in-memory runtime, register -> completed, with 200
 callers and the default 10 permits, then with 100 permits. The library rows run on a
 virtual clock that stands still, so what the engine decides by time (how long handlers
 run back to back) is the same under valgrind, 50 times slower, as at full speed.
@@ -37,6 +38,7 @@ from pathlib import Path
 
 from operations import (
     CREATE_CALLS,
+    ApiOperations,
     InsertFloor,
     LeanOperations,
     OperationsBench,
@@ -56,10 +58,11 @@ WORKLOADS = {
     "floor": "in-memory runtime: a stub call inserting one row (the floor)",
     "lean-all": "in-memory runtime: the least work of an operation on it, no engine, "
     f"{CALLERS} callers, a turn's records claimed by its commit (LeanOperations, claim_all)",
+    "api": "in-memory runtime: the same with the work the API forces per operation (ApiOperations)",
     "ops-10": f"durability: register -> completed, {CALLERS} callers, alarm_concurrency=10",
     "ops-100": f"durability: register -> completed, {CALLERS} callers, alarm_concurrency=100",
 }
-LIBRARY = ("floor", "lean-all", "ops-10", "ops-100")
+LIBRARY = ("floor", "lean-all", "api", "ops-10", "ops-100")
 
 
 def raw(operations: int, per_commit: int) -> None:
@@ -96,6 +99,8 @@ def child(workload: str, operations: int) -> None:
     elif workload == "lean-all":
         settings.claim_all = True
         asyncio.run(library(LeanOperations, operations, 10))
+    elif workload == "api":
+        asyncio.run(library(ApiOperations, operations, 10))
     else:
         asyncio.run(library(OperationsBench, operations, int(workload.removeprefix("ops-"))))
 
