@@ -30,9 +30,9 @@ Future = asyncio.Future[object]
 
 def plain_loop(loop: asyncio.AbstractEventLoop) -> bool:
     """Whether `loop` makes its futures and tasks as asyncio's own loop does, so a call may
-    build them without the loop's Python-level `create_future` and `create_task` (a
-    third of a call's cost in asyncio on Python 3.11). Then a task factory set on the
-    loop is still asked for each call's task."""
+    build them itself: the loop's `create_future` and `create_task` are Python functions
+    around the same constructors (about 0.3 us of a call's CPU on Python 3.11). A task
+    factory set on the loop is still asked for each call's task."""
     kind = type(loop)
     return (
         kind.create_future is asyncio.BaseEventLoop.create_future
@@ -117,11 +117,11 @@ class CallDelivery(ABC):
                     self._done(outcome)
         else:
             self._waiting += 1
-            call = self._run_call(invoke, outcome)
+            delivery = self._run_call(invoke, outcome)
             if plain and loop.get_task_factory() is None:
-                task: asyncio.Task[None] = asyncio.Task(call, loop=loop)
+                task: asyncio.Task[None] = asyncio.Task(delivery, loop=loop)
             else:
-                task = loop.create_task(call)
+                task = loop.create_task(delivery)
             self.tasks.add(task)
             self._trackers[outcome] = task
         return outcome
