@@ -27,6 +27,7 @@ from .._signal import AbortSignal
 from .attempt import Attempt, AttemptKind
 from .batch import release
 from .lifecycle import report_failure
+from .permits import no_permit
 from .records import RecordExecutor
 from .running import ActiveExecution
 from .tasks import BACKGROUND_FAILED
@@ -182,9 +183,9 @@ class Reservation:
         "_claimed",
         "_holds",
         "_positions",
-        "_queued",
         "_runner",
         "_started_at",
+        "_waiting",
         "all_claimed",
     )
 
@@ -205,8 +206,8 @@ class Reservation:
         self._holds: dict[str, Attempt] = {}
         self._positions: dict[int, int] = {}
         """The claim (`claim_alone`) of each held record, by its position in the write."""
-        self._queued: set[str] = set()
-        """The held keys waiting for a permit."""
+        self._waiting = 0
+        """How many holds wait for a permit (those whose permit is `no_permit`)."""
         self._claimed: Collection[str] = ()
         """The keys the transaction inserted claimed."""
         self._started_at = 0
@@ -219,7 +220,7 @@ class Reservation:
         claims = runner.queue
         holds = self._holds
         claims_at = self._positions
-        queued = self._queued
+        waiting = 0
         alone = 1 if engine.permits.size == 1 else 0
         held_alone = bool(alone)
         room = MAX_QUEUED - claims.reserved
@@ -241,9 +242,9 @@ class Reservation:
             if behind:
                 # Queued for a permit, as every later one (an attempt's permit is
                 # `no_permit` until it has one).
-                if not queue or len(queued) >= room:
+                if not queue or waiting >= room:
                     break
-                queued.add(key)
+                waiting += 1
                 claims_at[position] = QUEUED_CLAIM
             else:
                 permit = try_acquire()
@@ -251,14 +252,16 @@ class Reservation:
                     behind = True
                     if not queue or room <= 0:
                         break
-                    queued.add(key)
+                    waiting += 1
                     claims_at[position] = QUEUED_CLAIM
                 else:
                     claims_at[position] = alone
                     attempt.permit = permit
-            attempt.alone = held_alone
+            if held_alone:
+                attempt.alone = True
             holds[key] = busy[key] = attempt
-        claims.reserved += len(queued)
+        self._waiting = waiting
+        claims.reserved += waiting
 
     def __bool__(self) -> bool:
         return bool(self._holds)
@@ -294,13 +297,13 @@ class Reservation:
         is given back now. The run ends with a reconcile of the alarm, unless
         `reconcile` is False (their executor reconciles as each one ends)."""
         runner = self._runner
-        claimed, queued = self._claimed, self._queued
+        claimed = self._claimed
         holds = self._holds
         if len(claimed) == len(holds):
             # Every hold was claimed (`claimed` is of held keys): those with a permit
             # were held first, the queued after.
             every = list(holds.values())
-            split = len(every) - len(queued)
+            split = len(every) - self._waiting
             ready, waiting = every[:split], every[split:]
         else:
             ready = []
@@ -308,7 +311,7 @@ class Reservation:
             for key, hold in holds.items():
                 if key not in claimed:
                     self._give_back(hold)
-                elif key in queued:
+                elif hold.permit is no_permit:
                     waiting.append(hold)
                 else:
                     ready.append(hold)
@@ -331,7 +334,7 @@ class Reservation:
         )
 
     def _give_back(self, hold: Attempt) -> None:
-        if hold.key in self._queued:
+        if hold.permit is no_permit:
             self._runner.queue.reserved -= 1
         release(self._runner._engine, hold)
 
